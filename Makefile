@@ -1,0 +1,44 @@
+# Sync Lab. The two commands of the README:
+#   make book   build the HTML book into _build/html (creates .venv on first use)
+#   make test   run the whole test suite (unit tests, nbval on solutions/, labs, book + browser)
+# Also: make lab (JupyterLab on labs/), make labs (regenerate labs from solutions),
+#       make solutions (re-execute the solution notebooks, storing their outputs).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+JOBS ?= 2
+
+.PHONY: test lab labs solutions browser clean
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+include make/book.mk
+
+# The browser test drives Debian's Chromium; install it where we can (root with apt-get).
+browser:
+	@command -v chromium >/dev/null || [ -x /usr/bin/chromium ] || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } ; } || \
+	  { echo "The browser test needs Chromium: sudo apt-get install chromium"; exit 1; }
+
+test: $(VENV)/.installed browser
+	$(PY) -m pytest --nbval -n $(JOBS) --dist loadfile
+
+lab: $(VENV)/.installed
+	$(VENV)/bin/jupyter lab labs/
+
+labs: $(VENV)/.installed
+	$(PY) -m synclab labs
+
+solutions: $(VENV)/.installed
+	for nb in solutions/*.ipynb; do \
+	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; done
+	$(PY) -m synclab labs
+
+clean: book-clean
+	rm -rf .pytest_cache

@@ -1,0 +1,27 @@
+# Book targets; the main Makefile includes this file and defines VENV, PY and the
+# $(VENV)/.installed stamp (venv + requirements.txt).
+#
+#   make book        build _build/html; any Sphinx/myst-nb warning fails the build
+#   make book-clean  remove _build entirely (the next build re-executes every notebook)
+#   make vendor      re-fetch the pinned offline JS into book/_vendor/dist (npm registry)
+
+JB ?= $(VENV)/bin/jupyter-book
+# --all re-reads every page (Sphinx only re-emits a warning when it reads the page, so
+# an incremental -W build can pass over a page that still warns); notebooks are still
+# executed only when their code changed (execute_notebooks: cache in _config.yml).
+# -n: broken cross-references are warnings too; --keep-going: list them all, then fail.
+BOOK_FLAGS ?= -W -n --keep-going --all
+
+.PHONY: book book-clean vendor
+
+# _build/html is removed first: Sphinx never deletes the page of a document that left
+# the toc. The execution cache (_build/.jupyter_cache) stays.
+book: $(VENV)/.installed
+	rm -rf _build/html
+	$(JB) build . $(BOOK_FLAGS)
+
+book-clean:
+	rm -rf _build
+
+vendor:
+	bash book/_vendor/fetch.sh

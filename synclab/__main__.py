@@ -1,0 +1,137 @@
+"""``python -m synclab``: check a lab from the terminal, regenerate labs, record benchmarks.
+
+    python -m synclab check labs/00_primer.ipynb   # run a notebook, report its checks (exit 0: all pass)
+    python -m synclab labs [--check] [--force]      # regenerate labs from solutions / verify they are fresh
+    python -m synclab bench ch0                     # run a chapter's profiling on this device, save results
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = {"ch0": "00_primer"}  # bench name -> notebook stem; each chapter adds itself here
+
+
+def _execute(notebook: Path, env: dict[str, str], timeout: int) -> list[str]:
+    """Run a notebook in a fresh kernel (its own folder as cwd); return the errors of failed cells."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(notebook, as_version=4)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits the environment
+    try:
+        client = NotebookClient(nb, timeout=timeout, allow_errors=True, kernel_name="python3",
+                                resources={"metadata": {"path": str(notebook.parent)}})
+        client.execute()
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    errors = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                errors.append(f"cell {i}: {out.get('ename')}: {out.get('evalue')}")
+    return errors
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from synclab.checks import REPORT_LOG_ENV, CheckReport, Outcome
+
+    notebook = Path(args.notebook)
+    if not notebook.exists():
+        print(f"no such notebook: {notebook}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "checks.jsonl"
+        print(f"running {notebook} ...", file=sys.stderr)
+        errors = _execute(notebook, {REPORT_LOG_ENV: str(log)}, args.timeout)
+        lines = log.read_text().splitlines() if log.exists() else []
+    reports = []
+    for line in lines:
+        data = json.loads(line)
+        reports.append(CheckReport(data["title"], [Outcome(**o) for o in data["outcomes"]], data["seed"]))
+    for report in reports:
+        print(report)
+    stubbed = [e for e in errors if "NotImplementedError" in e]
+    if stubbed:
+        print(f"{len(stubbed)} cell(s) stopped at an unfinished exercise: " + "; ".join(stubbed[:3]))
+    other = [e for e in errors if "NotImplementedError" not in e]
+    if other:
+        print("cells that raised: " + "; ".join(other[:5]))
+    if not reports:
+        print("no checks ran in this notebook")
+        return 1
+    ok = all(r.passed for r in reports)
+    print("ALL CHECKS PASSED" if ok else "SOME CHECKS DID NOT PASS")
+    return 0 if ok else 1
+
+
+def cmd_labs(args: argparse.Namespace) -> int:
+    from synclab import labgen
+
+    argv = (["--check"] if args.check else []) + (["--force"] if args.force else [])
+    return labgen.main(argv, root=ROOT)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from synclab.device import has_cuda
+    from synclab.provenance import Provenance
+    from synclab.reference import BENCH_DIR_ENV, REFERENCE_DIR
+
+    if args.chapter not in CHAPTERS:
+        print(f"unknown chapter {args.chapter!r}; choose from {', '.join(CHAPTERS)}", file=sys.stderr)
+        return 2
+    stem = CHAPTERS[args.chapter]
+    notebook = ROOT / "solutions" / f"{stem}.ipynb"
+    with tempfile.TemporaryDirectory() as tmp:
+        errors = _execute(notebook, {BENCH_DIR_ENV: tmp, "SYNCLAB_BENCH_FULL": "1"}, args.timeout)
+        if errors:
+            print("the solution notebook failed: " + "; ".join(errors), file=sys.stderr)
+            return 1
+        result = Path(tmp) / f"{args.chapter}.json"
+        if not result.exists():
+            print(f"{notebook} recorded no results", file=sys.stderr)
+            return 1
+        prov = Provenance.here()
+        if has_cuda():
+            out = REFERENCE_DIR / prov.slug / f"{args.chapter}.json"
+        else:  # a CPU run is useful to look at, never a reference
+            out = ROOT / "_build" / "bench" / prov.slug / f"{args.chapter}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(result, out)
+    print(f"wrote {out.relative_to(ROOT)} ({prov.label})")
+    if not has_cuda():
+        print("no GPU here: this is a CPU run, kept out of data/reference/")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m synclab", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("check", help="run a lab notebook and report its checks")
+    p.add_argument("notebook")
+    p.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("labs", help="regenerate labs/ from solutions/")
+    p.add_argument("--check", action="store_true", help="only verify the labs are fresh")
+    p.add_argument("--force", action="store_true", help="overwrite edited labs (a backup is kept)")
+    p.set_defaults(fn=cmd_labs)
+    p = sub.add_parser("bench", help="run a chapter's benchmarks on this device and save the results")
+    p.add_argument("chapter", help=", ".join(CHAPTERS))
+    p.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    p.set_defaults(fn=cmd_bench)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""Run a chapter's checks against any implementation and report, case by case.
+
+Introduced in chapter 0 (the primer); every chapter module defines its checks with it.
+
+A check is a function ``check(impl, rng)`` that calls the reader's implementation
+and raises :class:`CheckFailed` (with what was expected, what came back and a
+hint) when it is wrong. :func:`run_checks` runs each check with a time limit and
+turns every way an implementation can go wrong (wrong answer, exception,
+``NotImplementedError`` from a stub, an endless loop) into one readable line:
+never a wall of traceback, never a hang. Random cases draw from a fresh seed on
+every run, printed on failure so the case can be replayed with ``seed=...``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import traceback
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from html import escape
+from typing import Any, Callable, Iterator
+
+# When set (by ``python -m synclab check``), every report is also appended here as one JSON line.
+REPORT_LOG_ENV = "SYNCLAB_CHECK_LOG"
+
+
+class CheckFailed(AssertionError):
+    """Raised by a check: the implementation answered, but wrongly."""
+
+    def __init__(self, message: str, *, expected: Any = None, got: Any = None, hint: str = "", case: str = ""):
+        super().__init__(message)
+        self.message, self.expected, self.got, self.hint, self.case = message, expected, got, hint, case
+
+
+class CheckTimeout(Exception):
+    pass
+
+
+def expect(condition: bool, message: str, *, expected: Any = None, got: Any = None, hint: str = "", case: str = "") -> None:
+    """Fail the current check with a readable message unless ``condition`` holds."""
+    if not condition:
+        raise CheckFailed(message, expected=expected, got=got, hint=hint, case=case)
+
+
+def expect_equal(got: Any, expected: Any, *, what: str, hint: str = "", case: str = "") -> None:
+    """Fail unless ``got == expected`` (plain Python values: lists, ints, tuples)."""
+    if got != expected:
+        raise CheckFailed(f"{what} differs", expected=expected, got=got, hint=hint, case=case)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One named property of the task ``task`` (e.g. ``"0.1"``)."""
+
+    task: str
+    name: str
+    run: Callable[[Callable[..., Any], random.Random], None]
+    hint: str = ""  # shown when the check fails without a more specific hint
+    timeout_s: float = 30.0
+
+
+@dataclass
+class Outcome:
+    task: str
+    name: str
+    status: str  # "passed" | "failed" | "not implemented" | "crashed" | "timed out"
+    message: str = ""
+    expected: str = ""
+    got: str = ""
+    hint: str = ""
+    case: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "passed"
+
+
+_ICONS = {"passed": "✓", "failed": "✗", "not implemented": "…", "crashed": "✗", "timed out": "⏱"}
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass
+class CheckReport:
+    """The outcomes of one :func:`run_checks`; renders as a table in notebooks, text in terminals."""
+
+    title: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    seed: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.outcomes) and all(o.ok for o in self.outcomes)
+
+    @property
+    def summary(self) -> str:
+        n_ok = sum(o.ok for o in self.outcomes)
+        return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed"
+
+    def __str__(self) -> str:
+        lines = [self.summary]
+        for o in self.outcomes:
+            lines.append(f"  {_ICONS[o.status]} [{o.task}] {o.name}" + ("" if o.ok else f": {o.status}"))
+            if not o.ok:
+                for label, text in (("case", o.case), ("", o.message), ("expected", o.expected),
+                                    ("got", o.got), ("hint", o.hint)):
+                    if text:
+                        lines.append(f"      {label + ': ' if label else ''}{text}")
+        if not self.passed and any(o.status in ("failed", "crashed") for o in self.outcomes):
+            lines.append(f"  random cases used seed={self.seed} (pass seed={self.seed} to replay them)")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        color = "#2e7d32" if self.passed else "#c62828"
+        rows = []
+        for o in self.outcomes:
+            detail = ""
+            if not o.ok:
+                parts = [(k, v) for k, v in (("case", o.case), ("", o.message), ("expected", o.expected),
+                                             ("got", o.got), ("hint", o.hint)) if v]
+                detail = "<br>".join(f"<b>{k}</b> <code>{escape(v)}</code>" if k else escape(v) for k, v in parts)
+            rows.append(
+                f"<tr><td>{_ICONS[o.status]}</td><td>{escape(o.task)}</td><td>{escape(o.name)}</td>"
+                f"<td>{escape(o.status)}</td><td style='text-align:left'>{detail}</td></tr>"
+            )
+        seed = "" if self.passed else f"<div><small>random cases used seed={self.seed}</small></div>"
+        return (
+            f"<div><b style='color:{color}'>{escape(self.summary)}</b>"
+            "<table><tr><th></th><th>task</th><th>check</th><th>status</th><th>details</th></tr>"
+            + "".join(rows) + f"</table>{seed}</div>"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "passed": self.passed, "seed": self.seed,
+                "outcomes": [asdict(o) for o in self.outcomes]}
+
+
+# ----------------------------------------------------------------------------- running one check
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` (SIGALRM: only possible on the main thread, POSIX)."""
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise CheckTimeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _where_in_user_code(exc: BaseException) -> str:
+    """The deepest traceback line outside synclab and torch: where the reader's code broke."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(here) and "site-packages" not in f.filename]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f"in {f.name}, line {f.lineno}: {f.line}" if f.line else f"in {f.name}, line {f.lineno}"
+
+
+def _run_one(check: Check, impl: Callable[..., Any], seed: int) -> Outcome:
+    base = {"task": check.task, "name": check.name}
+    rng = random.Random(f"{seed}/{check.task}/{check.name}")
+    try:
+        with _time_limit(check.timeout_s):
+            check.run(impl, rng)
+    except CheckFailed as exc:
+        return Outcome(**base, status="failed", message=exc.message,
+                       expected=_short(exc.expected) if exc.expected is not None else "",
+                       got=_short(exc.got) if exc.got is not None else "",
+                       hint=exc.hint or check.hint, case=exc.case)
+    except NotImplementedError as exc:
+        return Outcome(**base, status="not implemented",
+                       message=f"not implemented yet ({exc})" if str(exc) else "not implemented yet")
+    except CheckTimeout:
+        return Outcome(**base, status="timed out", message=f"no answer within {check.timeout_s:.0f} s",
+                       hint="look for a loop that never ends, or work that grows much faster than the input")
+    except Exception as exc:  # the reader's code raised: one line, not a traceback
+        where = _where_in_user_code(exc)
+        message = f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
+        return Outcome(**base, status="crashed", message=message, hint=check.hint)
+    return Outcome(**base, status="passed")
+
+
+def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: int | None = None) -> CheckReport:
+    """Run every check against ``impl``; a fresh random seed unless ``seed`` is given."""
+    seed = random.SystemRandom().randrange(10**6) if seed is None else seed
+    report = CheckReport(title=title, outcomes=[_run_one(c, impl, seed) for c in checks], seed=seed)
+    log = os.environ.get(REPORT_LOG_ENV)
+    if log:
+        with open(log, "a") as f:
+            f.write(json.dumps(report.to_dict()) + "\n")
+    return report

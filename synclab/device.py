@@ -1,0 +1,116 @@
+"""Which device the lab runs on, and how a CPU-only machine stands in for a GPU.
+
+Taught in chapter 0 (the primer); every later chapter imports it.
+
+On a machine with CUDA, "device memory" is simply CUDA memory. On a CPU-only
+machine the lab still needs to know which tensors *stand for* device memory, so
+that :func:`synclab.syncs.count_syncs` can report the synchronisations the same
+code would perform on a GPU. Such tensors are ordinary CPU tensors carrying a
+marker attribute; :func:`to_device` sets it, and inside ``count_syncs`` every
+tensor computed from a marked tensor is marked too. The simulated device itself
+is :data:`SIM_DEVICE`, a ``str`` equal to ``"cpu"`` that torch accepts anywhere
+a device is expected and that ``count_syncs`` recognises.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Union
+
+import torch
+
+DeviceLike = Union[str, torch.device]
+
+_MARK = "_synclab_on_device"
+
+
+class SimulatedDevice(str):
+    """The CPU standing in for a GPU: ``torch`` sees ``"cpu"``; ``count_syncs`` sees a device."""
+
+    @property
+    def type(self) -> str:  # mirrors torch.device.type, so `device.type == "cuda"` stays honest
+        return "cpu"
+
+    @property
+    def index(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "SimulatedDevice('cpu')"
+
+
+SIM_DEVICE = SimulatedDevice("cpu")
+
+
+def has_cuda() -> bool:
+    """True when a real CUDA (or ROCm) GPU is usable."""
+    return torch.cuda.is_available()
+
+
+def is_cuda_alike() -> bool:
+    """vLLM's ``current_platform.is_cuda_alike()``: CUDA or ROCm, where streams and events exist."""
+    return has_cuda()
+
+
+def pick_device() -> DeviceLike:
+    """``torch.device("cuda")`` when a GPU is there, else the simulated device on the CPU."""
+    return torch.device("cuda") if has_cuda() else SIM_DEVICE
+
+
+def is_simulated(device: DeviceLike) -> bool:
+    """True for the CPU standing in for a device (and for tensors' ``.device`` inside ``count_syncs``)."""
+    return isinstance(device, SimulatedDevice)
+
+
+@lru_cache(maxsize=1)
+def is_pin_memory_available() -> bool:
+    """Whether page-locked host memory can be allocated (vLLM: false on WSL and without a GPU)."""
+    if not has_cuda():
+        return False
+    if "microsoft" in os.uname().release.lower():  # WSL: pinning is unreliable, vLLM turns it off
+        return False
+    try:
+        torch.empty(1, pin_memory=True)
+    except RuntimeError:
+        return False
+    return True
+
+
+def to_device(tensor: torch.Tensor, device: DeviceLike | None = None) -> torch.Tensor:
+    """Put ``tensor`` in device memory: a real copy to CUDA, or a marked copy on the CPU.
+
+    Use it to build the inputs a lab treats as device-resident (``hidden_states``,
+    ``*_gpu`` tensors). Host-side metadata (``*_cpu`` tensors) stays unmarked.
+    """
+    device = pick_device() if device is None else device
+    if is_simulated(device) or torch.device(device).type == "cpu":
+        out = tensor.detach().clone()
+        setattr(out, _MARK, True)
+        return out
+    return tensor.to(device)
+
+
+def mark_device(tensor: torch.Tensor) -> torch.Tensor:
+    """Mark an existing CPU tensor as standing for device memory (in place; returns it)."""
+    if tensor.device.type == "cpu":
+        setattr(tensor, _MARK, True)
+    return tensor
+
+
+def is_device_tensor(tensor: torch.Tensor) -> bool:
+    """True for tensors in (real or simulated) device memory; False for host tensors."""
+    return tensor.device.type != "cpu" or getattr(tensor, _MARK, False)
+
+
+def device_name() -> str:
+    """A human label for the device measurements come from, e.g. ``NVIDIA H100 80GB HBM3`` or ``cpu``."""
+    if has_cuda():
+        return torch.cuda.get_device_name()
+    return "cpu"
+
+
+def synchronize() -> None:
+    """Wait for all queued device work (a no-op on the CPU, where work runs eagerly)."""
+    if has_cuda():
+        torch.cuda.synchronize()

@@ -1,0 +1,161 @@
+"""Plotly figures shared by the chapters: sync counts, timing sweeps, the host/device model.
+
+Introduced in chapter 0 (the primer). Every measured figure's title carries the
+device, torch version and date it came from (:class:`synclab.provenance.Provenance`);
+the model's figures say MODEL in the title.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import plotly.graph_objects as go
+
+from synclab.timeline_model import ModelRun, simulate
+from synclab.timing import Sweep
+
+COLORS = {"host": "#4c78a8", "wait": "#e45756", "device": "#54a24b"}
+VARIANT_COLORS = ["#e45756", "#4c78a8", "#54a24b", "#f58518", "#b279a2"]
+
+
+def _layout(fig: go.Figure, title: str, subtitle: str = "", **kwargs: Any) -> go.Figure:
+    fig.update_layout(
+        title=f"{title}<br><sub>{subtitle}</sub>" if subtitle else title,
+        margin={"l": 10, "r": 10, "t": 70, "b": 10},
+        legend={"orientation": "h", "y": -0.2},
+        **kwargs,
+    )
+    return fig
+
+
+def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, Sequence[int]], title: str) -> go.Figure:
+    """Syncs per call against a parameter (e.g. batch size), one line per variant.
+
+    Sync counts do not depend on the machine, so no device label is needed.
+    """
+    fig = go.Figure()
+    for color, (variant, ys) in zip(VARIANT_COLORS, counts.items()):
+        fig.add_trace(go.Scatter(x=list(values), y=list(ys), name=variant, mode="lines+markers", line_color=color))
+    return _layout(fig, title, "counted with synclab.count_syncs (the same on CPU and GPU)",
+                   xaxis_title=parameter, yaxis_title="host-device syncs per call", height=380)
+
+
+def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = False) -> go.Figure:
+    """Median time per call against the swept parameter, IQR as error bars, with provenance."""
+    fig = go.Figure()
+    for color, (variant, timings) in zip(VARIANT_COLORS, sweep.timings.items()):
+        fig.add_trace(go.Scatter(
+            x=list(sweep.values), y=[t.median_us for t in timings], name=variant, mode="lines+markers",
+            line_color=color, error_y={"type": "data", "array": [t.iqr_us / 2 for t in timings], "visible": True},
+        ))
+    return _layout(fig, title, f"measured on {sweep.provenance.label}", xaxis_title=sweep.parameter,
+                   yaxis_title="median time per call (us)", height=400,
+                   xaxis_type="log" if log_x else None, yaxis_type="log" if log_y else None)
+
+
+# ----------------------------------------------------------------------------- the host/device model
+
+
+def _model_traces(run: ModelRun) -> list[go.Bar]:
+    traces = []
+    for state, lane, color in (("queueing work", "host", COLORS["host"]), ("waiting (sync)", "host", COLORS["wait"]),
+                               ("kernel", "device", COLORS["device"])):
+        picked = [i for i in run.intervals if i.state == state]
+        traces.append(go.Bar(
+            orientation="h", y=[lane] * len(picked), x=[i.end_us - i.start_us for i in picked],
+            base=[i.start_us for i in picked], name=f"{lane}: {state}", marker_color=color,
+            marker_line={"color": "white", "width": 1}, hovertext=[f"step {i.step}" for i in picked],
+        ))
+    return traces
+
+
+def _model_caption(run: ModelRun) -> str:
+    return (f"host {run.host_us:.0f} us + device {run.device_us:.0f} us per step, {run.syncs} sync(s) per step: "
+            f"GPU busy {run.gpu_utilisation:.0%}, {run.step_time_us:.0f} us per step")
+
+
+def model_figure(run: ModelRun) -> go.Figure:
+    """The model's timeline: host lane (queueing / waiting) above the device lane."""
+    fig = go.Figure(_model_traces(run))
+    return _layout(fig, "MODEL — host and device over a few steps", _model_caption(run), barmode="overlay",
+                   xaxis_title="time (us, modelled)", height=300, yaxis={"categoryarray": ["device", "host"]})
+
+
+def model_slider_figure(host_us: float, device_us: float, sync_values: Sequence[int] = (0, 1, 2, 4, 8)) -> go.Figure:
+    """The model with a slider over syncs per step (works in the static book: no kernel needed)."""
+    runs = [simulate(host_us, device_us, s) for s in sync_values]
+    x_max = max(r.total_us for r in runs)
+    fig = go.Figure(_model_traces(runs[0]))
+    fig.frames = [go.Frame(data=_model_traces(r), name=str(s), layout={"title.text": _title_for(r)})
+                  for s, r in zip(sync_values, runs)]
+    steps = [{"label": str(s), "method": "animate",
+              "args": [[str(s)], {"mode": "immediate", "frame": {"duration": 0, "redraw": True},
+                                  "transition": {"duration": 0}}]} for s in sync_values]
+    fig.update_layout(sliders=[{"active": 0, "currentvalue": {"prefix": "syncs per step: "}, "steps": steps,
+                                "pad": {"t": 50}}])
+    return _layout(fig, _title_for(runs[0]), barmode="overlay", xaxis={"range": [0, x_max], "title": "time (us, modelled)"},
+                   height=360, yaxis={"categoryarray": ["device", "host"]})
+
+
+def _title_for(run: ModelRun) -> str:
+    return f"MODEL — {_model_caption(run)}"
+
+
+def utilisation_heatmap(device_us: float, host_values: Sequence[float], sync_values: Sequence[int]) -> go.Figure:
+    """GPU utilisation in the model over host work per step x syncs per step."""
+    z = [[simulate(h, device_us, s, steps=20).gpu_utilisation for h in host_values] for s in sync_values]
+    fig = go.Figure(go.Heatmap(
+        x=[str(h) for h in host_values], y=[str(s) for s in sync_values], z=z, zmin=0, zmax=1,
+        colorscale="RdYlGn", text=[[f"{v:.0%}" for v in row] for row in z], texttemplate="%{text}",
+        colorbar={"title": "GPU busy"},
+    ))
+    return _layout(fig, f"MODEL — GPU utilisation, device work {device_us:.0f} us per step",
+                   "each sync makes the device wait for the host to queue the next piece", height=380,
+                   xaxis_title="host work per step (us)", yaxis_title="syncs per step")
+
+
+def model_explorer(host_us: float = 40.0, device_us: float = 60.0, syncs: int = 0) -> Any:
+    """Three sliders (host work, device work, syncs per step) driving :func:`model_figure`.
+
+    Live notebooks only: a static page has no kernel to redraw the figure.
+    """
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    host = widgets.IntSlider(value=int(host_us), min=0, max=200, step=5, description="host us/step")
+    device = widgets.IntSlider(value=int(device_us), min=5, max=200, step=5, description="device us/step")
+    n_syncs = widgets.IntSlider(value=syncs, min=0, max=8, description="syncs/step")
+    out = widgets.Output()
+
+    def redraw(_: Any = None) -> None:
+        with out:
+            out.clear_output(wait=True)
+            display(model_figure(simulate(host.value, device.value, n_syncs.value)))
+
+    for w in (host, device, n_syncs):
+        w.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([host, device, n_syncs]), out])
+
+
+class _PlotlyBundle:
+    """Only the plotly JSON mime bundle of a figure (a Figure's own display hook would show it)."""
+
+    def __init__(self, fig: go.Figure) -> None:
+        import plotly.io as pio
+
+        self.bundle = pio.renderers["plotly_mimetype"].to_mimebundle(fig.to_dict())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return self.bundle
+
+
+def glue_figure(name: str, fig: go.Figure) -> go.Figure:
+    """Store ``fig`` under ``name`` for the book page to paste (``{glue:figure}``), and return it.
+
+    myst-nb's ``glue`` would otherwise trigger plotly's display hook and show the figure twice.
+    """
+    from myst_nb import glue
+
+    glue(name, _PlotlyBundle(fig), display=False)
+    return fig

@@ -1,0 +1,310 @@
+"""Chapter 0 (the primer): a small decode step, its syncs, and the checks for Exercise 0.1 / 0.2.
+
+The workload is the bookkeeping an LLM engine does after every forward pass:
+pick each request's next token (greedy), append it to the request's output
+list, and decide which requests are finished (end-of-sequence token, or the
+length limit). :func:`decode_step_baseline` does it the obvious way, one request
+at a time, reading values back from the device as it goes: about two syncs per
+request. The reader's :func:`decode_step` (Exercise 0.1) must return the same
+thing with at most one sync per step, whatever the batch size.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks
+from synclab.device import DeviceLike, pick_device, to_device
+from synclab.profiling import Trace, profile
+from synclab.reference import record
+from synclab.syncs import count_syncs
+from synclab.timing import Sweep, sweep
+
+
+@dataclass
+class DecodeBatch:
+    """The state one decode step reads and updates (names follow vLLM's InputBatch)."""
+
+    logits: torch.Tensor  # [num_reqs, vocab_size] device: this step's model output
+    seq_lens_gpu: torch.Tensor  # [num_reqs] int64 device: tokens so far, as the model saw them
+    seq_lens_cpu: torch.Tensor  # [num_reqs] int64 host: the same lengths, kept on the host
+    output_token_ids: list[list[int]]  # per request: generated tokens so far (host lists)
+    max_model_len: int  # a request is finished when it reaches this many tokens
+    eos_token_id: int
+
+    @property
+    def num_reqs(self) -> int:
+        return len(self.output_token_ids)
+
+
+@dataclass
+class StepOutput:
+    sampled_token_ids: list[int]  # [num_reqs]
+    finished: list[bool]  # [num_reqs]
+
+
+def make_batch(
+    num_reqs: int,
+    vocab_size: int = 128,
+    *,
+    rng: random.Random | None = None,
+    eos_token_id: int = 0,
+    max_model_len: int = 64,
+    device: DeviceLike | None = None,
+) -> DecodeBatch:
+    """A random decode batch: some requests hit EOS, some hit the length limit."""
+    rng = rng or random.Random(0)
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    logits = torch.randn(num_reqs, vocab_size, generator=gen)  # [num_reqs, vocab_size]
+    for i in range(num_reqs):
+        if rng.random() < 0.2:  # make EOS the argmax for about one request in five
+            logits[i, eos_token_id] = logits[i].max() + 1.0
+    seq_lens = [rng.randrange(1, max_model_len) for _ in range(num_reqs)]
+    outputs = [[rng.randrange(1, vocab_size) for _ in range(rng.randrange(0, 4))] for _ in range(num_reqs)]
+    seq_lens_cpu = torch.tensor(seq_lens, dtype=torch.int64).reshape(num_reqs)
+    return DecodeBatch(
+        logits=to_device(logits, device),
+        seq_lens_gpu=to_device(seq_lens_cpu, device),
+        seq_lens_cpu=seq_lens_cpu.clone(),
+        output_token_ids=outputs,
+        max_model_len=max_model_len,
+        eos_token_id=eos_token_id,
+    )
+
+
+def copy_batch(batch: DecodeBatch) -> DecodeBatch:
+    """An independent copy (decode steps mutate their batch)."""
+    return DecodeBatch(
+        logits=to_device(batch.logits.cpu(), batch.logits.device if batch.logits.is_cuda else None),
+        seq_lens_gpu=to_device(batch.seq_lens_gpu.cpu(), batch.seq_lens_gpu.device if batch.seq_lens_gpu.is_cuda else None),
+        seq_lens_cpu=batch.seq_lens_cpu.clone(),
+        output_token_ids=[list(o) for o in batch.output_token_ids],
+        max_model_len=batch.max_model_len,
+        eos_token_id=batch.eos_token_id,
+    )
+
+
+def decode_step_baseline(batch: DecodeBatch) -> StepOutput:
+    """The step written the obvious way: correct, and about 2 syncs per request + 1."""
+    if torch.isnan(batch.logits).any():  # sync: `if` needs the value on the host
+        raise ValueError("NaN in logits")
+    sampled, finished = [], []
+    for i in range(batch.num_reqs):
+        token = int(batch.logits[i].argmax())  # sync per request: the host waits for the argmax
+        seq_len = int(batch.seq_lens_gpu[i])  # sync per request: a length the host already knows
+        done = token == batch.eos_token_id or seq_len + 1 >= batch.max_model_len
+        batch.output_token_ids[i].append(token)
+        sampled.append(token)
+        finished.append(done)
+    batch.seq_lens_gpu += 1  # device-side update: queued, no sync
+    batch.seq_lens_cpu += 1
+    return StepOutput(sampled, finished)
+
+
+def decode_step_reference(batch: DecodeBatch) -> StepOutput:
+    """A plain host-side reference for the checks: everything copied to Python first."""
+    logits = batch.logits.cpu()
+    if torch.isnan(logits).any():
+        raise ValueError("NaN in logits")
+    sampled = [int(row.argmax()) for row in logits] if batch.num_reqs else []
+    lens = batch.seq_lens_cpu.tolist()
+    finished = [t == batch.eos_token_id or n + 1 >= batch.max_model_len for t, n in zip(sampled, lens)]
+    for out, t in zip(batch.output_token_ids, sampled):
+        out.append(t)
+    batch.seq_lens_gpu += 1
+    batch.seq_lens_cpu += 1
+    return StepOutput(sampled, finished)
+
+
+# ----------------------------------------------------------------------------- checks for Exercise 0.1
+
+DecodeStep = Callable[[DecodeBatch], StepOutput]
+
+
+def _same_step(impl: DecodeStep, batch: DecodeBatch, case: str) -> None:
+    mine, ref = copy_batch(batch), copy_batch(batch)
+    lists_before = [id(o) for o in mine.output_token_ids]
+    got, want = impl(mine), decode_step_reference(ref)
+    expect(isinstance(got, StepOutput), "decode_step must return a StepOutput", got=type(got).__name__, case=case)
+    expect_equal(list(got.sampled_token_ids), want.sampled_token_ids, what="sampled_token_ids", case=case,
+                 hint="the next token is the argmax of each request's logits row")
+    expect_equal([bool(f) for f in got.finished], want.finished, what="finished", case=case,
+                 hint="finished = EOS sampled, or seq_len + 1 >= max_model_len")
+    expect_equal(mine.output_token_ids, ref.output_token_ids, what="output_token_ids after the step", case=case,
+                 hint="append each sampled token to its request's list")
+    expect([id(o) for o in mine.output_token_ids] == lists_before,
+           "output lists must be updated in place (the request state holds the same list objects)", case=case)
+    expect_equal(mine.seq_lens_cpu.tolist(), ref.seq_lens_cpu.tolist(), what="seq_lens_cpu", case=case)
+    expect_equal(mine.seq_lens_gpu.cpu().tolist(), ref.seq_lens_gpu.cpu().tolist(), what="seq_lens_gpu", case=case,
+                 hint="both copies of the lengths grow by one per step")
+
+
+def _check_fixed(impl: DecodeStep, rng: random.Random) -> None:
+    for num_reqs in (1, 3, 8):
+        _same_step(impl, make_batch(num_reqs, rng=random.Random(num_reqs)), f"fixed batch of {num_reqs}")
+    eos_everywhere = make_batch(4, rng=random.Random(1))
+    eos_everywhere.logits[:, eos_everywhere.eos_token_id] = 100.0
+    _same_step(impl, eos_everywhere, "every request samples EOS")
+    at_limit = make_batch(4, rng=random.Random(2))
+    at_limit.seq_lens_cpu.fill_(at_limit.max_model_len - 1)
+    at_limit.seq_lens_gpu.fill_(at_limit.max_model_len - 1)
+    _same_step(impl, at_limit, "every request reaches max_model_len")
+
+
+def _check_empty(impl: DecodeStep, rng: random.Random) -> None:
+    _same_step(impl, make_batch(0, rng=rng), "empty batch (0 requests)")
+
+
+def _check_random(impl: DecodeStep, rng: random.Random) -> None:
+    for trial in range(25):
+        num_reqs, vocab = rng.randrange(0, 65), rng.choice([2, 17, 128, 1000])
+        _same_step(impl, make_batch(num_reqs, vocab, rng=rng), f"random batch #{trial}: {num_reqs} requests, vocab {vocab}")
+
+
+def _check_nan(impl: DecodeStep, rng: random.Random) -> None:
+    batch = make_batch(5, rng=rng)
+    batch.logits[rng.randrange(5), rng.randrange(128)] = float("nan")
+    before = [list(o) for o in batch.output_token_ids]
+    try:
+        impl(batch)
+    except ValueError:
+        expect_equal(batch.output_token_ids, before, what="output lists after a rejected step",
+                     hint="raise before changing any state", case="NaN in logits")
+        return
+    raise CheckFailed("a step over NaN logits must raise ValueError", expected="ValueError", got="no exception",
+                      case="NaN in logits", hint="keep the NaN check; bring its answer back with the tokens")
+
+
+def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
+    for num_reqs in (1, 16, 64):
+        batch = make_batch(num_reqs, rng=rng)
+        with count_syncs() as report:
+            impl(batch)
+        expect(report.count <= 1, f"{report.count} syncs in one step of {num_reqs} requests", expected="at most 1",
+               got=f"{report.count}: " + "; ".join(f"{e.kind.value} at {e.where}" for e in report.events[:4]),
+               case=f"{num_reqs} requests",
+               hint="compute argmax and the NaN test for the whole batch on the device, bring them back in ONE "
+                    ".tolist(), and use seq_lens_cpu (the host already knows the lengths)")
+        budget = 16 * (num_reqs + 1)  # a token id and a flag per request, not a row of logits
+        expect(report.bytes_to_host <= budget, f"{report.bytes_to_host} bytes read back to the host",
+               expected=f"at most {budget} bytes for {num_reqs} requests", got=report.bytes_to_host,
+               case=f"{num_reqs} requests",
+               hint="one sync, but not a copy of the logits: reduce on the device (argmax) before reading back")
+
+
+CHECKS_0_1 = [
+    Check("0.1", "same result as the reference on fixed cases", _check_fixed),
+    Check("0.1", "empty batch", _check_empty),
+    Check("0.1", "same result on random batches (0 to 64 requests)", _check_random),
+    Check("0.1", "NaN logits raise ValueError before any update", _check_nan),
+    Check("0.1", "at most 1 sync per step, whatever the batch size; no logits read back", _check_syncs),
+]
+
+
+def check_decode_step(impl: DecodeStep, seed: int | None = None) -> CheckReport:
+    """Exercise 0.1: run every check against ``impl``."""
+    return run_checks("Exercise 0.1 — decode_step", CHECKS_0_1, impl, seed=seed)
+
+
+# ----------------------------------------------------------------------------- Exercise 0.2: predict the syncs
+
+
+def _snippets(device: DeviceLike) -> dict[str, Callable[[], object]]:
+    """Snippets whose sync count the reader predicts; ``x`` and ``idx`` live on the device."""
+    x = to_device(torch.arange(16.0), device)  # [16] device
+    idx = to_device(torch.tensor([2, 9]), device)  # [2] device
+    sizes_cpu = torch.tensor([4, 12])  # [2] host metadata
+    return {
+        "a: x[2:9].sum()": lambda: x[2:9].sum(),
+        "b: x[idx[0]:idx[1]]": lambda: x[idx[0]:idx[1]],
+        "c: x.split(sizes_cpu.tolist())": lambda: x.split(sizes_cpu.tolist()),
+        "d: x.max().item()": lambda: x.max().item(),
+        "e: x[x > 3]": lambda: x[x > 3],
+        "f: x.index_fill_(0, idx, 0.0)": lambda: x.index_fill_(0, idx, 0.0),
+        "g: idx.tolist()": lambda: idx.tolist(),
+        "h: if x.sum() > 0: pass": lambda: bool(x.sum() > 0),
+    }
+
+
+SNIPPETS = list(_snippets("cpu"))
+
+
+def measure_snippet_syncs(device: DeviceLike | None = None) -> dict[str, int]:
+    """How many syncs each snippet of Exercise 0.2 really performs, counted with ``count_syncs``."""
+    counts = {}
+    for name, snippet in _snippets(device or pick_device()).items():
+        with count_syncs() as report:
+            snippet()
+        counts[name] = report.count
+    return counts
+
+
+def check_predictions(predict: Callable[[], dict[str, int]], seed: int | None = None) -> CheckReport:
+    """Exercise 0.2: compare the reader's predicted sync counts (``predict()``) with the measured ones."""
+
+    def run(predict: Callable[[], dict[str, int]], rng: random.Random) -> None:
+        preds = predict()
+        expect(isinstance(preds, dict), "my_predictions() must return a dict", got=type(preds).__name__)
+        expect(set(preds) == set(SNIPPETS), "predict every snippet, by its name",
+               expected=sorted(SNIPPETS), got=sorted(preds))
+        measured = measure_snippet_syncs()
+        wrong = {k: (preds[k], measured[k]) for k in SNIPPETS if preds[k] != measured[k]}
+        expect(not wrong, f"{len(wrong)} prediction(s) off",
+               got="; ".join(f"{k}: you said {p}, measured {m}" for k, (p, m) in wrong.items()),
+               hint="a sync happens when the host needs a device VALUE or a data-dependent SHAPE")
+
+    check = Check("0.2", "predicted sync counts match count_syncs", run)
+    return run_checks("Exercise 0.2 — predict the syncs", [check], predict, seed=seed)
+
+
+# ----------------------------------------------------------------------------- profiling helpers
+
+BATCH_SIZES = (1, 4, 16, 64, 256)
+PROFILE_VOCAB = 1024  # small enough that the host's per-request work, not the argmax, dominates on a CPU
+
+
+def sync_counts(impls: dict[str, DecodeStep], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> dict[str, list[int]]:
+    """Syncs per step of each implementation at each batch size (counted, so the same on any machine)."""
+    counts: dict[str, list[int]] = {}
+    for name, impl in impls.items():
+        counts[name] = []
+        for n in batch_sizes:
+            batch = make_batch(n, PROFILE_VOCAB, rng=random.Random(n))
+            with count_syncs() as report:
+                impl(batch)
+            counts[name].append(report.count)
+    record("ch0", "sync_counts", {"batch_sizes": list(batch_sizes), "counts": counts})
+    return counts
+
+
+def timing_sweep(impls: dict[str, DecodeStep], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> Sweep:
+    """Median time of one decode step per implementation and batch size, on this device."""
+
+    def factory(impl: DecodeStep) -> Callable[[int], Callable[[], StepOutput]]:
+        def build(n: int) -> Callable[[], StepOutput]:
+            batch = make_batch(n, PROFILE_VOCAB, rng=random.Random(n), max_model_len=2**62)
+            return lambda: impl(batch)
+
+        return build
+
+    full = bool(os.environ.get("SYNCLAB_BENCH_FULL"))
+    result = sweep({name: factory(impl) for name, impl in impls.items()}, "batch size", batch_sizes,
+                   min_run_time=0.5 if full else 0.1)
+    record("ch0", "timing", result.to_dict())
+    return result
+
+
+def profile_steps(impls: dict[str, DecodeStep], batch_size: int = 16) -> dict[str, Trace]:
+    """One profiled decode step per implementation (same batch size), ready for ``timeline_figure``."""
+    traces = {}
+    for name, impl in impls.items():
+        batch = make_batch(batch_size, PROFILE_VOCAB, rng=random.Random(batch_size), max_model_len=2**62)
+        traces[name] = profile(impl, batch, warmup=2)
+    record("ch0", "profile", {name: {"duration_us": t.duration_us, "host_syncs": t.count("sync")}
+                              for name, t in traces.items()})
+    return traces

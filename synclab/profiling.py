@@ -1,0 +1,196 @@
+"""Run a block under ``torch.profiler`` and draw its timeline as a plotly figure.
+
+Taught in chapter 0 (the primer); every chapter's profiling section uses it.
+
+The timeline has one row per host thread (the Python side queueing work), one for
+the CUDA runtime calls it makes (``cudaStreamSynchronize`` is where the host waits),
+and one per device stream (kernels and copies). Synchronisations are drawn red:
+on a GPU they are the runtime's synchronize/copy calls, on a CPU the scalar reads
+(``aten::item`` / ``aten::_local_scalar_dense``) and data-dependent ops that
+would synchronise on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.profiler import ProfilerActivity, profile as torch_profile
+
+from synclab.device import has_cuda, synchronize
+from synclab.provenance import Provenance
+
+# Host ops that wait for the device (on a GPU) or would (on the simulated device).
+SYNC_OPS = {
+    "aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero", "aten::equal",
+    "aten::masked_select", "aten::_unique2", "cudaStreamSynchronize", "cudaDeviceSynchronize",
+    "cudaEventSynchronize", "cudaMemcpy",
+}
+CATEGORY_COLORS = {
+    "region": "#9e9e9e",
+    "host op": "#4c78a8",
+    "sync": "#e45756",
+    "runtime": "#72b7b2",
+    "kernel": "#54a24b",
+    "copy": "#f58518",
+}
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    row: str  # "host", "regions", "CUDA runtime", "device stream 7"
+    name: str
+    category: str  # a key of CATEGORY_COLORS
+    start_us: float  # relative to the start of the trace
+    dur_us: float
+
+
+@dataclass
+class Trace:
+    """The events of one profiled block, times in microseconds from its start."""
+
+    events: list[TraceEvent]
+    provenance: Provenance = field(default_factory=Provenance.here)
+
+    @property
+    def duration_us(self) -> float:
+        return max((e.start_us + e.dur_us for e in self.events), default=0.0)
+
+    def count(self, category: str) -> int:
+        return sum(e.category == category for e in self.events)
+
+    def host_busy_us(self) -> float:
+        return sum(e.dur_us for e in self.events if e.row == "host")
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """The profiler's C++ side logs to file descriptor 2; keep it out of notebook outputs."""
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _nesting_depths(events: list[dict]) -> list[int]:
+    """Depth of each host op in its thread's call tree (0 = top level), events sorted by start."""
+    depths, stack = [], []  # stack of end times
+    for ev in events:
+        start, end = ev["ts"], ev["ts"] + ev.get("dur", 0)
+        while stack and stack[-1] <= start:
+            stack.pop()
+        depths.append(len(stack))
+        stack.append(end)
+    return depths
+
+
+def _events_from_chrome_trace(raw: list[dict], host_depth: int) -> list[TraceEvent]:
+    spans = [e for e in raw if e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))]
+    host = sorted((e for e in spans if e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
+    if not spans:
+        return []
+    t0 = min(e["ts"] for e in spans if e.get("cat") in ("cpu_op", "user_annotation", "kernel", "gpu_memcpy"))
+    out: list[TraceEvent] = []
+    sync_ends_at = -1.0  # end of the last sync drawn: a sync inside it (item -> _local_scalar_dense) is the same wait
+    for ev, depth in zip(host, _nesting_depths(host)):
+        sync = ev["name"] in SYNC_OPS and ev["ts"] >= sync_ends_at
+        if depth <= host_depth or sync:
+            category = "sync" if sync else "host op"
+            out.append(TraceEvent("host", ev["name"], category, ev["ts"] - t0, ev.get("dur", 0.0)))
+            if sync:
+                sync_ends_at = ev["ts"] + ev.get("dur", 0.0)
+    for ev in spans:
+        cat, name = ev.get("cat"), ev["name"]
+        args = ev.get("args", {})
+        if cat == "user_annotation":
+            row, category = "regions", "region"
+        elif cat == "cuda_runtime":
+            row, category = "CUDA runtime", "sync" if name in SYNC_OPS else "runtime"
+        elif cat == "kernel":
+            row, category = f"device stream {args.get('stream', '?')}", "kernel"
+        elif cat in ("gpu_memcpy", "gpu_memset"):
+            row, category = f"device stream {args.get('stream', '?')}", "copy"
+        else:
+            continue
+        out.append(TraceEvent(row, name, category, ev["ts"] - t0, ev.get("dur", 0.0)))
+    return out
+
+
+def profile(fn: Callable[..., Any], *args: Any, warmup: int = 1, host_depth: int = 0, **kwargs: Any) -> Trace:
+    """Run ``fn(*args, **kwargs)`` once under the profiler (after ``warmup`` untimed calls).
+
+    ``host_depth`` chooses how deep in the host call tree ops are drawn (0: top-level ops).
+    Wrap phases of ``fn`` in ``torch.profiler.record_function("name")`` to label them.
+    """
+    for _ in range(warmup):
+        fn(*args, **kwargs)
+    synchronize()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if has_cuda() else [])
+    with tempfile.TemporaryDirectory() as tmp, _quiet_stderr():
+        with torch_profile(activities=activities) as prof:
+            fn(*args, **kwargs)
+            synchronize()
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            data = json.load(f)
+    raw = data["traceEvents"] if isinstance(data, dict) else data
+    return Trace(_events_from_chrome_trace(raw, host_depth))
+
+
+def _row_order(rows: list[str]) -> list[str]:
+    rank = {"regions": 0, "host": 1, "CUDA runtime": 2}
+    return sorted(set(rows), key=lambda r: (rank.get(r.split(" · ")[-1], 3), r))
+
+
+def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler timeline") -> Any:
+    """A plotly timeline: one row per host thread / runtime / device stream, syncs in red.
+
+    Pass ``{"baseline": trace_a, "solution": trace_b}`` to stack several runs, each
+    starting at 0, so their lengths compare directly.
+    """
+    import plotly.graph_objects as go
+
+    if isinstance(traces, Trace):
+        traces = {"": traces}
+    events = [
+        (f"{name} · {ev.row}" if name else ev.row, ev) for name, trace in traces.items() for ev in trace.events
+    ]
+    order = [r for name in traces for r in _row_order([row for row, ev in events if row.startswith(name)])]
+    fig = go.Figure()
+    for category, color in CATEGORY_COLORS.items():
+        picked = [(row, ev) for row, ev in events if ev.category == category]
+        if not picked:
+            continue
+        fig.add_trace(
+            go.Bar(
+                orientation="h",
+                y=[row for row, _ in picked],
+                x=[max(ev.dur_us, 0.5) for _, ev in picked],  # a minimum width keeps tiny ops visible
+                base=[ev.start_us for _, ev in picked],
+                name=category,
+                marker_color=color,
+                hovertext=[f"{ev.name}<br>{ev.dur_us:.1f} us at {ev.start_us:.1f} us" for _, ev in picked],
+                hoverinfo="text",
+            )
+        )
+    provenance = next(iter(traces.values())).provenance.label if traces else ""
+    fig.update_layout(
+        title=f"{title}<br><sub>{provenance}</sub>",
+        barmode="overlay",
+        xaxis_title="time since start of the call (us)",
+        yaxis={"categoryorder": "array", "categoryarray": list(reversed(order))},
+        height=160 + 40 * len(order),
+        legend={"orientation": "h", "y": -0.25},
+        margin={"l": 10, "r": 10, "t": 70, "b": 10},
+    )
+    return fig

@@ -1,0 +1,48 @@
+"""Reference results: what ``python -m synclab bench chN`` records, and how chapters load them.
+
+Introduced in chapter 0 (the primer); every chapter's profiling section uses it.
+
+``bench`` re-executes a chapter's solution notebook with ``SYNCLAB_BENCH_DIR`` set;
+the notebook's profiling cells hand their measurements to :func:`record`, which
+writes them there with their provenance. Only runs on a real GPU are stored
+under ``data/reference/<device-slug>/``; a CPU run is kept apart and never
+presented as a reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from synclab.provenance import Provenance
+
+BENCH_DIR_ENV = "SYNCLAB_BENCH_DIR"
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "data" / "reference"
+
+
+def record(chapter: str, name: str, result: dict[str, Any]) -> None:
+    """Hand one measurement (a JSON-able dict) to ``python -m synclab bench``; a no-op otherwise."""
+    out_dir = os.environ.get(BENCH_DIR_ENV)
+    if not out_dir:
+        return
+    path = Path(out_dir) / f"{chapter}.json"
+    data = json.loads(path.read_text()) if path.exists() else {"provenance": Provenance.here().to_dict(), "results": {}}
+    data["results"][name] = result
+    path.write_text(json.dumps(data, indent=1))
+
+
+def load(chapter: str, root: Path = REFERENCE_DIR) -> dict[str, dict[str, Any]]:
+    """Every recorded GPU reference for ``chapter``: ``{device slug: {"provenance": ..., "results": ...}}``."""
+    found = {}
+    for path in sorted(root.glob(f"*/{chapter}.json")):
+        data = json.loads(path.read_text())
+        if data.get("provenance", {}).get("is_gpu"):  # never show a CPU run as a reference
+            found[path.parent.name] = data
+    return found
+
+
+def describe_missing(chapter: str) -> str:
+    return (f"No GPU reference results for {chapter} are recorded yet. On a machine with a GPU, run "
+            f"`python -m synclab bench {chapter}` and commit data/reference/<device>/{chapter}.json.")

@@ -1,0 +1,444 @@
+"""Count host-device synchronisations: ``with count_syncs() as report: ...``.
+
+Taught in chapter 0 (the primer) and used by every chapter's checks.
+
+A synchronisation is a point where the host (Python) must wait for the device to
+finish queued work: reading a value back (``.item()``, ``.tolist()``, ``if t:``),
+an operation whose output *shape* depends on device data (``nonzero``, boolean
+masks), or a copy that blocks. While the host waits, nobody queues the next
+kernels, so the GPU soon runs dry.
+
+How the counter works. Two observers sit around the block:
+
+* a ``TorchFunctionMode`` sees Python-level calls (``item``, ``tolist``,
+  ``__bool__``, ``.to(...)``, ``copy_``, ``torch.tensor(..., device=...)``) with
+  their arguments, so it can tell a blocking copy from a ``non_blocking`` one and
+  pinned memory from pageable memory;
+* a ``TorchDispatchMode`` sees aten ops, among them ``_local_scalar_dense`` (the
+  one op every scalar read goes through, including the ``__index__`` hidden in
+  ``x[start:end]`` with tensor bounds) and the data-dependent-shape ops.
+
+A sync found at the Python level is not counted again at the aten level.
+
+On a GPU, "device tensors" are CUDA tensors and the block also runs under
+``torch.cuda.set_sync_debug_mode("warn")``, whose count is reported beside ours
+as ground truth. On a CPU-only machine, device tensors are the CPU tensors that
+:func:`synclab.device.to_device` marked (and everything computed from them inside
+the block): the report then lists the syncs the same code would perform on a GPU.
+Host-side metadata (``num_scheduled_tokens_cpu``) is never marked and never counts.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import warnings
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import Enum
+from html import escape
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map_only
+
+from synclab.device import (
+    SIM_DEVICE,
+    has_cuda,
+    is_device_tensor,
+    is_pin_memory_available,
+    is_simulated,
+    mark_device,
+)
+
+
+class SyncKind(str, Enum):
+    """Why the host had to wait. ``value`` is the label shown to readers."""
+
+    ITEM = "item"  # t.item(), int(t), float(t), torch.equal
+    TOLIST = "tolist"  # t.tolist(): a device-to-host copy of the whole tensor
+    BOOL = "bool"  # if t: / bool(t) / assert t
+    TENSOR_SLICE = "tensor-bounded slice"  # x[t0:t1] with device 0-d bounds (__index__)
+    NONZERO = "nonzero"  # nonzero, torch.where(cond), masked_select, unique: output shape depends on data
+    BOOL_MASK_INDEX = "boolean-mask indexing"  # x[mask], x[mask] = v
+    D2H_COPY = "blocking device-to-host copy"  # t.cpu(), t.to("cpu"), cpu_buf.copy_(t)
+    H2D_COPY = "synchronous host-to-device copy"  # t.to(dev), torch.tensor(list, device=dev)
+    PAGEABLE_NON_BLOCKING = "non_blocking copy from pageable memory"  # silently synchronous
+    PRINT = "print"  # print(t), f"{t}": formatting reads the values back
+    EXPLICIT = "explicit synchronize"  # torch.cuda.synchronize(), event/stream .synchronize()
+
+    @property
+    def seen_by_cuda_debug_mode(self) -> bool:
+        """Whether ``torch.cuda.set_sync_debug_mode`` reports this kind (it misses two)."""
+        return self not in (SyncKind.PAGEABLE_NON_BLOCKING, SyncKind.EXPLICIT)
+
+
+@dataclass(frozen=True)
+class SyncEvent:
+    """One synchronisation: its kind, the torch op, and the line of user code that caused it."""
+
+    kind: SyncKind
+    op: str
+    filename: str
+    lineno: int
+    function: str
+    code: str
+    nbytes: int = 0  # bytes read back to the host, for the kinds that copy data (tolist, item, D2H)
+
+    @property
+    def where(self) -> str:
+        return f"{_short_filename(self.filename)}:{self.lineno} in {self.function}"
+
+    def __str__(self) -> str:
+        return f"{self.kind.value:<40} {self.where:<38} {self.code}"
+
+
+@dataclass
+class SyncReport:
+    """What :func:`count_syncs` saw. ``count`` is the number of synchronisations."""
+
+    events: list[SyncEvent] = field(default_factory=list)
+    simulated: bool = True  # True: CPU standing in for a GPU
+    cuda_reported: int | None = None  # torch.cuda.set_sync_debug_mode's own count (GPU only)
+
+    @property
+    def count(self) -> int:
+        return len(self.events)
+
+    @property
+    def bytes_to_host(self) -> int:
+        """Bytes the block read back from the device (a sync that copies a whole tensor is costly twice)."""
+        return sum(e.nbytes for e in self.events)
+
+    @property
+    def cuda_visible_count(self) -> int:
+        """Our count restricted to the kinds CUDA's debug mode can see (to compare with it)."""
+        return sum(e.kind.seen_by_cuda_debug_mode for e in self.events)
+
+    def by_kind(self) -> Counter[str]:
+        return Counter(e.kind.value for e in self.events)
+
+    def __str__(self) -> str:
+        where = "simulated GPU (CPU tensors marked as device memory)" if self.simulated else "CUDA"
+        lines = [f"{self.count} host-device sync(s) [{where}]"]
+        lines += [f"  {e}" for e in self.events]
+        if self.cuda_reported is not None:
+            lines.append(f"  torch.cuda.set_sync_debug_mode reported {self.cuda_reported}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{escape(e.kind.value)}</td><td><code>{escape(e.where)}</code></td>"
+            f"<td><code>{escape(e.code)}</code></td></tr>"
+            for e in self.events
+        )
+        cuda = (
+            f" &middot; CUDA debug mode: {self.cuda_reported}" if self.cuda_reported is not None else ""
+        )
+        where = "simulated GPU" if self.simulated else "CUDA"
+        table = (
+            "<table><tr><th>kind</th><th>where</th><th>code</th></tr>" + rows + "</table>"
+            if self.events
+            else ""
+        )
+        return f"<div><b>{self.count} host-device sync(s)</b> [{where}]{cuda}{table}</div>"
+
+
+# ----------------------------------------------------------------------------- where a sync came from
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_SKIP_FILES = {__file__, __file__.replace(".pyc", ".py")}
+
+
+def _short_filename(filename: str) -> str:
+    if "ipykernel_" in filename or filename.startswith("<ipython-input"):
+        return "<cell>"
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:
+        return os.path.basename(filename)
+    return os.path.basename(filename) if rel.startswith("..") else rel
+
+
+def _user_frame() -> tuple[str, int, str, str]:
+    """The innermost frame outside torch and this module: the code that asked for the sync."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        skip = (
+            filename in _SKIP_FILES
+            or filename.startswith(_TORCH_DIR)
+            or filename.endswith(os.sep + "contextlib.py")
+        )
+        if not skip:
+            code = linecache.getline(filename, frame.f_lineno).strip()
+            return filename, frame.f_lineno, frame.f_code.co_name, code
+        frame = frame.f_back
+    return "?", 0, "?", ""
+
+
+# ----------------------------------------------------------------------------- the two observers
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(obj)[0] if isinstance(t, torch.Tensor)]
+
+
+def _any_device(obj: Any) -> bool:
+    return any(is_device_tensor(t) for t in _tensors(obj))
+
+
+def _is_pinned_or_asked(t: torch.Tensor) -> bool:
+    """Pinned memory, or (where pinning is unavailable) a buffer created asking for it."""
+    return bool(getattr(t, "_synclab_pin_intent", False)) or (t.device.type == "cpu" and t.is_pinned())
+
+
+def _target_is_device(args: tuple, kwargs: dict) -> bool | None:
+    """For ``t.to(...)``/``torch.tensor(..., device=...)``: True device, False host, None unchanged."""
+    candidates = list(args) + [kwargs.get("device")]
+    for c in candidates:
+        if is_simulated(c) if isinstance(c, str) else False:
+            return True
+        if isinstance(c, torch.Tensor):
+            return is_device_tensor(c)
+        if isinstance(c, (str, torch.device)) and not isinstance(c, torch.dtype):
+            try:
+                return torch.device(c).type != "cpu"
+            except RuntimeError:
+                continue
+        if isinstance(c, int) and not isinstance(c, bool):  # t.to(0): a CUDA ordinal
+            return True
+    return None
+
+
+_SCALAR_READS = {"item": SyncKind.ITEM, "__int__": SyncKind.ITEM, "__float__": SyncKind.ITEM,
+                 "__index__": SyncKind.ITEM, "__complex__": SyncKind.ITEM, "tolist": SyncKind.TOLIST,
+                 "__bool__": SyncKind.BOOL, "__repr__": SyncKind.PRINT, "__str__": SyncKind.PRINT,
+                 "__format__": SyncKind.PRINT, "numpy": SyncKind.D2H_COPY}
+_CREATE_FROM_DATA = {"tensor", "as_tensor"}
+_READS_BACK = {SyncKind.ITEM, SyncKind.TOLIST, SyncKind.BOOL, SyncKind.PRINT, SyncKind.D2H_COPY}
+
+
+def _bytes_to_host(kind: SyncKind, name: str, args: tuple) -> int:
+    """Size of what a read-back moves to the host: the device-side source tensor, if any."""
+    src = args[1] if name == "copy_" and len(args) > 1 else args[0] if args else None
+    moves_data = kind in _READS_BACK or kind is SyncKind.PAGEABLE_NON_BLOCKING
+    if not moves_data or not isinstance(src, torch.Tensor) or not is_device_tensor(src):
+        return 0
+    return src.numel() * src.element_size()
+
+
+class _Observer:
+    """State shared by the two modes of one ``count_syncs`` block."""
+
+    def __init__(self, simulated: bool) -> None:
+        self.simulated = simulated
+        self.events: list[SyncEvent] = []
+        self.suppress = 0  # >0 while a Python-level op already counted its sync
+        self.current_op = ""  # the Python-level op being run (names a sync found below it)
+
+    def record(self, kind: SyncKind, op: str, nbytes: int = 0) -> None:
+        filename, lineno, function, code = _user_frame()
+        self.events.append(SyncEvent(kind, op, filename, lineno, function, code, nbytes))
+
+
+class _FunctionLevel(TorchFunctionMode):
+    def __init__(self, obs: _Observer) -> None:
+        super().__init__()
+        self.obs = obs
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        obs = self.obs
+        name = getattr(func, "__name__", str(func))
+        owner = getattr(getattr(func, "__self__", None), "__name__", "")
+
+        # Inside the block a marked tensor's `.device` is the simulated device, so that
+        # `torch.zeros(n, device=x.device)` lands in (simulated) device memory too.
+        if name == "__get__" and owner == "device":
+            dev = func(*args, **kwargs)
+            return SIM_DEVICE if obs.simulated and is_device_tensor(args[0]) else dev
+
+        kind = None
+        sim_copy_to: bool | None = None  # on the CPU, a transfer must produce a new tensor
+        if name in _SCALAR_READS and args and isinstance(args[0], torch.Tensor) and is_device_tensor(args[0]):
+            kind = _SCALAR_READS[name]
+        elif name in ("to", "cpu", "cuda") and args and isinstance(args[0], torch.Tensor):
+            src = args[0]
+            target = False if name == "cpu" else True if name == "cuda" else _target_is_device(args[1:], kwargs)
+            non_blocking = bool(kwargs.get("non_blocking", False)) or any(a is True for a in args[1:])
+            kind, sim_copy_to = self._transfer(src, target, non_blocking)
+        elif name == "copy_" and len(args) >= 2:
+            dst, src = args[0], args[1]
+            non_blocking = bool(kwargs.get("non_blocking", args[2] if len(args) > 2 else False))
+            if isinstance(src, torch.Tensor):
+                kind, _ = self._transfer(src, is_device_tensor(dst), non_blocking, dst=dst)
+        elif name in _CREATE_FROM_DATA and _target_is_device((), kwargs):
+            if not (args and isinstance(args[0], torch.Tensor) and is_device_tensor(args[0])):
+                kind = SyncKind.H2D_COPY
+
+        if kind is not None:
+            obs.record(kind, name, _bytes_to_host(kind, name, args))
+            obs.suppress += 1
+        previous, obs.current_op = obs.current_op, name
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            obs.current_op = previous
+            if kind is not None:
+                obs.suppress -= 1
+
+        if obs.simulated:
+            out = self._propagate_marks(name, args, kwargs, out, sim_copy_to)
+        if "pin_memory" in kwargs and isinstance(out, torch.Tensor) and not is_device_tensor(out):
+            out._synclab_pin_intent = True  # type: ignore[attr-defined]
+        return out
+
+    def _transfer(
+        self, src: torch.Tensor, target_device: bool | None, non_blocking: bool, dst: torch.Tensor | None = None
+    ) -> tuple[SyncKind | None, bool | None]:
+        """Classify a copy between host and device. Returns (sync kind or None, copy target)."""
+        src_dev = is_device_tensor(src)
+        if target_device is None or target_device == src_dev:
+            return None, None  # same side: a dtype change or a device-to-device copy
+        host_side = src if target_device else dst  # the host buffer of the copy (None: a fresh one)
+        if not non_blocking:
+            return (SyncKind.H2D_COPY if target_device else SyncKind.D2H_COPY), target_device
+        # non_blocking from/to pageable memory is synchronous in all but name; CUDA's debug
+        # mode does not report it. Where pinning is unavailable (WSL) there is no better option.
+        pinning_possible = self.obs.simulated or is_pin_memory_available()
+        if host_side is not None and pinning_possible and not _is_pinned_or_asked(host_side):
+            return SyncKind.PAGEABLE_NON_BLOCKING, target_device
+        return None, target_device
+
+    @staticmethod
+    def _propagate_marks(name: str, args: tuple, kwargs: dict, out: Any, copy_to: bool | None) -> Any:
+        if copy_to is not None and isinstance(out, torch.Tensor):
+            if out is args[0]:  # cpu -> "cpu" returned the same tensor: make the copy a GPU would
+                out = out.clone()
+            if copy_to:
+                mark_device(out)
+            elif hasattr(out, "_synclab_on_device"):
+                del out._synclab_on_device
+            return out
+        device_kw = kwargs.get("device")
+        if (isinstance(device_kw, str) and is_simulated(device_kw)) or (
+            name not in _SCALAR_READS and name != "copy_" and _any_device((args, kwargs))
+        ):
+            tree_map_only(torch.Tensor, mark_device, out)
+        return out
+
+
+_DATA_DEPENDENT = {"nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive", "_unique"}
+
+
+class _DispatchLevel(TorchDispatchMode):
+    def __init__(self, obs: _Observer) -> None:
+        super().__init__()
+        self.obs = obs
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if self.obs.suppress == 0:
+            kind = self._classify(func, args, kwargs)
+            if kind is not None:
+                scalar = kind in (SyncKind.ITEM, SyncKind.BOOL, SyncKind.TENSOR_SLICE) and args
+                nbytes = args[0].element_size() if scalar and isinstance(args[0], torch.Tensor) else 0
+                self.obs.record(kind, str(func), nbytes)
+        return func(*args, **kwargs)
+
+    def _classify(self, func: Any, args: tuple, kwargs: dict) -> SyncKind | None:
+        name = func.overloadpacket.__name__
+        if not _any_device((args, kwargs)):
+            return None
+        if name == "_local_scalar_dense":
+            in_indexing = self.obs.current_op in ("__getitem__", "__setitem__")
+            return SyncKind.TENSOR_SLICE if in_indexing else SyncKind.ITEM
+        if name in ("equal", "is_nonzero"):
+            return SyncKind.ITEM if name == "equal" else SyncKind.BOOL
+        if name in _DATA_DEPENDENT:
+            return SyncKind.NONZERO
+        if name == "repeat_interleave" and kwargs.get("output_size") is None and func._overloadname == "Tensor":
+            return SyncKind.NONZERO
+        if name in ("index", "index_put", "index_put_", "_index_put_impl_"):
+            indices = args[1] if len(args) > 1 else kwargs.get("indices", [])
+            if any(t is not None and t.dtype in (torch.bool, torch.uint8) for t in indices):
+                return SyncKind.BOOL_MASK_INDEX
+        return None
+
+
+# ----------------------------------------------------------------------------- explicit synchronize calls
+
+
+@contextmanager
+def _watch_explicit_syncs(obs: _Observer) -> Iterator[None]:
+    """Count torch.cuda.synchronize / Event.synchronize / Stream.synchronize (GPU only)."""
+    if not has_cuda():
+        yield
+        return
+    patched = [(torch.cuda, "synchronize"), (torch.cuda.Event, "synchronize"), (torch.cuda.Stream, "synchronize")]
+    originals = [getattr(owner, attr) for owner, attr in patched]
+
+    def wrap(original: Callable, label: str) -> Callable:
+        def counted(*a: Any, **k: Any) -> Any:
+            obs.record(SyncKind.EXPLICIT, label)
+            return original(*a, **k)
+
+        return counted
+
+    for (owner, attr), original in zip(patched, originals):
+        setattr(owner, attr, wrap(original, f"{getattr(owner, '__name__', owner)}.{attr}"))
+    try:
+        yield
+    finally:
+        for (owner, attr), original in zip(patched, originals):
+            setattr(owner, attr, original)
+
+
+# ----------------------------------------------------------------------------- the public API
+
+
+@contextmanager
+def count_syncs(simulate: bool | None = None) -> Iterator[SyncReport]:
+    """Report every host-device synchronisation performed inside the ``with`` block.
+
+    ``simulate`` defaults to True on a CPU-only machine (marked tensors stand for
+    device memory) and False on a GPU (CUDA tensors are device memory, and CUDA's
+    own sync debug mode is armed as ground truth).
+    """
+    simulated = (not has_cuda()) if simulate is None else simulate
+    obs = _Observer(simulated)
+    report = SyncReport(simulated=simulated)
+    arm_cuda = has_cuda() and not simulated
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        previous_mode = torch.cuda.get_sync_debug_mode() if arm_cuda else 0
+        if arm_cuda:
+            torch.cuda.synchronize()  # start from an idle device, outside the counted region
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with _watch_explicit_syncs(obs), _DispatchLevel(obs), _FunctionLevel(obs):
+                yield report
+        finally:
+            if arm_cuda:
+                torch.cuda.set_sync_debug_mode(previous_mode)
+            report.events = obs.events
+            if arm_cuda:
+                report.cuda_reported = sum("synchroniz" in str(w.message) for w in caught)
+    for w in caught:  # hand back the warnings that were not ours to swallow
+        if not (arm_cuda and "synchroniz" in str(w.message)):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def syncs_per_call(fn: Callable[..., Any], *args: Any, calls: int = 1, **kwargs: Any) -> float:
+    """Average number of syncs one call of ``fn(*args, **kwargs)`` performs (``calls`` calls, one run)."""
+    with count_syncs() as report:
+        for _ in range(calls):
+            fn(*args, **kwargs)
+    return report.count / calls
