@@ -19,12 +19,13 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 include make/book.mk
 
-# The browser test drives Debian's Chromium; install it where we can (root with apt-get).
+# The browser test drives Chromium (Debian's, or the binary named by SYNCLAB_CHROMIUM);
+# install it where we can (root with apt-get).
 browser:
-	@command -v chromium >/dev/null || [ -x /usr/bin/chromium ] || \
+	@[ -n "$$SYNCLAB_CHROMIUM" ] || command -v chromium >/dev/null || \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } ; } || \
-	  { echo "The browser test needs Chromium: sudo apt-get install chromium"; exit 1; }
+	  { echo "The browser test needs Chromium: sudo apt-get install chromium (or set SYNCLAB_CHROMIUM)"; exit 1; }
 
 test: $(VENV)/.installed browser
 	$(PY) -m pytest --nbval -n $(JOBS) --dist loadfile

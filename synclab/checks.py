@@ -36,8 +36,8 @@ class CheckFailed(AssertionError):
         self.message, self.expected, self.got, self.hint, self.case = message, expected, got, hint, case
 
 
-class CheckTimeout(Exception):
-    pass
+class CheckTimeout(BaseException):
+    """Not an Exception: a reader's ``except Exception`` must not swallow the time limit."""
 
 
 def expect(condition: bool, message: str, *, expected: Any = None, got: Any = None, hint: str = "", case: str = "") -> None:
@@ -100,6 +100,11 @@ class CheckReport:
         return bool(self.outcomes) and all(o.ok for o in self.outcomes)
 
     @property
+    def random_cases_matter(self) -> bool:
+        """Whether to print the seed: something failed in a way a random case may explain."""
+        return any(o.status in ("failed", "crashed", "timed out") for o in self.outcomes)
+
+    @property
     def summary(self) -> str:
         n_ok = sum(o.ok for o in self.outcomes)
         return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed"
@@ -113,7 +118,7 @@ class CheckReport:
                                     ("got", o.got), ("hint", o.hint)):
                     if text:
                         lines.append(f"      {label + ': ' if label else ''}{text}")
-        if not self.passed and any(o.status in ("failed", "crashed") for o in self.outcomes):
+        if self.random_cases_matter:
             lines.append(f"  random cases used seed={self.seed} (pass seed={self.seed} to replay them)")
         return "\n".join(lines)
 
@@ -132,7 +137,7 @@ class CheckReport:
                 f"<tr><td>{_ICONS[o.status]}</td><td>{escape(o.task)}</td><td>{escape(o.name)}</td>"
                 f"<td>{escape(o.status)}</td><td style='text-align:left'>{detail}</td></tr>"
             )
-        seed = "" if self.passed else f"<div><small>random cases used seed={self.seed}</small></div>"
+        seed = f"<div><small>random cases used seed={self.seed}</small></div>" if self.random_cases_matter else ""
         return (
             f"<div><b style='color:{color}'>{escape(self.summary)}</b>"
             "<table><tr><th></th><th>task</th><th>check</th><th>status</th><th>details</th></tr>"
@@ -159,7 +164,7 @@ def _time_limit(seconds: float) -> Iterator[None]:
         raise CheckTimeout()
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.5)  # and again every 0.5 s, should one be swallowed
     try:
         yield
     finally:
@@ -193,7 +198,7 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int) -> Outcome:
         return Outcome(**base, status="not implemented",
                        message=f"not implemented yet ({exc})" if str(exc) else "not implemented yet")
     except CheckTimeout:
-        return Outcome(**base, status="timed out", message=f"no answer within {check.timeout_s:.0f} s",
+        return Outcome(**base, status="timed out", message=f"no answer within {check.timeout_s:g} s",
                        hint="look for a loop that never ends, or work that grows much faster than the input")
     except Exception as exc:  # the reader's code raised: one line, not a traceback
         where = _where_in_user_code(exc)

@@ -96,9 +96,10 @@ def _nesting_depths(events: list[dict]) -> list[int]:
 def _events_from_chrome_trace(raw: list[dict], host_depth: int) -> list[TraceEvent]:
     spans = [e for e in raw if e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))]
     host = sorted((e for e in spans if e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
-    if not spans:
+    starts = [e["ts"] for e in spans if e.get("cat") in ("cpu_op", "user_annotation", "kernel", "gpu_memcpy")]
+    if not starts:  # the block ran no torch op
         return []
-    t0 = min(e["ts"] for e in spans if e.get("cat") in ("cpu_op", "user_annotation", "kernel", "gpu_memcpy"))
+    t0 = min(starts)
     out: list[TraceEvent] = []
     sync_ends_at = -1.0  # end of the last sync drawn: a sync inside it (item -> _local_scalar_dense) is the same wait
     for ev, depth in zip(host, _nesting_depths(host)):
@@ -165,7 +166,8 @@ def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler tim
     events = [
         (f"{name} · {ev.row}" if name else ev.row, ev) for name, trace in traces.items() for ev in trace.events
     ]
-    order = [r for name in traces for r in _row_order([row for row, ev in events if row.startswith(name)])]
+    order = [r for name in traces
+             for r in _row_order([row for row, _ in events if not name or row.startswith(f"{name} · ")])]
     fig = go.Figure()
     for category, color in CATEGORY_COLORS.items():
         picked = [(row, ev) for row, ev in events if ev.category == category]

@@ -242,6 +242,7 @@ class _Observer:
         self.events: list[SyncEvent] = []
         self.suppress = 0  # >0 while a Python-level op already counted its sync
         self.current_op = ""  # the Python-level op being run (names a sync found below it)
+        self.current_args: tuple = ()  # ... and its arguments
 
     def record(self, kind: SyncKind, op: str, nbytes: int = 0) -> None:
         filename, lineno, function, code = _user_frame()
@@ -286,11 +287,12 @@ class _FunctionLevel(TorchFunctionMode):
         if kind is not None:
             obs.record(kind, name, _bytes_to_host(kind, name, args))
             obs.suppress += 1
-        previous, obs.current_op = obs.current_op, name
+        previous = obs.current_op, obs.current_args
+        obs.current_op, obs.current_args = name, args
         try:
             out = func(*args, **kwargs)
         finally:
-            obs.current_op = previous
+            obs.current_op, obs.current_args = previous
             if kind is not None:
                 obs.suppress -= 1
 
@@ -368,9 +370,28 @@ class _DispatchLevel(TorchDispatchMode):
             return SyncKind.NONZERO
         if name in ("index", "index_put", "index_put_", "_index_put_impl_"):
             indices = args[1] if len(args) > 1 else kwargs.get("indices", [])
-            if any(t is not None and t.dtype in (torch.bool, torch.uint8) for t in indices):
-                return SyncKind.BOOL_MASK_INDEX
+            masks = [t for t in indices if t is not None and t.dtype in (torch.bool, torch.uint8)]
+            if not masks:
+                return None  # integer indices: a gather/scatter the device does alone
+            value = args[2] if len(args) > 2 else None
+            if self.obs.current_op == "__setitem__" and len(self.obs.current_args) > 2:
+                value = self.obs.current_args[2]  # the object the user passed (aten may see a converted copy)
+            if name != "index" and _becomes_masked_fill(indices, masks, value):
+                return None
+            return SyncKind.BOOL_MASK_INDEX
         return None
+
+
+def _becomes_masked_fill(indices: list, masks: list, value: Any) -> bool:
+    """``x[mask] = scalar``: torch turns this assignment into a sync-free ``masked_fill_``.
+
+    (ATen's ``canDispatchToMaskedFill``: one boolean mask, and a one-element value in host memory.)
+    """
+    return (
+        len(masks) == 1
+        and all(t is None or t is masks[0] for t in indices)
+        and (not isinstance(value, torch.Tensor) or (value.numel() == 1 and not is_device_tensor(value)))
+    )
 
 
 # ----------------------------------------------------------------------------- explicit synchronize calls

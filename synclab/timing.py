@@ -70,7 +70,7 @@ def benchmark(
     * ``expected`` / ``check``: the first call's result is verified before any timing
       (a fast wrong answer is not a result).
     * ``warmup`` calls run first and are not timed.
-    * ``setup`` runs before each timed block (e.g. to restore state ``fn`` mutates).
+    * ``setup`` runs once before each timed block, outside the timing (e.g. to reset a cache).
     * On a GPU, ``torch.utils.benchmark`` synchronises before and after each block,
       so the time includes the device work, not just the queueing.
     """
@@ -85,12 +85,13 @@ def benchmark(
         fn(*args, **kwargs)
     synchronize()
 
-    def call() -> None:
-        if setup is not None:
-            setup()
-        fn(*args, **kwargs)
-
-    timer = torch_benchmark.Timer(stmt="call()", globals={"call": call}, label=label, num_threads=torch.get_num_threads())
+    timer = torch_benchmark.Timer(
+        stmt="call()",
+        setup="setup()",
+        globals={"call": lambda: fn(*args, **kwargs), "setup": setup or (lambda: None)},
+        label=label,
+        num_threads=torch.get_num_threads(),
+    )
     measurement = timer.blocked_autorange(min_run_time=min_run_time)
     times_us = [t * 1e6 for t in measurement.times]
     return Timing(

@@ -1,11 +1,11 @@
 """The HTML book builds with warnings as errors and every page renders offline.
 
 One real build per test session, the same as ``make book``: ``_build/html`` removed,
-then ``jupyter-book build . -W -n --keep-going --all`` (every page re-read; notebooks are
-re-executed only when their code changed, through the cache in ``_build/.jupyter_cache``). Then
-every page is opened in headless Debian Chromium, served from 127.0.0.1, and must: load,
-log no console error, request nothing from another host, draw every plotly chart, typeset
-every formula and render every widget.
+then ``jupyter-book build . -W -n --keep-going --all`` (every page re-read; notebooks
+are re-executed only when their code changed, through ``_build/.jupyter_cache``).
+Then every page is opened in headless Debian Chromium, served from 127.0.0.1, and must:
+load, log no console error, request nothing from another host, draw every plotly chart,
+typeset every formula and render every ipywidgets view.
 
 Needs ``apt-get install -y chromium`` (never ``playwright install``: no downloads here).
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import http.server
+import json
 import os
 import shutil
 import subprocess
@@ -36,37 +37,41 @@ JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 BUILD_CMD = [str(JUPYTER_BOOK), "build", ".", "-W", "-n", "--keep-going", "--all"]
 BUILD_TIMEOUT_S = int(os.environ.get("SYNCLAB_BOOK_TIMEOUT", "3600"))
 
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's chromium by default; SYNCLAB_CHROMIUM names another Chromium/Chrome binary (e.g. on GitHub runners).
+CHROMIUM = Path(os.environ.get("SYNCLAB_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # playwright gives every launch a fresh temporary profile (user data dir)
 RENDER_TIMEOUT_MS = 30_000
 
-# Content that must not silently vanish. Page -> minimum number of plotly charts.
-EXPECTED_CHARTS: dict[str, int] = {"book/00_primer.html": 1}
-# Pages that must show typeset math, and pages that must show an ipywidgets slider.
+# Content that must not silently vanish; update these with the pages.
+# Page -> minimum number of plotly charts.
+EXPECTED_CHARTS: dict[str, int] = {"book/00_primer.html": 5, "solutions/00_primer.html": 3}
+# Pages that must show typeset math.
 EXPECTED_MATH: set[str] = {"book/00_primer.html"}
-EXPECTED_SLIDERS: set[str] = {"book/00_primer.html"}
+# Pages that must show an ipywidgets slider. None today: the primer's slider is a plotly
+# slider; test_widget_stack_offline checks the widget machinery on a synthetic page.
+EXPECTED_WIDGET_SLIDERS: set[str] = set()
 # Pages Sphinx writes besides the toc entries (index.html redirects to the root page).
 EXTRA_PAGES = ["index.html", "genindex.html", "search.html"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+# Chrome asks for /favicon.ico on pages without an icon link (the redirecting index.html).
+IGNORED_URL_PATHS = {"/favicon.ico"}
+WIDGET_SMOKE_PATH = "/_test/widgets.html"  # served from memory, see widget_smoke_page()
 
-pytestmark = pytest.mark.book
+pytestmark = pytest.mark.slow  # registered in pyproject.toml
 
 
 def toc_pages() -> list[str]:
-    """HTML page of every document listed in _toc.yml."""
+    """HTML page of every document listed in _toc.yml, the root first."""
     docs: list[str] = []
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            for key in ("root", "file"):
-                if key in node:
-                    docs.append(str(node[key]))
+            docs.extend(str(node[key]) for key in ("root", "file") if key in node)
             for value in node.values():
-                if isinstance(value, (list, dict)):
-                    walk(value)
+                walk(value)
         elif isinstance(node, list):
             for item in node:
                 walk(item)
@@ -94,10 +99,40 @@ def _build_book() -> None:
             BUILD_CMD, cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
         )
         if proc.returncode != 0:
-            log = (proc.stdout + proc.stderr)[-8000:]
-            pytest.fail(f"`{' '.join(BUILD_CMD)}` failed (rc={proc.returncode}):\n{log}")
+            log = proc.stdout + proc.stderr
+            flagged = [line for line in log.splitlines()
+                       if "WARNING" in line or "ERROR" in line or "Error" in line]
+            pytest.fail(f"`{' '.join(BUILD_CMD)}` failed (rc={proc.returncode}).\n"
+                        "Warnings and errors:\n" + "\n".join(flagged[:60])
+                        + f"\n\nEnd of the log:\n{log[-4000:]}")
         stamp.write_text(run_id)
         print(f"book built in {time.monotonic() - start:.1f} s")
+
+
+def widget_smoke_page() -> str:
+    """An IntSlider with math in its label and a Button with an icon (Font Awesome files of
+    the widget manager), embedded the way myst-nb does it with the scripts _config.yml
+    configures: the widget stack stays tested while no book page has a widget."""
+    from ipywidgets import Button, IntSlider
+    from ipywidgets.embed import embed_data
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]
+    # \( \) are the delimiters MathJax 3 knows by default (Sphinx writes $ math so).
+    slider = IntSlider(value=3, max=10, description=r"\(x^2\)")
+    data = embed_data(views=[slider, Button(description="run", icon="check")])
+    widget_js = "".join(f'<script src="/_static/{src}"></script>'
+                        for src in config["nb_ipywidgets_js"])
+    return (
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>widgets</title>'
+        '<script>window.MathJax = {"options": {"processHtmlClass": "math"}}</script>'
+        f'<script defer src="/_static/{config["mathjax_path"]}"></script>{widget_js}'
+        '<script type="application/vnd.jupyter.widget-state+json">'
+        f'{json.dumps(data["manager_state"])}</script></head><body>'
+        '<p><span class="math">\\(y = x^2\\)</span></p>'
+        + "".join('<script type="application/vnd.jupyter.widget-view+json">'
+                  f"{json.dumps(view)}</script>" for view in data["view_specs"])
+        + "</body></html>"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -108,14 +143,24 @@ def built_book() -> Path:
 
 @pytest.fixture(scope="session")
 def base_url(built_book: Path) -> Iterator[str]:
-    class Quiet(http.server.SimpleHTTPRequestHandler):
+    smoke = widget_smoke_page().encode()
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path != WIDGET_SMOKE_PATH:
+                return super().do_GET()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(smoke)))
+            self.end_headers()
+            self.wfile.write(smoke)
+
         def log_message(self, *args: Any) -> None:
             pass
 
-    handler = functools.partial(Quiet, directory=str(built_book))
+    handler = functools.partial(Handler, directory=str(built_book))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
@@ -136,26 +181,15 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
+def is_ignored(url: str) -> bool:
+    return urlsplit(url).path in IGNORED_URL_PATHS
+
+
 def is_local(url: str) -> bool:
     parts = urlsplit(url)
     if parts.scheme in ("data", "blob", "about", "file"):
         return True
     return parts.scheme in ("http", "https") and parts.hostname in LOCAL_HOSTS
-
-
-def test_expectations_name_real_pages() -> None:
-    """A renamed page must not silently drop its checks."""
-    expected = set(EXPECTED_CHARTS) | EXPECTED_MATH | EXPECTED_SLIDERS
-    assert expected <= set(PAGES), f"not in _toc.yml: {sorted(expected - set(PAGES))}"
-
-
-def test_built_pages_match_toc(built_book: Path) -> None:
-    built = {
-        p.relative_to(built_book).as_posix()
-        for p in built_book.rglob("*.html")
-        if p.relative_to(built_book).parts[0] not in ("_static", "_sources", "_images")
-    }
-    assert set(PAGES) == built, "pages built vs _toc.yml (+ index/genindex/search) differ"
 
 
 def _wait(page: Any, condition_js: str, what: str, problems: list[str]) -> None:
@@ -169,40 +203,46 @@ def _wait(page: Any, condition_js: str, what: str, problems: list[str]) -> None:
         problems.append(f"not rendered within {RENDER_TIMEOUT_MS} ms: {what}")
 
 
-@pytest.mark.parametrize("page_path", PAGES)
-def test_page_renders_offline(page_path: str, base_url: str, browser: Any) -> None:
+def check_page(browser: Any, url: str, *, lands_on: str | None = None, min_charts: int = 0,
+               needs_math: bool = False, needs_slider: bool = False,
+               needs_label_math: bool = False) -> list[str]:
+    """Open ``url`` and return everything wrong with it (empty: the page is fine)."""
     page = browser.new_page()
     requests: list[str] = []
     problems: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
-    page.on("console", lambda m: m.type == "error" and problems.append(
+    page.on("console", lambda m: m.type == "error" and not is_ignored(
+        m.location.get("url", "")) and problems.append(
         f"console error: {m.text} ({m.location.get('url', '')})"))
     page.on("pageerror", lambda e: problems.append(f"uncaught exception: {e}"))
-    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} {r.failure}"))
-    page.on("response", lambda r: r.status >= 400 and problems.append(f"HTTP {r.status} {r.url}"))
+    page.on("requestfailed", lambda r: not is_ignored(r.url) and problems.append(
+        f"request failed: {r.url} {r.failure}"))
+    page.on("response", lambda r: r.status >= 400 and not is_ignored(r.url) and problems.append(
+        f"HTTP {r.status} {r.url}"))
     try:
-        response = page.goto(f"{base_url}/{page_path}", wait_until="load")
-        assert response is not None and response.status == 200, f"{page_path} did not load"
+        response = page.goto(url, wait_until="load")
+        if response is None or response.status != 200:
+            return problems + [f"did not load: {response and response.status}"]
+        if lands_on:  # a redirect page: check the page it lands on
+            page.wait_for_url(lands_on, timeout=RENDER_TIMEOUT_MS)
+            page.wait_for_load_state("load")
 
         charts = page.locator("div.synclab-plotly").count()
-        if charts < EXPECTED_CHARTS.get(page_path, 0):
-            problems.append(f"{charts} plotly chart(s), expected at least "
-                            f"{EXPECTED_CHARTS[page_path]}")
+        if charts < min_charts:
+            problems.append(f"{charts} plotly chart(s), expected at least {min_charts}")
         if charts:
             _wait(page, """() => [...document.querySelectorAll('div.synclab-plotly')]
                                 .every(div => div.querySelector('svg.main-svg'))""",
                   f"{charts} plotly chart(s) (div.synclab-plotly svg)", problems)
 
         formulas = page.locator(".math").count()  # Sphinx's MathJax markup
-        if not formulas and page_path in EXPECTED_MATH:
+        if needs_math and not formulas:
             problems.append("no math on a page that must have some")
         if formulas:
             _wait(page, f"() => document.querySelectorAll('mjx-container').length >= {formulas}",
                   f"{formulas} formula(s) (mjx-container)", problems)
 
         views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
-        if not views and page_path in EXPECTED_SLIDERS:
-            problems.append("no widget on a page that must have a slider")
         if views:
             # The widget manager inserts a .widget-subarea holding the view before each.
             _wait(page, """() => [...document.querySelectorAll(
@@ -210,14 +250,49 @@ def test_page_renders_offline(page_path: str, base_url: str, browser: Any) -> No
                            .every(s => s.previousElementSibling?.classList.contains('widget-subarea')
                                        && s.previousElementSibling.querySelector('.jupyter-widgets'))""",
                   f"{views} widget(s) (.widget-subarea .jupyter-widgets)", problems)
-        if page_path in EXPECTED_SLIDERS and not page.locator(
-                ".widget-slider .noUi-target").first.is_visible():
+        if needs_slider and not page.locator(".widget-slider .noUi-target").first.is_visible():
             problems.append("no visible ipywidgets slider (.widget-slider .noUi-target)")
+        if needs_label_math:  # ipywidgets typesets labels with the MathJax 2 API: our shim
+            _wait(page, "() => document.querySelector('.widget-label mjx-container')",
+                  "math in a widget label", problems)
 
         page.wait_for_load_state("networkidle")  # late fonts and lazily loaded scripts
+        problems += [f"request to an outside host: {u}"
+                     for u in sorted({u for u in requests if not is_local(u)})]
+        return problems
     finally:
         page.close()
 
-    outside = sorted({url for url in requests if not is_local(url)})
-    problems += [f"request to an outside host: {url}" for url in outside]
+
+def test_expectations_name_real_pages() -> None:
+    """A renamed page must not silently drop its checks."""
+    expected = set(EXPECTED_CHARTS) | EXPECTED_MATH | EXPECTED_WIDGET_SLIDERS
+    assert expected <= set(PAGES), f"not in _toc.yml: {sorted(expected - set(PAGES))}"
+
+
+def test_built_pages_match_toc(built_book: Path) -> None:
+    built = {
+        p.relative_to(built_book).as_posix()
+        for p in built_book.rglob("*.html")
+        if p.relative_to(built_book).parts[0] not in ("_static", "_sources", "_images")
+    }
+    assert set(PAGES) == built, "pages built vs _toc.yml (+ index/genindex/search) differ"
+
+
+@pytest.mark.parametrize("page_path", PAGES)
+def test_page_renders_offline(page_path: str, base_url: str, browser: Any) -> None:
+    problems = check_page(
+        browser, f"{base_url}/{page_path}",
+        lands_on=f"{base_url}/{toc_pages()[0]}" if page_path == "index.html" else None,
+        min_charts=EXPECTED_CHARTS.get(page_path, 0),
+        needs_math=page_path in EXPECTED_MATH,
+        needs_slider=page_path in EXPECTED_WIDGET_SLIDERS,
+    )
     assert not problems, f"{page_path}:\n" + "\n".join(problems)
+
+
+def test_widget_stack_offline(base_url: str, browser: Any) -> None:
+    """Vendored require.js + widget manager + MathJax draw a slider, with no outside request."""
+    problems = check_page(browser, base_url + WIDGET_SMOKE_PATH, needs_math=True,
+                          needs_slider=True, needs_label_math=True)
+    assert not problems, "synthetic widget page:\n" + "\n".join(problems)

@@ -20,7 +20,6 @@ This extension:
 
 from __future__ import annotations
 
-import html
 import json
 import shutil
 from pathlib import Path
@@ -125,7 +124,18 @@ class ReplacePendingPlotlyGlue(SphinxPostTransform):
         cache_folder = self.env.mystnb_config.output_folder  # type: ignore[attr-defined]
         for node in list(self.document.findall(PendingGlueReference)):
             output = read_glue_cache(cache_folder, node.refdoc).get(node.key)
-            if output and node.gtype != "text" and PLOTLY_MIME in output["data"]:
+            if output is None or node.gtype == "text":
+                continue  # myst-nb reports a missing key
+            if not output["data"]:
+                # glue(name, fig) on a plotly Figure: IPython lets the figure display
+                # itself (_ipython_display_) and glue stores nothing (jupyter-book#1815).
+                logger.warning(
+                    f"glue record {node.key!r} of {node.refdoc!r} is empty: a plotly "
+                    "figure glued directly displays itself instead; glue its mime bundle "
+                    "(synclab.figures.glue_figure)", location=node,
+                    type="synclab", subtype="empty_glue")
+                node.parent.remove(node)
+            elif PLOTLY_MIME in output["data"]:
                 node.replace_self(plotly_node(_as_figure(output["data"][PLOTLY_MIME])))
 
 

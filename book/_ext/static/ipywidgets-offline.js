@@ -3,16 +3,22 @@
 (function () {
   "use strict";
 
-  // 1. Font files. embed-amd.js derives its asset folder from the AMD module URI, which
-  //    require.js resolves against the *page*: fonts 404'd at book/@jupyter-widgets/...
-  //    Map that module prefix onto the vendored folder. A `require` object defined
-  //    before require.js loads is its configuration.
+  // 1. Font files (Font Awesome, for icons). Each bundled AMD module of embed-amd.js
+  //    takes its asset folder from its module URI, which require.js resolves against the
+  //    *page*: fonts 404'd at book/@jupyter-widgets/... Point the module names at the
+  //    vendored folder that holds the fonts (a `require` object defined before require.js
+  //    loads is its configuration; the longest matching prefix wins).
   var here = document.currentScript && document.currentScript.src;
   if (here) {
-    var assets = new URL("../jupyter-widgets/html-manager/", here).href;
-    window.__jupyter_widgets_assets_path__ = assets;
+    var assets = new URL("../jupyter-widgets/html-manager", here).href;
+    window.__jupyter_widgets_assets_path__ = assets + "/";
     if (typeof window.require === "undefined") {
-      window.require = { paths: { "@jupyter-widgets/html-manager/dist": assets.replace(/\/$/, "") } };
+      window.require = {
+        paths: {
+          "@jupyter-widgets": assets, // base, controls, output (+ their 7.x twins)
+          "@jupyter-widgets/html-manager/dist": assets,
+        },
+      };
     }
   }
 

@@ -1,0 +1,47 @@
+"""Load a function defined in a solution notebook, so tests can call the real solution.
+
+The solution notebook is the only place its code is written; tests take it from there.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any, Callable
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _defines(source: str, name: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.FunctionDef) and node.name == name for node in tree.body)
+
+
+def _only_imports(source: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return bool(tree.body) and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in tree.body)
+
+
+def load_function(notebook: str, name: str) -> Callable[..., Any]:
+    """Run the notebook's import lines and the cell that defines ``name``; return that function."""
+    nb = nbformat.read(ROOT / notebook, as_version=4)
+    namespace: dict[str, Any] = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        imports = [line for line in cell.source.splitlines() if line.startswith(("import ", "from "))]
+        if imports and _only_imports("\n".join(imports)):
+            exec("\n".join(imports), namespace)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and _defines(cell.source, name):
+            exec(cell.source, namespace)
+            return namespace[name]
+    raise LookupError(f"{notebook} defines no function {name!r}")

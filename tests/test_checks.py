@@ -1,0 +1,335 @@
+"""Tests for synclab.checks: every way an implementation can go wrong becomes one readable line."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from synclab import checks
+from synclab.checks import (REPORT_LOG_ENV, Check, CheckFailed, CheckReport, Outcome, expect, expect_equal,
+                            run_checks)
+
+
+# ----------------------------------------------------------------------------- implementations under test
+
+
+def good_double(x):
+    return 2 * x
+
+
+def wrong_double(x):
+    return 2 * x + 1
+
+
+def stub_double(x):
+    raise NotImplementedError("Exercise 9.9")
+
+
+def crashing_double(x):
+    values = {}
+    return values[x]  # CRASH_LINE_MARKER
+
+
+def check_doubles(impl, rng):
+    x = rng.randrange(1, 1000)
+    expect_equal(impl(x), 2 * x, what="impl(x)", hint="double it", case=f"x = {x}")
+
+
+DOUBLE_CHECK = Check("9.9", "doubles its input", check_doubles, hint="generic hint")
+
+
+def run_one(impl, check=DOUBLE_CHECK, seed=1234) -> CheckReport:
+    return run_checks("Exercise 9.9 — double", [check], impl, seed=seed)
+
+
+@pytest.fixture(autouse=True)
+def _no_report_log(monkeypatch):
+    """A report log inherited from a `python -m synclab check` run must not collect these reports."""
+    monkeypatch.delenv(REPORT_LOG_ENV, raising=False)
+
+
+# ----------------------------------------------------------------------------- statuses
+
+
+def test_passed():
+    report = run_one(good_double)
+    assert [o.status for o in report.outcomes] == ["passed"]
+    assert report.passed
+    assert report.outcomes[0].ok
+    assert report.summary == "Exercise 9.9 — double: 1/1 checks passed"
+    text = str(report)
+    assert "✓ [9.9] doubles its input" in text
+    assert "seed=" not in text  # nothing failed: no seed to replay
+
+
+def test_failed_reports_expected_got_hint_and_case():
+    report = run_one(wrong_double, seed=77)
+    (outcome,) = report.outcomes
+    assert outcome.status == "failed"
+    assert not report.passed
+    # The case is drawn from the check's rng: replay it to know what x was.
+    x = int(outcome.case.removeprefix("x = "))
+    assert outcome.expected == repr(2 * x)
+    assert outcome.got == repr(2 * x + 1)
+    assert outcome.hint == "double it"  # the specific hint wins over the check's generic one
+    assert outcome.message == "impl(x) differs"
+    text = str(report)
+    assert "✗ [9.9] doubles its input: failed" in text
+    assert f"case: x = {x}" in text
+    assert f"expected: {2 * x}" in text
+    assert f"got: {2 * x + 1}" in text
+    assert "hint: double it" in text
+    assert "seed=77" in text  # something failed: the seed is printed to replay the case
+    assert "0/1 checks passed" in text
+
+
+def test_failed_without_specific_hint_uses_the_checks_hint():
+    def check(impl, rng):
+        expect(impl(1) == 2, "impl(1) must be 2", expected=2, got=impl(1))
+
+    report = run_one(wrong_double, Check("9.9", "one", check, hint="generic hint"))
+    (outcome,) = report.outcomes
+    assert outcome.status == "failed"
+    assert outcome.hint == "generic hint"
+    assert (outcome.expected, outcome.got, outcome.case) == ("2", "3", "")
+
+
+def test_long_values_are_shortened():
+    def check(impl, rng):
+        raise CheckFailed("too long", expected="e" * 1000, got=list(range(1000)))
+
+    (outcome,) = run_one(good_double, Check("9.9", "long", check)).outcomes
+    assert len(outcome.expected) == 300 and outcome.expected.endswith("...")
+    assert len(outcome.got) == 300 and outcome.got.startswith("[0, 1, 2")
+
+
+def test_not_implemented_shows_the_exercise():
+    report = run_one(stub_double)
+    (outcome,) = report.outcomes
+    assert outcome.status == "not implemented"
+    assert outcome.message == "not implemented yet (Exercise 9.9)"
+    text = str(report)
+    assert "not implemented yet (Exercise 9.9)" in text
+    assert "seed=" not in text  # a stub has no random case worth replaying
+    assert not report.passed
+
+
+def test_not_implemented_without_message():
+    def stub(x):
+        raise NotImplementedError
+
+    (outcome,) = run_one(stub).outcomes
+    assert (outcome.status, outcome.message) == ("not implemented", "not implemented yet")
+
+
+def test_crashed_is_one_line_naming_exception_and_user_line():
+    report = run_one(crashing_double, seed=5)
+    (outcome,) = report.outcomes
+    assert outcome.status == "crashed"
+    assert outcome.message.startswith("KeyError: ")
+    assert "\n" not in outcome.message
+    assert "in crashing_double, line" in outcome.message
+    assert "CRASH_LINE_MARKER" in outcome.message  # the source of the user's line is quoted
+    assert outcome.hint == "generic hint"
+    text = str(report)
+    assert "Traceback" not in text and 'File "' not in text
+    assert "crashed" in text
+    assert "seed=5" in text
+
+
+def test_a_plain_assert_in_user_code_is_a_crash_not_a_failed_check():
+    def impl(x):
+        assert x < 0, "x must be negative"
+
+    (outcome,) = run_one(impl).outcomes
+    assert outcome.status == "crashed"
+    assert outcome.message.startswith("AssertionError: x must be negative")
+
+
+def test_endless_loop_times_out():
+    def endless(x):
+        # "Endless" for a 1 s limit; bounded so a broken time limit fails this test instead of hanging it.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            pass
+        return 2 * x
+
+    check = Check("9.9", "terminates", check_doubles, timeout_s=1)
+    start = time.monotonic()
+    report = run_one(endless, check)
+    elapsed = time.monotonic() - start
+    (outcome,) = report.outcomes
+    assert outcome.status == "timed out"
+    assert outcome.message == "no answer within 1 s"
+    assert "loop" in outcome.hint
+    assert elapsed < 10
+    assert "⏱ [9.9] terminates: timed out" in str(report)
+
+
+def test_time_limit_is_cleared_after_the_check():
+    """The alarm of a passed check must not fire later, in unrelated code."""
+    run_one(good_double, Check("9.9", "fast", check_doubles, timeout_s=0.2))
+    time.sleep(0.4)  # an alarm still armed would raise CheckTimeout here
+
+
+def test_outcomes_in_order_and_summary_counts():
+    checks_ = [DOUBLE_CHECK, Check("9.9", "second", lambda impl, rng: expect(False, "nope"))]
+    report = run_checks("T", checks_, good_double, seed=3)
+    assert [(o.name, o.status) for o in report.outcomes] == [("doubles its input", "passed"), ("second", "failed")]
+    assert report.summary == "T: 1/2 checks passed"
+    assert not report.passed
+
+
+# ----------------------------------------------------------------------------- seeds
+
+
+def _recording_check(seen: list):
+    def check(impl, rng):
+        seen.append([rng.random() for _ in range(5)])
+
+    return Check("9.9", "records its random case", check)
+
+
+def test_same_seed_same_random_cases():
+    seen: list = []
+    for seed in (42, 42, 43):
+        run_checks("T", [_recording_check(seen)], good_double, seed=seed)
+    assert seen[0] == seen[1]
+    assert seen[0] != seen[2]
+
+
+def test_each_check_has_its_own_stream():
+    seen_a, seen_b = [], []
+    a, b = _recording_check(seen_a), _recording_check(seen_b)
+    b = Check("9.9", "another name", b.run)
+    run_checks("T", [a, b], good_double, seed=42)
+    assert seen_a != seen_b
+
+
+def test_runs_without_seed_draw_different_seeds():
+    seen: list = []
+    reports = [run_checks("T", [_recording_check(seen)], good_double) for _ in range(4)]
+    assert len({r.seed for r in reports}) > 1
+    assert len({tuple(s) for s in seen}) > 1
+    # The printed seed replays the run.
+    replay: list = []
+    run_checks("T", [_recording_check(replay)], good_double, seed=reports[0].seed)
+    assert replay[0] == seen[0]
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+def test_repr_is_the_text():
+    report = run_one(wrong_double)
+    assert repr(report) == str(report)
+
+
+def test_html_is_a_table():
+    html = run_checks("T", [DOUBLE_CHECK, Check("9.9", "broken", lambda i, r: expect(False, "bad"))],
+                      good_double, seed=9)._repr_html_()
+    assert html.startswith("<div>") and html.endswith("</div>")
+    assert "<table>" in html and "</table>" in html
+    assert html.count("<tr>") == 3  # header + one row per check
+    assert "<th>status</th>" in html
+    assert "doubles its input" in html and "broken" in html
+    assert "T: 1/2 checks passed" in html
+    assert "seed=9" in html
+    assert "#c62828" in html  # not passed: red summary
+
+
+def test_html_passed_is_green_without_seed():
+    html = run_one(good_double, seed=9)._repr_html_()
+    assert "#2e7d32" in html
+    assert "seed" not in html
+
+
+def test_html_escapes_everything_user_supplied():
+    evil = "<script>alert('x')</script>"
+
+    def check(impl, rng):
+        raise CheckFailed(f"message {evil}", expected=evil, got="<b>&</b>", hint=evil, case=evil)
+
+    report = run_checks(f"title {evil}", [Check("<9.9>", f"name {evil}", check)], good_double, seed=1)
+    html = report._repr_html_()
+    assert "<script>" not in html
+    assert "<b>&</b>" not in html
+    assert "&lt;script&gt;" in html
+    assert "&lt;b&gt;&amp;&lt;/b&gt;" in html
+    assert "&lt;9.9&gt;" in html
+
+
+# ----------------------------------------------------------------------------- report log, empty reports
+
+
+def test_report_log_gets_one_json_line_per_report(tmp_path, monkeypatch):
+    log = tmp_path / "checks.jsonl"
+    monkeypatch.setenv(REPORT_LOG_ENV, str(log))
+    run_one(good_double, seed=11)
+    run_one(stub_double, seed=12)
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2
+    first, second = (json.loads(line) for line in lines)
+    assert first["title"] == "Exercise 9.9 — double"
+    assert (first["passed"], first["seed"]) == (True, 11)
+    assert [o["status"] for o in first["outcomes"]] == ["passed"]
+    assert (second["passed"], second["seed"]) == (False, 12)
+    assert second["outcomes"][0]["message"] == "not implemented yet (Exercise 9.9)"
+    # What `python -m synclab check` rebuilds from a line is the same report.
+    rebuilt = CheckReport(second["title"], [Outcome(**o) for o in second["outcomes"]], second["seed"])
+    assert str(rebuilt) == str(run_one(stub_double, seed=12))
+
+
+def test_no_report_log_without_the_variable(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_one(good_double)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_report_has_not_passed():
+    assert CheckReport("nothing").passed is False
+    report = run_checks("nothing", [], good_double, seed=1)
+    assert report.outcomes == []
+    assert report.passed is False
+    assert report.summary == "nothing: 0/0 checks passed"
+
+
+def test_to_dict():
+    data = run_one(wrong_double, seed=8).to_dict()
+    assert set(data) == {"title", "passed", "seed", "outcomes"}
+    assert data["passed"] is False and data["seed"] == 8
+    assert data["outcomes"][0]["status"] == "failed"
+    json.dumps(data)  # JSON-able
+
+
+def test_expect_helpers():
+    expect(True, "fine")
+    expect_equal([1, 2], [1, 2], what="list")
+    with pytest.raises(CheckFailed) as info:
+        expect_equal([1], [2], what="the list", hint="h", case="c")
+    err = info.value
+    assert (err.message, err.expected, err.got, err.hint, err.case) == ("the list differs", [2], [1], "h", "c")
+    assert isinstance(err, AssertionError)
+    with pytest.raises(CheckFailed, match="boom"):
+        expect(False, "boom")
+
+
+# ----------------------------------------------------------------------------- regressions
+
+
+def test_timeout_survives_a_readers_except_exception():
+    def stubborn(x):
+        deadline = time.monotonic() + 1.5  # bounded: were the limit swallowed, this would return after 1.5 s (not hang)
+        while time.monotonic() < deadline:
+            try:
+                n = 0
+                while time.monotonic() < deadline:
+                    n += 1
+            except Exception:
+                pass
+        return 2 * x
+
+    (outcome,) = run_one(stubborn, Check("9.9", "terminates", check_doubles, timeout_s=0.2)).outcomes
+    assert outcome.status == "timed out"

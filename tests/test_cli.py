@@ -1,0 +1,152 @@
+"""Tests for ``python -m synclab`` (check, labs) and for the generated labs themselves.
+
+The command-line tests execute notebooks in a fresh kernel (about 10 s each): marked slow.
+The static checks of labs/ against solutions/ are fast and always run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat import v4
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+
+
+def synclab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNCLAB_")}
+    return subprocess.run([sys.executable, "-m", "synclab", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+# ----------------------------------------------------------------------------- python -m synclab check
+
+
+@pytest.mark.slow
+def test_check_solution_passes():
+    proc = synclab("check", "solutions/00_primer.ipynb")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ALL CHECKS PASSED" in proc.stdout
+    assert "Exercise 0.1 — decode_step: 5/5 checks passed" in proc.stdout
+    assert "Exercise 0.2 — predict the syncs: 1/1 checks passed" in proc.stdout
+    assert "cells that raised" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_check_unfinished_lab_fails_naming_the_exercises():
+    proc = synclab("check", "labs/00_primer.ipynb")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "not implemented yet (Exercise 0.1)" in proc.stdout
+    assert "not implemented yet (Exercise 0.2)" in proc.stdout
+    assert "SOME CHECKS DID NOT PASS" in proc.stdout
+    assert "ALL CHECKS PASSED" not in proc.stdout
+    assert "Traceback" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_check_notebook_without_checks_fails(tmp_path):
+    nb = v4.new_notebook()
+    nb.cells = [v4.new_code_cell("x = 1 + 1\nprint(x)")]
+    path = tmp_path / "no_checks.ipynb"
+    nbformat.write(nb, path)
+    proc = synclab("check", str(path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "no checks ran" in proc.stdout
+    assert "ALL CHECKS PASSED" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_check_missing_notebook_exits_2(tmp_path):
+    missing = tmp_path / "nope.ipynb"
+    proc = synclab("check", str(missing))
+    assert proc.returncode == 2
+    assert f"no such notebook: {missing}" in proc.stderr
+
+
+@pytest.mark.slow
+def test_labs_are_fresh():
+    proc = synclab("labs", "--check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "labs are fresh" in proc.stdout
+
+
+# ----------------------------------------------------------------------------- labs vs solutions (static)
+
+_BEGIN = re.compile(r"^\s*### BEGIN SOLUTION\s+(\d+\.\d+)\s*$")
+_END = re.compile(r"^\s*### END SOLUTION\s*$")
+
+
+def solution_regions(nb) -> tuple[set[str], list[str]]:
+    """Task ids and the non-blank, non-comment lines between the solution markers of code cells."""
+    tasks, lines, inside = set(), [], False
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for line in cell.source.splitlines():
+            if m := _BEGIN.match(line):
+                tasks.add(m.group(1))
+                inside = True
+            elif _END.match(line):
+                inside = False
+            elif inside and line.strip() and not line.strip().startswith("#"):
+                lines.append(line.strip())
+    return tasks, lines
+
+
+def _code_part(line: str) -> str:
+    """The line without a trailing comment (good enough for solution lines: no '#' in their strings)."""
+    return line.split("  #")[0].strip()
+
+
+def pairs():
+    return [pytest.param(s, ROOT / "labs" / s.name, id=s.stem) for s in SOLUTIONS]
+
+
+def test_there_are_solutions():
+    assert SOLUTIONS, "no solutions/*.ipynb found"
+
+
+@pytest.mark.parametrize("solution, lab", pairs())
+def test_lab_contains_no_solution_code(solution, lab):
+    assert lab.exists(), f"{lab} is missing: run `python -m synclab labs`"
+    _, secret = solution_regions(nbformat.read(solution, as_version=4))
+    assert secret, f"{solution.name} has no solution lines"
+    # Code cells only: the prose may quote the given baseline (`raise ValueError("NaN in logits")`),
+    # which the solution legitimately shares.
+    lab_code = [c.source for c in nbformat.read(lab, as_version=4).cells if c.cell_type == "code"]
+    lab_lines = {line.strip() for source in lab_code for line in source.splitlines()}
+    lab_code_parts = {_code_part(line) for line in lab_lines}
+    lab_text = "\n".join(lab_code)
+    for line in secret:
+        assert line not in lab_lines, f"solution line leaked into {lab.name}: {line!r}"
+        code = _code_part(line)
+        assert code not in lab_code_parts, f"solution code leaked into {lab.name}: {code!r}"
+        if len(code) >= 20:  # long enough to be unmistakable inside another line too
+            assert code not in lab_text, f"solution code leaked into {lab.name}: {code!r}"
+
+
+@pytest.mark.parametrize("solution, lab", pairs())
+def test_lab_has_no_stored_outputs(solution, lab):
+    lab_nb = nbformat.read(lab, as_version=4)
+    code_cells = [c for c in lab_nb.cells if c.cell_type == "code"]
+    assert code_cells
+    for i, cell in enumerate(code_cells):
+        assert cell.get("outputs", []) == [], f"code cell {i} of {lab.name} has stored outputs"
+        assert cell.get("execution_count") is None, f"code cell {i} of {lab.name} has an execution count"
+
+
+@pytest.mark.parametrize("solution, lab", pairs())
+def test_lab_stubs_every_task(solution, lab):
+    tasks, _ = solution_regions(nbformat.read(solution, as_version=4))
+    assert tasks, f"{solution.name} has no '### BEGIN SOLUTION X.Y' markers"
+    lab_text = "\n".join(c.source for c in nbformat.read(lab, as_version=4).cells if c.cell_type == "code")
+    for task in sorted(tasks):
+        assert f'raise NotImplementedError("Exercise {task}")' in lab_text, f"{lab.name}: no stub for {task}"
+    assert "### BEGIN SOLUTION" not in lab_text and "### END SOLUTION" not in lab_text

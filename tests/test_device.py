@@ -1,0 +1,79 @@
+"""Tests for synclab.device on a CPU-only machine: the simulated device stands in for a GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from synclab import device as dev
+from synclab.device import (SIM_DEVICE, SimulatedDevice, device_name, has_cuda, is_cuda_alike, is_device_tensor,
+                            is_pin_memory_available, is_simulated, mark_device, pick_device, synchronize,
+                            to_device)
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="these tests describe a CPU-only machine")
+
+
+def test_no_cuda_here():
+    assert has_cuda() is False
+    assert is_cuda_alike() is False
+    assert device_name() == "cpu"
+    synchronize()  # a no-op on the CPU, must not raise
+
+
+def test_pick_device_is_the_simulated_cpu():
+    device = pick_device()
+    assert isinstance(device, SimulatedDevice)
+    assert device is SIM_DEVICE
+    assert device == "cpu"
+    assert device.type == "cpu" and device.index is None
+    assert repr(device) == "SimulatedDevice('cpu')"
+    assert is_simulated(device)
+    assert torch.zeros(2, device=device).device == torch.device("cpu")  # torch accepts it as a device
+
+
+def test_is_simulated_only_for_the_simulated_device():
+    assert not is_simulated("cpu")
+    assert not is_simulated(torch.device("cpu"))
+
+
+def test_to_device_returns_a_marked_copy():
+    src = torch.arange(4.0)
+    out = to_device(src)
+    assert is_device_tensor(out)
+    assert not is_device_tensor(src)  # the source stays a host tensor
+    assert out is not src
+    assert out.data_ptr() != src.data_ptr()
+    assert torch.equal(out, src)
+    out[0] = 100.0
+    out += 1
+    assert src.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("device", [SIM_DEVICE, "cpu", torch.device("cpu")])
+def test_to_device_explicit_cpu_devices(device):
+    out = to_device(torch.ones(2), device)
+    assert is_device_tensor(out)
+    assert out.device.type == "cpu"
+
+
+def test_to_device_detaches():
+    src = torch.ones(2, requires_grad=True)
+    out = to_device(src)
+    assert not out.requires_grad
+    assert is_device_tensor(out)
+
+
+def test_plain_cpu_tensor_is_not_a_device_tensor():
+    assert is_device_tensor(torch.ones(3)) is False
+
+
+def test_mark_device_marks_in_place():
+    t = torch.ones(3)
+    assert mark_device(t) is t
+    assert is_device_tensor(t)
+    assert not is_device_tensor(torch.ones(3))  # only that tensor
+
+
+def test_no_pinned_memory_without_cuda():
+    dev.is_pin_memory_available.cache_clear()
+    assert is_pin_memory_available() is False

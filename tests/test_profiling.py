@@ -1,0 +1,219 @@
+"""Tests for synclab.profiling: what the profiler timeline shows, on this CPU and from a made-up GPU trace."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch.profiler import record_function
+
+from synclab.profiling import (CATEGORY_COLORS, Trace, TraceEvent, _events_from_chrome_trace, profile,
+                               timeline_figure)
+from synclab.provenance import Provenance
+
+X = torch.arange(64.0)
+
+
+def three_scalar_reads():
+    total = 0.0
+    for _ in range(3):
+        total += X.sum().item()  # item() calls _local_scalar_dense inside: one sync, not two
+    return total
+
+
+def no_scalar_reads():
+    return (X * 2).sum() + X.max()
+
+
+def with_region():
+    with record_function("step"):
+        return (X + 1).sum()
+
+
+# ----------------------------------------------------------------------------- profile()
+
+
+def test_three_item_calls_are_three_host_syncs():
+    trace = profile(three_scalar_reads)
+    syncs = [e for e in trace.events if e.category == "sync"]
+    assert len(syncs) == 3
+    assert trace.count("sync") == 3
+    assert all(e.row == "host" for e in syncs)
+    assert {e.name for e in syncs} == {"aten::item"}
+    assert [e.name for e in trace.events if e.row == "host" and e.category == "host op"] == ["aten::sum"] * 3
+    assert trace.duration_us > 0
+    assert trace.host_busy_us() > 0
+    assert min(e.start_us for e in trace.events) == 0  # times are relative to the start of the trace
+
+
+def test_no_scalar_reads_no_syncs():
+    trace = profile(no_scalar_reads)
+    assert trace.count("sync") == 0
+    assert trace.count("host op") >= 3  # mul, sum, max, add
+    assert {e.row for e in trace.events} == {"host"}
+
+
+def test_only_the_profiled_call_is_recorded():
+    calls = []
+
+    def fn():
+        calls.append(1)
+        return X.sum().item()
+
+    trace = profile(fn, warmup=2)
+    assert len(calls) == 3  # 2 warm-up calls, then one profiled
+    assert trace.count("sync") == 1
+
+
+def test_args_and_kwargs_reach_fn():
+    def fn(x, *, times):
+        for _ in range(times):
+            x.max().item()
+
+    assert profile(fn, X, times=2).count("sync") == 2
+
+
+def test_record_function_shows_on_the_regions_row():
+    trace = profile(with_region)
+    regions = [e for e in trace.events if e.row == "regions"]
+    assert [(e.name, e.category) for e in regions] == [("step", "region")]
+    (step,) = regions
+    inside = [e for e in trace.events if e.row == "host"]
+    assert inside
+    for e in inside:  # the host ops of the region lie inside it
+        assert step.start_us <= e.start_us and e.start_us + e.dur_us <= step.start_us + step.dur_us + 1
+
+
+def test_host_depth_shows_nested_ops():
+    def fn():
+        return torch.nn.functional.linear(X.view(8, 8), torch.ones(8, 8))
+
+    top = {e.name for e in profile(fn).events if e.row == "host"}
+    deeper = [e.name for e in profile(fn, host_depth=3).events if e.row == "host"]
+    assert top <= set(deeper)
+    assert len(deeper) > len(top)
+
+
+def test_trace_carries_cpu_provenance():
+    prov = profile(no_scalar_reads).provenance
+    assert (prov.device, prov.is_gpu, prov.torch_version) == ("cpu", False, torch.__version__)
+
+
+def test_profiler_logs_do_not_reach_fd2(capfd):
+    def noisy():
+        os.write(2, b"PROFILER-NOISE on fd 2\n")  # stands in for the profiler's C++ log lines
+        return X.sum()
+
+    trace = profile(noisy, warmup=0)
+    os.write(2, b"after profile\n")  # fd 2 is restored afterwards
+    err = capfd.readouterr().err
+    assert "PROFILER-NOISE" not in err
+    assert "after profile" in err
+    assert trace.count("host op") == 1
+
+
+# ----------------------------------------------------------------------------- raw chrome traces (GPU rows too)
+
+
+def _span(name, cat, ts, dur, **args):
+    return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "args": args}
+
+
+def test_chrome_trace_rows_and_categories():
+    raw = [
+        _span("aten::add", "cpu_op", 100, 10),
+        _span("aten::item", "cpu_op", 120, 30),
+        _span("aten::_local_scalar_dense", "cpu_op", 121, 28),  # nested in item: the same wait
+        _span("aten::item", "cpu_op", 160, 5),
+        _span("aten::_local_scalar_dense", "cpu_op", 161, 3),
+        _span("aten::copy_", "cpu_op", 170, 5),
+        _span("aten::_to_copy", "cpu_op", 171, 1),  # nested, not a sync: hidden at host_depth 0
+        _span("decode", "user_annotation", 95, 100),
+        _span("cudaLaunchKernel", "cuda_runtime", 102, 3),
+        _span("cudaStreamSynchronize", "cuda_runtime", 125, 20),
+        _span("add_kernel", "kernel", 106, 8, stream=7),
+        _span("Memcpy DtoH", "gpu_memcpy", 140, 2, stream=7),
+        _span("ProfilerStep", "python_function", 0, 1000),  # other categories are ignored
+        {"ph": "i", "name": "instant", "ts": 130},
+    ]
+    events = _events_from_chrome_trace(raw, host_depth=0)
+    by_row: dict[str, list[tuple[str, str]]] = {}
+    for e in events:
+        by_row.setdefault(e.row, []).append((e.name, e.category))
+    assert by_row["host"] == [("aten::add", "host op"), ("aten::item", "sync"), ("aten::item", "sync"),
+                              ("aten::copy_", "host op")]
+    assert by_row["regions"] == [("decode", "region")]
+    assert by_row["CUDA runtime"] == [("cudaLaunchKernel", "runtime"), ("cudaStreamSynchronize", "sync")]
+    assert by_row["device stream 7"] == [("add_kernel", "kernel"), ("Memcpy DtoH", "copy")]
+    assert set(by_row) == {"host", "regions", "CUDA runtime", "device stream 7"}
+    assert min(e.start_us for e in events) == 0  # relative to the first op / region (ts 95)
+    assert next(e for e in events if e.name == "add_kernel").start_us == 11
+
+
+def test_chrome_trace_host_depth_one_shows_nested_non_sync_ops():
+    raw = [_span("aten::copy_", "cpu_op", 0, 5), _span("aten::_to_copy", "cpu_op", 1, 1)]
+    assert [e.name for e in _events_from_chrome_trace(raw, host_depth=0)] == ["aten::copy_"]
+    assert [e.name for e in _events_from_chrome_trace(raw, host_depth=1)] == ["aten::copy_", "aten::_to_copy"]
+
+
+def test_a_sync_nested_in_a_plain_op_is_shown():
+    """`x[mask]` is aten::index at the top, aten::nonzero (the sync) inside: drawn red all the same."""
+    raw = [_span("aten::index", "cpu_op", 0, 10), _span("aten::nonzero", "cpu_op", 2, 5)]
+    events = _events_from_chrome_trace(raw, host_depth=0)
+    assert [(e.name, e.category) for e in events] == [("aten::index", "host op"), ("aten::nonzero", "sync")]
+
+
+def test_empty_chrome_trace():
+    assert _events_from_chrome_trace([], host_depth=0) == []
+
+
+# ----------------------------------------------------------------------------- timeline_figure
+
+
+def _trace(*events: TraceEvent) -> Trace:
+    prov = Provenance(device="cpu", is_gpu=False, torch_version="2.9.0", date="2026-01-02", host="x86_64")
+    return Trace(list(events), prov)
+
+
+def test_timeline_figure_stacks_named_traces():
+    t1 = profile(three_scalar_reads)
+    t2 = profile(with_region)
+    fig = timeline_figure({"a": t1, "b": t2}, title="Two runs")
+    rows = {y for bar in fig.data for y in bar.y}
+    assert rows == {"a · host", "b · host", "b · regions"}
+    assert all(row.startswith(("a · ", "b · ")) for row in rows)
+    assert fig.layout.title.text.startswith("Two runs")
+    assert t1.provenance.label in fig.layout.title.text
+    assert "cpu (no GPU)" in fig.layout.title.text
+    # one row per (trace, row), in trace order: a's rows above b's, regions above host
+    assert list(fig.layout.yaxis.categoryarray) == ["b · host", "b · regions", "a · host"]
+    sync_bars = [bar for bar in fig.data if bar.name == "sync"]
+    assert len(sync_bars) == 1 and len(sync_bars[0].y) == 3
+    assert sync_bars[0].marker.color == CATEGORY_COLORS["sync"]
+
+
+def test_timeline_figure_single_trace_has_plain_rows():
+    trace = _trace(TraceEvent("host", "aten::item", "sync", 0.0, 0.1),
+                   TraceEvent("regions", "step", "region", 0.0, 5.0),
+                   TraceEvent("device stream 7", "k", "kernel", 1.0, 2.0))
+    fig = timeline_figure(trace)
+    assert {y for bar in fig.data for y in bar.y} == {"host", "regions", "device stream 7"}
+    assert list(fig.layout.yaxis.categoryarray) == ["device stream 7", "host", "regions"]
+    assert fig.layout.title.text == "Profiler timeline<br><sub>cpu (no GPU) · torch 2.9.0 · 2026-01-02</sub>"
+    (sync,) = [bar for bar in fig.data if bar.name == "sync"]
+    assert list(sync.x) == [0.5]  # tiny ops get a minimum visible width
+
+
+# ----------------------------------------------------------------------------- regressions
+
+
+def test_profile_of_pure_python_code():
+    trace = profile(lambda: sum(range(100)))
+    assert trace.count("sync") == 0
+
+
+def test_timeline_names_that_prefix_each_other():
+    ev = TraceEvent("host", "aten::sum", "host op", 0.0, 1.0)
+    fig = timeline_figure({"a": _trace(ev), "ab": _trace(ev)})
+    assert sorted(fig.layout.yaxis.categoryarray) == ["a · host", "ab · host"]

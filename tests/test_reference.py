@@ -1,0 +1,127 @@
+"""Tests for synclab.provenance and synclab.reference: a CPU run is never shown as a GPU reference."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import torch
+
+from synclab import reference
+from synclab.provenance import Provenance
+from synclab.reference import BENCH_DIR_ENV, describe_missing, load, record
+
+H100 = Provenance(device="NVIDIA H100 80GB HBM3", is_gpu=True, torch_version="2.9.0+cu128",
+                  date="2026-01-02", host="x86_64")
+CPU = Provenance(device="cpu", is_gpu=False, torch_version="2.9.0+cpu", date="2026-01-02", host="x86_64")
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def test_here_on_this_machine():
+    prov = Provenance.here()
+    assert prov.device == "cpu"
+    assert prov.is_gpu is False
+    assert prov.torch_version == torch.__version__
+    datetime.date.fromisoformat(prov.date)
+    assert prov.host
+
+
+def test_slug():
+    assert H100.slug == "nvidia-h100-80gb-hbm3"
+    assert CPU.slug == "cpu"
+    assert Provenance("  AMD Instinct MI300X (gfx942) ", True, "2", "d", "h").slug == "amd-instinct-mi300x-gfx942"
+
+
+def test_label_says_no_gpu_on_cpu():
+    assert CPU.label == "cpu (no GPU) · torch 2.9.0+cpu · 2026-01-02"
+    assert Provenance.here().label.startswith("cpu (no GPU) · torch ")
+
+
+def test_label_of_a_gpu():
+    assert H100.label == "NVIDIA H100 80GB HBM3 · torch 2.9.0+cu128 · 2026-01-02"
+    assert "no GPU" not in H100.label
+
+
+def test_dict_round_trip():
+    data = json.loads(json.dumps(H100.to_dict()))
+    assert Provenance.from_dict(data) == H100
+    assert Provenance.from_dict({**data, "extra": "ignored"}) == H100
+
+
+# ----------------------------------------------------------------------------- record
+
+
+def test_record_is_a_no_op_without_bench_dir(tmp_path, monkeypatch):
+    monkeypatch.delenv(BENCH_DIR_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    record("ch9", "timing", {"x": 1})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_record_is_a_no_op_with_empty_bench_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(BENCH_DIR_ENV, "")
+    monkeypatch.chdir(tmp_path)
+    record("ch9", "timing", {"x": 1})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_record_writes_results_with_provenance(tmp_path, monkeypatch):
+    monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
+    record("ch9", "timing", {"x": 1})
+    record("ch9", "counts", {"y": [1, 2]})
+    record("ch9", "timing", {"x": 2})  # the same name again: replaced
+    record("ch8", "other", {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ch8.json", "ch9.json"]
+    data = json.loads((tmp_path / "ch9.json").read_text())
+    assert data["results"] == {"timing": {"x": 2}, "counts": {"y": [1, 2]}}
+    prov = Provenance.from_dict(data["provenance"])
+    assert (prov.device, prov.is_gpu, prov.torch_version) == ("cpu", False, torch.__version__)
+
+
+# ----------------------------------------------------------------------------- load
+
+
+def _write(root: Path, slug: str, chapter: str, data: dict) -> None:
+    (root / slug).mkdir(parents=True, exist_ok=True)
+    (root / slug / f"{chapter}.json").write_text(json.dumps(data))
+
+
+def test_load_returns_gpu_references_only(tmp_path):
+    gpu = {"provenance": H100.to_dict(), "results": {"timing": {"x": 1}}}
+    _write(tmp_path, H100.slug, "ch9", gpu)
+    _write(tmp_path, "nvidia-h200", "ch9", {"provenance": {**H100.to_dict(), "device": "NVIDIA H200"},
+                                            "results": {}})
+    _write(tmp_path, "cpu", "ch9", {"provenance": CPU.to_dict(), "results": {"timing": {"x": 99}}})
+    _write(tmp_path, "unlabelled", "ch9", {"results": {"timing": {"x": 98}}})  # no provenance: not a reference
+    _write(tmp_path, H100.slug, "ch8", gpu)  # another chapter
+    found = load("ch9", root=tmp_path)
+    assert list(found) == ["nvidia-h100-80gb-hbm3", "nvidia-h200"]
+    assert found[H100.slug] == gpu
+
+
+def test_a_recorded_cpu_run_is_never_loaded(tmp_path, monkeypatch):
+    """What `bench` records on this CPU-only machine cannot come back as a reference."""
+    monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path / Provenance.here().slug))
+    (tmp_path / Provenance.here().slug).mkdir()
+    record("ch9", "timing", {"x": 1})
+    assert (tmp_path / "cpu" / "ch9.json").exists()
+    assert load("ch9", root=tmp_path) == {}
+
+
+def test_load_without_any_reference(tmp_path):
+    assert load("ch9", root=tmp_path) == {}
+    assert load("ch9", root=tmp_path / "missing") == {}
+
+
+def test_default_reference_dir():
+    assert reference.REFERENCE_DIR == Path(reference.__file__).resolve().parent.parent / "data" / "reference"
+
+
+def test_describe_missing():
+    text = describe_missing("ch7")
+    assert "ch7" in text
+    assert "python -m synclab bench ch7" in text
+    assert "data/reference/<device>/ch7.json" in text

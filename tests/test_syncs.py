@@ -1,0 +1,181 @@
+"""count_syncs: a table of operations with the number of host-device syncs each performs.
+
+On a CPU-only machine the counts are the simulated ones (tensors marked by to_device);
+on a GPU the same table also runs against CUDA's own sync debug mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+import torch
+
+from synclab.device import has_cuda, is_device_tensor, is_pin_memory_available, pick_device, to_device
+from synclab.syncs import SyncKind, count_syncs, syncs_per_call
+
+
+@dataclass
+class Env:
+    x: torch.Tensor  # [16] float device
+    idx: torch.Tensor  # [2] int64 device: [2, 9]
+    host: torch.Tensor  # [2] int64 host metadata: [4, 12]
+    dev: object  # the device (real or simulated)
+
+
+def make_env() -> Env:
+    dev = pick_device()
+    return Env(to_device(torch.arange(16.0)), to_device(torch.tensor([2, 9])), torch.tensor([4, 12]), dev)
+
+
+def _pinned_upload(e: Env) -> torch.Tensor:
+    buf = torch.empty(2, dtype=torch.int64, pin_memory=is_pin_memory_available())
+    buf.copy_(e.host)
+    return buf.to(e.dev, non_blocking=True)
+
+
+def _if_any(e: Env) -> None:
+    if (e.x > 3).any():
+        pass
+
+
+# (name, operation, expected syncs, expected kinds)
+TABLE: list[tuple[str, Callable[[Env], object], int, set[SyncKind]]] = [
+    ("item", lambda e: e.x[3].item(), 1, {SyncKind.ITEM}),
+    ("int() of a device scalar", lambda e: int(e.idx[0]), 1, {SyncKind.ITEM}),
+    ("tolist on device", lambda e: e.idx.tolist(), 1, {SyncKind.TOLIST}),
+    ("tolist on host metadata", lambda e: e.host.tolist(), 0, set()),
+    ("item on host metadata", lambda e: e.host.sum().item(), 0, set()),
+    ("bool()", lambda e: bool(e.x.sum() > 0), 1, {SyncKind.BOOL}),
+    ("if tensor.any()", _if_any, 1, {SyncKind.BOOL}),
+    ("slice with device tensor bounds", lambda e: e.x[e.idx[0]:e.idx[1]], 2, {SyncKind.TENSOR_SLICE}),
+    ("slice with Python ints", lambda e: e.x[2:9], 0, set()),
+    ("slice with host tensor bounds", lambda e: e.x[e.host[0]:e.host[1]], 0, set()),
+    ("split with a Python list", lambda e: e.x.split([4, 12]), 0, set()),
+    ("split with host sizes .tolist()", lambda e: e.x.split(e.host.tolist()), 0, set()),
+    ("nonzero", lambda e: torch.nonzero(e.x > 3), 1, {SyncKind.NONZERO}),
+    ("torch.where(cond)", lambda e: torch.where(e.x > 3), 1, {SyncKind.NONZERO}),
+    ("masked_select", lambda e: e.x.masked_select(e.x > 3), 1, {SyncKind.NONZERO}),
+    ("unique", lambda e: torch.unique(e.x), 1, {SyncKind.NONZERO}),
+    ("boolean-mask read", lambda e: e.x[e.x > 3], 1, {SyncKind.BOOL_MASK_INDEX}),
+    ("boolean-mask write of a Python scalar (masked_fill)", lambda e: e.x.__setitem__(e.x > 3, 0.0), 0, set()),
+    ("boolean-mask write of device values", lambda e: e.x.__setitem__(e.x > 3, e.x[:1]), 1,
+     {SyncKind.BOOL_MASK_INDEX}),
+    ("integer-index gather", lambda e: e.x[e.idx], 0, set()),
+    ("index_fill_", lambda e: e.x.index_fill_(0, e.idx, 0.0), 0, set()),
+    ("slice assignment from a device tensor", lambda e: e.x.__setitem__(slice(2, 4), e.x[5:7]), 0, set()),
+    ("argmax on the device", lambda e: e.x.argmax(dim=0), 0, set()),
+    ("new device tensor from x.device", lambda e: torch.zeros(4, device=e.x.device), 0, set()),
+    ("torch.equal", lambda e: torch.equal(e.x, e.x), 1, {SyncKind.ITEM}),
+    ("blocking device-to-host copy .cpu()", lambda e: e.x.cpu(), 1, {SyncKind.D2H_COPY}),
+    ("device-to-host .to('cpu', non_blocking=True)", lambda e: e.x.to("cpu", non_blocking=True), 0, set()),
+    ("torch.tensor(list, device=dev)", lambda e: torch.tensor([1, 2, 3], device=e.dev), 1, {SyncKind.H2D_COPY}),
+    ("blocking host-to-device .to(dev)", lambda e: e.host.to(e.dev), 1, {SyncKind.H2D_COPY}),
+    ("non_blocking upload from pageable memory", lambda e: e.host.to(e.dev, non_blocking=True), 1,
+     {SyncKind.PAGEABLE_NON_BLOCKING}),
+    ("non_blocking upload from a pinned buffer", _pinned_upload, 0, set()),
+    ("print(tensor)", lambda e: f"{e.x}", 1, {SyncKind.PRINT}),
+    ("repeat_interleave with device repeats", lambda e: e.x[:2].repeat_interleave(e.idx), 1, {SyncKind.NONZERO}),
+    ("repeat_interleave with output_size", lambda e: e.x[:2].repeat_interleave(e.idx, output_size=11), 0, set()),
+]
+
+
+@pytest.mark.parametrize("name,op,expected,kinds", TABLE, ids=[row[0] for row in TABLE])
+def test_sync_table(name, op, expected, kinds):
+    env = make_env()
+    with count_syncs() as report:
+        op(env)
+    assert report.count == expected, str(report)
+    assert {e.kind for e in report.events} == kinds
+
+
+@pytest.mark.skipif(not has_cuda(), reason="needs a GPU: checks the table against CUDA's own sync debug mode")
+@pytest.mark.parametrize("name,op,expected,kinds", TABLE, ids=[row[0] for row in TABLE])
+def test_sync_table_against_cuda_debug_mode(name, op, expected, kinds):
+    env = make_env()
+    op(env)  # warm-up: lazy CUDA initialisation must not count
+    env = make_env()
+    with count_syncs() as report:
+        op(env)
+    assert not report.simulated
+    assert report.count == expected, str(report)
+    assert report.cuda_reported == report.cuda_visible_count, str(report)
+
+
+def test_table_is_large_and_has_both_kinds():
+    assert len(TABLE) >= 15
+    assert sum(row[2] == 0 for row in TABLE) >= 8  # operations that must NOT be flagged
+
+
+def test_reports_the_user_line_that_caused_the_sync():
+    env = make_env()
+    with count_syncs() as report:
+        value = env.x[3].item()  # the line to find
+    (event,) = report.events
+    assert event.function == "test_reports_the_user_line_that_caused_the_sync"
+    assert "the line to find" in event.code
+    assert event.where.startswith("tests/test_syncs.py:") or event.where.startswith("test_syncs.py:")
+    assert value == 3.0
+
+
+def test_host_metadata_never_counts_and_marks_propagate():
+    env = make_env()
+    with count_syncs() as report:
+        derived = (env.x * 2)[3:5]  # computed from device memory: device memory too
+        assert is_device_tensor(derived)
+        assert not is_device_tensor(env.host * 2)
+        derived.tolist()
+        (env.host * 2).tolist()
+    assert report.count == 1
+
+
+def test_copies_leave_their_source_where_it_was():
+    env = make_env()
+    with count_syncs():
+        back = env.x.cpu()
+        up = env.host.to(env.dev)
+    assert is_device_tensor(env.x) and not is_device_tensor(back)
+    assert not is_device_tensor(env.host) and is_device_tensor(up)
+
+
+def test_bytes_read_back_are_counted():
+    env = make_env()
+    with count_syncs() as report:
+        env.x.tolist()  # 16 float32
+        env.idx[0].item()  # one int64
+    assert report.bytes_to_host == 16 * 4 + 8
+
+
+def test_syncs_per_call_is_an_average_over_calls():
+    env = make_env()
+    assert syncs_per_call(lambda: env.idx.tolist(), calls=4) == 1.0
+    assert syncs_per_call(lambda: env.x[2:3], calls=3) == 0.0
+
+
+def test_report_renders_as_text_and_html():
+    env = make_env()
+    with count_syncs() as report:
+        env.idx.tolist()
+    assert "1 host-device sync(s)" in str(report)
+    assert "tolist" in report._repr_html_() and "<table>" in report._repr_html_()
+    assert report.by_kind() == {"tolist": 1}
+
+
+def test_the_block_leaves_no_mode_behind():
+    env = make_env()
+    with count_syncs():
+        pass
+    with count_syncs() as outer:
+        env.idx.tolist()
+    assert outer.count == 1
+    assert not isinstance(env.x.device, str)  # outside the block .device is a real torch.device
+
+
+def test_an_exception_inside_the_block_still_returns_the_events():
+    env = make_env()
+    with pytest.raises(RuntimeError):
+        with count_syncs() as report:
+            env.idx.tolist()
+            raise RuntimeError("boom")
+    assert report.count == 1
