@@ -30,21 +30,25 @@ def synclab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_check_solution_passes():
-    proc = synclab("check", "solutions/00_primer.ipynb")
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.stem for s in SOLUTIONS])
+def test_check_solution_passes(solution):
+    proc = synclab("check", str(solution.relative_to(ROOT)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ALL CHECKS PASSED" in proc.stdout
-    assert "Exercise 0.1 — decode_step: 5/5 checks passed" in proc.stdout
-    assert "Exercise 0.2 — predict the syncs: 1/1 checks passed" in proc.stdout
+    tasks, _ = solution_regions(nbformat.read(solution, as_version=4))
+    for task in tasks:
+        assert re.search(rf"Exercise {re.escape(task)} .*: (\d+)/\1 checks passed", proc.stdout), proc.stdout
     assert "cells that raised" not in proc.stdout
 
 
 @pytest.mark.slow
-def test_check_unfinished_lab_fails_naming_the_exercises():
-    proc = synclab("check", "labs/00_primer.ipynb")
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.stem for s in SOLUTIONS])
+def test_check_unfinished_lab_fails_naming_the_exercises(solution):
+    proc = synclab("check", f"labs/{solution.name}")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "not implemented yet (Exercise 0.1)" in proc.stdout
-    assert "not implemented yet (Exercise 0.2)" in proc.stdout
+    tasks, _ = solution_regions(nbformat.read(solution, as_version=4))
+    for task in tasks:
+        assert f"not implemented yet (Exercise {task})" in proc.stdout, proc.stdout
     assert "SOME CHECKS DID NOT PASS" in proc.stdout
     assert "ALL CHECKS PASSED" not in proc.stdout
     assert "Traceback" not in proc.stdout

@@ -100,7 +100,10 @@ def test_sync_table_against_cuda_debug_mode(name, op, expected, kinds):
         op(env)
     assert not report.simulated
     assert report.count == expected, str(report)
-    assert report.cuda_reported == report.cuda_visible_count, str(report)
+    if SyncKind.PRINT in kinds:  # formatting reads several values back: CUDA sees each read
+        assert report.cuda_reported >= report.cuda_visible_count, str(report)
+    else:
+        assert report.cuda_reported == report.cuda_visible_count, str(report)
 
 
 def test_table_is_large_and_has_both_kinds():
