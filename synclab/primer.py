@@ -79,9 +79,12 @@ def make_batch(
 
 def copy_batch(batch: DecodeBatch) -> DecodeBatch:
     """An independent copy (decode steps mutate their batch)."""
+    def device_copy(t: torch.Tensor) -> torch.Tensor:
+        return to_device(t.detach().cpu(), t.device if t.is_cuda else None)
+
     return DecodeBatch(
-        logits=to_device(batch.logits.cpu(), batch.logits.device if batch.logits.is_cuda else None),
-        seq_lens_gpu=to_device(batch.seq_lens_gpu.cpu(), batch.seq_lens_gpu.device if batch.seq_lens_gpu.is_cuda else None),
+        logits=device_copy(batch.logits),
+        seq_lens_gpu=device_copy(batch.seq_lens_gpu),
         seq_lens_cpu=batch.seq_lens_cpu.clone(),
         output_token_ids=[list(o) for o in batch.output_token_ids],
         max_model_len=batch.max_model_len,

@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from synclab.provenance import Provenance
+
+if TYPE_CHECKING:
+    from synclab.timing import Sweep
 
 BENCH_DIR_ENV = "SYNCLAB_BENCH_DIR"
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "data" / "reference"
@@ -41,6 +44,14 @@ def load(chapter: str, root: Path = REFERENCE_DIR) -> dict[str, dict[str, Any]]:
         if data.get("provenance", {}).get("is_gpu"):  # never show a CPU run as a reference
             found[path.parent.name] = data
     return found
+
+
+def load_sweeps(chapter: str, name: str, root: Path = REFERENCE_DIR) -> dict[str, "Sweep"]:
+    """The sweep ``name`` of every recorded GPU reference for ``chapter``, by device slug."""
+    from synclab.timing import Sweep
+
+    return {slug: Sweep.from_dict(data["results"][name])
+            for slug, data in load(chapter, root).items() if name in data["results"]}
 
 
 def describe_missing(chapter: str) -> str:

@@ -203,7 +203,7 @@ def _target_is_device(args: tuple, kwargs: dict) -> bool | None:
     """For ``t.to(...)``/``torch.tensor(..., device=...)``: True device, False host, None unchanged."""
     candidates = list(args) + [kwargs.get("device")]
     for c in candidates:
-        if is_simulated(c) if isinstance(c, str) else False:
+        if is_simulated(c):
             return True
         if isinstance(c, torch.Tensor):
             return is_device_tensor(c)

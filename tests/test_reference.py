@@ -125,3 +125,19 @@ def test_describe_missing():
     assert "ch7" in text
     assert "python -m synclab bench ch7" in text
     assert "data/reference/<device>/ch7.json" in text
+
+
+def test_load_sweeps_returns_gpu_sweeps_only(tmp_path):
+    from synclab.reference import load_sweeps
+    from synclab.timing import Sweep
+
+    sweep = Sweep("batch size", [1, 2])
+    for slug, is_gpu in (("nvidia-h100", True), ("cpu", False)):
+        prov = {**sweep.provenance.to_dict(), "is_gpu": is_gpu, "device": slug}
+        (tmp_path / slug).mkdir()
+        (tmp_path / slug / "ch9.json").write_text(
+            json.dumps({"provenance": prov, "results": {"timing": {**sweep.to_dict(), "provenance": prov}}}))
+    found = load_sweeps("ch9", "timing", root=tmp_path)
+    assert list(found) == ["nvidia-h100"]
+    assert found["nvidia-h100"].values == [1, 2]
+    assert load_sweeps("ch9", "other", root=tmp_path) == {}
