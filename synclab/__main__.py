@@ -22,15 +22,20 @@ CHAPTERS = {"ch0": "00_primer"}  # bench name -> notebook stem; each chapter add
 def _execute(notebook: Path, env: dict[str, str], timeout: int) -> list[str]:
     """Run a notebook in a fresh kernel (its own folder as cwd); return the errors of failed cells."""
     import nbformat
+    from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
     nb = nbformat.read(notebook, as_version=4)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel inherits the environment
     try:
-        client = NotebookClient(nb, timeout=timeout, allow_errors=True, kernel_name="python3",
-                                resources={"metadata": {"path": str(notebook.parent)}})
-        client.execute()
+        with tempfile.TemporaryDirectory() as sockets:
+            # IPC sockets, not TCP ports: two kernels started at once (pytest -n 2) cannot race
+            # for the same free port and end up talking to each other's client.
+            km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "kernel"))
+            client = NotebookClient(nb, km=km, timeout=timeout, allow_errors=True,
+                                    resources={"metadata": {"path": str(notebook.parent)}})
+            client.execute()
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
