@@ -98,6 +98,13 @@ def mark_device(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def mark_like(tensor: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """Mark ``tensor`` when ``source`` stands for device memory: for views and results made outside ``count_syncs``."""
+    if getattr(source, _MARK, False):
+        mark_device(tensor)
+    return tensor
+
+
 def is_device_tensor(tensor: torch.Tensor) -> bool:
     """True for tensors in (real or simulated) device memory; False for host tensors."""
     return tensor.device.type != "cpu" or getattr(tensor, _MARK, False)

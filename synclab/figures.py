@@ -53,6 +53,28 @@ def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = Fa
                    xaxis_type="log" if log_x else None, yaxis_type="log" if log_y else None)
 
 
+def speedup_figure(sweep: Sweep, title: str, published: dict[str, float] | None = None) -> go.Figure:
+    """How many times faster each variant is than the sweep's first one, per value, with provenance.
+
+    ``published`` draws other sources' speed-ups (e.g. a PR's own figure) as labelled
+    horizontal lines, so a reader sees them beside this machine's measurement.
+    """
+    baseline, *others = list(sweep.timings)
+    fig = go.Figure()
+    for color, variant in zip(VARIANT_COLORS[1:], others):
+        fig.add_trace(go.Bar(x=[str(v) for v in sweep.values], y=sweep.ratio(baseline, variant),
+                             name=f"{variant} (this machine)", marker_color=color))
+    categories = [str(v) for v in sweep.values]
+    for dash, (label, ratio) in zip(("dash", "dot", "dashdot"), (published or {}).items()):
+        # a line trace, not add_hline: hline annotations land in the wrong place on a log axis
+        fig.add_trace(go.Scatter(x=categories, y=[ratio] * len(categories), mode="lines", name=f"{label}: {ratio:.2f}x",
+                                 line={"dash": dash, "color": "#333"}))
+    fig.add_hline(y=1.0, line_color="#999")
+    return _layout(fig, title, f"measured on {sweep.provenance.label}; speed-up over {baseline}",
+                   xaxis_title=sweep.parameter, yaxis_title="speed-up (baseline time / time)", height=400,
+                   yaxis_type="log", barmode="group")
+
+
 # ----------------------------------------------------------------------------- the host/device model
 
 

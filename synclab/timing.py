@@ -193,20 +193,27 @@ def sweep(
     *,
     min_run_time: float = 0.1,
     progress: bool = True,
+    reference: str | None = None,
 ) -> Sweep:
     """Benchmark every variant at every value of ``parameter``.
 
     ``variants`` maps a name to a *factory*: ``factory(value)`` builds the inputs and
     returns a zero-argument callable to time. Building inputs stays outside the timing.
+    With ``reference`` (a variant's name), every variant's result at each value must
+    equal that variant's before it is timed.
     """
     values = list(values)
+    if reference is not None and reference not in variants:
+        raise ValueError(f"reference {reference!r} is not one of the variants {list(variants)}")
+    expected = {v: variants[reference](v)() for v in values} if reference is not None else {}
     result = Sweep(parameter=parameter, values=values)
     bar = _Progress(len(values) * len(variants), f"sweeping {parameter}") if progress else None
     for name, factory in variants.items():
         result.timings[name] = []
         for value in values:
             call = factory(value)
-            result.timings[name].append(benchmark(call, label=f"{name} {parameter}={value}", min_run_time=min_run_time))
+            result.timings[name].append(benchmark(call, label=f"{name} {parameter}={value}", min_run_time=min_run_time,
+                                                  expected=expected.get(value)))
             if bar:
                 bar.step(f"{name}, {parameter}={value}")
     if bar:

@@ -1,4 +1,4 @@
-"""Load a function defined in a solution notebook, so tests can call the real solution.
+"""Load a function or class defined in a solution notebook, so tests can call the real solution.
 
 The solution notebook is the only place its code is written; tests take it from there.
 """
@@ -19,7 +19,7 @@ def _defines(source: str, name: str) -> bool:
         tree = ast.parse(source)
     except SyntaxError:
         return False
-    return any(isinstance(node, ast.FunctionDef) and node.name == name for node in tree.body)
+    return any(isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name for node in tree.body)
 
 
 def _only_imports(source: str) -> bool:
@@ -30,10 +30,13 @@ def _only_imports(source: str) -> bool:
     return bool(tree.body) and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in tree.body)
 
 
-def load_function(notebook: str, name: str) -> Callable[..., Any]:
-    """Run the notebook's import lines and the cell that defines ``name``; return that function."""
+def load_function(notebook: str, name: str, namespace: dict[str, Any] | None = None) -> Callable[..., Any]:
+    """Run the notebook's import lines and the cell that defines ``name``; return that function or class.
+
+    Pass the same ``namespace`` to load a class and then a subclass defined in a later cell.
+    """
     nb = nbformat.read(ROOT / notebook, as_version=4)
-    namespace: dict[str, Any] = {}
+    namespace = {} if namespace is None else namespace
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue

@@ -167,6 +167,23 @@ def test_sweep_structure_and_factory_calls(capsys):
     assert capsys.readouterr().err == ""  # progress=False: silent
 
 
+def test_sweep_checks_every_variant_against_the_reference_before_timing():
+    def right(n):
+        x = torch.arange(n)
+        return lambda: x * 2
+
+    def wrong(n):
+        x = torch.arange(n)
+        return lambda: x * 2 + (n > 4)  # right for small n only
+
+    ok = sweep({"ref": right, "same": right}, "n", [1, 8], min_run_time=FAST, progress=False, reference="ref")
+    assert list(ok.timings) == ["ref", "same"]
+    with pytest.raises(AssertionError, match="wrong n=8: wrong result, refusing to time it"):
+        sweep({"ref": right, "wrong": wrong}, "n", [1, 8], min_run_time=FAST, progress=False, reference="ref")
+    with pytest.raises(ValueError, match="not one of the variants"):
+        sweep({"ref": right}, "n", [1], min_run_time=FAST, progress=False, reference="nope")
+
+
 def test_sweep_progress_bar_in_a_terminal(capsys):
     sweep({"a": lambda n: (lambda: n), "b": lambda n: (lambda: n)}, "size", [1, 2], min_run_time=FAST)
     captured = capsys.readouterr()

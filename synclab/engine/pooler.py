@@ -1,0 +1,128 @@
+"""Token-wise pooling as vLLM runs it: the pooling methods and the ``DispatchPooler`` that calls them.
+
+Taught in chapter 1 (slice-then-split). Mirrors
+``vllm/model_executor/layers/pooler/tokwise/methods.py`` and ``.../pooler/special.py``
+in the lab's own code:
+
+* :class:`TokenPoolingMethod` — what every pooling method is given, and the
+  scheduler settings it reads (chunked prefill, async scheduling);
+* :class:`AllPoolBaseline` — ALL pooling as it was before vLLM PR #41163: one
+  slice per request, each bound read back from the device (2 syncs per request);
+* :class:`LastPool` — a sequence-wise pooler (last token), so batches can mix tasks;
+* :class:`DispatchPooler` — splits a mixed batch into consecutive runs of the
+  same task and hands each run to its pooler.
+
+The reader writes ``AllPool`` itself in the chapter's lab (Exercise 1.1).
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+from typing import Mapping
+
+import torch
+
+from synclab.engine.pool_metadata import PoolingMetadata
+
+PoolerOutput = list[torch.Tensor | None]  # one item per request; None: its prompt is not complete yet
+
+
+class TokenPoolingMethod(ABC):
+    """A pooling method: ``forward(hidden_states, pooling_metadata)`` gives one item per request.
+
+    vLLM reads the two settings from the scheduler config; the lab passes them in.
+    ``clone_finished`` follows vLLM: under async scheduling the next step may
+    overwrite the hidden-states buffer before the outputs reach the host, so
+    every returned tensor must own its storage.
+    """
+
+    def __init__(self, enable_chunked_prefill: bool = True, async_scheduling: bool = False) -> None:
+        self.enable_chunked_prefill = enable_chunked_prefill
+        self.clone_finished = bool(async_scheduling)
+
+    @abstractmethod
+    def forward(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata) -> PoolerOutput:
+        """``hidden_states``: ``[num_tokens, hidden]`` on the device."""
+
+    def __call__(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata) -> PoolerOutput:
+        return self.forward(hidden_states, pooling_metadata)
+
+
+class AllPoolBaseline(TokenPoolingMethod):
+    """ALL pooling before PR #41163: correct, with two device reads per request."""
+
+    def forward(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata) -> PoolerOutput:
+        cursor = pooling_metadata.get_pooling_cursor()
+        # Iterating a device tensor yields 0-d device tensors; using one as a slice
+        # bound calls __index__, which reads the value back: 2 syncs per request.
+        chunks = [hidden_states[first:last + 1]  # [num_scheduled_i, hidden] view
+                  for first, last in zip(cursor.first_token_indices_gpu, cursor.last_token_indices_gpu)]
+        if not self.enable_chunked_prefill:
+            return [c.clone() for c in chunks] if self.clone_finished else list(chunks)
+
+        finished = cursor.get_finished_mask()
+        for state, chunk, done in zip(pooling_metadata.pooling_states, chunks, finished):
+            # a kept chunk must outlive the hidden-states buffer, which the next step overwrites
+            owned = (not done) or (self.clone_finished and not state.hidden_states_cache)
+            state.hidden_states_cache.append(chunk.clone() if owned else chunk)
+        outputs: PoolerOutput = []
+        for state, done in zip(pooling_metadata.pooling_states, finished):
+            if not done:
+                outputs.append(None)
+                continue
+            cache = state.hidden_states_cache
+            outputs.append(cache[0] if len(cache) == 1 else torch.cat(cache, dim=0))  # cat: new storage
+            state.clean()
+        return outputs
+
+
+class LastPool(TokenPoolingMethod):
+    """Sequence-wise pooling (the last token of each prompt), the lab's ``classify``/``embed`` pooler.
+
+    Simplified from vLLM's sequence poolers: an unfinished chunked prompt gives ``None``.
+    """
+
+    def forward(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata) -> PoolerOutput:
+        cursor = pooling_metadata.get_pooling_cursor()
+        last = hidden_states[cursor.last_token_indices_gpu]  # [num_reqs, hidden]: a gather, no sync
+        return [row if done else None for row, done in zip(last.unbind(0), cursor.get_finished_mask())]
+
+
+class DispatchPooler:
+    """Hands each consecutive run of requests with the same task to that task's pooler.
+
+    ``slice_groups=False`` is vLLM at the time of PR #41163: every pooler gets the
+    *whole* batch's ``hidden_states`` and a cursor sliced to its sub-group, whose
+    device indices are positions in the whole batch. ``slice_groups=True`` is
+    later vLLM: the dispatcher cuts each sub-group's token range on the host
+    (from ``num_scheduled_tokens_cpu``), so ``hidden_states`` has exactly
+    ``sum(num_scheduled_tokens_cpu)`` rows, and rebases the device indices.
+    """
+
+    def __init__(self, poolers_by_task: Mapping[str, TokenPoolingMethod], slice_groups: bool = False) -> None:
+        self.poolers_by_task = dict(poolers_by_task)
+        self.slice_groups = slice_groups
+
+    def forward(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata) -> PoolerOutput:
+        unknown = sorted(set(pooling_metadata.tasks) - set(self.poolers_by_task))
+        if unknown:
+            raise ValueError(f"no pooler for task(s) {unknown}; this pooler serves {sorted(self.poolers_by_task)}")
+        outputs: PoolerOutput = []
+        offset = token_offset = 0
+        for task, group in itertools.groupby(pooling_metadata.tasks):
+            num_reqs = len(list(group))
+            group_meta = pooling_metadata[offset:offset + num_reqs]
+            group_hidden = hidden_states
+            if self.slice_groups:
+                cursor = group_meta.get_pooling_cursor()
+                num_tokens = int(cursor.num_scheduled_tokens_cpu.sum())  # host tensor: no sync
+                group_hidden = hidden_states[token_offset:token_offset + num_tokens]  # [num_tokens, hidden] view
+                if token_offset:
+                    group_meta.pooling_cursor = cursor.shifted(token_offset)
+                token_offset += num_tokens
+            outputs.extend(self.poolers_by_task[task](group_hidden, group_meta))
+            offset += num_reqs
+        return outputs
+
+    __call__ = forward

@@ -1,0 +1,348 @@
+"""Chapter 1: the engine pieces, the checks pass on the solution, and each check fails on a plausible wrong version."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+import torch
+
+from synclab import slice_then_split as ch1
+from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates
+from synclab.engine.pooler import AllPoolBaseline, DispatchPooler, LastPool
+from synclab.syncs import count_syncs
+from synclab.timing import Sweep, Timing
+from synclab.provenance import Provenance
+from tests.notebook_code import load_function
+
+NOTEBOOK = "solutions/01_slice_then_split.ipynb"
+_namespace: dict = {}
+AllPool = load_function(NOTEBOOK, "AllPool", _namespace)
+AllPoolNoSync = load_function(NOTEBOOK, "AllPoolNoSync", _namespace)
+
+
+def outcome(report, name_part: str) -> str:
+    (match,) = [o for o in report.outcomes if name_part in o.name]
+    return match.status
+
+
+# ----------------------------------------------------------------------------- engine pieces
+
+
+def test_cursor_describes_each_request_rows():
+    requests = ch1.make_requests([2, 3, 4])
+    step = next(ch1.PoolingRun(requests, chunked=False).steps())
+    cursor = step.metadata.get_pooling_cursor()
+    assert cursor.first_token_indices_gpu.tolist() == [0, 2, 5]
+    assert cursor.last_token_indices_gpu.tolist() == [1, 4, 8]
+    assert cursor.num_scheduled_tokens_cpu.tolist() == [2, 3, 4]
+    assert cursor.finished_mask == [True, True, True] and not cursor.is_partial_prefill()
+
+
+def test_sub_group_cursor_recomputes_host_fields_without_syncs():
+    requests = ch1.make_requests([5, 5])
+    step = next(ch1.PoolingRun(requests, chunked=True, token_budget=7).steps())  # 5 + 2 of 5
+    with count_syncs() as report:
+        sub = step.metadata[1:]
+    assert report.count == 0
+    cursor = sub.get_pooling_cursor()
+    assert cursor.finished_mask == [False] and cursor.is_partial_prefill()
+    assert cursor.first_token_indices_gpu.tolist() == [5]  # still a position in the whole batch
+
+
+def test_metadata_errors_are_clear():
+    with pytest.raises(ValueError, match="no task"):
+        PoolingMetadata(torch.tensor([1]), [PoolingParams(None)], [PoolingStates()])
+    meta = PoolingMetadata(torch.tensor([1]), [PoolingParams("token_embed")], [PoolingStates()])
+    with pytest.raises(RuntimeError, match="build_pooling_cursor"):
+        meta.get_pooling_cursor()
+    with pytest.raises(ValueError, match="1 requests, but 2"):
+        meta.build_pooling_cursor(torch.tensor([1, 2]), torch.tensor([1, 2]))
+
+
+def test_dispatcher_rejects_unknown_tasks():
+    requests = ch1.make_requests([2], tasks=["embed"])
+    step = next(ch1.PoolingRun(requests, chunked=False).steps())
+    with pytest.raises(ValueError, match="no pooler for task"):
+        DispatchPooler({"classify": LastPool()})(step.hidden_states, step.metadata)
+
+
+@pytest.mark.parametrize("slice_groups,pool,expected", [(False, AllPool, 2), (True, AllPoolNoSync, 0)])
+def test_dispatcher_adds_no_sync(slice_groups, pool, expected):
+    requests = ch1.make_requests([2, 3, 4, 1], tasks=["classify", "token_embed", "token_embed", "classify"])
+    step = next(ch1.PoolingRun(requests, chunked=False).steps())
+    dispatcher = DispatchPooler({"classify": LastPool(), "token_embed": pool()}, slice_groups=slice_groups)
+    with count_syncs() as report:
+        out = dispatcher(step.hidden_states, step.metadata)
+    assert report.count == expected  # the pooler's own, nothing from the dispatcher
+    assert [tuple(o.shape) for o in out] == [(8,), (3, 8), (4, 8), (8,)]
+    assert torch.equal(out[1], requests[1].prompt_hidden) and torch.equal(out[3], requests[3].prompt_hidden[-1])
+
+
+def test_run_schedules_every_token_once_and_poisons_the_buffer():
+    requests = ch1.make_requests([9, 4, 7])
+    run = ch1.PoolingRun(requests, chunked=True, rng=random.Random(3), token_budget=5)
+    seen = 0
+    for step in run.steps():
+        assert step.hidden_states.shape[0] <= 5
+        seen += step.hidden_states.shape[0]
+        run.overwrite_buffer()
+        assert bool((step.hidden_states == ch1.POISON).all())  # a view of the buffer
+    assert seen == 20 and all(r.finished for r in requests)
+
+
+# ----------------------------------------------------------------------------- the solution
+
+
+def test_solution_passes_every_check():
+    assert ch1.check_all_pool(AllPool).passed
+    assert ch1.check_all_pool_no_sync(AllPoolNoSync).passed
+
+
+def test_baseline_is_correct_but_syncs_twice_per_request():
+    report = ch1.check_all_pool(AllPoolBaseline)
+    assert [o.status for o in report.outcomes if "syncs" not in o.name] == ["passed"] * 6
+    assert outcome(report, "syncs") == "failed"
+
+
+def test_sync_counts_of_the_three_versions():
+    counts = ch1.sync_counts({"baseline": AllPoolBaseline, "1.1": AllPool, "1.2": AllPoolNoSync}, (1, 4, 64))
+    assert counts == {"baseline": [2, 8, 128], "1.1": [2, 2, 2], "1.2": [0, 0, 0]}
+
+
+def test_solution_outputs_are_views_and_kept_chunks_are_copies():
+    requests = ch1.make_requests([4, 2])
+    run = ch1.PoolingRun(requests, chunked=True, rng=random.Random(0), token_budget=5)  # 4 + 1 of 2
+    step = next(run.steps())
+    pool = AllPool()
+    out = pool(step.hidden_states, step.metadata)
+    assert out[0].untyped_storage().data_ptr() == step.hidden_states.untyped_storage().data_ptr()
+    assert out[1] is None
+    (kept,) = requests[1].state.hidden_states_cache
+    assert kept.untyped_storage().data_ptr() != step.hidden_states.untyped_storage().data_ptr()
+
+
+def test_compare_with_pr_states_the_source_and_the_device():
+    prov = Provenance.here()
+    def timing(us):
+        return Timing("x", us, 0.0, [us], prov)
+    sweep = Sweep("batch size", [1, 64], {"base": [timing(20.0), timing(400.0)], "fast": [timing(10.0), timing(40.0)]},
+                  prov)
+    text = ch1.compare_with_pr(sweep)
+    assert "59.89 us -> 39.65 us, 1.51x" in text
+    assert prov.label in text
+    assert "2.00x" in text and "10.00x" in text
+    fig = ch1.speedup_figure(sweep)
+    assert list(fig.data[0].y) == [2.0, 10.0]
+
+
+# ----------------------------------------------------------------------------- wrong versions of 1.1
+
+
+class StartsAtRowZero(AllPool):  # forgets that the sub-group's rows start past row 0
+    def split_hidden_states(self, hidden_states, cursor):
+        sizes = cursor.num_scheduled_tokens_cpu.tolist()
+        return list(hidden_states[:sum(sizes)].split(sizes))
+
+
+class SplitsTheWholeBatch(AllPool):  # the pre-#36614 bug: split the full batch by the sub-group's sizes
+    def split_hidden_states(self, hidden_states, cursor):
+        return list(hidden_states.split(cursor.num_scheduled_tokens_cpu.tolist()))
+
+
+class OffByOneEnd(AllPool):
+    def split_hidden_states(self, hidden_states, cursor):
+        sizes = cursor.num_scheduled_tokens_cpu.tolist()
+        if not sizes:
+            return []
+        start = int(cursor.first_token_indices_gpu[0].item())
+        end = int(cursor.last_token_indices_gpu[-1].item())  # the last row, not one past it
+        return list(hidden_states[start:end].split(sizes))
+
+
+class NoEmptyGuard(AllPool):
+    def split_hidden_states(self, hidden_states, cursor):
+        start = int(cursor.first_token_indices_gpu[0].item())
+        end = int(cursor.last_token_indices_gpu[-1].item()) + 1
+        return list(hidden_states[start:end].split(cursor.num_scheduled_tokens_cpu.tolist()))
+
+
+class NeverCleans(AllPool):
+    def forward(self, hidden_states, pooling_metadata):
+        states = pooling_metadata.pooling_states
+        saved = [s.clean for s in states]
+        for s in states:
+            s.clean = lambda: None  # type: ignore[method-assign]
+        try:
+            return super().forward(hidden_states, pooling_metadata)
+        finally:
+            for s, clean in zip(states, saved):
+                s.clean = clean  # type: ignore[method-assign]
+
+
+class KeepsViews(AllPool):  # #41163's chunked branch as it was: no clone of unfinished chunks
+    def forward(self, hidden_states, pooling_metadata):
+        cursor = pooling_metadata.get_pooling_cursor()
+        chunks = self.split_hidden_states(hidden_states, cursor)
+        if not self.enable_chunked_prefill:
+            return [c.clone() for c in chunks] if self.clone_finished else chunks
+        for state, chunk in zip(pooling_metadata.pooling_states, chunks):
+            state.hidden_states_cache.append(chunk)
+        out = []
+        for state, done in zip(pooling_metadata.pooling_states, cursor.get_finished_mask()):
+            if done:
+                cache = state.hidden_states_cache
+                out.append(cache[0] if len(cache) == 1 else torch.cat(cache))
+                state.clean()
+            else:
+                out.append(None)
+        return out
+
+
+class IgnoresAsyncScheduling(AllPool):  # clones unfinished chunks, but returns views under async scheduling
+    def __init__(self, enable_chunked_prefill=True, async_scheduling=False):
+        super().__init__(enable_chunked_prefill, async_scheduling=False)
+
+
+class ClonesEverything(AllPool):
+    def __init__(self, enable_chunked_prefill=True, async_scheduling=False):
+        super().__init__(enable_chunked_prefill, async_scheduling=True)
+
+
+class AlwaysConcatenates(AllPool):
+    def forward(self, hidden_states, pooling_metadata):
+        out = super().forward(hidden_states, pooling_metadata)
+        return [None if o is None else torch.cat([o]) for o in out]
+
+
+class ChunkForUnfinished(AllPool):  # returns this step's chunk instead of None
+    def forward(self, hidden_states, pooling_metadata):
+        chunks = self.split_hidden_states(hidden_states, pooling_metadata.get_pooling_cursor())
+        out = super().forward(hidden_states, pooling_metadata)
+        return [c if o is None else o for c, o in zip(chunks, out)]
+
+
+class CachesByPosition(AllPool):  # keeps chunks per batch position on the pooler, not per request
+    def forward(self, hidden_states, pooling_metadata):
+        if not self.enable_chunked_prefill:
+            return super().forward(hidden_states, pooling_metadata)
+        cursor = pooling_metadata.get_pooling_cursor()
+        chunks = self.split_hidden_states(hidden_states, cursor)
+        cache: dict[int, list] = self.__dict__.setdefault("cache", {})
+        out = []
+        for i, (chunk, done) in enumerate(zip(chunks, cursor.get_finished_mask())):
+            cache.setdefault(i, []).append(chunk.clone())
+            out.append(torch.cat(cache.pop(i)) if done else None)
+        return out
+
+
+WRONG_1_1 = [
+    (AllPoolBaseline, "syncs"),
+    (StartsAtRowZero, "fixed cases"),
+    (SplitsTheWholeBatch, "fixed cases"),
+    (OffByOneEnd, "fixed cases"),
+    (NoEmptyGuard, "empty batch"),
+    (NeverCleans, "cleaned"),
+    (KeepsViews, "survive"),
+    (IgnoresAsyncScheduling, "survive"),
+    (ClonesEverything, "needless copies"),
+    (AlwaysConcatenates, "needless copies"),
+    (ChunkForUnfinished, "fixed cases"),
+    (CachesByPosition, "random batches"),
+]
+
+
+def test_failure_messages_point_at_the_buffer_hazard():
+    kept_views = str(ch1.check_all_pool(KeepsViews, seed=0))
+    assert "every step's forward overwrites: .clone() it" in kept_views
+    async_views = str(ch1.check_all_pool(IgnoresAsyncScheduling, seed=0))
+    assert "NEXT step wrote into the hidden-states buffer" in async_views
+
+
+# ----------------------------------------------------------------------------- wrong versions of 1.2
+
+
+class NoSyncWithoutGuard(AllPool):
+    def split_hidden_states(self, hidden_states, cursor):
+        sizes = cursor.num_scheduled_tokens_cpu.tolist()
+        return list(hidden_states[:sum(sizes)].split(sizes))
+
+
+class NoSyncKeepsViews(KeepsViews):
+    split_hidden_states = AllPoolNoSync.split_hidden_states
+
+
+class NoSyncNeverCleans(NeverCleans):
+    split_hidden_states = AllPoolNoSync.split_hidden_states
+
+
+class NoSyncClonesEverything(ClonesEverything):
+    split_hidden_states = AllPoolNoSync.split_hidden_states
+
+
+class NoSyncNoEmptyGuard(AllPoolNoSync):  # validates against the last offset, which an empty batch lacks
+    def split_hidden_states(self, hidden_states, cursor):
+        sizes = cursor.num_scheduled_tokens_cpu.tolist()
+        offsets = list(itertools.accumulate(sizes))
+        if offsets[-1] != hidden_states.shape[0]:
+            raise ValueError("rows do not match the sizes")
+        return list(hidden_states.split(sizes))
+
+
+class NoSyncSplitsByPromptLength(AllPoolNoSync):  # right without chunked prefill only
+    def split_hidden_states(self, hidden_states, cursor):
+        sizes = cursor.prompt_lens_cpu.tolist()
+        if hidden_states.shape[0] != sum(sizes):
+            raise ValueError("rows do not match the sizes")
+        return list(hidden_states.split(sizes))
+
+
+class NoSyncCachesByPosition(CachesByPosition):
+    split_hidden_states = AllPoolNoSync.split_hidden_states
+
+
+class NoSyncCopies(AllPoolNoSync):
+    def split_hidden_states(self, hidden_states, cursor):
+        return [c.clone() for c in super().split_hidden_states(hidden_states, cursor)]
+
+
+WRONG_1_2 = [
+    (NoSyncCopies, "split_hidden_states alone"),
+    (AllPool, "0 syncs"),
+    (NoSyncWithoutGuard, "do not match"),
+    (NoSyncSplitsByPromptLength, "fixed cases"),
+    (NoSyncNoEmptyGuard, "empty batch"),
+    (NoSyncCachesByPosition, "random batches"),
+    (NoSyncKeepsViews, "survive"),
+    (NoSyncNeverCleans, "cleaned"),
+    (NoSyncClonesEverything, "needless copies"),
+]
+
+
+EXERCISES = {"1.1": (ch1.check_all_pool, ch1.CHECKS_1_1, WRONG_1_1),
+             "1.2": (ch1.check_all_pool_no_sync, ch1.CHECKS_1_2, WRONG_1_2)}
+CASES = [(task, wrong, check) for task, (_, _, wrongs) in EXERCISES.items() for wrong, check in wrongs]
+
+
+@pytest.mark.parametrize("task,wrong,failing_check", CASES, ids=[f"{t}-{w.__name__}" for t, w, _ in CASES])
+def test_each_check_catches_a_wrong_version(task, wrong, failing_check):
+    report = EXERCISES[task][0](wrong, seed=0)
+    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+@pytest.mark.parametrize("task", EXERCISES)
+def test_every_check_is_shown_to_fail(task):
+    _, checks, wrongs = EXERCISES[task]
+    shown = {name for _, name in wrongs}
+    for check in checks:
+        assert any(part in check.name for part in shown), check.name
+
+
+def test_a_stub_reports_not_implemented():
+    class Stub(AllPool):
+        def split_hidden_states(self, hidden_states, cursor):
+            raise NotImplementedError("Exercise 1.1")
+
+    report = ch1.check_all_pool(Stub)
+    assert {o.status for o in report.outcomes} == {"not implemented"}
