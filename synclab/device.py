@@ -98,6 +98,13 @@ def mark_device(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def unmark_device(tensor: torch.Tensor) -> torch.Tensor:
+    """Make a marked CPU tensor plain host memory again (in place; returns it)."""
+    if hasattr(tensor, _MARK):
+        delattr(tensor, _MARK)
+    return tensor
+
+
 def mark_like(tensor: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
     """Mark ``tensor`` when ``source`` stands for device memory: for views and results made outside ``count_syncs``."""
     if getattr(source, _MARK, False):

@@ -156,6 +156,11 @@ _TORCH_DIR = os.path.dirname(torch.__file__)
 _SKIP_FILES = {__file__, __file__.replace(".pyc", ".py")}
 
 
+def attribute_syncs_to_callers(filename: str) -> None:
+    """Report syncs found in ``filename`` (a synclab helper) at the line that called into it."""
+    _SKIP_FILES.update({filename, filename.replace(".pyc", ".py")})
+
+
 def _short_filename(filename: str) -> str:
     if "ipykernel_" in filename or filename.startswith("<ipython-input"):
         return "<cell>"
@@ -422,6 +427,15 @@ def _watch_explicit_syncs(obs: _Observer) -> Iterator[None]:
             setattr(owner, attr, original)
 
 
+_ACTIVE_SIMULATED: list[_Observer] = []  # the simulated count_syncs blocks now open (innermost last)
+
+
+def record_simulated_wait(label: str) -> None:
+    """Count an explicit wait of the simulated device (``synclab.engine.sim_cuda``: an event or stream wait)."""
+    for obs in _ACTIVE_SIMULATED:
+        obs.record(SyncKind.EXPLICIT, label)
+
+
 # ----------------------------------------------------------------------------- the public API
 
 
@@ -443,10 +457,14 @@ def count_syncs(simulate: bool | None = None) -> Iterator[SyncReport]:
         if arm_cuda:
             torch.cuda.synchronize()  # start from an idle device, outside the counted region
             torch.cuda.set_sync_debug_mode("warn")
+        if simulated:
+            _ACTIVE_SIMULATED.append(obs)
         try:
             with _watch_explicit_syncs(obs), _DispatchLevel(obs), _FunctionLevel(obs):
                 yield report
         finally:
+            if simulated:
+                _ACTIVE_SIMULATED.remove(obs)
             if arm_cuda:
                 torch.cuda.set_sync_debug_mode(previous_mode)
             report.events = obs.events

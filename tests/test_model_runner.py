@@ -1,0 +1,137 @@
+"""Chapter 2's engine pieces: the simulated streams, the platform switch, the miniature runner and its baseline."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from synclab.device import SIM_DEVICE, has_cuda, to_device
+from synclab.engine import sim_cuda
+from synclab.engine.model_runner import (
+    ModelRunnerOutput,
+    SyncOutputRunner,
+    TinyPoolingModel,
+    _copy_pooler_output_to_cpu,
+    make_pooling_batch,
+    pool_reference,
+)
+from synclab.engine.platform import current_platform, forced_platform
+from synclab.syncs import SyncKind, count_syncs
+
+
+def same_outputs(got, want) -> bool:
+    return len(got) == len(want) and all(
+        (g is None and w is None) or (g is not None and w is not None and torch.equal(g, w)) for g, w in zip(got, want))
+
+
+# ----------------------------------------------------------------------------- simulated streams
+
+
+def test_a_copy_holds_garbage_until_its_event_is_waited_for():
+    x = to_device(torch.arange(4.0), SIM_DEVICE)
+    with sim_cuda.simulated_cuda() as device:
+        side = torch.cuda.Stream()
+        event = torch.cuda.Event(blocking=True)
+        with torch.cuda.stream(side):
+            side.wait_stream(torch.cuda.current_stream())
+            host = sim_cuda.copy_to_host_async(x)
+            event.record()
+        assert torch.cuda.current_stream() is device.default_stream  # the stream context was left
+        assert bool((host == sim_cuda.GARBAGE).all()) and not event.query()
+        event.synchronize()
+        assert host.tolist() == [0.0, 1.0, 2.0, 3.0] and event.query()
+        assert sim_cuda.is_pinned_host(host)
+    assert device.log.ops() == ["create stream", "wait_stream", "copy to host", "record event", "host waits"]
+    assert device.streams_created == 1
+
+
+def test_an_event_recorded_before_a_copy_does_not_cover_it():
+    x = to_device(torch.ones(2), SIM_DEVICE)
+    with sim_cuda.simulated_cuda():
+        event = torch.cuda.Event()
+        event.record()
+        host = sim_cuda.copy_to_host_async(x)
+        event.synchronize()
+        assert bool((host == sim_cuda.GARBAGE).all())  # still in flight
+        torch.cuda.synchronize()  # the whole device: everything lands
+        assert host.tolist() == [1.0, 1.0]
+
+
+def test_simulated_waits_are_counted_and_named():
+    x = to_device(torch.ones(2), SIM_DEVICE)
+    with sim_cuda.simulated_cuda():
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            host = sim_cuda.copy_to_host_async(x)
+        with count_syncs(simulate=True) as report:
+            stream.synchronize()
+            torch.cuda.synchronize()
+        assert host.tolist() == [1.0, 1.0]
+    assert [e.kind for e in report.events] == [SyncKind.EXPLICIT, SyncKind.EXPLICIT]
+    assert "Stream.synchronize" in report.events[0].op and report.events[1].op == "torch.cuda.synchronize"
+    assert report.events[0].filename.endswith("test_model_runner.py")  # the caller's line, not sim_cuda's
+
+
+def test_the_simulation_is_undone_after_the_block():
+    before = torch.cuda.Stream
+    with sim_cuda.simulated_cuda():
+        assert torch.cuda.Stream is sim_cuda.SimStream and current_platform.is_cuda_alike()
+    assert torch.cuda.Stream is before and not sim_cuda.is_simulating()
+    with pytest.raises(RuntimeError, match="only inside"):
+        sim_cuda.SimEvent()
+
+
+def test_copy_outside_a_simulation_is_a_plain_copy():
+    x = to_device(torch.arange(3.0), SIM_DEVICE)
+    assert sim_cuda.copy_to_host_async(x).tolist() == [0.0, 1.0, 2.0]
+
+
+# ----------------------------------------------------------------------------- platform
+
+
+def test_forced_platform_nests_and_restores():
+    natural = current_platform.is_cuda_alike()
+    assert natural == has_cuda()
+    with forced_platform(False):
+        assert not current_platform.is_cuda_alike()
+        with forced_platform(True):
+            assert current_platform.is_cuda_alike()
+        assert not current_platform.is_cuda_alike()
+    assert current_platform.is_cuda_alike() == natural
+
+
+# ----------------------------------------------------------------------------- the runner
+
+
+def test_copy_pooler_output_only_copies_finished_items():
+    raw = [to_device(torch.ones(2), SIM_DEVICE), to_device(torch.zeros(2), SIM_DEVICE), None]
+    out = _copy_pooler_output_to_cpu(raw, [True, False, True])
+    assert out[0].tolist() == [1.0, 1.0] and out[1] is None and out[2] is None
+    with pytest.raises(ValueError, match="2 pooled items for 3 requests"):
+        _copy_pooler_output_to_cpu(raw[:2], [True, True, True])
+
+
+@pytest.mark.parametrize("num_reqs", [0, 1, 7, 40])
+def test_baseline_matches_the_reference(num_reqs):
+    model = TinyPoolingModel(device=SIM_DEVICE)
+    batch = make_pooling_batch(num_reqs, rng=random.Random(num_reqs), partial_fraction=0.3, device=SIM_DEVICE)
+    want = pool_reference(model, batch)
+    output = SyncOutputRunner(model).execute_model(batch)  # CPU platform: the copies are done on return
+    assert isinstance(output, ModelRunnerOutput) and output.req_ids == batch.req_ids
+    assert same_outputs(output.pooler_output, want)
+    with sim_cuda.simulated_cuda() as device:
+        with count_syncs(simulate=True) as report:
+            output = SyncOutputRunner(model).execute_model(batch)
+        assert same_outputs(output.pooler_output, want)  # landed by the device-wide wait
+    assert [e.op for e in report.events] == ["torch.cuda.synchronize"]  # one wait per step, for everything
+    assert device.streams_created == 0
+
+
+def test_batches_have_unfinished_chunks_when_asked():
+    batch = make_pooling_batch(200, rng=random.Random(0), partial_fraction=0.5, device=SIM_DEVICE)
+    finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+    assert 40 < finished.count(False) < 160
+    assert batch.input_ids.shape[0] == batch.num_scheduled_tokens == int(
+        batch.metadata.get_pooling_cursor().num_scheduled_tokens_cpu.sum())
