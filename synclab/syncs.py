@@ -404,8 +404,11 @@ def _becomes_masked_fill(indices: list, masks: list, value: Any) -> bool:
 
 @contextmanager
 def _watch_explicit_syncs(obs: _Observer) -> Iterator[None]:
-    """Count torch.cuda.synchronize / Event.synchronize / Stream.synchronize (GPU only)."""
-    if not has_cuda():
+    """Count torch.cuda.synchronize / Event.synchronize / Stream.synchronize (GPU only).
+
+    A simulated block counts the simulated device's waits instead (``record_simulated_wait``).
+    """
+    if not has_cuda() or obs.simulated:
         yield
         return
     patched = [(torch.cuda, "synchronize"), (torch.cuda.Event, "synchronize"), (torch.cuda.Stream, "synchronize")]

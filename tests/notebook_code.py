@@ -22,14 +22,6 @@ def _defines(source: str, name: str) -> bool:
     return any(isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name for node in tree.body)
 
 
-def _only_imports(source: str) -> bool:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return False
-    return bool(tree.body) and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in tree.body)
-
-
 def load_function(notebook: str, name: str, namespace: dict[str, Any] | None = None) -> Callable[..., Any]:
     """Run the notebook's import lines and the cell that defines ``name``; return that function or class.
 
@@ -40,9 +32,13 @@ def load_function(notebook: str, name: str, namespace: dict[str, Any] | None = N
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        imports = [line for line in cell.source.splitlines() if line.startswith(("import ", "from "))]
-        if imports and _only_imports("\n".join(imports)):
-            exec("\n".join(imports), namespace)
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        if imports:  # the cell's top-level imports, multi-line ones included
+            exec(compile(ast.Module(body=imports, type_ignores=[]), "<imports>", "exec"), namespace)
     for cell in nb.cells:
         if cell.cell_type == "code" and _defines(cell.source, name):
             exec(cell.source, namespace)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from synclab.device import is_device_tensor, unmark_device
+from synclab.device import unmark_device
 from synclab.syncs import attribute_syncs_to_callers, record_simulated_wait
 
 attribute_syncs_to_callers(__file__)
@@ -206,8 +206,10 @@ def copy_to_host_async(tensor: torch.Tensor) -> torch.Tensor:
     holds :data:`GARBAGE` until the copy is waited for. Elsewhere (a CPU platform)
     the copy is done on return.
     """
-    if not is_simulating() or not is_device_tensor(tensor):
+    if not is_simulating():
         return tensor.to("cpu", non_blocking=True)
+    # Inside a simulation every tensor handed here stands for device memory, marked or not
+    # (marks only spread inside count_syncs).
     device = _current_device()
     dst = torch.full(tensor.shape, GARBAGE, dtype=tensor.dtype)  # the host buffer, not yet written
     setattr(dst, _PIN, True)

@@ -1,0 +1,520 @@
+"""Chapter 2 (lazy streams): the checks of Exercises 2.1 / 2.2 and the helpers the chapter's profile calls.
+
+The reader writes the output path of vLLM's runner after PR #39113: a side stream
+created on first use, ``_pool`` with a CPU path (copy, no stream) and a CUDA path
+(copy on the side stream, return at once), and ``AsyncPoolingOutput.get_output()``
+(wait on the copy's event, drop the device tensors). Exercise 2.2 diagnoses broken
+versions of it.
+
+The CUDA path is checked on every machine under :func:`synclab.engine.sim_cuda.simulated_cuda`
+with tensors on the simulated device: its log shows the order of stream operations,
+a copy read too early shows garbage, and every wait is counted.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import time
+import weakref
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import torch
+
+from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
+from synclab.device import SIM_DEVICE, has_cuda, synchronize
+from synclab.engine import sim_cuda
+from synclab.engine.model_runner import (
+    ModelRunnerOutput,
+    PoolingBatch,
+    PoolingModelRunner,
+    TinyPoolingModel,
+    make_pooling_batch,
+    pool_reference,
+)
+from synclab.engine.platform import forced_platform
+from synclab.profiling import Trace, profile
+from synclab.provenance import Provenance
+from synclab.reference import record
+from synclab.syncs import count_syncs
+from synclab.timing import Sweep, sweep
+
+RunnerClass = Callable[[TinyPoolingModel], PoolingModelRunner]
+
+
+# ----------------------------------------------------------------------------- running the reader's runner
+
+
+def _same(got: list, want: list) -> bool:
+    return len(got) == len(want) and all(
+        (g is None and w is None) or (isinstance(g, torch.Tensor) and w is not None and g.shape == w.shape
+                                      and torch.equal(g, w)) for g, w in zip(got, want))
+
+
+def _describe(items: list) -> str:
+    def one(t: Any) -> str:
+        if t is None:
+            return "None"
+        if isinstance(t, torch.Tensor) and bool((t == sim_cuda.GARBAGE).all()):
+            return "garbage (copy not landed)"
+        return type(t).__name__ if not isinstance(t, torch.Tensor) else f"tensor{list(t.shape)}"
+    return "[" + ", ".join(one(t) for t in items[:4]) + (", ..." if len(items) > 4 else "") + "]"
+
+
+def resolve(result: Any) -> ModelRunnerOutput:
+    """What the engine does with ``execute_model``'s result: wait for it if it is asynchronous."""
+    return result.get_output() if hasattr(result, "get_output") else result
+
+
+class _StreamSpy:
+    """Stands for ``torch.cuda.Stream`` on a CPU platform: counts attempts and fails as torch does without CUDA."""
+
+    created = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        type(self).created += 1
+        raise RuntimeError("torch.cuda.Stream requires CUDA support")
+
+
+@contextmanager
+def cpu_platform() -> Iterator[type[_StreamSpy]]:
+    """A CPU platform, on any machine: ``is_cuda_alike()`` is False and creating a CUDA stream is recorded and fails."""
+    spy = type("StreamSpy", (_StreamSpy,), {"created": 0})
+    original = torch.cuda.Stream
+    torch.cuda.Stream = spy  # type: ignore[misc, assignment]
+    try:
+        with forced_platform(False):
+            yield spy
+    finally:
+        torch.cuda.Stream = original  # type: ignore[misc]
+
+
+def _batches(rng: random.Random, trials: int) -> Iterator[tuple[str, PoolingBatch]]:
+    for trial in range(trials):
+        num_reqs = rng.choice([0, 1, 2, rng.randrange(1, 65)])
+        partial = rng.choice([0.0, 0.3, 1.0])
+        yield (f"random batch #{trial}: {num_reqs} requests, about {partial:.0%} unfinished chunks",
+               make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=SIM_DEVICE))
+
+
+def _model() -> TinyPoolingModel:
+    return TinyPoolingModel(device=SIM_DEVICE)
+
+
+# ----------------------------------------------------------------------------- checks of Exercise 2.1
+
+
+def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
+    model = _model()
+    with cpu_platform() as spy:
+        runner = runner_cls(model)
+        for case, batch in _batches(rng, 10):
+            try:
+                result = runner.execute_model(batch)
+            except RuntimeError as exc:
+                if "CUDA" not in str(exc):
+                    raise
+                expect(False, "the CPU platform tried to create a CUDA stream", case=case,
+                       got=f"RuntimeError: {exc}", hint="only the CUDA-like path needs the side stream: check "
+                       "current_platform.is_cuda_alike() before asking for it (this is the bug PR #39113's "
+                       "review caught)")
+            expect(isinstance(result, ModelRunnerOutput), "on a CPU platform _pool returns a ModelRunnerOutput",
+                   case=case, got=type(result).__name__, hint="CPU and XPU runners copy synchronously and return "
+                   "the output itself; there is no event to wait on")
+            want = pool_reference(model, batch)
+            expect(_same(result.pooler_output, want), "wrong pooler_output", case=case,
+                   expected=_describe(want), got=_describe(result.pooler_output))
+    expect_equal(spy.created, 0, what="CUDA streams created on a CPU platform", case="10 steps")
+
+
+def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
+    model = _model()
+    with sim_cuda.simulated_cuda():
+        runner = runner_cls(model)
+        for case, batch in _batches(rng, 15):
+            output = resolve(runner.execute_model(batch))
+            want = pool_reference(model, batch)
+            expect(isinstance(output, ModelRunnerOutput), "get_output() must return the ModelRunnerOutput",
+                   case=case, got=type(output).__name__)
+            expect_equal(output.req_ids, batch.req_ids, what="req_ids", case=case)
+            expect(_same(output.pooler_output, want), "wrong pooler_output after get_output()", case=case,
+                   expected=_describe(want), got=_describe(output.pooler_output),
+                   hint="garbage means the host read the buffers before the copy landed: wait on the event "
+                        "recorded after the copies, then return them")
+
+
+def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:
+    model = _model()
+    with sim_cuda.simulated_cuda() as device:
+        runner = runner_cls(model)
+        expect_equal(device.streams_created, 0, what="streams created by the constructor",
+                     hint="create the side stream on first use, in _get_or_create_async_output_copy_stream()")
+        for step in range(5):
+            resolve(runner.execute_model(make_pooling_batch(4, rng=rng, device=SIM_DEVICE)))
+            expect_equal(device.streams_created, 1, what=f"streams created after {step + 1} step(s)",
+                         hint="create it once, keep it in self.async_output_copy_stream, reuse it")
+        first = runner._get_or_create_async_output_copy_stream()  # type: ignore[attr-defined]
+        expect(first is runner._get_or_create_async_output_copy_stream(),  # type: ignore[attr-defined]
+               "_get_or_create_async_output_copy_stream() returned a different stream on a second call")
+        expect(first is runner.async_output_copy_stream, "the stream must be kept in self.async_output_copy_stream")
+        copy_streams = {stream for op, stream, _ in device.log.entries if op == "copy to host"}
+        expect(copy_streams == {first.name}, "the copies must run on the side stream", expected=first.name,
+               got=sorted(copy_streams), hint="queue the copies inside `with torch.cuda.stream(side_stream):`")
+
+
+def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
+    model = _model()
+    with sim_cuda.simulated_cuda():
+        runner = runner_cls(model)
+        for num_reqs in (1, 16, 64):
+            batch = make_pooling_batch(num_reqs, rng=rng, device=SIM_DEVICE)
+            with count_syncs(simulate=True) as in_pool:
+                result = runner.execute_model(batch)
+            expect(in_pool.count == 0, f"{in_pool.count} sync(s) inside execute_model/_pool", expected=0,
+                   got="; ".join(f"{e.kind.value} ({e.op}) at {e.where}" for e in in_pool.events[:3]),
+                   case=f"{num_reqs} requests", hint="on the CUDA path _pool only queues work and returns: no "
+                   "_sync_device(), no .cpu(), no non_blocking copy from pageable memory")
+            expect(hasattr(result, "get_output"), "the CUDA path returns an object with get_output()",
+                   got=type(result).__name__, case=f"{num_reqs} requests")
+            with count_syncs(simulate=True) as in_get:
+                result.get_output()
+            ops = [e.op for e in in_get.events]
+            expect(len(ops) == 1 and ops[0].startswith("Event.synchronize"),
+                   "get_output() must wait exactly once, on the copy's event", expected="1 x Event.synchronize",
+                   got=ops or "no wait", case=f"{num_reqs} requests",
+                   hint="torch.cuda.synchronize() would also wait for the NEXT step's forward; wait on the event "
+                        "recorded after the copies, once")
+
+
+def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
+    model = _model()
+    with sim_cuda.simulated_cuda() as device:
+        runner = runner_cls(model)
+        resolve(runner.execute_model(make_pooling_batch(6, rng=rng, device=SIM_DEVICE)))
+        ops = device.log.ops()
+        copies = [i for i, op in enumerate(ops) if op == "copy to host"]
+        expect(bool(copies), "no copy to the host was queued", hint="use _copy_pooler_output_to_cpu(raw, finished)")
+        waits = [i for i, op in enumerate(ops) if op == "wait_stream"]
+        expect(bool(waits) and waits[0] < copies[0], "the side stream must wait for the compute stream before "
+               "copying", got=str(device.log), hint="side_stream.wait_stream(torch.cuda.current_stream()) before "
+               "the copies: otherwise they may read hidden states the forward has not written yet")
+        records = [i for i, op in enumerate(ops) if op == "record event"]
+        expect(bool(records) and records[-1] > copies[-1], "the event must be recorded after the copies",
+               got=str(device.log), hint="record the event on the side stream after queueing the copies, so "
+               "waiting on it waits for them")
+
+
+def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
+    model = _model()
+    with sim_cuda.simulated_cuda():
+        runner = runner_cls(model)
+        batch = make_pooling_batch(8, rng=rng, device=SIM_DEVICE)
+        raw_refs: list[weakref.ref] = []
+        original_pooler = model.pooler
+
+        def spying_pooler(hidden_states: torch.Tensor, metadata: Any) -> list:
+            raw = original_pooler(hidden_states, metadata)
+            raw_refs.extend(weakref.ref(t) for t in raw if t is not None)
+            return raw
+
+        model.pooler = spying_pooler  # type: ignore[assignment]
+        try:
+            result = runner.execute_model(batch)
+        finally:
+            model.pooler = original_pooler
+        gc.collect()
+        expect(all(r() is not None for r in raw_refs), "the device tensors were freed while the copy reads them",
+               hint="keep a reference to the raw pooler output in the async output until get_output() has "
+                    "waited: the caching allocator would otherwise hand their memory to the next step")
+        output = result.get_output()
+        gc.collect()
+        alive = sum(r() is not None for r in raw_refs)
+        expect(alive == 0, f"{alive} device tensor(s) still referenced after get_output()",
+               hint="drop the reference (del self._raw...) once the copy has landed")
+        unpinned = [i for i, t in enumerate(output.pooler_output) if t is not None and not sim_cuda.is_pinned_host(t)]
+        expect(not unpinned, f"host buffers {unpinned} are not pinned", hint="a non-blocking copy to pageable memory "
+               "is synchronous; let _copy_pooler_output_to_cpu allocate pinned buffers")
+
+
+CHECKS_2_1 = [
+    Check("2.1", "CPU platform: right outputs, no CUDA stream, nothing raised", _check_cpu_platform),
+    Check("2.1", "CUDA path: right outputs after get_output() on random batches", _check_cuda_path),
+    Check("2.1", "the side stream is created on first use, once, and reused", _check_lazy_stream),
+    Check("2.1", "no sync in _pool; get_output() waits once, on the event", _check_syncs),
+    Check("2.1", "the copy waits for the compute stream; the event is recorded after it", _check_ordering),
+    Check("2.1", "device tensors kept until get_output(), then released; host buffers pinned", _check_memory),
+]
+
+
+def check_runner(runner_cls: RunnerClass, seed: int | None = None) -> CheckReport:
+    """Exercise 2.1: ``runner_cls`` is the reader's runner class (a ``PoolingModelRunner``)."""
+    return run_checks("Exercise 2.1 — lazy stream, _pool, AsyncPoolingOutput", CHECKS_2_1, runner_cls, seed=seed)
+
+
+# ----------------------------------------------------------------------------- Exercise 2.2: spot the bug
+#
+# Five runners that each get one thing wrong. They are written out in full so the
+# reader can read them; do Exercise 2.1 first.
+
+
+class _SpotTheBugOutput:
+    """An async output with switches for the mistakes of Exercise 2.2."""
+
+    def __init__(self, output: ModelRunnerOutput, raw: list, finished: list[bool], stream: Any, *,
+                 wait_for_forward: bool = True, keep_raw: bool = True, pageable: bool = False) -> None:
+        self._output = output
+        self._raw = raw if keep_raw else None
+        self.event = torch.cuda.Event(blocking=True)
+        compute = torch.cuda.current_stream()
+        with torch.cuda.stream(stream):
+            if wait_for_forward:
+                stream.wait_stream(compute)
+            if pageable:  # a host buffer from torch.empty: pageable memory
+                output.pooler_output = [None if t is None or not f else
+                                        torch.empty(t.shape, dtype=t.dtype).copy_(t, non_blocking=True)
+                                        for t, f in zip(raw, finished)]
+            else:
+                output.pooler_output = _copy_to_cpu(raw, finished)
+            self.event.record()
+
+    def get_output(self) -> ModelRunnerOutput:
+        self.event.synchronize()
+        self._raw = None
+        return self._output
+
+
+def _copy_to_cpu(raw: list, finished: list[bool]) -> list:
+    from synclab.engine.model_runner import _copy_pooler_output_to_cpu
+
+    return _copy_pooler_output_to_cpu(raw, finished)
+
+
+class _SpotTheBugRunner(PoolingModelRunner):
+    options: dict[str, bool] = {}
+
+    def _stream(self) -> Any:
+        if self.async_output_copy_stream is None:
+            self.async_output_copy_stream = torch.cuda.Stream()
+        return self.async_output_copy_stream
+
+    def _pool(self, hidden_states: torch.Tensor, num_scheduled_tokens: int, batch: PoolingBatch) -> Any:
+        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
+        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+        return _SpotTheBugOutput(ModelRunnerOutput(list(batch.req_ids)), raw, finished, self._stream(),
+                                 **self.options)
+
+
+class RunnerA(_SpotTheBugRunner):
+    options = {"wait_for_forward": False}
+
+
+class RunnerB(_SpotTheBugRunner):
+    options = {"pageable": True}
+
+
+class RunnerC(_SpotTheBugRunner):
+    def _pool(self, hidden_states: torch.Tensor, num_scheduled_tokens: int, batch: PoolingBatch) -> Any:
+        result = super()._pool(hidden_states, num_scheduled_tokens, batch)
+        return result._output  # hands back the output object without its get_output()
+
+
+class RunnerD(_SpotTheBugRunner):
+    options = {"keep_raw": False}
+
+
+class _WaitsForEverything(_SpotTheBugOutput):
+    def get_output(self) -> ModelRunnerOutput:
+        torch.cuda.synchronize()
+        self._raw = None
+        return self._output
+
+
+class RunnerE(_SpotTheBugRunner):
+    def _pool(self, hidden_states: torch.Tensor, num_scheduled_tokens: int, batch: PoolingBatch) -> Any:
+        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
+        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+        return _WaitsForEverything(ModelRunnerOutput(list(batch.req_ids)), raw, finished, self._stream())
+
+
+SPOT_THE_BUG = {"A": RunnerA, "B": RunnerB, "C": RunnerC, "D": RunnerD, "E": RunnerE}
+
+BUG_LABELS = {
+    "early read": "the host reads the outputs before the copy has landed",
+    "pageable": "a non_blocking copy into pageable memory: a hidden sync inside _pool",
+    "unordered": "the copy is not ordered after the forward pass (no wait_stream)",
+    "freed early": "the device tensors may be freed while the copy still reads them",
+    "over-wait": "get_output() waits for the whole device, not just the copy",
+}
+
+
+def inspect_runner(runner_cls: RunnerClass, num_reqs: int = 3, seed: int = 0) -> dict[str, Any]:
+    """Run one step of ``runner_cls`` under simulated CUDA and gather the evidence a profiler would show."""
+    model = _model()
+    batch = make_pooling_batch(num_reqs, rng=random.Random(seed), device=SIM_DEVICE)
+    want = pool_reference(model, batch)
+    refs: list[weakref.ref] = []
+    pooler = model.pooler
+
+    def spying_pooler(hidden_states: torch.Tensor, metadata: Any) -> list:
+        raw = pooler(hidden_states, metadata)
+        refs.extend(weakref.ref(t) for t in raw if t is not None)
+        return raw
+
+    model.pooler = spying_pooler  # type: ignore[assignment]
+    with sim_cuda.simulated_cuda() as device:
+        runner = runner_cls(model)
+        with count_syncs(simulate=True) as in_pool:
+            result = runner.execute_model(batch)
+        gc.collect()
+        alive_before = sum(r() is not None for r in refs)
+        with count_syncs(simulate=True) as in_get:
+            output = resolve(result)
+    return {
+        "outputs right": _same(output.pooler_output, want),
+        "outputs": _describe(output.pooler_output),
+        "syncs in _pool": [f"{e.kind.value} at {e.where}" for e in in_pool.events],
+        "waits in get_output": [e.op for e in in_get.events],
+        "device tensors alive until get_output": f"{alive_before} of {len(refs)}",
+        "stream ops": device.log.ops(),
+        "stream log": str(device.log),
+    }
+
+
+def diagnose(evidence: dict[str, Any]) -> str:
+    """The label the evidence points to (the first that applies), or ``"no bug"``."""
+    if not evidence["outputs right"]:
+        return "early read"
+    if any("pageable" in s for s in evidence["syncs in _pool"]):
+        return "pageable"
+    if "wait_stream" not in evidence["stream ops"]:
+        return "unordered"
+    alive, total = evidence["device tensors alive until get_output"].split(" of ")
+    if alive != total:
+        return "freed early"
+    if evidence["waits in get_output"] != ["Event.synchronize (side stream 1)"]:
+        return "over-wait"
+    return "no bug"
+
+
+def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None = None) -> CheckReport:
+    """Exercise 2.2: the reader's label for each runner of ``SPOT_THE_BUG``, against the evidence."""
+
+    def run(answer: Callable[[], dict[str, str]], rng: random.Random) -> None:
+        labels = answer()
+        expect(isinstance(labels, dict) and set(labels) == set(SPOT_THE_BUG), "label every runner, A to E",
+               expected=sorted(SPOT_THE_BUG), got=sorted(labels) if isinstance(labels, dict) else type(labels).__name__)
+        unknown = {k: v for k, v in labels.items() if v not in BUG_LABELS}
+        expect(not unknown, "use the labels of ch2.BUG_LABELS", got=unknown, expected=sorted(BUG_LABELS))
+        measured = {name: diagnose(inspect_runner(cls)) for name, cls in SPOT_THE_BUG.items()}
+        wrong = {k: (labels[k], measured[k]) for k in SPOT_THE_BUG if labels[k] != measured[k]}
+        expect(not wrong, f"{len(wrong)} diagnosis(es) off",
+               got="; ".join(f"{k}: you said {mine!r}, the evidence says {real!r}" for k, (mine, real) in wrong.items()),
+               hint="look at each runner's evidence: are the values right, where are the syncs, what does the "
+                    "stream log show, and which waits does get_output() do?")
+
+    check = Check("2.2", "each broken runner's bug named from the evidence", run, timeout_s=60)
+    return run_checks("Exercise 2.2 — spot the bug", [check], my_diagnosis, seed=seed)
+
+
+# ----------------------------------------------------------------------------- profiling helpers
+
+BATCH_SIZES = (1, 8, 64)
+LOOP_STEPS = 8
+# The PR's own figures (vLLM PR #39113's description): pooling-model benchmark, GPU not stated here.
+PR_THROUGHPUT_GAIN = 0.037
+PR_LATENCY_DROP_MS = 4.0
+
+
+def where_the_host_waits(impls: dict[str, RunnerClass], num_reqs: int = 16) -> dict[str, dict[str, int]]:
+    """Syncs per step in ``execute_model`` and in ``get_output()``, counted under simulated CUDA (any machine)."""
+    counts = {}
+    for name, runner_cls in impls.items():
+        evidence = inspect_runner(runner_cls, num_reqs=num_reqs)
+        counts[name] = {"in execute_model (_pool)": len(evidence["syncs in _pool"]),
+                        "in get_output()": len(evidence["waits in get_output"])}
+    record("ch2", "where_the_host_waits", counts)
+    return counts
+
+
+def profile_model() -> TinyPoolingModel:
+    """On a GPU, enough device work per step for the copy to overlap; on a CPU, small enough to run in seconds."""
+    if has_cuda():
+        return TinyPoolingModel(vocab_size=4096, hidden_size=1024, num_layers=8)
+    return TinyPoolingModel(vocab_size=4096, hidden_size=128, num_layers=2)
+
+
+def step_loop(runner: PoolingModelRunner, batches: list[PoolingBatch], steps: int = LOOP_STEPS,
+              consume: Callable[[Any], ModelRunnerOutput] = resolve) -> list:
+    """The engine's loop: queue step i, then consume step i-1's output while step i runs on the device."""
+    outputs, pending = [], None
+    for i in range(steps):
+        result = runner.execute_model(batches[i % len(batches)])
+        if pending is not None:
+            outputs.append(consume(pending).pooler_output)
+        pending = result
+    outputs.append(consume(pending).pooler_output)
+    return outputs
+
+
+def loop_sweep(impls: dict[str, RunnerClass], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> Sweep:
+    """Time per step of :func:`step_loop` for each runner and batch size, on this machine's real platform."""
+    full = bool(os.environ.get("SYNCLAB_BENCH_FULL"))
+    model = profile_model()
+
+    def factory(runner_cls: RunnerClass) -> Callable[[int], Callable[[], Any]]:
+        def build(num_reqs: int) -> Callable[[], Any]:
+            rng = random.Random(num_reqs)
+            batches = [make_pooling_batch(num_reqs, rng=rng, vocab_size=4096, max_len=64) for _ in range(2)]
+            runner = runner_cls(model)
+            return lambda: step_loop(runner, batches)
+
+        return build
+
+    result = sweep({name: factory(cls) for name, cls in impls.items()}, "requests per step", batch_sizes,
+                   min_run_time=0.5 if full else 0.1, reference=next(iter(impls)))
+    record("ch2", "loop", result.to_dict())
+    return result
+
+
+def host_blocked(impls: dict[str, RunnerClass], num_reqs: int = 64, steps: int = 20) -> dict[str, dict[str, float]]:
+    """Per step: wall time, and time the host spent waiting (in ``_sync_device`` and ``get_output``), in us."""
+    model = profile_model()
+    rng = random.Random(num_reqs)
+    batches = [make_pooling_batch(num_reqs, rng=rng, vocab_size=4096, max_len=64) for _ in range(2)]
+    result = {}
+    for name, runner_cls in impls.items():
+        runner = runner_cls(model)
+        step_loop(runner, batches, 3)  # warm-up, and the lazy stream
+        waited = [0.0]
+
+        def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    waited[0] += time.perf_counter() - start
+            return wrapper
+
+        runner._sync_device = timed(runner._sync_device)  # type: ignore[method-assign]
+        synchronize()
+        start = time.perf_counter()
+        step_loop(runner, batches, steps, consume=timed(resolve))
+        synchronize()
+        wall = time.perf_counter() - start
+        result[name] = {"step_us": wall / steps * 1e6, "host_waiting_us": waited[0] / steps * 1e6}
+    record("ch2", "host_blocked", {"num_reqs": num_reqs, "steps": steps, "results": result,
+                                   "provenance": Provenance.here().to_dict()})
+    return result
+
+
+def profile_loop(impls: dict[str, RunnerClass], num_reqs: int = 64, steps: int = 3) -> dict[str, Trace]:
+    """A profiled loop of ``steps`` steps per runner: on a GPU, the side stream's copies get a row of their own."""
+    model = profile_model()
+    rng = random.Random(num_reqs)
+    batches = [make_pooling_batch(num_reqs, rng=rng, vocab_size=4096, max_len=64) for _ in range(2)]
+    traces = {name: profile(step_loop, cls(model), batches, steps, warmup=1) for name, cls in impls.items()}
+    record("ch2", "profile", {name: {"duration_us": t.duration_us} for name, t in traces.items()})
+    return traces

@@ -1,0 +1,192 @@
+"""Chapter 2: the checks pass on the solution, and each check fails on a plausible wrong version."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from synclab import lazy_streams as ch2
+from synclab.engine.model_runner import ModelRunnerOutput, SyncOutputRunner, _copy_pooler_output_to_cpu
+from synclab.engine.platform import current_platform
+from tests.notebook_code import load_function
+
+NOTEBOOK = "solutions/02_lazy_streams.ipynb"
+_namespace: dict = {}
+AsyncPoolingOutput = load_function(NOTEBOOK, "AsyncPoolingOutput", _namespace)
+AsyncOutputRunner = load_function(NOTEBOOK, "AsyncOutputRunner", _namespace)
+my_diagnosis = load_function(NOTEBOOK, "my_diagnosis", _namespace)
+
+
+def outcome(report, name_part: str) -> str:
+    (match,) = [o for o in report.outcomes if name_part in o.name]
+    return match.status
+
+
+def test_solution_passes_every_check():
+    assert ch2.check_runner(AsyncOutputRunner).passed
+    assert ch2.check_diagnosis(my_diagnosis).passed
+
+
+def test_where_the_host_waits():
+    counts = ch2.where_the_host_waits({"sync": SyncOutputRunner, "async": AsyncOutputRunner})
+    assert counts == {"sync": {"in execute_model (_pool)": 1, "in get_output()": 0},
+                      "async": {"in execute_model (_pool)": 0, "in get_output()": 1}}
+
+
+def test_each_spot_the_bug_runner_breaks_one_check_of_2_1():
+    for name, runner in ch2.SPOT_THE_BUG.items():
+        assert not ch2.check_runner(runner, seed=0).passed, name
+    assert ch2.diagnose(ch2.inspect_runner(AsyncOutputRunner)) == "no bug"
+
+
+def test_step_loop_consumes_every_step_once():
+    model = ch2.profile_model()
+    import random
+
+    from synclab.engine.model_runner import make_pooling_batch
+
+    batches = [make_pooling_batch(3, rng=random.Random(i)) for i in range(2)]
+    outputs = ch2.step_loop(AsyncOutputRunner(model), batches, steps=5)
+    assert len(outputs) == 5 and all(len(o) == 3 for o in outputs)
+
+
+# ----------------------------------------------------------------------------- wrong versions of 2.1
+
+
+class EagerStream(AsyncOutputRunner):  # the PR's first version: the stream in the constructor
+    def __init__(self, model):
+        super().__init__(model)
+        self.async_output_copy_stream = torch.cuda.Stream()
+
+
+class AlwaysAsync(AsyncOutputRunner):  # no platform check
+    def _pool(self, hidden_states, num_scheduled_tokens, batch):
+        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
+        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+        output = ModelRunnerOutput(req_ids=list(batch.req_ids))
+        if not any(finished):
+            output.pooler_output = [None] * len(finished)
+            return output
+        return AsyncPoolingOutput(output, raw, finished, self._get_or_create_async_output_copy_stream())
+
+
+class NewStreamEachTime(AsyncOutputRunner):
+    def _get_or_create_async_output_copy_stream(self):
+        self.async_output_copy_stream = torch.cuda.Stream()
+        return self.async_output_copy_stream
+
+
+class NoWait(AsyncOutputRunner):  # get_output() forgets the event
+    def _pool(self, *args):
+        result = super()._pool(*args)
+        if hasattr(result, "get_output"):
+            result.get_output = lambda: result._model_runner_output
+        return result
+
+
+class DeviceWideWait(AsyncOutputRunner):
+    def _pool(self, *args):
+        result = super()._pool(*args)
+        if hasattr(result, "get_output"):
+            def get_output():
+                torch.cuda.synchronize()
+                return result._model_runner_output
+            result.get_output = get_output
+        return result
+
+
+class SyncsInPool(AsyncOutputRunner):  # waits inside _pool "to be safe"
+    def _pool(self, *args):
+        result = super()._pool(*args)
+        self._sync_device()
+        return result
+
+
+class CopiesOnComputeStream(AsyncOutputRunner):
+    def _pool(self, hidden_states, num_scheduled_tokens, batch):
+        if not current_platform.is_cuda_alike():
+            return super()._pool(hidden_states, num_scheduled_tokens, batch)
+        stream = torch.cuda.current_stream()  # not a side stream at all
+        self._get_or_create_async_output_copy_stream()
+        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
+        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+        return AsyncPoolingOutput(ModelRunnerOutput(list(batch.req_ids)), raw, finished, stream)
+
+
+class RecordsBeforeCopy(AsyncOutputRunner):
+    def _pool(self, hidden_states, num_scheduled_tokens, batch):
+        if not current_platform.is_cuda_alike():
+            return super()._pool(hidden_states, num_scheduled_tokens, batch)
+        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
+        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+        out = ModelRunnerOutput(list(batch.req_ids))
+        stream = self._get_or_create_async_output_copy_stream()
+        result = object.__new__(AsyncPoolingOutput)
+        result._model_runner_output, result._raw_pooler_output = out, raw
+        result.async_copy_ready_event = torch.cuda.Event(blocking=True)
+        with torch.cuda.stream(stream):
+            stream.wait_stream(torch.cuda.current_stream())
+            result.async_copy_ready_event.record()  # too early: covers no copy
+            out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
+        return result
+
+
+class KeepsDeviceTensors(AsyncOutputRunner):
+    def _pool(self, *args):
+        result = super()._pool(*args)
+        if hasattr(result, "get_output"):
+            raw, plain = result._raw_pooler_output, result.get_output
+
+            def get_output():
+                out = plain()
+                result.kept = raw  # holds the device memory for as long as the output lives
+                return out
+            result.get_output = get_output
+        return result
+
+
+WRONG_2_1 = [
+    (EagerStream, "CPU platform"),
+    (AlwaysAsync, "CPU platform"),
+    (NoWait, "right outputs after get_output"),
+    (NewStreamEachTime, "created on first use"),
+    (CopiesOnComputeStream, "created on first use"),
+    (SyncsInPool, "no sync in _pool"),
+    (DeviceWideWait, "no sync in _pool"),
+    (RecordsBeforeCopy, "recorded after"),
+    (KeepsDeviceTensors, "then released"),
+    (ch2.RunnerD, "then released"),
+]
+
+
+@pytest.mark.parametrize("wrong,failing_check", WRONG_2_1, ids=[w.__name__ for w, _ in WRONG_2_1])
+def test_each_check_catches_a_wrong_version(wrong, failing_check):
+    report = ch2.check_runner(wrong, seed=0)
+    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+def test_every_check_is_shown_to_fail():
+    shown = {name for _, name in WRONG_2_1}
+    for check in ch2.CHECKS_2_1:
+        assert any(part in check.name for part in shown), check.name
+
+
+def test_wrong_diagnoses_fail_with_the_runner_named():
+    def wrong():
+        answers = dict(my_diagnosis())
+        answers["A"], answers["C"] = answers["C"], answers["A"]
+        return answers
+
+    report = ch2.check_diagnosis(wrong)
+    assert not report.passed and "A: you said 'early read', the evidence says 'unordered'" in str(report)
+    assert not ch2.check_diagnosis(lambda: {"A": "early read"}).passed
+    assert not ch2.check_diagnosis(lambda: {k: "typo" for k in ch2.SPOT_THE_BUG}).passed
+
+
+def test_a_stub_reports_not_implemented():
+    class Stub(AsyncOutputRunner):
+        def _pool(self, *args):
+            raise NotImplementedError("Exercise 2.1")
+
+    report = ch2.check_runner(Stub)
+    assert {o.status for o in report.outcomes} == {"not implemented"}
