@@ -31,6 +31,7 @@ from synclab.engine.model_runner import (
     PoolingBatch,
     PoolingModelRunner,
     TinyPoolingModel,
+    _copy_pooler_output_to_cpu,
     make_pooling_batch,
     pool_reference,
 )
@@ -89,6 +90,24 @@ def cpu_platform() -> Iterator[type[_StreamSpy]]:
             yield spy
     finally:
         torch.cuda.Stream = original  # type: ignore[misc]
+
+
+@contextmanager
+def watch_pooler_outputs(model: TinyPoolingModel) -> Iterator[list[weakref.ref]]:
+    """Weak references to every device tensor the model's pooler returns in the block: are they freed, and when?"""
+    refs: list[weakref.ref] = []
+    pooler = model.pooler
+
+    def watched(hidden_states: torch.Tensor, metadata: Any) -> list:
+        raw = pooler(hidden_states, metadata)
+        refs.extend(weakref.ref(t) for t in raw if t is not None)
+        return raw
+
+    model.pooler = watched  # type: ignore[assignment]
+    try:
+        yield refs
+    finally:
+        model.pooler = pooler
 
 
 def _batches(rng: random.Random, trials: int) -> Iterator[tuple[str, PoolingBatch]]:
@@ -211,19 +230,8 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
     with sim_cuda.simulated_cuda():
         runner = runner_cls(model)
         batch = make_pooling_batch(8, rng=rng, device=SIM_DEVICE)
-        raw_refs: list[weakref.ref] = []
-        original_pooler = model.pooler
-
-        def spying_pooler(hidden_states: torch.Tensor, metadata: Any) -> list:
-            raw = original_pooler(hidden_states, metadata)
-            raw_refs.extend(weakref.ref(t) for t in raw if t is not None)
-            return raw
-
-        model.pooler = spying_pooler  # type: ignore[assignment]
-        try:
+        with watch_pooler_outputs(model) as raw_refs:
             result = runner.execute_model(batch)
-        finally:
-            model.pooler = original_pooler
         gc.collect()
         expect(all(r() is not None for r in raw_refs), "the device tensors were freed while the copy reads them",
                hint="keep a reference to the raw pooler output in the async output until get_output() has "
@@ -276,19 +284,13 @@ class _SpotTheBugOutput:
                                         torch.empty(t.shape, dtype=t.dtype).copy_(t, non_blocking=True)
                                         for t, f in zip(raw, finished)]
             else:
-                output.pooler_output = _copy_to_cpu(raw, finished)
+                output.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
             self.event.record()
 
     def get_output(self) -> ModelRunnerOutput:
         self.event.synchronize()
         self._raw = None
         return self._output
-
-
-def _copy_to_cpu(raw: list, finished: list[bool]) -> list:
-    from synclab.engine.model_runner import _copy_pooler_output_to_cpu
-
-    return _copy_pooler_output_to_cpu(raw, finished)
 
 
 class _SpotTheBugRunner(PoolingModelRunner):
@@ -354,16 +356,7 @@ def inspect_runner(runner_cls: RunnerClass, num_reqs: int = 3, seed: int = 0) ->
     model = _model()
     batch = make_pooling_batch(num_reqs, rng=random.Random(seed), device=SIM_DEVICE)
     want = pool_reference(model, batch)
-    refs: list[weakref.ref] = []
-    pooler = model.pooler
-
-    def spying_pooler(hidden_states: torch.Tensor, metadata: Any) -> list:
-        raw = pooler(hidden_states, metadata)
-        refs.extend(weakref.ref(t) for t in raw if t is not None)
-        return raw
-
-    model.pooler = spying_pooler  # type: ignore[assignment]
-    with sim_cuda.simulated_cuda() as device:
+    with sim_cuda.simulated_cuda() as device, watch_pooler_outputs(model) as refs:
         runner = runner_cls(model)
         with count_syncs(simulate=True) as in_pool:
             result = runner.execute_model(batch)
