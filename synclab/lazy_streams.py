@@ -452,7 +452,7 @@ def step_loop(runner: PoolingModelRunner, batches: list[PoolingBatch], steps: in
 
 
 def loop_sweep(impls: dict[str, RunnerClass], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> Sweep:
-    """Time per step of :func:`step_loop` for each runner and batch size, on this machine's real platform."""
+    """Time of one :func:`step_loop` call (LOOP_STEPS steps) per runner and batch size, on this machine's real platform."""
     full = bool(os.environ.get("SYNCLAB_BENCH_FULL"))
     model = profile_model()
 
