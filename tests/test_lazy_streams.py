@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
 from synclab import lazy_streams as ch2
-from synclab.engine.model_runner import ModelRunnerOutput, SyncOutputRunner, _copy_pooler_output_to_cpu
+from synclab.engine.model_runner import (ModelRunnerOutput, SyncOutputRunner, _copy_pooler_output_to_cpu,
+                                         make_pooling_batch)
 from synclab.engine.platform import current_platform
+from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
 
 NOTEBOOK = "solutions/02_lazy_streams.ipynb"
@@ -15,11 +19,6 @@ _namespace: dict = {}
 AsyncPoolingOutput = load_function(NOTEBOOK, "AsyncPoolingOutput", _namespace)
 AsyncOutputRunner = load_function(NOTEBOOK, "AsyncOutputRunner", _namespace)
 my_diagnosis = load_function(NOTEBOOK, "my_diagnosis", _namespace)
-
-
-def outcome(report, name_part: str) -> str:
-    (match,) = [o for o in report.outcomes if name_part in o.name]
-    return match.status
 
 
 def test_solution_passes_every_check():
@@ -41,10 +40,6 @@ def test_each_spot_the_bug_runner_breaks_one_check_of_2_1():
 
 def test_step_loop_consumes_every_step_once():
     model = ch2.profile_model()
-    import random
-
-    from synclab.engine.model_runner import make_pooling_batch
-
     batches = [make_pooling_batch(3, rng=random.Random(i)) for i in range(2)]
     outputs = ch2.step_loop(AsyncOutputRunner(model), batches, steps=5)
     assert len(outputs) == 5 and all(len(o) == 3 for o in outputs)
@@ -166,9 +161,7 @@ def test_each_check_catches_a_wrong_version(wrong, failing_check):
 
 
 def test_every_check_is_shown_to_fail():
-    shown = {name for _, name in WRONG_2_1}
-    for check in ch2.CHECKS_2_1:
-        assert any(part in check.name for part in shown), check.name
+    assert_every_check_shown_to_fail(ch2.CHECKS_2_1, WRONG_2_1)
 
 
 def test_wrong_diagnoses_fail_with_the_runner_named():

@@ -9,15 +9,11 @@ import torch
 
 from synclab import primer
 from synclab.syncs import count_syncs
+from tests.check_reports import outcome
 from tests.notebook_code import load_function
 
 decode_step = load_function("solutions/00_primer.ipynb", "decode_step")
 my_predictions = load_function("solutions/00_primer.ipynb", "my_predictions")
-
-
-def outcome(report, name_part: str) -> str:
-    (match,) = [o for o in report.outcomes if name_part in o.name]
-    return match.status
 
 
 def test_solution_passes_every_check():

@@ -14,17 +14,13 @@ from synclab.engine.pooler import AllPoolBaseline, DispatchPooler, LastPool
 from synclab.syncs import count_syncs
 from synclab.timing import Sweep, Timing
 from synclab.provenance import Provenance
+from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
 
 NOTEBOOK = "solutions/01_slice_then_split.ipynb"
 _namespace: dict = {}
 AllPool = load_function(NOTEBOOK, "AllPool", _namespace)
 AllPoolNoSync = load_function(NOTEBOOK, "AllPoolNoSync", _namespace)
-
-
-def outcome(report, name_part: str) -> str:
-    (match,) = [o for o in report.outcomes if name_part in o.name]
-    return match.status
 
 
 # ----------------------------------------------------------------------------- engine pieces
@@ -334,9 +330,7 @@ def test_each_check_catches_a_wrong_version(task, wrong, failing_check):
 @pytest.mark.parametrize("task", EXERCISES)
 def test_every_check_is_shown_to_fail(task):
     _, checks, wrongs = EXERCISES[task]
-    shown = {name for _, name in wrongs}
-    for check in checks:
-        assert any(part in check.name for part in shown), check.name
+    assert_every_check_shown_to_fail(checks, wrongs)
 
 
 def test_a_stub_reports_not_implemented():

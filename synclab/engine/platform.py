@@ -25,10 +25,6 @@ class Platform:
             return self._forced[-1]
         return has_cuda() or sim_cuda.is_simulating()
 
-    @property
-    def device_name(self) -> str:
-        return "cuda" if self.is_cuda_alike() else "cpu"
-
 
 current_platform = Platform()
 

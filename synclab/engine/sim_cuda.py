@@ -137,9 +137,6 @@ class SimEvent:
         if self._stream is not None:
             self._stream.land(self._copies)
 
-    def wait(self, stream: SimStream | None = None) -> None:
-        self.device.log.add("wait_event", (stream or self.device.current).name)
-
 
 _DEVICE: list[_SimDevice] = []  # the device of the innermost simulated_cuda() block
 
