@@ -64,8 +64,7 @@ def is_simulated(device: object) -> bool:
 
 
 @lru_cache(maxsize=1)
-def is_pin_memory_available() -> bool:
-    """Whether page-locked host memory can be allocated (vLLM: false on WSL and without a GPU)."""
+def _probe_pin_memory() -> bool:
     if not has_cuda():
         return False
     if "microsoft" in os.uname().release.lower():  # WSL: pinning is unreliable, vLLM turns it off
@@ -75,6 +74,36 @@ def is_pin_memory_available() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+_FORCED_PINNING: list[bool] = []  # set by synclab.engine.sim_pinning.simulated_pinning (innermost last)
+
+
+def is_pin_memory_available() -> bool:
+    """Whether page-locked host memory can be allocated (vLLM: false on WSL and without a GPU).
+
+    Inside :func:`synclab.engine.sim_pinning.simulated_pinning` the answer is the one
+    that block simulates (chapter 3 checks both a GPU machine and the WSL case).
+    """
+    if _FORCED_PINNING:
+        return _FORCED_PINNING[-1]
+    return _probe_pin_memory()
+
+
+is_pin_memory_available.cache_clear = _probe_pin_memory.cache_clear  # type: ignore[attr-defined]
+
+
+def pinning_is_simulated() -> bool:
+    """True inside ``simulated_pinning``: whether pinning is possible is then decided there."""
+    return bool(_FORCED_PINNING)
+
+
+PIN_INTENT = "_synclab_pin_intent"  # on a host tensor: pinned, simulated as pinned, or asked for as pinned
+
+
+def is_pinned_host(tensor: torch.Tensor) -> bool:
+    """Page-locked host memory (or, simulated / without a GPU, memory asked for as pinned)."""
+    return bool(getattr(tensor, PIN_INTENT, False)) or (tensor.device.type == "cpu" and tensor.is_pinned())
 
 
 def to_device(tensor: torch.Tensor, device: DeviceLike | None = None) -> torch.Tensor:

@@ -75,6 +75,37 @@ def speedup_figure(sweep: Sweep, title: str, published: dict[str, float] | None 
                    yaxis_type="log", barmode="group")
 
 
+def before_after_figure(counts: dict[str, dict[str, Sequence[int]]], at: int, title: str) -> go.Figure:
+    """Syncs per call of each component before and after a change, at one position ``at`` of the counts."""
+    names = list(counts)
+    fig = go.Figure()
+    for color, label in zip(VARIANT_COLORS, ("before", "after")):
+        ys = [counts[n][label][at] for n in names]
+        fig.add_trace(go.Bar(x=names, y=ys, name=label, marker_color=color, text=ys, textposition="outside"))
+    return _layout(fig, title, "counted with synclab.count_syncs (the same on CPU and GPU)",
+                   yaxis_title="host-device syncs per call", barmode="group", height=400)
+
+
+def bandwidth_figure(result: dict[str, Any], metric: str, title: str, label: str) -> go.Figure:
+    """Host-to-device copies over sizes: ``metric`` "gbps" (bandwidth) or "host_us" (time the host is held)."""
+    fig = go.Figure()
+    sizes = result["sizes"]
+    for color, (variant, ys) in zip(VARIANT_COLORS, result[metric].items()):
+        fig.add_trace(go.Scatter(x=sizes, y=ys, name=variant, mode="lines+markers", line_color=color))
+    axis = "bandwidth (GB/s)" if metric == "gbps" else "host time inside .to() (us)"
+    return _layout(fig, title, f"measured on {label}", xaxis_title="bytes per copy", yaxis_title=axis,
+                   xaxis_type="log", yaxis_type="log" if metric == "host_us" else None, height=400)
+
+
+def missing_figure(title: str, message: str) -> go.Figure:
+    """An empty chart that says which measurement is missing and how to record it (nothing is drawn as data)."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _layout(fig, title, "no measurement recorded", height=260)
+
+
 # ----------------------------------------------------------------------------- the host/device model
 
 

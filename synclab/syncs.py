@@ -50,9 +50,12 @@ from synclab.device import (
     SIM_DEVICE,
     has_cuda,
     is_device_tensor,
+    PIN_INTENT,
     is_pin_memory_available,
+    is_pinned_host,
     is_simulated,
     mark_device,
+    pinning_is_simulated,
 )
 
 
@@ -199,11 +202,6 @@ def _any_device(obj: Any) -> bool:
     return any(is_device_tensor(t) for t in _tensors(obj))
 
 
-def _is_pinned_or_asked(t: torch.Tensor) -> bool:
-    """Pinned memory, or (where pinning is unavailable) a buffer created asking for it."""
-    return bool(getattr(t, "_synclab_pin_intent", False)) or (t.device.type == "cpu" and t.is_pinned())
-
-
 def _target_is_device(args: tuple, kwargs: dict) -> bool | None:
     """For ``t.to(...)``/``torch.tensor(..., device=...)``: True device, False host, None unchanged."""
     candidates = list(args) + [kwargs.get("device")]
@@ -304,7 +302,9 @@ class _FunctionLevel(TorchFunctionMode):
         if obs.simulated:
             out = self._propagate_marks(name, args, kwargs, out, sim_copy_to)
         if "pin_memory" in kwargs and isinstance(out, torch.Tensor) and not is_device_tensor(out):
-            out._synclab_pin_intent = True  # type: ignore[attr-defined]
+            # Asked for pinned memory, or passed pin_memory=<availability> where pinning is impossible.
+            if kwargs["pin_memory"] or not is_pin_memory_available():
+                setattr(out, PIN_INTENT, True)
         return out
 
     def _transfer(
@@ -319,8 +319,11 @@ class _FunctionLevel(TorchFunctionMode):
             return (SyncKind.H2D_COPY if target_device else SyncKind.D2H_COPY), target_device
         # non_blocking from/to pageable memory is synchronous in all but name; CUDA's debug
         # mode does not report it. Where pinning is unavailable (WSL) there is no better option.
-        pinning_possible = self.obs.simulated or is_pin_memory_available()
-        if host_side is not None and pinning_possible and not _is_pinned_or_asked(host_side):
+        if pinning_is_simulated():  # chapter 3 decides: a GPU machine, or the WSL case
+            pinning_possible = is_pin_memory_available()
+        else:
+            pinning_possible = self.obs.simulated or is_pin_memory_available()
+        if host_side is not None and pinning_possible and not is_pinned_host(host_side):
             return SyncKind.PAGEABLE_NON_BLOCKING, target_device
         return None, target_device
 
@@ -376,15 +379,23 @@ class _DispatchLevel(TorchDispatchMode):
         if name in ("index", "index_put", "index_put_", "_index_put_impl_"):
             indices = args[1] if len(args) > 1 else kwargs.get("indices", [])
             masks = [t for t in indices if t is not None and t.dtype in (torch.bool, torch.uint8)]
-            if not masks:
-                return None  # integer indices: a gather/scatter the device does alone
             value = args[2] if len(args) > 2 else None
+            if not masks:
+                if name != "index" and _is_host_scalar(value):
+                    # x[idx] = 0: torch keeps the Python scalar in host memory and copies it to the
+                    # device inside index_put_, blocking (vLLM's penalties use index_fill_ instead).
+                    return SyncKind.H2D_COPY
+                return None  # integer indices: a gather/scatter the device does alone
             if self.obs.current_op == "__setitem__" and len(self.obs.current_args) > 2:
                 value = self.obs.current_args[2]  # the object the user passed (aten may see a converted copy)
             if name != "index" and _becomes_masked_fill(indices, masks, value):
                 return None
             return SyncKind.BOOL_MASK_INDEX
         return None
+
+
+def _is_host_scalar(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dim() == 0 and not is_device_tensor(value)
 
 
 def _becomes_masked_fill(indices: list, masks: list, value: Any) -> bool:

@@ -106,7 +106,7 @@ def benchmark(
 # ----------------------------------------------------------------------------- sweeps
 
 
-class _Progress:
+class Progress:
     """A progress bar: an HTML <progress> in a notebook, a ``\\r`` line in a terminal."""
 
     def __init__(self, total: int, label: str) -> None:
@@ -207,7 +207,7 @@ def sweep(
         raise ValueError(f"reference {reference!r} is not one of the variants {list(variants)}")
     expected = {v: variants[reference](v)() for v in values} if reference is not None else {}
     result = Sweep(parameter=parameter, values=values)
-    bar = _Progress(len(values) * len(variants), f"sweeping {parameter}") if progress else None
+    bar = Progress(len(values) * len(variants), f"sweeping {parameter}") if progress else None
     for name, factory in variants.items():
         result.timings[name] = []
         for value in values:

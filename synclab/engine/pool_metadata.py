@@ -15,6 +15,7 @@ into requests without asking the device anything.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
@@ -26,6 +27,7 @@ class PoolingParams:
     """The per-request pooling request; only the task matters here (``"token_embed"``, ``"classify"``, ...)."""
 
     task: str | None
+    extra_kwargs: dict[str, Any] | None = None  # e.g. {"compressed_token_type_ids": 5} for a cross-encoder (chapter 3)
 
 
 @dataclass

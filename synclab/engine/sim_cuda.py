@@ -29,13 +29,13 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from synclab.device import unmark_device
+from synclab.device import PIN_INTENT, unmark_device
+from synclab.device import is_pinned_host as is_pinned_host  # re-exported: chapter 2's checks use it
 from synclab.syncs import attribute_syncs_to_callers, record_simulated_wait
 
 attribute_syncs_to_callers(__file__)
 
 GARBAGE = -12345.0  # what a simulated host buffer holds before its copy has landed
-_PIN = "_synclab_pin_intent"  # the attribute count_syncs reads as "pinned, or asked for pinning"
 
 
 @dataclass
@@ -209,12 +209,8 @@ def copy_to_host_async(tensor: torch.Tensor) -> torch.Tensor:
     # (marks only spread inside count_syncs).
     device = _current_device()
     dst = torch.full(tensor.shape, GARBAGE, dtype=tensor.dtype)  # the host buffer, not yet written
-    setattr(dst, _PIN, True)
+    setattr(dst, PIN_INTENT, True)
     device.current.pending.append(_PendingCopy(dst, unmark_device(tensor.detach().clone())))  # a snapshot
     device.log.add("copy to host", device.current.name, f"{list(tensor.shape)} non_blocking")
     return dst
 
-
-def is_pinned_host(tensor: torch.Tensor) -> bool:
-    """Page-locked host memory (or, simulated / without a GPU, memory asked for as pinned)."""
-    return bool(getattr(tensor, _PIN, False)) or (tensor.device.type == "cpu" and tensor.is_pinned())

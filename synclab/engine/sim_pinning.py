@@ -1,0 +1,95 @@
+"""Pinned host memory, simulated, so that chapter 3's uploads can be checked on any machine.
+
+Taught in chapter 3 (pinned ``non_blocking`` transfers). A ``non_blocking``
+host-to-device copy is only asynchronous when its source is page-locked
+("pinned"); from ordinary (pageable) memory the driver stages it through a
+pinned buffer while the host waits. vLLM therefore asks for pinned memory
+wherever it can, and only there: ``is_pin_memory_available()`` is false on WSL,
+where hard-coding ``pin_memory=True`` breaks (the review of PR #41429 caught one).
+
+A CPU-only machine has no pinned memory at all (torch raises), so inside
+:func:`simulated_pinning` the lab stands in for one of two machines:
+
+* ``available=True``, a GPU machine: ``torch.empty(..., pin_memory=True)``,
+  ``torch.tensor(..., pin_memory=True)`` and ``t.pin_memory()`` return host
+  tensors that :func:`synclab.device.is_pinned_host` (and ``t.is_pinned()``)
+  report as pinned, and ``count_syncs`` counts a ``non_blocking`` upload from any
+  other host memory as the sync it is;
+* ``available=False``, the WSL case: ``is_pin_memory_available()`` answers
+  False, and asking for pinned memory anyway raises, as torch does on a machine
+  without a pinned allocator. A ``non_blocking`` upload from pageable memory is
+  then the best the code can do and is not counted.
+
+On a GPU machine ``available=True`` changes nothing (pinning is real), and
+``available=False`` refuses pinning the same way.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from synclab.device import _FORCED_PINNING, PIN_INTENT, has_cuda, is_pinned_host
+from synclab.syncs import attribute_syncs_to_callers
+
+attribute_syncs_to_callers(__file__)  # a sync inside a simulated call belongs to the line that made it
+
+
+class PinnedMemoryUnavailable(RuntimeError):
+    """Pinned memory was requested where the platform has none (vLLM's WSL case)."""
+
+
+def _refuse(what: str) -> None:
+    raise PinnedMemoryUnavailable(
+        f"{what}: pinned memory is not available on this platform (vLLM's WSL case). "
+        "Ask is_pin_memory_available() and pass its answer, e.g. pin_memory=self.pin_memory.")
+
+
+def _mark_pinned(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        setattr(out, PIN_INTENT, True)
+    return out
+
+
+class _PinningMode(TorchFunctionMode):
+    def __init__(self, available: bool, simulate: bool) -> None:
+        super().__init__()
+        self.available = available
+        self.simulate = simulate  # no real pinned allocator: stand in for one
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if kwargs.get("pin_memory"):
+            if not self.available:
+                _refuse(f"torch.{name}(..., pin_memory=True)")
+            if self.simulate:
+                return _mark_pinned(func(*args, **{k: v for k, v in kwargs.items() if k != "pin_memory"}))
+        if name == "pin_memory" and args and isinstance(args[0], torch.Tensor):
+            if not self.available:
+                _refuse("tensor.pin_memory()")
+            if self.simulate:  # torch copies into a new page-locked buffer; so do we
+                return _mark_pinned(args[0].detach().clone())
+        if name == "is_pinned" and self.simulate and args and isinstance(args[0], torch.Tensor):
+            return is_pinned_host(args[0])
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def simulated_pinning(available: bool = True) -> Iterator[None]:
+    """Run the block as on a machine where pinned memory is (or, for WSL, is not) available.
+
+    ``is_pin_memory_available()`` answers ``available`` inside the block: read it
+    inside (vLLM's ``Sampler``/runner read it in their constructors).
+    """
+    simulate = not has_cuda()
+    mode = _PinningMode(available, simulate) if (simulate or not available) else nullcontext()
+    _FORCED_PINNING.append(available)
+    try:
+        with mode:
+            yield
+    finally:
+        _FORCED_PINNING.pop()

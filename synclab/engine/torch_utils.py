@@ -1,0 +1,39 @@
+"""Uploading host data to the device: vLLM's ``async_tensor_h2d`` and the code it replaced.
+
+Taught in chapter 3 (pinned ``non_blocking`` transfers). The reader writes
+``async_tensor_h2d`` in Exercise 3.1; this module holds the baseline and the plain
+reference the checks compare against.
+
+Before PR #41429, index tensors went to the device with ``torch.tensor(data,
+device=...)``: a synchronous copy, so the host waited for it (and for everything
+queued before it) on every call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence, Union
+
+import numpy as np
+import torch
+
+from synclab.device import DeviceLike
+
+HostData = Union[Sequence[Any], np.ndarray, torch.Tensor]  # a (nested) list, a NumPy array or a CPU tensor
+
+
+def async_tensor_h2d_baseline(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Before PR #41429: a blocking upload; the host waits until the copy is done."""
+    if isinstance(data, np.ndarray):
+        data = torch.from_numpy(data)
+    if isinstance(data, torch.Tensor):
+        return data.to(device=device, dtype=dtype)
+    return torch.tensor(data, dtype=dtype, device=device)
+
+
+def host_reference(data: HostData, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """What ``async_tensor_h2d(data, device, dtype)`` must hold once the copy has landed (on the host)."""
+    if isinstance(data, np.ndarray):
+        data = torch.from_numpy(data.copy())
+    if isinstance(data, torch.Tensor):
+        return data.detach().clone().to(dtype=dtype) if dtype is not None else data.detach().clone()
+    return torch.tensor(data, dtype=dtype)

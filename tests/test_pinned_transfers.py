@@ -1,0 +1,365 @@
+"""Chapter 3: the checks pass on the solution, and each check fails on a plausible wrong version."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from synclab import pinned_transfers as ch3
+from synclab.device import has_cuda
+from synclab.engine.model_inputs import GPUModelRunnerBaseline
+from synclab.engine.penalties import bincount_baseline, bincount_kernel
+from synclab.engine.sampler import LogprobsTensors, Sampler, SamplerBaseline, compute_token_logprobs
+from synclab.engine.torch_utils import async_tensor_h2d_baseline
+from tests.check_reports import assert_every_check_shown_to_fail, outcome
+from tests.notebook_code import load_function
+
+NOTEBOOK = "solutions/03_pinned_transfers.ipynb"
+_namespace: dict = {}
+async_tensor_h2d = load_function(NOTEBOOK, "async_tensor_h2d", _namespace)
+PinnedSampler = load_function(NOTEBOOK, "PinnedSampler", _namespace)
+PinnedInputsRunner = load_function(NOTEBOOK, "PinnedInputsRunner", _namespace)
+bincount = load_function(NOTEBOOK, "bincount", _namespace)
+my_predictions = load_function(NOTEBOOK, "my_predictions", _namespace)
+
+
+def test_solution_passes_every_check():
+    assert ch3.check_async_tensor_h2d(async_tensor_h2d).passed
+    assert ch3.check_gather_specific_token_logprobs(PinnedSampler).passed
+    assert ch3.check_init_model_kwargs(PinnedInputsRunner).passed
+    assert ch3.check_fast_prefill(PinnedInputsRunner).passed
+    assert ch3.check_bincount(bincount).passed
+    assert ch3.check_sync_predictions(my_predictions).passed
+
+
+def test_sync_counts_before_and_after():
+    before = {"async_tensor_h2d": async_tensor_h2d_baseline, "sampler": SamplerBaseline,
+              "runner": GPUModelRunnerBaseline, "bincount": bincount_baseline}
+    after = {"async_tensor_h2d": async_tensor_h2d, "sampler": PinnedSampler, "runner": PinnedInputsRunner,
+             "bincount": bincount}
+    counts = ch3.sync_counts(before, after, batch_sizes=(1, 16))
+    assert counts["gather_specific_token_logprobs"] == {"before": [1, 16], "after": [0, 0]}
+    assert counts["_init_model_kwargs"] == {"before": [2, 17], "after": [0, 0]}  # one read per request + the upload
+    assert counts["_prepare_kv_sharing_fast_prefill"] == {"before": [1, 1], "after": [0, 0]}
+    assert counts["bincount"] == {"before": [2, 2], "after": [0, 0]}
+    assert counts["async_tensor_h2d"] == {"before": [1, 1], "after": [0, 0]}
+    assert "16 -> 0" in ch3.sync_table(counts, (1, 16))
+
+
+def test_snippets_measure_what_the_book_says():
+    measured = ch3.measure_snippet_syncs()
+    assert list(measured) == ch3.SNIPPETS
+    assert measured["f: rows[idx] = 0"] == "synchronous host-to-device copy"
+    assert measured["g: rows.index_fill_(0, idx, 0)"] == "none"
+    assert sum(v == "none" for v in measured.values()) == 5
+
+
+def test_stale_read_shows_the_hazard():
+    result = ch3.stale_read(4096)
+    assert result["wrong_after_wait"] == 0
+    if not has_cuda():  # simulated: every element is garbage until the event is waited for
+        assert result == {"device": "simulated", "num_elements": 4096, "wrong_before_wait": 4096, "wrong_after_wait": 0}
+
+
+@pytest.mark.skipif(has_cuda(), reason="on a GPU the sweep runs")
+def test_bandwidth_needs_a_gpu_and_the_book_says_what_is_missing():
+    assert ch3.bandwidth_sweep() is None
+    fig_bw, fig_host, note = ch3.bandwidth_figures()
+    assert "bench ch3" in note and not fig_bw.data and not fig_host.data  # nothing drawn as if measured
+
+
+# ----------------------------------------------------------------------------- wrong versions of 3.1
+
+
+def h2d_pageable(data, device, dtype=None):
+    return torch.as_tensor(np.asarray(data) if not isinstance(data, torch.Tensor) else data,
+                           dtype=dtype).to(device, non_blocking=True)
+
+
+def h2d_hard_pinned(data, device, dtype=None):  # the review's catch: pin_memory=True hard-coded
+    if isinstance(data, np.ndarray):
+        data = torch.from_numpy(data)
+    host = data.pin_memory() if isinstance(data, torch.Tensor) else torch.tensor(data, dtype=dtype, pin_memory=True)
+    return host.to(device=device, dtype=dtype, non_blocking=True)
+
+
+def h2d_ignores_dtype(data, device, dtype=None):
+    return async_tensor_h2d(data, device)
+
+
+def h2d_blocking_from_pinned(data, device, dtype=None):
+    from synclab.device import is_pin_memory_available
+    host = torch.tensor(np.asarray(data).tolist() if not isinstance(data, list) else data, dtype=dtype,
+                        pin_memory=is_pin_memory_available())
+    return host.to(device)
+
+
+def h2d_returns_host(data, device, dtype=None):
+    return torch.tensor(np.asarray(data).tolist() if not isinstance(data, list) else data, dtype=dtype)
+
+
+WRONG_3_1 = [
+    (async_tensor_h2d_baseline, "0 syncs"),
+    (h2d_pageable, "0 syncs"),
+    (h2d_hard_pinned, "WSL"),
+    (h2d_ignores_dtype, "same values"),
+    (h2d_blocking_from_pinned, "0 syncs"),
+    (h2d_returns_host, "same values"),
+]
+
+
+@pytest.mark.parametrize("wrong,failing_check", WRONG_3_1, ids=[w.__name__ for w, _ in WRONG_3_1])
+def test_3_1_checks_catch_wrong_versions(wrong, failing_check):
+    report = ch3.check_async_tensor_h2d(wrong, seed=0)
+    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+# ----------------------------------------------------------------------------- wrong versions of 3.2
+
+
+class SampledFromHost(PinnedSampler):  # fills column 0 on the host: reads `sampled` back
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        out = super().gather_specific_token_logprobs(logits, logprob_token_ids, sampled)
+        sampled.cpu()
+        return out
+
+
+class NoPaddingMask(PinnedSampler):
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        out = super().gather_specific_token_logprobs(logits, logprob_token_ids, sampled)
+        return out and out._replace(logprobs=compute_token_logprobs(logits, out.logprob_token_ids.long()))
+
+
+class RankCountsTies(PinnedSampler):  # >= counts the sampled token itself
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        out = super().gather_specific_token_logprobs(logits, logprob_token_ids, sampled)
+        ranks = (logits >= logits.gather(-1, sampled.unsqueeze(-1))).sum(dim=-1)
+        return out and out._replace(selected_token_ranks=ranks)
+
+
+class NoEarlyReturn(Sampler):
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        width = max(len(t) for t in logprob_token_ids.values())  # ValueError on {}
+        return PinnedSampler.gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled) if width >= 0 else None
+
+
+class FixedWidth(PinnedSampler):  # a hard-coded width of 6 requested ids
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        return super().gather_specific_token_logprobs(logits, {r: t[:6] for r, t in logprob_token_ids.items()}, sampled)
+
+
+class PageableSampler(PinnedSampler):
+    def __init__(self):
+        super().__init__()
+        self.pin_memory = False  # as if the flag were never read
+
+
+class HardPinnedSampler(PinnedSampler):
+    def __init__(self):
+        super().__init__()
+        self.pin_memory = True
+
+
+WRONG_3_2 = [
+    (SamplerBaseline, "0 syncs"),
+    (SampledFromHost, "0 syncs"),
+    (NoPaddingMask, "fixed cases"),
+    (NoPaddingMask, "random batches"),
+    (RankCountsTies, "fixed cases"),
+    (NoEarlyReturn, "None"),
+    (FixedWidth, "random batches"),
+    (PageableSampler, "0 syncs"),
+    (HardPinnedSampler, "WSL"),
+]
+
+
+@pytest.mark.parametrize("wrong,failing_check", WRONG_3_2, ids=[f"{w.__name__}-{c}" for w, c in WRONG_3_2])
+def test_3_2_checks_catch_wrong_versions(wrong, failing_check):
+    report = ch3.check_gather_specific_token_logprobs(wrong, seed=0)
+    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+# ----------------------------------------------------------------------------- wrong versions of 3.3 and 3.4
+
+
+class DeviceLengths(PinnedInputsRunner):  # reads the device lengths back, all at once
+    def _init_model_kwargs(self):
+        self.optimistic_seq_lens_cpu[:self.input_batch.num_reqs] = torch.tensor(
+            self.seq_lens[:self.input_batch.num_reqs].tolist(), dtype=torch.int32)
+        return super()._init_model_kwargs()
+
+
+class StrictBoundary(PinnedInputsRunner):  # > instead of >=: the document's first token gets type 0
+    def _init_model_kwargs(self):
+        out = super()._init_model_kwargs()
+        if out:
+            shifted = self._token_type_id_requests()
+            lens = self.optimistic_seq_lens_cpu[:self.input_batch.num_reqs].tolist()
+            ids = [(torch.arange(n) > shifted.get(i, n)).int() for i, n in enumerate(lens)]
+            out["token_type_ids"] = ch3.to_device(torch.cat(ids))
+        return out
+
+
+class AlwaysPassesTypes(PinnedInputsRunner):
+    def _init_model_kwargs(self):
+        if not self.is_pooling_model:
+            return {}
+        lens = self.optimistic_seq_lens_cpu[:self.input_batch.num_reqs].tolist()
+        return {"token_type_ids": ch3.to_device(torch.zeros(sum(lens), dtype=torch.int32))}
+
+
+class PageableTypes(PinnedInputsRunner):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.pin_memory = False
+
+
+class HardPinnedTypes(PinnedInputsRunner):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.pin_memory = True
+
+
+class ZeroPadding(PinnedInputsRunner):
+    def _prepare_kv_sharing_fast_prefill(self, logits_indices):
+        n = logits_indices.shape[0]
+        assert n > 0
+        buf = self.kv_sharing_fast_prefill_logits_indices
+        buf[:n].copy_(logits_indices)
+        buf[n:] = 0
+        return buf[:self.pad_for_cudagraph(n)]
+
+
+class StaleTail(PinnedInputsRunner):  # copies the indices, leaves the tail as the last step left it
+    def _prepare_kv_sharing_fast_prefill(self, logits_indices):
+        n = logits_indices.shape[0]
+        assert n > 0
+        self.kv_sharing_fast_prefill_logits_indices[:n].copy_(logits_indices)
+        return self.kv_sharing_fast_prefill_logits_indices[:self.pad_for_cudagraph(n)]
+
+
+class NewTensor(PinnedInputsRunner):  # right values, but not in the buffer CUDA graphs replay with
+    def _prepare_kv_sharing_fast_prefill(self, logits_indices):
+        padded = super()._prepare_kv_sharing_fast_prefill(logits_indices)
+        return padded.clone()
+
+
+class SilentOnEmpty(PinnedInputsRunner):
+    def _prepare_kv_sharing_fast_prefill(self, logits_indices):
+        if logits_indices.shape[0] == 0:
+            return self.kv_sharing_fast_prefill_logits_indices[:0]
+        return super()._prepare_kv_sharing_fast_prefill(logits_indices)
+
+
+class Unpadded(PinnedInputsRunner):
+    def _prepare_kv_sharing_fast_prefill(self, logits_indices):
+        return super()._prepare_kv_sharing_fast_prefill(logits_indices)[:logits_indices.shape[0]]
+
+
+WRONG_3_3 = [
+    (GPUModelRunnerBaseline, "0 syncs"),
+    (DeviceLengths, "0 syncs"),
+    (StrictBoundary, "fixed case"),
+    (StrictBoundary, "random batches"),
+    (AlwaysPassesTypes, "nothing to pass"),
+    (PageableTypes, "0 syncs"),
+    (HardPinnedTypes, "WSL"),
+]
+WRONG_3_4 = [
+    (GPUModelRunnerBaseline, "0 syncs"),
+    (ZeroPadding, "fixed cases"),
+    (StaleTail, "fixed cases"),
+    (StaleTail, "random steps"),
+    (NewTensor, "fixed cases"),
+    (SilentOnEmpty, "fail loudly"),
+    (Unpadded, "random steps"),
+]
+
+
+@pytest.mark.parametrize("wrong,failing_check", WRONG_3_3, ids=[f"{w.__name__}-{c}" for w, c in WRONG_3_3])
+def test_3_3_checks_catch_wrong_versions(wrong, failing_check):
+    report = ch3.check_init_model_kwargs(wrong, seed=0)
+    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+@pytest.mark.parametrize("wrong,failing_check", WRONG_3_4, ids=[f"{w.__name__}-{c}" for w, c in WRONG_3_4])
+def test_3_4_checks_catch_wrong_versions(wrong, failing_check):
+    report = ch3.check_fast_prefill(wrong, seed=0)
+    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+# ----------------------------------------------------------------------------- wrong versions of 3.5
+
+
+def bincount_noop_zero(idx_mapping, all_token_ids, prompt_len, prefill_len, mask, counts, max_len):
+    idx = idx_mapping.long()
+    mask[idx].zero_()  # zeroes a copy: the bug a reviewer caught
+    counts[idx].zero_()
+    bincount_kernel(idx, all_token_ids, prompt_len, prefill_len, mask, counts, max_len)
+
+
+def bincount_zero_all(idx_mapping, all_token_ids, prompt_len, prefill_len, mask, counts, max_len):
+    mask.zero_()
+    counts.zero_()
+    bincount_kernel(idx_mapping, all_token_ids, prompt_len, prefill_len, mask, counts, max_len)
+
+
+def bincount_masked_fill(idx_mapping, all_token_ids, prompt_len, prefill_len, mask, counts, max_len):
+    rows = torch.zeros(mask.shape[0], dtype=torch.bool, device=mask.device)
+    rows[idx_mapping.long()] = True  # the same host-scalar copy, one step removed
+    mask.masked_fill_(rows.unsqueeze(1), 0)
+    counts.masked_fill_(rows.unsqueeze(1), 0)
+    bincount_kernel(idx_mapping, all_token_ids, prompt_len, prefill_len, mask, counts, max_len)
+
+
+WRONG_3_5 = [
+    (bincount_noop_zero, "really zeroed"),
+    (bincount_noop_zero, "random states"),
+    (bincount_zero_all, "untouched"),
+    (bincount_baseline, "0 syncs"),
+    (bincount_masked_fill, "0 syncs"),
+]
+
+
+@pytest.mark.parametrize("wrong,failing_check", WRONG_3_5, ids=[f"{w.__name__}-{c}" for w, c in WRONG_3_5])
+def test_3_5_checks_catch_wrong_versions(wrong, failing_check):
+    report = ch3.check_bincount(wrong, seed=0)
+    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+def test_every_check_is_shown_to_fail():
+    assert_every_check_shown_to_fail(ch3.CHECKS_3_1, WRONG_3_1)
+    assert_every_check_shown_to_fail(ch3.CHECKS_3_2, WRONG_3_2)
+    assert_every_check_shown_to_fail(ch3.CHECKS_3_3, WRONG_3_3)
+    assert_every_check_shown_to_fail(ch3.CHECKS_3_4, WRONG_3_4)
+    assert_every_check_shown_to_fail(ch3.CHECKS_3_5, WRONG_3_5)
+
+
+def test_wrong_predictions_fail_with_the_snippet_named():
+    def swapped():
+        answers = dict(my_predictions())
+        f, g = "f: rows[idx] = 0", "g: rows.index_fill_(0, idx, 0)"
+        answers[f], answers[g] = answers[g], answers[f]
+        return answers
+
+    report = ch3.check_sync_predictions(swapped)
+    assert not report.passed and "f: rows[idx] = 0: you said 'none'" in str(report)
+    assert not ch3.check_sync_predictions(lambda: {k: None for k in ch3.SNIPPETS}).passed
+    assert not ch3.check_sync_predictions(lambda: {"a": None}).passed
+
+
+def test_random_cases_depend_on_the_seed():
+    a = ch3.logprob_case(random.Random(1), 4, 64)[1]
+    b = ch3.logprob_case(random.Random(2), 4, 64)[1]
+    assert a != b
+
+
+def test_a_stub_reports_not_implemented():
+    def stub(*args, **kwargs):
+        raise NotImplementedError("Exercise 3.1")
+
+    report = ch3.check_async_tensor_h2d(stub)
+    assert {o.status for o in report.outcomes} == {"not implemented"}

@@ -1,0 +1,63 @@
+"""The pinned-memory simulation of chapter 3: a GPU machine, and the WSL case."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from synclab.device import SIM_DEVICE, has_cuda, is_pin_memory_available, is_pinned_host, pick_device
+from synclab.engine.sim_pinning import PinnedMemoryUnavailable, simulated_pinning
+from synclab.syncs import SyncKind, count_syncs
+
+
+def test_available_pinning_gives_pinned_host_tensors():
+    with simulated_pinning(True):
+        assert is_pin_memory_available()
+        made = torch.zeros(3, pin_memory=True)
+        copied = torch.arange(4).pin_memory()
+        assert is_pinned_host(made) and made.is_pinned()
+        assert is_pinned_host(copied) and copied.tolist() == [0, 1, 2, 3]
+        assert not torch.zeros(3).is_pinned()
+
+
+def test_pin_memory_copies_the_source():
+    with simulated_pinning(True):
+        source = torch.arange(4)
+        pinned = source.pin_memory()
+        source[0] = 99
+        assert pinned[0] == 0
+
+
+def test_wsl_refuses_pinning_and_says_why():
+    with simulated_pinning(False):
+        assert not is_pin_memory_available()
+        with pytest.raises(PinnedMemoryUnavailable, match="WSL"):
+            torch.zeros(3, pin_memory=True)
+        with pytest.raises(PinnedMemoryUnavailable, match="is_pin_memory_available"):
+            torch.arange(3).pin_memory()
+        torch.zeros(3, pin_memory=False)  # passing the flag is fine
+
+
+def test_pageable_non_blocking_counts_only_where_pinning_was_possible():
+    dev = pick_device()
+    with simulated_pinning(True), count_syncs() as report:
+        torch.arange(8).to(dev, non_blocking=True)
+        torch.arange(8, pin_memory=True).to(dev, non_blocking=True)
+        torch.zeros(8, pin_memory=False).to(dev, non_blocking=True)  # a hard-coded False is still pageable
+    assert [e.kind for e in report.events] == [SyncKind.PAGEABLE_NON_BLOCKING] * 2
+    with simulated_pinning(False), count_syncs() as report:
+        torch.arange(8).to(dev, non_blocking=True)  # the best WSL can do
+        torch.arange(8).to(dev)  # still a blocking copy
+    assert [e.kind for e in report.events] == [SyncKind.H2D_COPY]
+
+
+def test_the_answer_is_restored_after_the_block():
+    before = is_pin_memory_available()
+    with simulated_pinning(not before):
+        pass
+    assert is_pin_memory_available() == before
+
+
+@pytest.mark.skipif(has_cuda(), reason="a GPU has no simulated device")
+def test_simulated_device_is_the_cpu_stand_in():
+    assert pick_device() == SIM_DEVICE
