@@ -111,11 +111,6 @@ WRONG_3_1 = [
 ]
 
 
-@pytest.mark.parametrize("wrong,failing_check", WRONG_3_1, ids=[w.__name__ for w, _ in WRONG_3_1])
-def test_3_1_checks_catch_wrong_versions(wrong, failing_check):
-    report = ch3.check_async_tensor_h2d(wrong, seed=0)
-    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
-
 
 # ----------------------------------------------------------------------------- wrong versions of 3.2
 
@@ -175,11 +170,6 @@ WRONG_3_2 = [
     (HardPinnedSampler, "WSL"),
 ]
 
-
-@pytest.mark.parametrize("wrong,failing_check", WRONG_3_2, ids=[f"{w.__name__}-{c}" for w, c in WRONG_3_2])
-def test_3_2_checks_catch_wrong_versions(wrong, failing_check):
-    report = ch3.check_gather_specific_token_logprobs(wrong, seed=0)
-    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
 
 
 # ----------------------------------------------------------------------------- wrong versions of 3.3 and 3.4
@@ -279,16 +269,6 @@ WRONG_3_4 = [
 ]
 
 
-@pytest.mark.parametrize("wrong,failing_check", WRONG_3_3, ids=[f"{w.__name__}-{c}" for w, c in WRONG_3_3])
-def test_3_3_checks_catch_wrong_versions(wrong, failing_check):
-    report = ch3.check_init_model_kwargs(wrong, seed=0)
-    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
-
-
-@pytest.mark.parametrize("wrong,failing_check", WRONG_3_4, ids=[f"{w.__name__}-{c}" for w, c in WRONG_3_4])
-def test_3_4_checks_catch_wrong_versions(wrong, failing_check):
-    report = ch3.check_fast_prefill(wrong, seed=0)
-    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
 
 
 # ----------------------------------------------------------------------------- wrong versions of 3.5
@@ -324,9 +304,17 @@ WRONG_3_5 = [
 ]
 
 
-@pytest.mark.parametrize("wrong,failing_check", WRONG_3_5, ids=[f"{w.__name__}-{c}" for w, c in WRONG_3_5])
-def test_3_5_checks_catch_wrong_versions(wrong, failing_check):
-    report = ch3.check_bincount(wrong, seed=0)
+
+CHECKERS = {"3.1": (ch3.check_async_tensor_h2d, WRONG_3_1), "3.2": (ch3.check_gather_specific_token_logprobs, WRONG_3_2),
+            "3.3": (ch3.check_init_model_kwargs, WRONG_3_3), "3.4": (ch3.check_fast_prefill, WRONG_3_4),
+            "3.5": (ch3.check_bincount, WRONG_3_5)}
+CASES = [(task, wrong, name) for task, (_, wrongs) in CHECKERS.items() for wrong, name in wrongs]
+
+
+@pytest.mark.parametrize("task,wrong,failing_check", CASES,
+                         ids=[f"{t}-{w.__name__}-{c}" for t, w, c in CASES])
+def test_each_check_catches_a_wrong_version(task, wrong, failing_check):
+    report = CHECKERS[task][0](wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
 
 
