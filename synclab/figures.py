@@ -97,6 +97,20 @@ def bandwidth_figure(result: dict[str, Any], metric: str, title: str, label: str
                    xaxis_type="log", yaxis_type="log" if metric == "host_us" else None, height=400)
 
 
+def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[float]], published: dict[str, float],
+                      label: str, device_step_us: float) -> go.Figure:
+    """MODEL: loop throughput over output length from measured host costs, with published figures as dashed lines."""
+    fig = go.Figure()
+    for color, (variant, ys) in zip(VARIANT_COLORS, tokens_per_s.items()):
+        fig.add_trace(go.Scatter(x=list(lengths), y=list(ys), name=variant, mode="lines+markers", line_color=color))
+    for dash, (name, value) in zip(("dash", "dot"), published.items()):
+        fig.add_trace(go.Scatter(x=list(lengths), y=[value] * len(lengths), mode="lines", name=f"PR #42938, {name}",
+                                 line={"dash": dash, "color": "#333"}))
+    return _layout(fig, f"MODEL: async decode loop, device step {device_step_us / 1000:.0f} ms",
+                   f"host costs measured on {label}; the loop is a model", xaxis_title="output tokens per request",
+                   yaxis_title="tokens/s", xaxis_type="log", yaxis_type="log", height=400)
+
+
 def missing_figure(title: str, message: str) -> go.Figure:
     """An empty chart that says which measurement is missing and how to record it (nothing is drawn as data)."""
     fig = go.Figure()

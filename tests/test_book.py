@@ -50,7 +50,9 @@ RENDER_TIMEOUT_MS = 30_000
 EXPECTED_CHARTS: dict[str, int] = {"book/00_primer.html": 5, "solutions/00_primer.html": 3,
                                    "book/01_slice_then_split.html": 4, "solutions/01_slice_then_split.html": 4,
                                    "book/02_lazy_streams.html": 2, "solutions/02_lazy_streams.html": 2,
-                                   "book/03_pinned_transfers.html": 5, "solutions/03_pinned_transfers.html": 5}
+                                   "book/03_pinned_transfers.html": 5, "solutions/03_pinned_transfers.html": 5,
+                                   "book/04_reverse_placeholder_scans.html": 2,
+                                   "solutions/04_reverse_placeholder_scans.html": 2}
 # Pages that must show typeset math.
 EXPECTED_MATH: set[str] = {"book/00_primer.html"}
 # Pages that must show an ipywidgets slider. None today: the primer's slider is a plotly

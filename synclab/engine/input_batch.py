@@ -1,0 +1,124 @@
+"""The async-scheduling bookkeeping of vLLM's ``InputBatch``: ``-1`` placeholders and their repair.
+
+Taught in chapter 4 (reverse placeholder scans). Under async scheduling the host
+schedules step *i+1* before step *i*'s sampled tokens are back. Each running
+request's output list therefore gets a ``-1`` placeholder per token in flight
+(several under speculative decoding, one per draft, optimistically accepted).
+When the sampling step needs the output history (penalties, bad words, some
+logits processors), ``update_async_output_token_ids`` replaces the trailing
+placeholders with the ids sampled last step. Names follow
+``vllm/v1/worker/gpu_input_batch.py`` and ``gpu_model_runner.py``:
+
+* :class:`CachedRequestState` — a request's state; its ``output_token_ids`` list
+  is **the same object** as the batch's ``req_output_token_ids[i]``;
+* :class:`InputBatch` — the batch, with ``prev_req_id_to_index`` (each request's
+  row in last step's sampled tensor), ``sampled_token_ids_cpu`` and the event
+  that says when that host copy is complete;
+* :func:`append_placeholders` — what ``_bookkeeping_sync`` (one) and
+  ``_update_states`` (one per draft) do;
+* :class:`InputBatchBaseline` — the code before PR #42938: ``list.index(-1)``
+  finds the first placeholder by scanning the whole output history.
+
+The reader writes the reverse scan in Exercise 4.1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+PLACEHOLDER = -1  # a real token id is never -1
+
+
+@dataclass
+class CachedRequestState:
+    req_id: str
+    prompt_token_ids: list[int]
+    output_token_ids: list[int] = field(default_factory=list)  # shared with InputBatch.req_output_token_ids
+
+
+@dataclass
+class SamplingMetadata:
+    output_token_ids: list[list[int]]  # one list per request, or [] when no sampler feature needs the history
+
+
+class InputBatch:
+    """The running requests of one step, in batch order."""
+
+    def __init__(self) -> None:
+        self.req_ids: list[str] = []
+        self.req_output_token_ids: list[list[int]] = []  # the request states' own lists, not copies
+        self.sampling_metadata = SamplingMetadata(self.req_output_token_ids)
+        self.prev_req_id_to_index: dict[str, int] = {}  # req_id -> row of last step's sampled ids
+        self.sampled_token_ids_cpu: torch.Tensor | None = None  # [prev_num_reqs, 1 + num_spec] int64 host, -1 padded
+        self.async_copy_ready_event: Any = None  # a CUDA event recorded after that host copy
+
+    @property
+    def num_reqs(self) -> int:
+        return len(self.req_ids)
+
+    def add_request(self, request: CachedRequestState) -> None:
+        self.req_ids.append(request.req_id)
+        self.req_output_token_ids.append(request.output_token_ids)  # the reference, so updates reach the request
+
+    def set_async_sampled_token_ids(self, sampled_token_ids_cpu: torch.Tensor, event: Any) -> None:
+        """Keep last step's sampled ids (and their event) only if the sampler will read the output history."""
+        if self.sampling_metadata.output_token_ids:
+            self.sampled_token_ids_cpu, self.async_copy_ready_event = sampled_token_ids_cpu, event
+        else:
+            self.sampled_token_ids_cpu, self.async_copy_ready_event = None, None
+
+    def update_async_output_token_ids(self) -> None:
+        raise NotImplementedError
+
+
+def append_placeholders(request: CachedRequestState, num_tokens: int = 1) -> None:
+    """Extend the request's output with ``num_tokens`` placeholders: tokens sampled but not yet on the host."""
+    request.output_token_ids.extend([PLACEHOLDER] * num_tokens)
+
+
+class InputBatchBaseline(InputBatch):
+    """Before PR #42938: the first placeholder is found by a forward scan of the whole output."""
+
+    def update_async_output_token_ids(self) -> None:
+        output_token_ids = self.sampling_metadata.output_token_ids
+        if self.sampled_token_ids_cpu is None or not output_token_ids:
+            return
+        sampled_token_ids = None
+        for index, req_id in enumerate(self.req_ids):
+            prev_index = self.prev_req_id_to_index.get(req_id)
+            if prev_index is None:
+                continue  # a new request: nothing in flight
+            req_output_token_ids = output_token_ids[index]
+            if not req_output_token_ids or req_output_token_ids[-1] != PLACEHOLDER:
+                continue
+            if sampled_token_ids is None:
+                self.async_copy_ready_event.synchronize()  # at most once per step
+                sampled_token_ids = self.sampled_token_ids_cpu.tolist()
+            new_ids: list[int] = sampled_token_ids[prev_index]
+            if not new_ids:
+                continue
+            num_sampled_ids = len(new_ids) if new_ids[-1] != PLACEHOLDER else new_ids.index(PLACEHOLDER)
+            first_placeholder = req_output_token_ids.index(PLACEHOLDER)  # O(output length), every step
+            num_placeholders = len(req_output_token_ids) - first_placeholder
+            num_to_replace = min(num_sampled_ids, num_placeholders)
+            del new_ids[num_to_replace:]
+            req_output_token_ids[first_placeholder:] = new_ids
+
+
+def update_reference(outputs: list[list[int]], sampled: list[list[int]], rows: list[int | None]) -> list[list[int]]:
+    """The lists after the repair, computed on copies: ``rows[i]`` is request i's row in ``sampled`` (None: new)."""
+    result = []
+    for ids, row in zip(outputs, rows):
+        ids = list(ids)
+        trailing = 0
+        while trailing < len(ids) and ids[len(ids) - 1 - trailing] == PLACEHOLDER:
+            trailing += 1
+        if row is not None and trailing and sampled[row]:
+            new = sampled[row]
+            valid = new.index(PLACEHOLDER) if PLACEHOLDER in new else len(new)
+            ids[len(ids) - trailing:] = new[:min(valid, trailing)]
+        result.append(ids)
+    return result

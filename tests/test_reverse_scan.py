@@ -1,0 +1,128 @@
+"""Chapter 4: the checks pass on the solution, and each check fails on a plausible wrong version."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from synclab import reverse_scan as ch4
+from synclab.engine.input_batch import PLACEHOLDER, InputBatchBaseline, update_reference
+from tests.check_reports import assert_every_check_shown_to_fail, outcome
+from tests.notebook_code import load_function
+
+NOTEBOOK = "solutions/04_reverse_placeholder_scans.ipynb"
+_namespace: dict = {}
+ReverseScanBatch = load_function(NOTEBOOK, "ReverseScanBatch", _namespace)
+host_bottleneck_length = load_function(NOTEBOOK, "host_bottleneck_length", _namespace)
+
+
+def test_solution_passes_every_check():
+    assert ch4.check_update_async_output_token_ids(ReverseScanBatch).passed
+    assert ch4.check_bottleneck_model(host_bottleneck_length).passed
+
+
+def test_work_is_counted_the_same_on_any_machine():
+    assert ch4.elements_touched(ReverseScanBatch, 100) == ch4.elements_touched(ReverseScanBatch, 60_000)
+    assert ch4.elements_touched(InputBatchBaseline, 60_000) > 500 * ch4.elements_touched(InputBatchBaseline, 100) / 2
+
+
+def test_reference_on_the_issue_examples():
+    assert update_reference([[5, 6, -1, -1, -1]], [[7, 8, -1]], [0]) == [[5, 6, 7, 8]]
+    assert update_reference([[5, 6]], [[7]], [0]) == [[5, 6]]
+
+
+def test_decode_step_repeats_and_variants_agree():
+    fwd, rev = ch4.decode_step(InputBatchBaseline, 50, 4), ch4.decode_step(ReverseScanBatch, 50, 4)
+    assert fwd() == rev() == [7, 7, 7, 7]
+    assert rev() == [7, 7, 7, 7]  # a second step works on the grown lists
+
+
+def test_loop_model_takes_the_slower_side():
+    tps = ch4.loop_model({"x": [5_000.0, 20_000.0]}, (100, 1000), device_step_us=10_000.0, num_reqs=100)
+    assert tps == {"x": [10_000.0, 5_000.0]}
+
+
+# ----------------------------------------------------------------------------- wrong versions of 4.1
+
+
+class Rebuilds(ReverseScanBatch):  # builds a new list: the request state never sees the tokens
+    def update_async_output_token_ids(self):
+        out = self.sampling_metadata.output_token_ids
+        snapshot = [list(ids) for ids in out]
+        self.sampling_metadata.output_token_ids = snapshot
+        super().update_async_output_token_ids()
+
+
+class WaitsPerRequest(ReverseScanBatch):
+    def update_async_output_token_ids(self):
+        if self.async_copy_ready_event is not None and self.sampling_metadata.output_token_ids:
+            for _ in self.req_ids:
+                self.async_copy_ready_event.synchronize()
+        super().update_async_output_token_ids()
+
+
+class ReplacesOnlyOne(ReverseScanBatch):  # the first version (#26467): one placeholder, one token
+    def update_async_output_token_ids(self):
+        out = self.sampling_metadata.output_token_ids
+        if self.sampled_token_ids_cpu is None or not out:
+            return
+        sampled = None
+        for i, req_id in enumerate(self.req_ids):
+            prev = self.prev_req_id_to_index.get(req_id)
+            if prev is None or not out[i] or out[i][-1] != PLACEHOLDER:
+                continue
+            if sampled is None:
+                self.async_copy_ready_event.synchronize()
+                sampled = self.sampled_token_ids_cpu.tolist()
+            out[i][-1] = sampled[prev][0]
+
+
+class NoPrevCheck(ReverseScanBatch):  # treats a new request as if it sat in row 0
+    def update_async_output_token_ids(self):
+        for req_id in self.req_ids:
+            self.prev_req_id_to_index.setdefault(req_id, 0)
+        super().update_async_output_token_ids()
+
+
+def host_model_two_points(costs_us, device_step_us):  # a line through the first and last points only
+    (x0, y0), (x1, y1) = min(costs_us.items()), max(costs_us.items())
+    slope = (y1 - y0) / (x1 - x0)
+    if y0 >= device_step_us:
+        return 0
+    return None if slope <= 0 else int((device_step_us - y0) / slope + x0)
+
+
+WRONG_4_1 = [
+    (InputBatchBaseline, "fixed cases"),
+    (InputBatchBaseline, "random steps"),
+    (InputBatchBaseline, "work per step"),
+    (ReplacesOnlyOne, "fixed cases"),
+    (Rebuilds, "in place"),
+    (WaitsPerRequest, "at most one wait"),
+    (NoPrevCheck, "new request"),
+]
+
+
+@pytest.mark.parametrize("wrong,failing_check", WRONG_4_1, ids=[f"{w.__name__}-{c}" for w, c in WRONG_4_1])
+def test_4_1_checks_catch_wrong_versions(wrong, failing_check):
+    report = ch4.check_update_async_output_token_ids(wrong, seed=0)
+    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+WRONG_4_2 = [(host_model_two_points, "fixed cost tables"), (host_model_two_points, "random cost tables")]
+
+
+@pytest.mark.parametrize("wrong,failing_check", WRONG_4_2, ids=[c for _, c in WRONG_4_2])
+def test_4_2_checks_catch_wrong_versions(wrong, failing_check):
+    report = ch4.check_bottleneck_model(wrong, seed=0)
+    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+def test_every_check_is_shown_to_fail():
+    assert_every_check_shown_to_fail(ch4.CHECKS_4_1, WRONG_4_1)
+    assert_every_check_shown_to_fail(ch4.CHECKS_4_2, WRONG_4_2)
+
+
+def test_random_steps_depend_on_the_seed():
+    assert ch4.random_step(random.Random(1), 8) != ch4.random_step(random.Random(2), 8)
