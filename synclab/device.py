@@ -90,8 +90,6 @@ def is_pin_memory_available() -> bool:
     return _probe_pin_memory()
 
 
-is_pin_memory_available.cache_clear = _probe_pin_memory.cache_clear  # type: ignore[attr-defined]
-
 
 def pinning_is_simulated() -> bool:
     """True inside ``simulated_pinning``: whether pinning is possible is then decided there."""

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
-from synclab.device import SIM_DEVICE, has_cuda, synchronize
+from synclab.device import SIM_DEVICE, has_cuda, is_pinned_host, synchronize
 from synclab.engine import sim_cuda
 from synclab.engine.model_runner import (
     ModelRunnerOutput,
@@ -242,7 +242,7 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
         alive = sum(r() is not None for r in raw_refs)
         expect(alive == 0, f"{alive} device tensor(s) still referenced after get_output()",
                hint="drop the reference (del self._raw...) once the copy has landed")
-        unpinned = [i for i, t in enumerate(output.pooler_output) if t is not None and not sim_cuda.is_pinned_host(t)]
+        unpinned = [i for i, t in enumerate(output.pooler_output) if t is not None and not is_pinned_host(t)]
         expect(not unpinned, f"host buffers {unpinned} are not pinned", hint="a non-blocking copy to pageable memory "
                "is synchronous; let _copy_pooler_output_to_cpu allocate pinned buffers")
 

@@ -15,15 +15,14 @@ and, where memory gets pinned, once more as on WSL (``simulated_pinning(False)``
 
 from __future__ import annotations
 
-import math
 import random
 from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
 
-from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
-from synclab.device import is_device_tensor, pick_device, to_device
+from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks
+from synclab.device import is_device_tensor, is_pin_memory_available, pick_device, to_device
 from synclab.engine.model_inputs import (GPUModelRunner, fast_prefill_reference, token_type_ids_reference)
 from synclab.engine.penalties import bincount_reference
 from synclab.engine.pool_metadata import PoolingParams
@@ -60,9 +59,8 @@ def _on_wsl(fn: Callable[[], Any], case: str) -> tuple[Any, SyncReport]:
     try:
         return _counted(fn)
     except PinnedMemoryUnavailable as exc:
-        expect(False, "asked for pinned memory where the platform has none", got=str(exc).split(":")[0],
-               hint=WSL_HINT, case=case)
-        raise  # unreachable: expect raised
+        raise CheckFailed("asked for pinned memory where the platform has none", got=str(exc).split(":")[0],
+                          hint=WSL_HINT, case=case) from None
 
 
 # ----------------------------------------------------------------------------- Exercise 3.1: async_tensor_h2d
@@ -505,23 +503,20 @@ def check_bincount(impl: BincountFunction, seed: int | None = None) -> CheckRepo
 # ----------------------------------------------------------------------------- Exercise 3.6: which sync, and why
 
 
-def _snippets() -> dict[str, Callable[[], object]]:
+def _snippets(device: Any = None) -> dict[str, Callable[[], object]]:
     """Snippets whose sync the reader predicts. ``x``, ``idx``, ``seq_lens``, ``rows`` live on the device."""
-    from synclab.device import is_pin_memory_available
-
-    dev = pick_device()
-    x = to_device(torch.arange(16, dtype=torch.int32))  # [16] device
-    idx = to_device(torch.tensor([0, 2]))  # [2] device
-    seq_lens = to_device(torch.tensor([7, 3]))  # [2] device
-    rows = to_device(torch.ones(4, 8))  # [4, 8] device
-    buf = to_device(torch.zeros(32, dtype=torch.int32))  # [32] device
+    dev = device if device is not None else pick_device()
+    x = to_device(torch.arange(16, dtype=torch.int32), dev)  # [16] device
+    idx = to_device(torch.tensor([0, 2]), dev)  # [2] device
+    seq_lens = to_device(torch.tensor([7, 3]), dev)  # [2] device
+    rows = to_device(torch.ones(4, 8), dev)  # [4, 8] device
+    buf = to_device(torch.zeros(32, dtype=torch.int32), dev)  # [32] device
     ids = [3, 1, 4, 1, 5]
-    pin = is_pin_memory_available()
     return {
         "a: torch.tensor(ids, device=dev)": lambda: torch.tensor(ids, device=dev),
         "b: torch.tensor(ids).to(dev, non_blocking=True)": lambda: torch.tensor(ids).to(dev, non_blocking=True),
         "c: torch.tensor(ids, pin_memory=pin).to(dev, non_blocking=True)":
-            lambda: torch.tensor(ids, pin_memory=pin).to(dev, non_blocking=True),
+            lambda: torch.tensor(ids, pin_memory=is_pin_memory_available()).to(dev, non_blocking=True),
         "d: buf[16:].fill_(x[-1].item())": lambda: buf[16:].fill_(x[-1].item()),
         "e: buf[16:] = x[-1]": lambda: buf.__setitem__(slice(16, None), x[-1]),
         "f: rows[idx] = 0": lambda: rows.__setitem__(idx, 0),
@@ -532,10 +527,7 @@ def _snippets() -> dict[str, Callable[[], object]]:
     }
 
 
-SNIPPETS = ["a: torch.tensor(ids, device=dev)", "b: torch.tensor(ids).to(dev, non_blocking=True)",
-            "c: torch.tensor(ids, pin_memory=pin).to(dev, non_blocking=True)", "d: buf[16:].fill_(x[-1].item())",
-            "e: buf[16:] = x[-1]", "f: rows[idx] = 0", "g: rows.index_fill_(0, idx, 0)", "h: rows[idx].zero_()",
-            "i: torch.arange(seq_lens[0])", "j: x.to('cpu', non_blocking=True)"]
+SNIPPETS = list(_snippets("cpu"))  # the names only: no device touched at import
 
 
 def measure_snippet_syncs() -> dict[str, str]:
@@ -573,11 +565,6 @@ BATCH_SIZES = (1, 4, 16, 64, 256)
 PROFILE_VOCAB = 4096
 BANDWIDTH_SIZES = tuple(4 * 1024 * 4**k for k in range(9))  # 4 KiB to 256 MiB
 COPY_VARIANTS = ("pageable, blocking", "pageable, non_blocking", "pinned, blocking", "pinned, non_blocking")
-
-
-def _sync_count(fn: Callable[[], Any]) -> int:
-    with simulated_pinning(True):
-        return _counted(fn)[1].count
 
 
 def component_calls(impls: dict[str, Any], num_reqs: int, rng: random.Random) -> dict[str, Callable[[], Any]]:
@@ -618,7 +605,7 @@ def sync_counts(before: dict[str, Any], after: dict[str, Any],
             with simulated_pinning(True):
                 calls = component_calls(impls, n, random.Random(n))
                 for component, call in calls.items():
-                    counts.setdefault(component, {"before": [], "after": []})[label].append(_sync_count(call))
+                    counts.setdefault(component, {"before": [], "after": []})[label].append(_counted(call)[1].count)
     record("ch3", "sync_counts", {"batch_sizes": list(batch_sizes), "counts": counts})
     return counts
 

@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-import torch
 from torch.profiler import ProfilerActivity, profile as torch_profile
 
 from synclab.device import has_cuda, synchronize

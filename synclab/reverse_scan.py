@@ -68,6 +68,13 @@ class CountingList(list):
 # ----------------------------------------------------------------------------- building a step
 
 
+class ReadyEvent:
+    """An event whose copy has already landed: for examples and host-only benchmarks (no device to wait for)."""
+
+    def synchronize(self) -> None:
+        pass
+
+
 def build_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[list[int]], rows: list[int | None],
                event: Any, history_needed: bool = True, counting: bool = False
                ) -> tuple[InputBatch, list[CachedRequestState]]:
@@ -300,12 +307,8 @@ def decode_step(batch_cls: BatchClass, output_len: int, num_reqs: int = PROFILE_
 
     Returns a callable whose result (each request's last token) lets ``sweep`` compare variants.
     """
-    class _ReadyEvent:  # the host copy is already complete in this micro-benchmark
-        def synchronize(self) -> None:
-            pass
-
     outputs = [[3] * output_len for _ in range(num_reqs)]  # small ints: one shared object, ~8 bytes per slot
-    batch, states = build_step(batch_cls, outputs, [[7]] * num_reqs, list(range(num_reqs)), _ReadyEvent())
+    batch, states = build_step(batch_cls, outputs, [[7]] * num_reqs, list(range(num_reqs)), ReadyEvent())
 
     def step() -> list[int]:
         for state in states:

@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from synclab import checks
 from synclab.checks import (REPORT_LOG_ENV, Check, CheckFailed, CheckReport, Outcome, expect, expect_equal,
                             run_checks)
 

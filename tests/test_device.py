@@ -75,5 +75,5 @@ def test_mark_device_marks_in_place():
 
 
 def test_no_pinned_memory_without_cuda():
-    dev.is_pin_memory_available.cache_clear()
+    dev._probe_pin_memory.cache_clear()
     assert is_pin_memory_available() is False

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from synclab.device import SIM_DEVICE, has_cuda, to_device
+from synclab.device import SIM_DEVICE, has_cuda, is_pinned_host, to_device
 from synclab.engine import sim_cuda
 from synclab.engine.model_runner import (
     ModelRunnerOutput,
@@ -42,7 +42,7 @@ def test_a_copy_holds_garbage_until_its_event_is_waited_for():
         assert bool((host == sim_cuda.GARBAGE).all()) and not event.query()
         event.synchronize()
         assert host.tolist() == [0.0, 1.0, 2.0, 3.0] and event.query()
-        assert sim_cuda.is_pinned_host(host)
+        assert is_pinned_host(host)
     assert device.log.ops() == ["create stream", "wait_stream", "copy to host", "record event", "host waits"]
     assert device.streams_created == 1
 

@@ -12,7 +12,7 @@ from synclab import pinned_transfers as ch3
 from synclab.device import has_cuda
 from synclab.engine.model_inputs import GPUModelRunnerBaseline
 from synclab.engine.penalties import bincount_baseline, bincount_kernel
-from synclab.engine.sampler import LogprobsTensors, Sampler, SamplerBaseline, compute_token_logprobs
+from synclab.engine.sampler import Sampler, SamplerBaseline, compute_token_logprobs
 from synclab.engine.torch_utils import async_tensor_h2d_baseline
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function

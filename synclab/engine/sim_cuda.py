@@ -30,7 +30,6 @@ from typing import Any, Callable, Iterator
 import torch
 
 from synclab.device import PIN_INTENT, unmark_device
-from synclab.device import is_pinned_host as is_pinned_host  # re-exported: chapter 2's checks use it
 from synclab.syncs import attribute_syncs_to_callers, record_simulated_wait
 
 attribute_syncs_to_callers(__file__)
