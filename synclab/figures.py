@@ -111,6 +111,51 @@ def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[f
                    yaxis_title="tokens/s", xaxis_type="log", yaxis_type="log", height=400)
 
 
+def per_call_figure(costs: dict[str, dict[str, Any]], title: str, label: str) -> go.Figure:
+    """Median time of one call per question (x) and variant (bars): ``{question: {variant: Timing}}``."""
+    questions = list(costs)
+    variants = list(next(iter(costs.values())))
+    fig = go.Figure()
+    for color, variant in zip(VARIANT_COLORS, variants):
+        ys = [costs[q][variant].median_us for q in questions]
+        fig.add_trace(go.Bar(x=questions, y=ys, name=variant, marker_color=color,
+                             text=[f"{y:.2f} us" for y in ys], textposition="outside"))
+    return _layout(fig, title, f"measured on {label}; median of synclab.benchmark()", barmode="group",
+                   yaxis_title="time per call (us)", height=400)
+
+
+def ops_figure(rows: list[tuple[str, float, float]], title: str, label: str) -> go.Figure:
+    """The torch ops behind one call, from ``profiling.ops_per_call``: self time per call, ops per call as text."""
+    fig = go.Figure(go.Bar(
+        x=[r[2] for r in rows], y=[r[0] for r in rows], orientation="h", marker_color=VARIANT_COLORS[0],
+        text=[f"{r[1]:g} per call" for r in rows], textposition="auto",
+    ))
+    return _layout(fig, title, f"torch.profiler on {label}; the profiler's overhead inflates the times",
+                   xaxis_title="self CPU time per call (us, under the profiler)",
+                   yaxis={"autorange": "reversed"}, height=120 + 45 * max(len(rows), 1))
+
+
+def busy_model_figure(values: Sequence[Any], step_us: dict[str, Sequence[float]], device_steps_us: Sequence[float],
+                      label: str, parameter: str, active: int = 0) -> go.Figure:
+    """MODEL: the device's busy share, device / max(host, device), with a slider over the device step."""
+    fig = go.Figure()
+    for k, device_us in enumerate(device_steps_us):
+        for color, (variant, hosts) in zip(VARIANT_COLORS, step_us.items()):
+            fig.add_trace(go.Scatter(x=[str(v) for v in values], y=[device_us / max(h, device_us) for h in hosts],
+                                     name=variant, mode="lines+markers", line_color=color, visible=k == active,
+                                     legendgroup=variant, showlegend=True))
+    per_step = len(step_us)
+    steps = []
+    for k, device_us in enumerate(device_steps_us):
+        visible = [i // per_step == k for i in range(len(device_steps_us) * per_step)]
+        steps.append({"label": f"{device_us / 1000:g} ms", "method": "update", "args": [{"visible": visible}]})
+    fig.update_layout(sliders=[{"active": active, "currentvalue": {"prefix": "device step: "}, "steps": steps,
+                                "pad": {"t": 60}}])
+    return _layout(fig, "MODEL: device busy share of an async loop, step = max(host, device)",
+                   f"host: scheduler step measured on {label}; the device step is assumed (slider)",
+                   xaxis_title=parameter, yaxis_title="device busy share", yaxis_range=[0, 1.05], height=430)
+
+
 def missing_figure(title: str, message: str) -> go.Figure:
     """An empty chart that says which measurement is missing and how to record it (nothing is drawn as data)."""
     fig = go.Figure()

@@ -102,7 +102,8 @@ def _stub_code(source: str, where: str) -> str:
                 raise LabgenError(f"{where}, line {lineno}: '### END SOLUTION' without "
                                   f"a matching '### BEGIN SOLUTION X.Y'")
             n = sum(1 for r in region if r.strip() and not r.strip().startswith("#"))
-            out.append(f"{indent}# YOUR CODE HERE (~{max(n, 1)} lines)")
+            n = max(n, 1)
+            out.append(f"{indent}# YOUR CODE HERE (~{n} line{'s' if n > 1 else ''})")
             out.append(f'{indent}raise NotImplementedError("Exercise {task}")')
             region = None
         elif _LOOSE_CODE.match(line):

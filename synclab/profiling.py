@@ -147,6 +147,21 @@ def profile(fn: Callable[..., Any], *args: Any, warmup: int = 1, host_depth: int
     return Trace(_events_from_chrome_trace(raw, host_depth))
 
 
+def ops_per_call(fn: Callable[[], Any], calls: int = 200) -> list[tuple[str, float, float]]:
+    """The torch ops one call of ``fn`` runs, under the profiler: (op, ops per call, self us per call).
+
+    Added for chapter 5, where a Python-level call (reading one integer out of a tensor)
+    turns out to be several ops. Most expensive first. The profiler's own overhead
+    inflates the times: read the counts and the proportions, take time from ``benchmark``.
+    """
+    fn()  # build caches and warm up outside the profile
+    with _quiet_stderr(), torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            fn()
+    rows = [(e.key, e.count / calls, e.self_cpu_time_total / calls) for e in prof.key_averages()]
+    return sorted(rows, key=lambda r: -r[2])
+
+
 def _row_order(rows: list[str]) -> list[str]:
     rank = {"regions": 0, "host": 1, "CUDA runtime": 2}
     return sorted(set(rows), key=lambda r: (rank.get(r.split(" · ")[-1], 3), r))

@@ -72,7 +72,7 @@ def test_code_regions_become_stubs_with_line_counts_and_indentation():
         "    # YOUR CODE HERE (~2 lines)\n"
         "    raise NotImplementedError(\"Exercise 1.1\")\n"
         "\n"
-        "# YOUR CODE HERE (~1 lines)\n"
+        "# YOUR CODE HERE (~1 line)\n"
         "raise NotImplementedError(\"Exercise 1.2\")\n"
         "print(z)")
 
@@ -104,7 +104,7 @@ def test_outputs_and_metadata_cleared():
 def test_empty_region_counts_at_least_one_line():
     nb = make_solution("### BEGIN SOLUTION 0.1\n# only a comment\n\n### END SOLUTION")
     assert generate_lab(nb, "s.ipynb").cells[1].source == (
-        "# YOUR CODE HERE (~1 lines)\nraise NotImplementedError(\"Exercise 0.1\")")
+        "# YOUR CODE HERE (~1 line)\nraise NotImplementedError(\"Exercise 0.1\")")
 
 
 @pytest.mark.parametrize("code, expected", [

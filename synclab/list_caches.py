@@ -1,0 +1,551 @@
+"""Chapter 5 — list-based caches: workloads, checks and profiling helpers.
+
+* 5.1 ``PlaceholderRange`` (``engine/mm_inputs.py``): cache the cumsum of the
+  ``is_embed`` mask as a Python ``list[int]`` (PR #40143), and answer
+  ``get_num_embeds`` / ``get_embeds_indices_in_range`` from it, with the two edge
+  cases its review caught (an empty mask, ``end_idx == 0``);
+* 5.2 ``Scheduler._try_schedule_encoder_inputs`` (``engine/scheduler.py``): the
+  per-request loop over multimodal items that asks those questions every step.
+
+The per-query cost is checked twice: as a count of torch calls (the same on any
+machine) and as a time ratio against the tensor cache measured in one run, with
+a bound far below what any machine shows (see ``QUERY_RATIO_BOUND``).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import torch
+
+from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
+from synclab.dispatch import count_torch_calls
+from synclab.engine.mm_inputs import (MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline,
+                                      PlaceholderRangeReference, make_mask)
+from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig, SchedulerReference
+
+RangeClass = type[PlaceholderRange]
+SchedulerClass = type[Scheduler]
+
+
+# ----------------------------------------------------------------------------- masks and ranges
+
+
+def image_mask(rng: random.Random, length: int) -> torch.Tensor | None:
+    """A mask of one of the shapes real processors produce (or None: every position is an embedding)."""
+    kind = rng.choice(["none", "all", "framed", "rows", "random", "random", "no embeds"])
+    if kind == "none":
+        return None
+    if kind == "all":
+        bits = [True] * length
+    elif kind == "framed":  # <start_of_image> soft tokens... <end_of_image>
+        bits = [0 < i < length - 1 for i in range(length)]
+    elif kind == "rows":  # rows of patches, each followed by a row-break token
+        width = rng.randint(1, 8)
+        bits = [(i + 1) % (width + 1) != 0 for i in range(length)]
+    elif kind == "random":
+        bits = [rng.random() < 0.7 for _ in range(length)]
+    else:
+        bits = [False] * length
+    return torch.tensor(bits, dtype=torch.bool)
+
+
+def num_embeds_reference(mask: torch.Tensor | None, length: int) -> int:
+    return length if mask is None else sum(mask.tolist())
+
+
+def indices_reference(mask: torch.Tensor | None, start_idx: int, end_idx: int) -> tuple[int, int]:
+    """Embedding rows in ``[start_idx, end_idx)``: count the True positions before each end."""
+    if mask is None:
+        return start_idx, end_idx
+    bits = mask.tolist()
+    return sum(bits[:start_idx]), sum(bits[:end_idx])
+
+
+# ----------------------------------------------------------------------------- Exercise 5.1
+
+# (case, mask pattern or None, length, query, expected): "num" is get_num_embeds(), (s, e) a range query.
+FIXED_QUERIES: list[tuple[str, str | None, int, Any, Any]] = [
+    ("no mask: every position is an embedding", None, 5, "num", 5),
+    ("no mask: the range comes back unchanged", None, 5, (2, 4), (2, 4)),
+    ("empty mask (length 0): the review's IndexError", "", 0, "num", 0),
+    ("empty mask, empty range", "", 0, (0, 0), (0, 0)),
+    ("all True", "TTTTT", 5, "num", 5),
+    ("all True, inner range", "TTTTT", 5, (1, 3), (1, 3)),
+    ("all False: no embeddings", "FFF", 3, "num", 0),
+    ("all False, full range", "FFF", 3, (0, 3), (0, 0)),
+    ("mixed mask", "FTFTT", 5, "num", 3),
+    ("vLLM's docstring example", "FTFTT", 5, (3, 5), (1, 3)),
+    ("a range starting at 0", "FTFTT", 5, (0, 2), (0, 1)),
+    ("end_idx == 0: the review's negative index", "FTFTT", 5, (0, 0), (0, 0)),
+    ("start == end inside the mask", "TFTF", 4, (2, 2), (1, 1)),
+    ("the full range", "FTFTT", 5, (0, 5), (0, 3)),
+    ("a range holding only the leading non-embedding token", "FTTF", 4, (0, 1), (0, 0)),
+    ("a range holding only the trailing non-embedding token", "FTTF", 4, (3, 4), (2, 2)),
+    ("a range cutting through non-embedding positions", "TFFTFT", 6, (1, 5), (1, 2)),
+    ("one position", "T", 1, "num", 1),
+]
+
+
+def _make(range_cls: RangeClass, pattern: str | None, length: int, offset: int = 7) -> PlaceholderRange:
+    return range_cls(offset=offset, length=length, is_embed=None if pattern is None else make_mask(pattern))
+
+
+def _ask(pr: PlaceholderRange, query: Any) -> Any:
+    return pr.get_num_embeds() if query == "num" else pr.get_embeds_indices_in_range(*query)
+
+
+def _check_fixed(range_cls: RangeClass, rng: random.Random) -> None:
+    for case, pattern, length, query, want in FIXED_QUERIES:
+        got = _ask(_make(range_cls, pattern, length), query)
+        what = "get_num_embeds()" if query == "num" else f"get_embeds_indices_in_range{query}"
+        kinds = {type(x).__name__ for x in (got if isinstance(got, tuple) else (got,))}
+        expect(kinds == {"int"}, f"{what} must answer with Python ints", expected="int", got=", ".join(sorted(kinds)),
+               hint="a 0-d tensor makes every later + and - in the scheduler a torch call", case=case)
+        expect_equal(got, want, what=what, case=f"{case}: mask {pattern!r}" if pattern is not None else case,
+                     hint="guard the two edges: an empty cumsum has no [-1]; index end_idx - 1 only if end_idx > 0")
+
+
+def _check_cumsum(range_cls: RangeClass, rng: random.Random) -> None:
+    expect(_make(range_cls, None, 4).embeds_cumsum is None, "no mask: embeds_cumsum must be None",
+           got=_make(range_cls, None, 4).embeds_cumsum, case="is_embed=None")
+    for pattern, want in (("FTFTT", [0, 1, 1, 2, 3]), ("TTT", [1, 2, 3]), ("", [])):
+        pr = _make(range_cls, pattern, len(pattern))
+        got = pr.embeds_cumsum
+        expect(type(got) is list, "embeds_cumsum must be a Python list", expected="list", got=type(got).__name__,
+               hint="tensor.cumsum(dim=0).tolist(): one conversion when the cache is built", case=f"mask {pattern!r}")
+        kinds = {type(x).__name__ for x in got}
+        expect(kinds <= {"int"}, "its items must be Python ints", expected="int", got=", ".join(sorted(kinds)),
+               hint="list(tensor) gives 0-d tensors; .tolist() gives ints", case=f"mask {pattern!r}")
+        expect_equal(got, want, what="embeds_cumsum", case=f"mask {pattern!r}")
+        expect(pr.embeds_cumsum is got, "embeds_cumsum must be computed once and cached (the same object)",
+               hint="@cached_property, as the baseline's", case=f"mask {pattern!r}")
+
+
+def _check_random(range_cls: RangeClass, rng: random.Random) -> None:
+    for trial in range(200):
+        length = rng.choice([0, 1, 2, rng.randint(3, 64)])
+        mask = image_mask(rng, length)
+        pr = range_cls(offset=rng.randint(0, 500), length=length, is_embed=mask)
+        start = rng.randint(0, length)
+        end = rng.choice([start, rng.randint(start, length)])
+        pattern = None if mask is None else "".join("T" if b else "F" for b in mask.tolist())
+        case = f"random case {trial}: mask {pattern!r}, length {length}"
+        expect_equal(pr.get_num_embeds(), num_embeds_reference(mask, length), what="get_num_embeds()", case=case)
+        expect_equal(pr.get_embeds_indices_in_range(start, end), indices_reference(mask, start, end),
+                     what=f"get_embeds_indices_in_range({start}, {end})", case=case)
+
+
+def query_workload(range_cls: RangeClass, num_items: int = 64, length: int = 256, seed: int = 0
+                   ) -> Callable[[], list[Any]]:
+    """The scheduler's questions about ``num_items`` images of ``length`` positions, as one callable.
+
+    Each item is asked its number of embeddings and two ranges (a chunk boundary
+    inside the item, and the rest), as a chunked prefill would. Ranges start
+    after 0, so the baseline's ``end_idx == 0`` bug does not change the answers.
+    """
+    rng = random.Random(seed)
+    masks = [image_mask(rng, length) for _ in range(num_items)]
+    items = [range_cls(offset=1000 * i, length=length, is_embed=m) for i, m in enumerate(masks)]
+    cuts = [rng.randint(1, length - 1) for _ in items]
+
+    def ask_all() -> list[Any]:
+        return [(pr.get_num_embeds(), pr.get_embeds_indices_in_range(1, cut), pr.get_embeds_indices_in_range(cut, length))
+                for pr, cut in zip(items, cuts)]
+
+    return ask_all
+
+
+def _check_no_torch_calls(range_cls: RangeClass, rng: random.Random) -> None:
+    ask = query_workload(range_cls, num_items=16, length=64, seed=rng.randrange(1000))
+    ask()  # the first questions may build the cache
+    with count_torch_calls() as calls:
+        ask()
+    expect(calls.count == 0, "answering from the cache must not call into torch",
+           expected="0 torch calls for 48 questions", got=str(calls),
+           hint="every t[i] and int(t) goes through torch's dispatcher; index a Python list instead",
+           case="16 items, each asked 3 questions, after a first round")
+
+
+QUERY_RATIO_BOUND = 3.0  # the list must answer at least this many times faster than the tensor cache
+
+
+def query_ratio(range_cls: RangeClass, min_run_time: float = 0.1) -> float:
+    """Time of the scheduler's questions with the tensor cache / with ``range_cls``, measured in one run."""
+    from synclab.timing import benchmark
+
+    baseline = query_workload(PlaceholderRangeBaseline)
+    candidate = query_workload(range_cls)
+    expected = baseline()
+    slow = benchmark(baseline, label="tensor cache", min_run_time=min_run_time)
+    fast = benchmark(candidate, label=range_cls.__name__, expected=expected, min_run_time=min_run_time)
+    return slow.median_us / fast.median_us
+
+
+def _check_ratio(range_cls: RangeClass, rng: random.Random) -> None:
+    ratio = query_ratio(range_cls)
+    expect(ratio >= QUERY_RATIO_BOUND, "the questions are not several times faster than with the tensor cache",
+           expected=f">= {QUERY_RATIO_BOUND:.0f}x faster", got=f"{ratio:.1f}x",
+           hint="a torch call costs on the order of a microsecond, a list index tens of nanoseconds",
+           case="64 images x 3 questions, both timed in this run")
+
+
+CHECKS_5_1 = [
+    Check("5.1", "fixed cases: no mask, empty mask, all True/False, end_idx == 0, start == end, full and cut ranges",
+          _check_fixed),
+    Check("5.1", "embeds_cumsum is a cached list of int (None without a mask)", _check_cumsum),
+    Check("5.1", "same as a plain reference on 200 random masks and ranges", _check_random),
+    Check("5.1", "no torch call per question once the cache is built (counted)", _check_no_torch_calls),
+    Check("5.1", f"questions >= {QUERY_RATIO_BOUND:.0f}x faster than the tensor cache (timed in one run)",
+          _check_ratio, timeout_s=60.0),
+]
+
+
+def check_placeholder_range(range_cls: RangeClass, seed: int | None = None) -> CheckReport:
+    """Exercise 5.1: run every check against the reader's ``PlaceholderRange`` subclass."""
+    return run_checks("Exercise 5.1 — PlaceholderRange with a list cache", CHECKS_5_1, range_cls, seed=seed)
+
+
+# ----------------------------------------------------------------------------- Exercise 5.2: building schedulers
+
+# A feature as plain values: (identifier, offset, length, mask pattern or None).
+FeatureSpec = tuple[str, int, int, "str | None"]
+
+
+def make_request(range_cls: RangeClass, features: list[FeatureSpec], num_prompt_tokens: int, req_id: str = "req-0",
+                 num_computed_tokens: int = 0, max_tokens: int = 1) -> Request:
+    mm = [MultiModalFeatureSpec(ident, range_cls(offset, length, None if p is None else make_mask(p)))
+          for ident, offset, length, p in features]
+    return Request(req_id, num_prompt_tokens, mm, max_tokens=max_tokens, num_computed_tokens=num_computed_tokens)
+
+
+IMG = ("img-a", 10, 8, None)  # 8 placeholder positions at 10..17, all embeddings
+FRAMED = ("img-f", 10, 8, "FTTTTTTF")  # start and end tokens around 6 embeddings
+
+# (case, features, computed, new, budget, config overrides, pre-cached input ids, expected, hint)
+FIXED_SCHEDULES: list[tuple[str, list[FeatureSpec], int, int, int, dict, list[int], tuple, str]] = [
+    ("no multimodal items", [], 0, 20, 100, {}, [], ([], 20, 100), "return at once"),
+    ("no new tokens", [IMG], 0, 0, 100, {}, [], ([], 0, 100), "return at once when num_new_tokens == 0"),
+    ("the window ends where the item starts", [IMG], 0, 10, 100, {}, [], ([], 10, 100),
+     "an item starting at or after the window's end is not needed yet: stop the loop"),
+    ("an item inside the window", [IMG], 0, 20, 100, {}, [], ([0], 20, 92),
+     "schedule it and take its get_num_embeds() from the budget"),
+    ("the window starts inside the item, output not cached", [IMG], 12, 4, 100, {}, [], ([0], 4, 92),
+     "the whole item is encoded, whatever part of it the window holds"),
+    ("the item is computed already (decoding)", [IMG], 30, 1, 100, {}, [], ([], 1, 100),
+     "skip an item whose positions all lie before num_computed_tokens"),
+    ("the item's output is in the encoder cache", [IMG], 12, 4, 100, {}, [0], ([], 4, 100),
+     "ask encoder_cache_manager.check_and_update_cache(request, i) and skip a hit"),
+    ("encoder budget too small: stop before the item", [IMG], 0, 20, 5, {}, [], ([], 10, 5),
+     "when can_allocate says no, schedule only the tokens before the item"),
+    ("encoder budget too small, window inside the item (prefix cache)", [IMG], 12, 4, 5, {}, [], ([], 0, 5),
+     "num_computed_tokens is past the item's start: nothing can be scheduled"),
+    ("encoder cache too small", [IMG], 0, 20, 100, {"encoder_cache_size": 4}, [], ([], 10, 100),
+     "can_allocate also checks the cache's space"),
+    ("the window holds only the item's leading start token", [FRAMED], 0, 11, 100, {}, [], ([], 11, 100),
+     "no embedding row in the window (get_embeds_indices_in_range gives an empty range): not yet"),
+    ("the window reaches the item's first embedding", [FRAMED], 0, 12, 100, {}, [], ([0], 12, 94),
+     "budget is taken in embeddings (6), not placeholder tokens (8)"),
+    ("an item with no embeddings", [("img-z", 10, 4, "FFFF")], 0, 20, 100, {}, [], ([], 20, 100),
+     "an item that maps to zero embeddings is never encoded"),
+    ("an item of length 0", [("img-e", 5, 0, "")], 0, 10, 100, {}, [], ([], 10, 100),
+     "an empty item has no embedding row"),
+    ("the same image twice in one request", [IMG, ("img-a", 20, 8, None)], 0, 40, 100, {}, [], ([0], 40, 92),
+     "encode an identifier once per step: keep a set of the ones scheduled"),
+    ("two items, budget for the first only", [IMG, ("img-b", 20, 8, None)], 0, 40, 12, {}, [], ([0], 20, 4),
+     "can_allocate gets the embeddings already scheduled this step (num_embeds_to_schedule)"),
+    ("two items, cache space for the first only", [IMG, ("img-b", 20, 8, None)], 0, 40, 100,
+     {"encoder_cache_size": 12}, [], ([0], 20, 92), "pass the embeddings scheduled so far to can_allocate"),
+    ("disable_chunked_mm_input: the window would split the item", [IMG], 0, 14, 100,
+     {"disable_chunked_mm_input": True}, [], ([], 10, 100), "roll back to just before the item"),
+    ("disable_chunked_mm_input: the window covers the item", [IMG], 0, 18, 100,
+     {"disable_chunked_mm_input": True}, [], ([0], 18, 92), "a whole item is fine"),
+]
+
+
+def _scheduler_for(scheduler_cls: SchedulerClass, overrides: dict) -> Scheduler:
+    return scheduler_cls(SchedulerConfig(**overrides))
+
+
+def _pre_cache(scheduler: Scheduler, request: Request, input_ids: list[int]) -> None:
+    """Put items' outputs in the encoder cache, as if encoded for an earlier request now gone (freeable)."""
+    manager = scheduler.encoder_cache_manager
+    earlier = Request("earlier", request.num_prompt_tokens, request.mm_features)
+    for i in input_ids:
+        fits = earlier.get_num_encoder_embeds(i) <= manager.num_free_slots
+        if fits and request.mm_features[i].identifier not in manager.cached:
+            manager.allocate(earlier, i)
+            manager.free_encoder_input(earlier, i)
+
+
+def _check_sched_fixed(scheduler_cls: SchedulerClass, rng: random.Random) -> None:
+    for case, features, computed, new, budget, overrides, cached, want, hint in FIXED_SCHEDULES:
+        scheduler = _scheduler_for(scheduler_cls, overrides)
+        request = make_request(PlaceholderRangeReference, features, 40, num_computed_tokens=computed)
+        _pre_cache(scheduler, request, cached)
+        got = scheduler._try_schedule_encoder_inputs(request, computed, new, budget)
+        expect_equal(tuple(got), want, what="(inputs to schedule, num_new_tokens, encoder budget)", hint=hint,
+                     case=f"{case}: computed {computed}, new {new}, budget {budget}")
+
+
+def random_features(rng: random.Random, num_prompt_tokens: int, shared: list[str]) -> list[FeatureSpec]:
+    """Up to 5 items at increasing offsets inside the prompt; identifiers sometimes shared between requests."""
+    features, position = [], rng.randint(0, 6)
+    for _ in range(rng.randint(0, 5)):
+        length = rng.choice([0, 1, rng.randint(2, 24)])
+        if position + length > num_prompt_tokens:
+            break
+        mask = image_mask(rng, length)
+        pattern = None if mask is None else "".join("T" if b else "F" for b in mask.tolist())
+        ident = rng.choice(shared) if shared and rng.random() < 0.3 else f"img-{rng.randrange(10**6)}"
+        features.append((ident, position, length, pattern))
+        position += length + rng.randint(0, 8)
+    return features
+
+
+def _manager_state(scheduler: Scheduler) -> tuple:
+    m = scheduler.encoder_cache_manager
+    return ({k: sorted(v) for k, v in m.cached.items()}, m.num_free_slots, m.num_freeable_slots)
+
+
+def _check_sched_random(scheduler_cls: SchedulerClass, rng: random.Random) -> None:
+    for trial in range(150):
+        seed = rng.randrange(10**9)
+        outcomes = []
+        for cls in (scheduler_cls, SchedulerReference):
+            r = random.Random(seed)
+            num_prompt = r.randint(1, 120)
+            features = random_features(r, num_prompt, shared=["img-s1", "img-s2"])
+            config = {"encoder_cache_size": r.randint(0, 80), "disable_chunked_mm_input": r.random() < 0.3}
+            scheduler = _scheduler_for(cls, config)
+            computed = r.randint(0, num_prompt)
+            new = r.randint(0, num_prompt - computed)
+            request = make_request(PlaceholderRangeReference, features, num_prompt, num_computed_tokens=computed)
+            _pre_cache(scheduler, request, [i for i in range(len(features)) if r.random() < 0.25])
+            budget = r.randint(0, 60)
+            result = scheduler._try_schedule_encoder_inputs(request, computed, new, budget)
+            outcomes.append((tuple(result), _manager_state(scheduler)))
+        (got, got_cache), (want, want_cache) = outcomes
+        case = f"random call {trial} (seed {seed}): computed {computed}, new {new}, budget {budget}, {features}"
+        expect_equal(got, want, what="(inputs to schedule, num_new_tokens, encoder budget)", case=case)
+        expect_equal(got_cache, want_cache, what="encoder cache state after the call",
+                     hint="check hits with check_and_update_cache (it records the request), in vLLM's order",
+                     case=case)
+
+
+def random_mix(rng: random.Random) -> tuple[dict, list[tuple[int, list[FeatureSpec], int]]]:
+    """A scheduler config and requests (prompt tokens, items, max tokens) as plain values."""
+    max_item = 24
+    config = {"max_num_batched_tokens": rng.randint(8, 160),
+              "max_num_encoder_input_tokens": rng.randint(max_item, 96),
+              "encoder_cache_size": rng.randint(max_item, 160),
+              "disable_chunked_mm_input": rng.random() < 0.3}
+    shared = [f"img-s{k}" for k in range(3)]
+    requests = []
+    for _ in range(rng.randint(1, 10)):
+        num_prompt = rng.randint(1, 120)
+        requests.append((num_prompt, random_features(rng, num_prompt, shared), rng.randint(1, 4)))
+    return config, requests
+
+
+def build_mix(scheduler_cls: SchedulerClass, range_cls: RangeClass, mix: tuple[dict, list]) -> Scheduler:
+    config, requests = mix
+    scheduler = scheduler_cls(SchedulerConfig(**config))
+    for i, (num_prompt, features, max_tokens) in enumerate(requests):
+        scheduler.add_request(make_request(range_cls, features, num_prompt, f"req-{i}", max_tokens=max_tokens))
+    return scheduler
+
+
+def run_mix(scheduler: Scheduler, max_steps: int = 60) -> list[tuple]:
+    """Step the scheduler until every request finishes (or ``max_steps``); each step's decisions."""
+    steps = []
+    for _ in range(max_steps):
+        if not scheduler.running:
+            break
+        output = scheduler.schedule()
+        steps.append(output.as_tuple())
+        scheduler.update_from_output(output)
+    return steps
+
+
+def _check_sched_mixes(scheduler_cls: SchedulerClass, rng: random.Random) -> None:
+    for trial in range(20):
+        mix = random_mix(rng)
+        want = run_mix(build_mix(SchedulerReference, PlaceholderRangeReference, mix))
+        got = run_mix(build_mix(scheduler_cls, PlaceholderRangeReference, mix))
+        for step, (g, w) in enumerate(zip(got, want)):
+            expect_equal(g, w, what=f"step {step}: (tokens, encoder inputs, encoder budget left, token budget left)",
+                         case=f"random mix {trial}: {len(mix[1])} requests, config {mix[0]}")
+        expect_equal(len(got), len(want), what="number of steps to finish", case=f"random mix {trial}")
+
+
+def _check_sched_no_torch(scheduler_cls: SchedulerClass, rng: random.Random) -> None:
+    mix = random_mix(rng)
+    mix[1].append((64, [("img-t", 4, 16, "FTTTTTTTTTTTTTTF")], 2))  # at least one item with a mask
+    scheduler = build_mix(scheduler_cls, PlaceholderRangeReference, mix)
+    for request in scheduler.running:
+        for feature in request.mm_features:
+            feature.mm_position.get_num_embeds()  # read each mask once, before counting
+    with count_torch_calls() as calls:
+        run_mix(scheduler, max_steps=5)
+    expect(calls.count == 0, "the scheduler itself calls into torch", expected="0 torch calls in 5 steps",
+           got=str(calls), hint="ask the item's PlaceholderRange (get_num_embeds, get_embeds_indices_in_range); "
+                                "never read is_embed in the loop", case=f"{len(mix[1])} requests")
+
+
+CHECKS_5_2 = [
+    Check("5.2", "fixed cases: window, cache hits, budget and cache limits, zero-embedding items, duplicates, "
+                 "no chunking", _check_sched_fixed),
+    Check("5.2", "same decisions and cache state as a plain reference on 150 random calls", _check_sched_random),
+    Check("5.2", "same steps as the reference scheduler on 20 random request mixes", _check_sched_mixes),
+    Check("5.2", "no torch call of its own in a scheduler step (counted)", _check_sched_no_torch),
+]
+
+
+def check_encoder_scheduler(scheduler_cls: SchedulerClass, seed: int | None = None) -> CheckReport:
+    """Exercise 5.2: run every check against the reader's ``Scheduler`` subclass."""
+    return run_checks("Exercise 5.2 — _try_schedule_encoder_inputs", CHECKS_5_2, scheduler_cls, seed=seed)
+
+
+# ----------------------------------------------------------------------------- profiling helpers
+
+# PR #40143's description: Gemma-4-E4B, 128 concurrent requests, 32 images each.
+PR_FIGURES = {"request throughput": "+26.9%", "output tokens/s": "+27.0%", "mean TTFT": "-9.8%"}
+GRID = ((8, 4), (32, 8), (64, 16), (128, 32))  # (running requests, images per request); the last is the PR's
+IMAGE_TOKENS = 256  # placeholder positions per image, framed by a start and an end token
+
+
+def per_call_costs(impls: dict[str, RangeClass], length: int = IMAGE_TOKENS) -> dict[str, dict[str, Any]]:
+    """Time of one ``get_num_embeds()`` and one ``get_embeds_indices_in_range`` per variant (cache built first)."""
+    from synclab.reference import record
+    from synclab.timing import benchmark
+
+    mask = torch.tensor([0 < i < length - 1 for i in range(length)])
+    result: dict[str, dict[str, Any]] = {"get_num_embeds()": {}, "get_embeds_indices_in_range(100, 200)": {}}
+    for name, cls in impls.items():
+        pr = cls(offset=0, length=length, is_embed=mask)
+        result["get_num_embeds()"][name] = benchmark(pr.get_num_embeds, label=name, expected=length - 2,
+                                                     min_run_time=0.2)
+        result["get_embeds_indices_in_range(100, 200)"][name] = benchmark(
+            pr.get_embeds_indices_in_range, 100, 200, label=name, expected=(99, 199), min_run_time=0.2)
+    record("ch5", "per_call", {q: {n: t.to_dict() for n, t in v.items()} for q, v in result.items()})
+    return result
+
+
+def op_breakdown(range_cls: RangeClass, length: int = IMAGE_TOKENS) -> list[tuple[str, float, float]]:
+    """The torch ops behind one ``get_num_embeds()`` (profiler): (op, per call, self us per call)."""
+    from synclab.profiling import ops_per_call
+
+    pr = range_cls(offset=0, length=length, is_embed=torch.ones(length, dtype=torch.bool))
+    return ops_per_call(pr.get_num_embeds)
+
+
+def decode_step(scheduler_cls: SchedulerClass, range_cls: RangeClass, num_reqs: int, images: int,
+                length: int = IMAGE_TOKENS) -> Callable[[], tuple]:
+    """One repeatable ``schedule()`` of ``num_reqs`` decoding requests with ``images`` images each.
+
+    Every image was encoded long ago, yet the loop asks each one its number of
+    embeddings before skipping it: the PR's workload (c=128, 32 images).
+    """
+    mask = "F" + "T" * (length - 2) + "F"
+    scheduler = scheduler_cls(SchedulerConfig(max_num_batched_tokens=8192))
+    for r in range(num_reqs):
+        features = [(f"img-{r}-{k}", 16 + k * (length + 16), length, mask) for k in range(images)]
+        num_prompt = 16 + images * (length + 16) + 32
+        scheduler.add_request(make_request(range_cls, features, num_prompt, f"req-{r}", num_computed_tokens=num_prompt,
+                                           max_tokens=10**9))
+        scheduler.running[-1].num_output_tokens = 1  # decoding: one token to compute per step
+    return lambda: scheduler.schedule().as_tuple()
+
+
+def step_sweep(variants: dict[str, tuple[SchedulerClass, RangeClass]], grid: tuple = GRID) -> Any:
+    """Host time of one scheduler step over (requests x images), per (scheduler, range) variant."""
+    import os
+
+    from synclab.reference import record
+    from synclab.timing import sweep
+
+    full = bool(os.environ.get("SYNCLAB_BENCH_FULL"))
+    values = [f"{n}x{k}" for n, k in grid]
+
+    def factory(sched_cls: SchedulerClass, range_cls: RangeClass) -> Callable[[str], Callable[[], tuple]]:
+        return lambda value: decode_step(sched_cls, range_cls, *map(int, value.split("x")))
+
+    result = sweep({name: factory(*pair) for name, pair in variants.items()}, "requests x images", values,
+                   min_run_time=0.3 if full else 0.1, reference=next(iter(variants)))
+    record("ch5", "step_sweep", result.to_dict())
+    return result
+
+
+def calls_per_step(variants: dict[str, tuple[SchedulerClass, RangeClass]], num_reqs: int = 128,
+                   images: int = 32) -> dict[str, tuple[int, int]]:
+    """Per variant: (host-device syncs, torch calls) in one decode step, counted (the same on any machine)."""
+    from synclab.syncs import count_syncs
+
+    counts = {}
+    for name, (sched_cls, range_cls) in variants.items():
+        step = decode_step(sched_cls, range_cls, num_reqs, images)
+        step()  # build the caches first
+        with count_syncs() as syncs, count_torch_calls() as calls:
+            step()
+        counts[name] = (syncs.count, calls.count)
+    return counts
+
+
+def busy_fraction(step_us: list[float], device_step_us: float) -> list[float]:
+    """MODEL: the device's busy share of an async loop whose step takes max(host, device)."""
+    return [device_step_us / max(h, device_step_us) for h in step_us]
+
+
+def gpu_loop(scheduler_cls: SchedulerClass, range_cls: RangeClass, num_reqs: int = 128, images: int = 32,
+             steps: int = 30, hidden: int = 4096, layers: int = 8) -> dict[str, float] | None:
+    """A real async loop on a GPU: queue step i's forward, schedule step i+1 on the host, then wait for step i.
+
+    The forward is ``layers`` matmuls of [num_reqs, hidden] x [hidden, hidden]. Returns the
+    device's busy share (forward time by CUDA events / wall time) and ms per step. None without a GPU.
+    """
+    import time
+
+    from synclab.device import has_cuda
+
+    if not has_cuda():
+        return None
+    weights = [torch.randn(hidden, hidden, device="cuda") / hidden ** 0.5 for _ in range(layers)]
+    x = torch.randn(num_reqs, hidden, device="cuda")
+    step = decode_step(scheduler_cls, range_cls, num_reqs, images)
+    events = []
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    previous = None
+    for _ in range(steps):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        h = x
+        for w in weights:
+            h = torch.tanh(h @ w)  # [num_reqs, hidden]
+        end.record()
+        events.append((begin, end))
+        step()  # the host schedules the next step while this one runs
+        if previous is not None:
+            previous.synchronize()  # the sampled tokens of the step before
+        previous = end
+    torch.cuda.synchronize()
+    elapsed_ms = (time.perf_counter() - start) * 1e3
+    busy_ms = sum(b.elapsed_time(e) for b, e in events)
+    return {"busy_fraction": busy_ms / elapsed_ms, "ms_per_step": elapsed_ms / steps,
+            "device_ms_per_step": busy_ms / steps}
+
+
+def gpu_loops(variants: dict[str, tuple[SchedulerClass, RangeClass]], grid: tuple = GRID) -> dict[str, Any] | None:
+    """``gpu_loop`` for every variant over ``grid``, recorded for ``bench``; None without a GPU."""
+    from synclab.reference import record
+
+    results: dict[str, Any] = {"grid": [f"{n}x{k}" for n, k in grid], "loops": {}}
+    for name, (sched_cls, range_cls) in variants.items():
+        runs = [gpu_loop(sched_cls, range_cls, n, k) for n, k in grid]
+        if any(r is None for r in runs):
+            return None
+        results["loops"][name] = runs
+    record("ch5", "gpu_loops", results)
+    return results

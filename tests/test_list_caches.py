@@ -1,0 +1,270 @@
+"""Chapter 5: the checks pass on the solution, and each check fails on a plausible wrong version."""
+
+from __future__ import annotations
+
+import random
+from functools import cached_property
+
+import pytest
+import torch
+
+from synclab import list_caches as ch5
+from synclab.dispatch import count_torch_calls
+from synclab.engine.encoder_cache_manager import EncoderCacheManager
+from synclab.engine.mm_inputs import PlaceholderRange, PlaceholderRangeBaseline, PlaceholderRangeReference, make_mask
+from synclab.engine.scheduler import Request, SchedulerConfig
+from tests.check_reports import assert_every_check_shown_to_fail, outcome
+from tests.notebook_code import load_function
+
+NOTEBOOK = "solutions/05_list_based_caches.ipynb"
+_namespace: dict = {}
+ListCachedRange = load_function(NOTEBOOK, "ListCachedRange", _namespace)
+EncoderScheduler = load_function(NOTEBOOK, "EncoderScheduler", _namespace)
+
+
+def test_solution_passes_every_check():
+    assert ch5.check_placeholder_range(ListCachedRange).passed
+    assert ch5.check_encoder_scheduler(EncoderScheduler).passed
+
+
+def test_review_examples_on_the_solution_and_the_baseline():
+    pr = ListCachedRange(0, 5, make_mask("FTFTT"))
+    assert pr.get_embeds_indices_in_range(0, 0) == (0, 0)
+    assert PlaceholderRangeBaseline(0, 5, make_mask("FTFTT")).get_embeds_indices_in_range(0, 0) == (0, 3)  # the bug
+    assert ListCachedRange(0, 0, make_mask("")).get_num_embeds() == 0
+    with pytest.raises(IndexError):
+        PlaceholderRangeBaseline(0, 0, make_mask("")).get_num_embeds()
+
+
+def test_torch_calls_are_counted_per_question():
+    pr = PlaceholderRangeBaseline(0, 4, make_mask("TFTT"))
+    pr.get_num_embeds()
+    with count_torch_calls() as calls:
+        pr.get_num_embeds()
+        pr.get_embeds_indices_in_range(1, 3)
+    assert calls.count == 6 and calls.by_name["__int__"] == 3
+    listed = ListCachedRange(0, 4, make_mask("TFTT"))
+    listed.get_num_embeds()
+    with count_torch_calls() as calls:
+        listed.get_num_embeds()
+    assert calls.count == 0 and str(calls) == "0 torch calls"
+
+
+def test_calls_per_step_grow_with_requests_times_images_for_the_tensor_cache_only():
+    variants = {"tensor": (EncoderScheduler, PlaceholderRangeBaseline), "list": (EncoderScheduler, ListCachedRange)}
+    small, large = ch5.calls_per_step(variants, 2, 2), ch5.calls_per_step(variants, 8, 4)
+    assert small == {"tensor": (0, 8), "list": (0, 0)}  # 2 torch calls per image per step, no sync
+    assert large == {"tensor": (0, 64), "list": (0, 0)}
+
+
+def test_placeholder_ranges_compare_by_value():
+    assert PlaceholderRange(1, 3, make_mask("TFT")) == PlaceholderRange(1, 3, make_mask("TFT"))
+    assert PlaceholderRange(1, 3, make_mask("TFT")) != PlaceholderRange(1, 3, make_mask("TTT"))
+    assert PlaceholderRange(1, 3) != PlaceholderRange(1, 3, make_mask("TTT"))
+
+
+def test_encoder_cache_evicts_freeable_items_oldest_first():
+    def request(rid, ident, n):
+        return Request(rid, 100, [ch5.MultiModalFeatureSpec(ident, PlaceholderRangeReference(0, n))])
+
+    m = EncoderCacheManager(10)
+    a, b, c = request("r1", "A", 4), request("r2", "B", 4), request("r3", "C", 6)
+    m.allocate(a, 0)
+    m.allocate(b, 0)
+    m.free_encoder_input(a, 0)
+    m.free_encoder_input(b, 0)
+    assert (m.num_free_slots, m.num_freeable_slots) == (2, 10)
+    assert m.can_allocate(c, 0, encoder_compute_budget=100, num_embeds_to_schedule=0)
+    assert m.freed == ["A"] and "B" in m.cached  # one eviction was enough
+    assert m.check_and_update_cache(request("r4", "B", 4), 0) and m.num_freeable_slots == 6
+    assert not m.can_allocate(c, 0, encoder_compute_budget=5, num_embeds_to_schedule=0)  # over the budget
+
+
+def test_decode_step_is_repeatable_and_variants_agree():
+    tensor = ch5.decode_step(EncoderScheduler, PlaceholderRangeBaseline, 4, 3, length=16)
+    listed = ch5.decode_step(EncoderScheduler, ListCachedRange, 4, 3, length=16)
+    assert tensor() == listed() == listed()
+    assert tensor()[0] == {f"req-{r}": 1 for r in range(4)}
+
+
+def test_busy_fraction_model():
+    assert ch5.busy_fraction([5_000.0, 20_000.0], 10_000.0) == [1.0, 0.5]
+
+
+def test_random_mixes_depend_on_the_seed():
+    assert ch5.random_mix(random.Random(1)) != ch5.random_mix(random.Random(2))
+
+
+# ----------------------------------------------------------------------------- wrong versions of 5.1
+
+
+class NoGuards(ListCachedRange):  # the PR's first commit: the review's two bugs
+    def get_num_embeds(self):
+        return self.length if self.embeds_cumsum is None else self.embeds_cumsum[-1]
+
+    def get_embeds_indices_in_range(self, start_idx, end_idx):
+        if self.embeds_cumsum is None:
+            return start_idx, end_idx
+        return (self.embeds_cumsum[start_idx - 1] if start_idx > 0 else 0), self.embeds_cumsum[end_idx - 1]
+
+
+class NotCached(ListCachedRange):  # a property: the list is rebuilt on every question
+    @property
+    def embeds_cumsum(self):
+        return None if self.is_embed is None else self.is_embed.cumsum(dim=0).tolist()
+
+
+class ListOfTensors(ListCachedRange):  # list(tensor): a list of 0-d tensors
+    @cached_property
+    def embeds_cumsum(self):
+        return None if self.is_embed is None else list(self.is_embed.cumsum(dim=0))
+
+
+class OffByOne(ListCachedRange):  # cumsum[i] counts position i itself
+    def get_embeds_indices_in_range(self, start_idx, end_idx):
+        if self.embeds_cumsum is None or not self.embeds_cumsum:
+            return super().get_embeds_indices_in_range(start_idx, end_idx)
+        last = len(self.embeds_cumsum) - 1
+        return self.embeds_cumsum[min(start_idx, last)], self.embeds_cumsum[min(end_idx, last)]
+
+
+class CountsTokens(ListCachedRange):  # the placeholder tokens, not the embeddings
+    def get_num_embeds(self):
+        return self.length
+
+
+class SumsTheMask(ListCachedRange):  # right answers, straight from the tensor every time
+    def get_num_embeds(self):
+        return self.length if self.is_embed is None else int(self.is_embed.sum())
+
+    def get_embeds_indices_in_range(self, start_idx, end_idx):
+        if self.is_embed is None:
+            return start_idx, end_idx
+        return int(self.is_embed[:start_idx].sum()), int(self.is_embed[:end_idx].sum())
+
+
+WRONG_5_1 = [
+    (PlaceholderRangeBaseline, "fixed cases"),
+    (PlaceholderRangeBaseline, "cached list of int"),
+    (PlaceholderRangeBaseline, "random masks"),
+    (PlaceholderRangeBaseline, "no torch call per question"),
+    (PlaceholderRangeBaseline, "faster than the tensor cache"),
+    (NoGuards, "fixed cases"),
+    (NoGuards, "random masks"),
+    (NotCached, "cached list of int"),
+    (NotCached, "no torch call per question"),
+    (ListOfTensors, "cached list of int"),
+    (ListOfTensors, "fixed cases"),
+    (OffByOne, "fixed cases"),
+    (CountsTokens, "fixed cases"),
+    (SumsTheMask, "no torch call per question"),
+    (SumsTheMask, "faster than the tensor cache"),
+]
+
+
+@pytest.mark.parametrize("wrong,failing_check", WRONG_5_1, ids=[f"{w.__name__}-{c}" for w, c in WRONG_5_1])
+def test_5_1_checks_catch_wrong_versions(wrong, failing_check):
+    report = ch5.check_placeholder_range(wrong, seed=0)
+    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+# ----------------------------------------------------------------------------- wrong versions of 5.2
+
+
+class BudgetInTokens(EncoderScheduler):  # charges the placeholder tokens, not the embeddings
+    def _try_schedule_encoder_inputs(self, request, num_computed_tokens, num_new_tokens, encoder_compute_budget):
+        chosen, n, budget = super()._try_schedule_encoder_inputs(request, num_computed_tokens, num_new_tokens,
+                                                                 encoder_compute_budget)
+        spent = sum(request.mm_features[i].mm_position.length for i in chosen)
+        return chosen, n, encoder_compute_budget - spent
+
+
+class NoEmbedsCheck(EncoderScheduler):  # encodes an item as soon as the window touches its span
+    def _try_schedule_encoder_inputs(self, request, num_computed_tokens, num_new_tokens, encoder_compute_budget):
+        patched = [ch5.MultiModalFeatureSpec(f.identifier, _AllEmbeds(f.mm_position)) for f in request.mm_features]
+        shadow = Request(request.request_id, request.num_prompt_tokens, patched, request.max_tokens,
+                         request.num_computed_tokens, request.num_output_tokens)
+        return super()._try_schedule_encoder_inputs(shadow, num_computed_tokens, num_new_tokens,
+                                                    encoder_compute_budget)
+
+
+class _AllEmbeds(PlaceholderRangeReference):
+    def __init__(self, pos):
+        super().__init__(pos.offset, pos.length, pos.is_embed)
+
+    def get_embeds_indices_in_range(self, start_idx, end_idx):
+        return start_idx, end_idx
+
+
+class IgnoresEncoderCache(EncoderScheduler):  # never asks the cache: re-encodes what it holds
+    def __init__(self, config):
+        super().__init__(config)
+        self.encoder_cache_manager.check_and_update_cache = lambda request, input_id: False
+
+
+class PeeksAtCache(EncoderScheduler):  # looks the identifier up without recording the request
+    def __init__(self, config):
+        super().__init__(config)
+        manager = self.encoder_cache_manager
+        manager.check_and_update_cache = lambda r, i: r.mm_features[i].identifier in manager.cached
+
+
+class NoDedupe(EncoderScheduler):  # the same image twice in a request is encoded twice
+    def _try_schedule_encoder_inputs(self, request, num_computed_tokens, num_new_tokens, encoder_compute_budget):
+        for k, feature in enumerate(request.mm_features):
+            feature.identifier = f"{feature.identifier}#{k}"  # make every identifier unique
+        return super()._try_schedule_encoder_inputs(request, num_computed_tokens, num_new_tokens,
+                                                    encoder_compute_budget)
+
+
+class ZeroOnBudget(EncoderScheduler):  # no tokens at all when an item does not fit
+    def _try_schedule_encoder_inputs(self, request, num_computed_tokens, num_new_tokens, encoder_compute_budget):
+        chosen, n, budget = super()._try_schedule_encoder_inputs(request, num_computed_tokens, num_new_tokens,
+                                                                 encoder_compute_budget)
+        return chosen, (n if n == num_new_tokens else 0), budget
+
+
+class ForgetsScheduledEmbeds(EncoderScheduler):  # asks can_allocate as if nothing were scheduled yet
+    def __init__(self, config):
+        super().__init__(config)
+        allocate = self.encoder_cache_manager.can_allocate
+        self.encoder_cache_manager.can_allocate = lambda r, i, budget, scheduled: allocate(r, i, budget, 0)
+
+
+class ReadsTheMask(EncoderScheduler):  # right decisions, but sums is_embed itself every step
+    def _try_schedule_encoder_inputs(self, request, num_computed_tokens, num_new_tokens, encoder_compute_budget):
+        for feature in request.mm_features:
+            if feature.mm_position.is_embed is not None:
+                int(feature.mm_position.is_embed.sum())
+        return super()._try_schedule_encoder_inputs(request, num_computed_tokens, num_new_tokens,
+                                                    encoder_compute_budget)
+
+
+WRONG_5_2 = [
+    (BudgetInTokens, "fixed cases"),
+    (BudgetInTokens, "random request mixes"),
+    (NoEmbedsCheck, "fixed cases"),
+    (IgnoresEncoderCache, "fixed cases"),
+    (IgnoresEncoderCache, "random request mixes"),
+    (PeeksAtCache, "random calls"),
+    (NoDedupe, "fixed cases"),
+    (ZeroOnBudget, "fixed cases"),
+    (ForgetsScheduledEmbeds, "fixed cases"),
+    (ReadsTheMask, "no torch call of its own"),
+]
+
+
+@pytest.mark.parametrize("wrong,failing_check", WRONG_5_2, ids=[f"{w.__name__}-{c}" for w, c in WRONG_5_2])
+def test_5_2_checks_catch_wrong_versions(wrong, failing_check):
+    report = ch5.check_encoder_scheduler(wrong, seed=0)
+    assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+def test_every_check_is_shown_to_fail():
+    assert_every_check_shown_to_fail(ch5.CHECKS_5_1, WRONG_5_1)
+    assert_every_check_shown_to_fail(ch5.CHECKS_5_2, WRONG_5_2)
+
+
+def test_scheduler_config_defaults_hold_a_whole_image():
+    assert SchedulerConfig().max_num_encoder_input_tokens >= ch5.IMAGE_TOKENS
+    assert torch.equal(make_mask("TF"), torch.tensor([True, False]))
