@@ -40,7 +40,7 @@ def image_mask(rng: random.Random, length: int) -> torch.Tensor | None:
     if kind == "all":
         bits = [True] * length
     elif kind == "framed":  # <start_of_image> soft tokens... <end_of_image>
-        bits = [0 < i < length - 1 for i in range(length)]
+        bits = [c == "T" for c in framed(length)]
     elif kind == "rows":  # rows of patches, each followed by a row-break token
         width = rng.randint(1, 8)
         bits = [(i + 1) % (width + 1) != 0 for i in range(length)]
@@ -49,6 +49,11 @@ def image_mask(rng: random.Random, length: int) -> torch.Tensor | None:
     else:
         bits = [False] * length
     return torch.tensor(bits, dtype=torch.bool)
+
+
+def framed(length: int) -> str:
+    """The mask pattern of an image framed by a start and an end token: ``"FTT...TF"``."""
+    return "F" + "T" * (length - 2) + "F" if length >= 2 else "F" * length
 
 
 def num_embeds_reference(mask: torch.Tensor | None, length: int) -> int:
@@ -421,7 +426,7 @@ def per_call_costs(impls: dict[str, RangeClass], length: int = IMAGE_TOKENS) -> 
     from synclab.reference import record
     from synclab.timing import benchmark
 
-    mask = torch.tensor([0 < i < length - 1 for i in range(length)])
+    mask = make_mask(framed(length))
     result: dict[str, dict[str, Any]] = {"get_num_embeds()": {}, "get_embeds_indices_in_range(100, 200)": {}}
     for name, cls in impls.items():
         pr = cls(offset=0, length=length, is_embed=mask)
@@ -448,7 +453,7 @@ def decode_step(scheduler_cls: SchedulerClass, range_cls: RangeClass, num_reqs: 
     Every image was encoded long ago, yet the loop asks each one its number of
     embeddings before skipping it: the PR's workload (c=128, 32 images).
     """
-    mask = "F" + "T" * (length - 2) + "F"
+    mask = framed(length)
     scheduler = scheduler_cls(SchedulerConfig(max_num_batched_tokens=8192))
     for r in range(num_reqs):
         features = [(f"img-{r}-{k}", 16 + k * (length + 16), length, mask) for k in range(images)]
