@@ -18,7 +18,7 @@ BOOK_FLAGS ?= -W -n --keep-going --all
 # the toc. The execution cache (_build/.jupyter_cache) stays.
 book: $(VENV)/.installed
 	rm -rf _build/html
-	$(JB) build . $(BOOK_FLAGS)
+	SYNCLAB_BOOK_BUILD=1 $(JB) build . $(BOOK_FLAGS)
 
 book-clean:
 	rm -rf _build

@@ -3,6 +3,7 @@
     python -m synclab check labs/00_primer.ipynb   # run a notebook, report its checks (exit 0: all pass)
     python -m synclab labs [--check] [--force]      # regenerate labs from solutions / verify they are fresh
     python -m synclab bench ch0                     # run a chapter's profiling on this device, save results
+    python -m synclab measure [ch0 ...]             # the deliberate CPU run: re-execute solutions, store outputs
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = {"ch0": "00_primer", "ch1": "01_slice_then_split", "ch2": "02_lazy_streams",
@@ -23,6 +25,11 @@ CHAPTERS = {"ch0": "00_primer", "ch1": "01_slice_then_split", "ch2": "02_lazy_st
 
 def _execute(notebook: Path, env: dict[str, str], timeout: int) -> list[str]:
     """Run a notebook in a fresh kernel (its own folder as cwd); return the errors of failed cells."""
+    return _run(notebook, env, timeout)[1]
+
+
+def _run(notebook: Path, env: dict[str, str], timeout: int) -> tuple[Any, list[str]]:
+    """Run a notebook in a fresh kernel (its own folder as cwd); return it, with its outputs, and its errors."""
     import nbformat
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
@@ -35,7 +42,7 @@ def _execute(notebook: Path, env: dict[str, str], timeout: int) -> list[str]:
             # IPC sockets, not TCP ports: two kernels started at once (pytest -n 2) cannot race
             # for the same free port and end up talking to each other's client.
             km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "kernel"))
-            client = NotebookClient(nb, km=km, timeout=timeout, allow_errors=True,
+            client = NotebookClient(nb, km=km, timeout=timeout, allow_errors=True, record_timing=False,
                                     resources={"metadata": {"path": str(notebook.parent)}})
             client.execute()
     finally:
@@ -46,7 +53,7 @@ def _execute(notebook: Path, env: dict[str, str], timeout: int) -> list[str]:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 errors.append(f"cell {i}: {out.get('ename')}: {out.get('evalue')}")
-    return errors
+    return nb, errors
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -92,6 +99,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from synclab.device import has_cuda
     from synclab.provenance import Provenance
     from synclab.reference import BENCH_DIR_ENV, REFERENCE_DIR
+    from synclab.timing import DELIBERATE_ENV
 
     if args.chapter not in CHAPTERS:
         print(f"unknown chapter {args.chapter!r}; choose from {', '.join(CHAPTERS)}", file=sys.stderr)
@@ -99,7 +107,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     stem = CHAPTERS[args.chapter]
     notebook = ROOT / "solutions" / f"{stem}.ipynb"
     with tempfile.TemporaryDirectory() as tmp:
-        errors = _execute(notebook, {BENCH_DIR_ENV: tmp, "SYNCLAB_BENCH_FULL": "1"}, args.timeout)
+        errors = _execute(notebook, {BENCH_DIR_ENV: tmp, DELIBERATE_ENV: "1"}, args.timeout)
         if errors:
             print("the solution notebook failed: " + "; ".join(errors), file=sys.stderr)
             return 1
@@ -120,6 +128,37 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_measure(args: argparse.Namespace) -> int:
+    """The deliberate run behind the book's CPU figures: each solution notebook re-executed, claims enforced.
+
+    A notebook is written back (its outputs are what the book shows) only when every cell ran,
+    i.e. every timing figure satisfied its claim (synclab.claims); otherwise it stays as it was.
+    """
+    import nbformat
+
+    from synclab.timing import DELIBERATE_ENV
+
+    chapters = args.chapters or list(CHAPTERS)
+    unknown = [c for c in chapters if c not in CHAPTERS]
+    if unknown:
+        print(f"unknown chapter(s) {', '.join(unknown)}; choose from {', '.join(CHAPTERS)}", file=sys.stderr)
+        return 2
+    failed = []
+    for chapter in chapters:
+        notebook = ROOT / "solutions" / f"{CHAPTERS[chapter]}.ipynb"
+        print(f"measuring {chapter} ({notebook.relative_to(ROOT)}) ...", file=sys.stderr, flush=True)
+        nb, errors = _run(notebook, {DELIBERATE_ENV: "1"}, args.timeout)
+        if errors:
+            failed.append(chapter)
+            print(f"{chapter}: nothing stored; " + "; ".join(errors), file=sys.stderr)
+            continue
+        for cell in nb.cells:
+            cell.metadata.pop("execution", None)  # no timestamps: a stored notebook changes only with its results
+        nbformat.write(nb, notebook)
+        print(f"{chapter}: stored {notebook.relative_to(ROOT)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m synclab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -136,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("chapter", help=", ".join(CHAPTERS))
     p.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     p.set_defaults(fn=cmd_bench)
+    p = sub.add_parser("measure", help="re-execute solution notebooks as a deliberate run and store their outputs")
+    p.add_argument("chapters", nargs="*", help=f"chapters to measure (default: all of {', '.join(CHAPTERS)})")
+    p.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    p.set_defaults(fn=cmd_measure)
     args = parser.parse_args(argv)
     return args.fn(args)
 

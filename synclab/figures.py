@@ -12,45 +12,58 @@ from typing import Any, Sequence
 import plotly.graph_objects as go
 
 from synclab.timeline_model import ModelRun, simulate
-from synclab.timing import Sweep
+from synclab.timing import Sweep, Timing
 
 COLORS = {"host": "#4c78a8", "wait": "#e45756", "device": "#54a24b"}
 VARIANT_COLORS = ["#e45756", "#4c78a8", "#54a24b", "#f58518", "#b279a2"]
 
 
 def _layout(fig: go.Figure, title: str, subtitle: str = "", **kwargs: Any) -> go.Figure:
-    fig.update_layout(
-        title=f"{title}<br><sub>{subtitle}</sub>" if subtitle else title,
-        margin={"l": 10, "r": 10, "t": 70, "b": 10},
-        legend={"orientation": "h", "y": -0.2},
-        **kwargs,
-    )
+    layout = {"margin": {"l": 10, "r": 10, "t": 70, "b": 10}, "legend": {"orientation": "h", "y": -0.2}, **kwargs}
+    fig.update_layout(title=f"{title}<br><sub>{subtitle}</sub>" if subtitle else title, **layout)
     return fig
 
 
 def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, Sequence[int]], title: str) -> go.Figure:
-    """Syncs per call against a parameter (e.g. batch size), one line per variant.
+    """Syncs per call against a parameter (e.g. batch size), one bar per variant, each labelled with its count.
 
-    Sync counts do not depend on the machine, so no device label is needed.
+    Bars with their numbers, not lines: a variant with 2 syncs stays readable beside one with
+    500 (a line at 2 would hide under a line at 0). Sync counts do not depend on the machine,
+    so no device label is needed.
     """
     fig = go.Figure()
     for color, (variant, ys) in zip(VARIANT_COLORS, counts.items()):
-        fig.add_trace(go.Scatter(x=list(values), y=list(ys), name=variant, mode="lines+markers", line_color=color))
-    return _layout(fig, title, "counted with synclab.count_syncs (the same on CPU and GPU)",
-                   xaxis_title=parameter, yaxis_title="host-device syncs per call", height=380)
+        fig.add_trace(go.Bar(x=[str(v) for v in values], y=list(ys), name=variant, marker_color=color,
+                             text=[str(y) for y in ys], textposition="outside", cliponaxis=False))
+    return _layout(fig, title, "counted with synclab.count_syncs (the same on CPU and GPU)", barmode="group",
+                   xaxis_title=parameter, xaxis_type="category", yaxis_title="host-device syncs per call", height=400)
+
+
+def _range_bars(timings: Sequence[Timing]) -> dict[str, Any]:
+    """Error bars from the fastest to the slowest per-round median: the spread the protocol measured."""
+    return {"type": "data", "symmetric": False, "visible": True,
+            "array": [t.high_us - t.median_us for t in timings],
+            "arrayminus": [t.median_us - t.low_us for t in timings]}
 
 
 def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = False) -> go.Figure:
-    """Median time per call against the swept parameter, IQR as error bars, with provenance."""
+    """Median time per call against the swept parameter, the range of the per-round medians as error bars.
+
+    With ``log_x`` the swept values are placed on a log axis (numbers spanning decades); a
+    few values that are labels rather than sizes are spread evenly (a category axis).
+    """
     fig = go.Figure()
+    x = list(sweep.values) if log_x else [str(v) for v in sweep.values]
     for color, (variant, timings) in zip(VARIANT_COLORS, sweep.timings.items()):
-        fig.add_trace(go.Scatter(
-            x=list(sweep.values), y=[t.median_us for t in timings], name=variant, mode="lines+markers",
-            line_color=color, error_y={"type": "data", "array": [t.iqr_us / 2 for t in timings], "visible": True},
-        ))
-    return _layout(fig, title, f"measured on {sweep.provenance.label}", xaxis_title=sweep.parameter,
-                   yaxis_title="median time per call (us)", height=400,
-                   xaxis_type="log" if log_x else None, yaxis_type="log" if log_y else None)
+        fig.add_trace(go.Scatter(x=x, y=[t.median_us for t in timings], name=variant, mode="lines+markers",
+                                 line_color=color, error_y=_range_bars(timings)))
+    return _layout(fig, title, f"measured on {sweep.provenance.label}; median of {_rounds(sweep)} interleaved rounds",
+                   xaxis_title=sweep.parameter, yaxis_title="median time per call (us)", height=420,
+                   xaxis_type="log" if log_x else "category", yaxis_type="log" if log_y else None)
+
+
+def _rounds(sweep: Sweep) -> int:
+    return len(next(iter(sweep.timings.values()))[0].times_us)
 
 
 def speedup_figure(sweep: Sweep, title: str, published: dict[str, float] | None = None) -> go.Figure:
@@ -80,10 +93,13 @@ def before_after_figure(counts: dict[str, dict[str, Sequence[int]]], at: int, ti
     names = list(counts)
     fig = go.Figure()
     for color, label in zip(VARIANT_COLORS, ("before", "after")):
-        ys = [counts[n][label][at] for n in names]
-        fig.add_trace(go.Bar(x=names, y=ys, name=label, marker_color=color, text=ys, textposition="outside"))
+        xs = [counts[n][label][at] for n in names]
+        fig.add_trace(go.Bar(y=names, x=xs, name=label, marker_color=color, orientation="h", text=xs,
+                             textposition="outside", cliponaxis=False))
+    # horizontal bars: the components' long names read on the y axis instead of running into the legend
     return _layout(fig, title, "counted with synclab.count_syncs (the same on CPU and GPU)",
-                   yaxis_title="host-device syncs per call", barmode="group", height=400)
+                   xaxis_title="host-device syncs per call", barmode="group", height=120 + 60 * len(names),
+                   yaxis={"autorange": "reversed", "automargin": True})
 
 
 def bandwidth_figure(result: dict[str, Any], metric: str, title: str, label: str) -> go.Figure:
@@ -111,17 +127,15 @@ def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[f
                    yaxis_title="tokens/s", xaxis_type="log", yaxis_type="log", height=400)
 
 
-def per_call_figure(costs: dict[str, dict[str, Any]], title: str, label: str) -> go.Figure:
-    """Median time of one call per question (x) and variant (bars): ``{question: {variant: Timing}}``."""
-    questions = list(costs)
-    variants = list(next(iter(costs.values())))
+def per_call_figure(costs: Sweep, title: str) -> go.Figure:
+    """Median time of one call per question (x) and variant (bars), the per-round range as error bars."""
     fig = go.Figure()
-    for color, variant in zip(VARIANT_COLORS, variants):
-        ys = [costs[q][variant].median_us for q in questions]
-        fig.add_trace(go.Bar(x=questions, y=ys, name=variant, marker_color=color,
-                             text=[f"{y:.2f} us" for y in ys], textposition="outside"))
-    return _layout(fig, title, f"measured on {label}; median of synclab.benchmark()", barmode="group",
-                   yaxis_title="time per call (us)", height=400)
+    for color, (variant, timings) in zip(VARIANT_COLORS, costs.timings.items()):
+        ys = [t.median_us for t in timings]
+        fig.add_trace(go.Bar(x=[str(v) for v in costs.values], y=ys, name=variant, marker_color=color,
+                             error_y=_range_bars(timings), text=[f"{y:.2f} us" for y in ys], textposition="outside"))
+    return _layout(fig, title, f"measured on {costs.provenance.label}; median of {_rounds(costs)} interleaved rounds",
+                   barmode="group", yaxis_title="time per call (us)", height=420)
 
 
 def ops_figure(rows: list[tuple[str, float, float]], title: str, label: str) -> go.Figure:
@@ -156,15 +170,6 @@ def busy_model_figure(values: Sequence[Any], step_us: dict[str, Sequence[float]]
                    xaxis_title=parameter, yaxis_title="device busy share", yaxis_range=[0, 1.05], height=430)
 
 
-def missing_figure(title: str, message: str) -> go.Figure:
-    """An empty chart that says which measurement is missing and how to record it (nothing is drawn as data)."""
-    fig = go.Figure()
-    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return _layout(fig, title, "no measurement recorded", height=260)
-
-
 # ----------------------------------------------------------------------------- the host/device model
 
 
@@ -182,7 +187,7 @@ def _model_traces(run: ModelRun) -> list[go.Bar]:
 
 
 def _model_caption(run: ModelRun) -> str:
-    return (f"host {run.host_us:.0f} us + device {run.device_us:.0f} us per step, {run.syncs} sync(s) per step: "
+    return (f"host {run.host_us:.0f} us + device {run.device_us:.0f} us per step, {run.syncs} sync(s) per step:<br>"
             f"GPU busy {run.gpu_utilisation:.0%}, {run.step_time_us:.0f} us per step")
 
 
@@ -190,7 +195,8 @@ def model_figure(run: ModelRun) -> go.Figure:
     """The model's timeline: host lane (queueing / waiting) above the device lane."""
     fig = go.Figure(_model_traces(run))
     return _layout(fig, "MODEL — host and device over a few steps", _model_caption(run), barmode="overlay",
-                   xaxis_title="time (us, modelled)", height=300, yaxis={"categoryarray": ["device", "host"]})
+                   xaxis_title="time (us, modelled)", height=340, yaxis={"categoryarray": ["device", "host"]},
+                   margin={"l": 10, "r": 10, "t": 90, "b": 10}, legend={"orientation": "h", "yanchor": "top", "y": -0.3})
 
 
 def model_slider_figure(host_us: float, device_us: float, sync_values: Sequence[int] = (0, 1, 2, 4, 8)) -> go.Figure:
@@ -206,7 +212,8 @@ def model_slider_figure(host_us: float, device_us: float, sync_values: Sequence[
     fig.update_layout(sliders=[{"active": 0, "currentvalue": {"prefix": "syncs per step: "}, "steps": steps,
                                 "pad": {"t": 50}}])
     return _layout(fig, _title_for(runs[0]), barmode="overlay", xaxis={"range": [0, x_max], "title": "time (us, modelled)"},
-                   height=360, yaxis={"categoryarray": ["device", "host"]})
+                   height=440, yaxis={"categoryarray": ["device", "host"]}, margin={"l": 10, "r": 10, "t": 110, "b": 10},
+                   legend={"orientation": "h", "yanchor": "bottom", "y": 1.01, "xanchor": "right", "x": 1})
 
 
 def _title_for(run: ModelRun) -> str:
@@ -250,24 +257,34 @@ def model_explorer(host_us: float = 40.0, device_us: float = 60.0, syncs: int = 
     return widgets.VBox([widgets.HBox([host, device, n_syncs]), out])
 
 
+EVIDENCE_KEY = "synclab_measured"  # output metadata: the measurement a glued figure draws, with its claim
+
+
 class _PlotlyBundle:
     """Only the plotly JSON mime bundle of a figure (a Figure's own display hook would show it)."""
 
-    def __init__(self, fig: go.Figure) -> None:
+    def __init__(self, fig: go.Figure, metadata: dict[str, Any]) -> None:
         import plotly.io as pio
 
         self.bundle = pio.renderers["plotly_mimetype"].to_mimebundle(fig.to_dict())
+        self.metadata = metadata
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return self.bundle
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        return self.bundle, self.metadata
 
 
-def glue_figure(name: str, fig: go.Figure) -> go.Figure:
+def glue_figure(name: str, fig: go.Figure, measured: Sweep | None = None) -> go.Figure:
     """Store ``fig`` under ``name`` for the book page to paste (``{glue:figure}``), and return it.
 
-    myst-nb's ``glue`` would otherwise trigger plotly's display hook and show the figure twice.
+    A timing figure passes the measurement it draws as ``measured``: it is stored beside the
+    figure, with its claim and verdict (:mod:`synclab.claims`), so a test can re-check the
+    claim from the stored numbers. myst-nb's ``glue`` would otherwise trigger plotly's
+    display hook and show the figure twice.
     """
     from myst_nb import glue
 
-    glue(name, _PlotlyBundle(fig), display=False)
+    if measured is not None and measured.claim is None:
+        raise ValueError(f"{name}: the measurement it draws declares no claim (synclab.claims.validated)")
+    metadata = {EVIDENCE_KEY: measured.to_dict()} if measured is not None else {}
+    glue(name, _PlotlyBundle(fig, metadata), display=False)
     return fig

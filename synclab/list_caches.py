@@ -20,6 +20,7 @@ from typing import Any, Callable
 import torch
 
 from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
+from synclab.claims import Faster, Grows, declare, validated
 from synclab.dispatch import count_torch_calls
 from synclab.engine.mm_inputs import (MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline,
                                       PlaceholderRangeReference, make_mask)
@@ -167,14 +168,13 @@ QUERY_RATIO_BOUND = 3.0  # the list must answer at least this many times faster 
 
 def query_ratio(range_cls: RangeClass, min_run_time: float = 0.1) -> float:
     """Time of the scheduler's questions with the tensor cache / with ``range_cls``, measured in one run."""
-    from synclab.timing import benchmark
+    from synclab.timing import compare
 
     baseline = query_workload(PlaceholderRangeBaseline)
     candidate = query_workload(range_cls)
-    expected = baseline()
-    slow = benchmark(baseline, label="tensor cache", min_run_time=min_run_time)
-    fast = benchmark(candidate, label=range_cls.__name__, expected=expected, min_run_time=min_run_time)
-    return slow.median_us / fast.median_us
+    timings = compare({"tensor cache": baseline, "yours": candidate}, min_run_time=min_run_time,
+                      expected={"yours": baseline()})  # interleaved: both see the same noise
+    return timings["tensor cache"].median_us / timings["yours"].median_us
 
 
 def _check_ratio(range_cls: RangeClass, rng: random.Random) -> None:
@@ -410,20 +410,29 @@ GRID = ((8, 4), (32, 8), (64, 16), (128, 32))  # (running requests, images per r
 IMAGE_TOKENS = 256  # placeholder positions per image, framed by a start and an end token
 
 
-def per_call_costs(impls: dict[str, RangeClass], length: int = IMAGE_TOKENS) -> dict[str, dict[str, Any]]:
-    """Time of one ``get_num_embeds()`` and one ``get_embeds_indices_in_range`` per variant (cache built first)."""
+QUESTIONS: dict[str, Callable[[Any], Callable[[], Any]]] = {  # what the scheduler asks an item, per step
+    "get_num_embeds()": lambda pr: pr.get_num_embeds,
+    "get_embeds_indices_in_range(100, 200)": lambda pr: lambda: pr.get_embeds_indices_in_range(100, 200),
+}
+_CH5_PER_CALL = ("Each question is answered at least 5× faster by the list cache than by the tensor cache.",
+                 [Faster(fast=1, slow=0, by=5.0)])
+declare("ch5.per_call", cpu=_CH5_PER_CALL, gpu=_CH5_PER_CALL)  # host-only work: the same sentence on any machine
+
+
+def per_call_costs(impls: dict[str, RangeClass], length: int = IMAGE_TOKENS) -> Any:
+    """Time of one call of each of :data:`QUESTIONS` per variant, interleaved (the first call builds the cache)."""
     from synclab.reference import record
-    from synclab.timing import benchmark
+    from synclab.timing import run_time, sweep
 
     mask = make_mask(framed(length))
-    result: dict[str, dict[str, Any]] = {"get_num_embeds()": {}, "get_embeds_indices_in_range(100, 200)": {}}
-    for name, cls in impls.items():
-        pr = cls(offset=0, length=length, is_embed=mask)
-        result["get_num_embeds()"][name] = benchmark(pr.get_num_embeds, label=name, expected=length - 2,
-                                                     min_run_time=0.2)
-        result["get_embeds_indices_in_range(100, 200)"][name] = benchmark(
-            pr.get_embeds_indices_in_range, 100, 200, label=name, expected=(99, 199), min_run_time=0.2)
-    record("ch5", "per_call", {q: {n: t.to_dict() for n, t in v.items()} for q, v in result.items()})
+
+    def factory(cls: RangeClass) -> Callable[[str], Callable[[], Any]]:
+        return lambda question: QUESTIONS[question](cls(offset=0, length=length, is_embed=mask))
+
+    variants = {name: factory(cls) for name, cls in impls.items()}
+    result = validated("ch5.per_call", lambda: sweep(variants, "question", list(QUESTIONS),
+                                                     min_run_time=run_time(0.2, 0.5), reference=next(iter(impls))))
+    record("ch5", "per_call", result.to_dict())
     return result
 
 
@@ -453,21 +462,26 @@ def decode_step(scheduler_cls: SchedulerClass, range_cls: RangeClass, num_reqs: 
     return lambda: scheduler.schedule().as_tuple()
 
 
+_CH5_STEP = ("The list cache's step is at least 3× faster than the tensor cache's at every size and at least 5× at "
+             "the PR's 128×32; both grow at least 20× from 8×4 to 128×32.",
+             [Faster(fast=1, slow=0, by=3.0), Faster(fast=1, slow=0, by=5.0, from_value="128x32"),
+              Grows(variant=0, by=20.0), Grows(variant=1, by=20.0)])
+declare("ch5.step_sweep", cpu=_CH5_STEP, gpu=_CH5_STEP)
+
+
 def step_sweep(variants: dict[str, tuple[SchedulerClass, RangeClass]], grid: tuple = GRID) -> Any:
     """Host time of one scheduler step over (requests x images), per (scheduler, range) variant."""
-    import os
-
     from synclab.reference import record
-    from synclab.timing import sweep
+    from synclab.timing import run_time, sweep
 
-    full = bool(os.environ.get("SYNCLAB_BENCH_FULL"))
     values = [f"{n}x{k}" for n, k in grid]
 
     def factory(sched_cls: SchedulerClass, range_cls: RangeClass) -> Callable[[str], Callable[[], tuple]]:
         return lambda value: decode_step(sched_cls, range_cls, *map(int, value.split("x")))
 
-    result = sweep({name: factory(*pair) for name, pair in variants.items()}, "requests x images", values,
-                   min_run_time=0.3 if full else 0.1, reference=next(iter(variants)))
+    factories = {name: factory(*pair) for name, pair in variants.items()}
+    result = validated("ch5.step_sweep", lambda: sweep(factories, "requests x images", values,
+                                                       min_run_time=run_time(0.1, 0.3), reference=next(iter(variants))))
     record("ch5", "step_sweep", result.to_dict())
     return result
 

@@ -11,7 +11,6 @@ thing with at most one sync per step, whatever the batch size.
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass
 from typing import Callable
@@ -23,7 +22,8 @@ from synclab.device import DeviceLike, pick_device, to_device
 from synclab.profiling import Trace, profile
 from synclab.reference import record
 from synclab.syncs import count_syncs
-from synclab.timing import Sweep, sweep
+from synclab.claims import Faster, declare, validated
+from synclab.timing import Sweep, run_time, sweep
 
 
 @dataclass
@@ -285,6 +285,14 @@ def sync_counts(impls: dict[str, DecodeStep], batch_sizes: tuple[int, ...] = BAT
     return counts
 
 
+declare("ch0.timing",
+        cpu=("On this CPU the solution is at least 1.5× faster than the baseline from 16 requests up, and at least "
+             "2× from 64 up.",
+             [Faster(fast=-1, slow=0, by=1.5, from_value=16), Faster(fast=-1, slow=0, by=2.0, from_value=64)]),
+        gpu=("On a GPU the solution is at least 2× faster than the baseline from 16 requests up.",
+             [Faster(fast=-1, slow=0, by=2.0, from_value=16)]))
+
+
 def timing_sweep(impls: dict[str, DecodeStep], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> Sweep:
     """Median time of one decode step per implementation and batch size, on this device."""
 
@@ -295,9 +303,9 @@ def timing_sweep(impls: dict[str, DecodeStep], batch_sizes: tuple[int, ...] = BA
 
         return build
 
-    full = bool(os.environ.get("SYNCLAB_BENCH_FULL"))
-    result = sweep({name: factory(impl) for name, impl in impls.items()}, "batch size", batch_sizes,
-                   min_run_time=0.5 if full else 0.1)
+    variants = {name: factory(impl) for name, impl in impls.items()}
+    result = validated("ch0.timing", lambda: sweep(variants, "batch size", batch_sizes,
+                                                   min_run_time=run_time(0.1, 0.5), reference=next(iter(impls))))
     record("ch0", "timing", result.to_dict())
     return result
 

@@ -23,6 +23,7 @@ from torch.profiler import ProfilerActivity, profile as torch_profile
 
 from synclab.device import has_cuda, synchronize
 from synclab.provenance import Provenance
+from synclab.timing import measurement_threads, refuse_in_book_build
 
 # Host ops that wait for the device (on a GPU) or would (on the simulated device).
 SYNC_OPS = {
@@ -131,20 +132,23 @@ def profile(fn: Callable[..., Any], *args: Any, warmup: int = 1, host_depth: int
     ``host_depth`` chooses how deep in the host call tree ops are drawn (0: top-level ops).
     Wrap phases of ``fn`` in ``torch.profiler.record_function("name")`` to label them.
     """
-    for _ in range(warmup):
-        fn(*args, **kwargs)
-    synchronize()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if has_cuda() else [])
-    with tempfile.TemporaryDirectory() as tmp, _quiet_stderr():
-        with torch_profile(activities=activities) as prof:
+    refuse_in_book_build("profile " + getattr(fn, "__name__", "a call"))
+    with measurement_threads():  # the same thread setting as the timings beside it
+        for _ in range(warmup):
             fn(*args, **kwargs)
-            synchronize()
-        path = os.path.join(tmp, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            data = json.load(f)
+        synchronize()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if has_cuda() else [])
+        with tempfile.TemporaryDirectory() as tmp, _quiet_stderr():
+            with torch_profile(activities=activities) as prof:
+                fn(*args, **kwargs)
+                synchronize()
+            path = os.path.join(tmp, "trace.json")
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                data = json.load(f)
+        provenance = Provenance.here()
     raw = data["traceEvents"] if isinstance(data, dict) else data
-    return Trace(_events_from_chrome_trace(raw, host_depth))
+    return Trace(_events_from_chrome_trace(raw, host_depth), provenance)
 
 
 def ops_per_call(fn: Callable[[], Any], calls: int = 200) -> list[tuple[str, float, float]]:
@@ -154,8 +158,9 @@ def ops_per_call(fn: Callable[[], Any], calls: int = 200) -> list[tuple[str, flo
     turns out to be several ops. Most expensive first. The profiler's own overhead
     inflates the times: read the counts and the proportions, take time from ``benchmark``.
     """
+    refuse_in_book_build("profile " + getattr(fn, "__name__", "a call"))
     fn()  # build caches and warm up outside the profile
-    with _quiet_stderr(), torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+    with measurement_threads(), _quiet_stderr(), torch_profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(calls):
             fn()
     rows = [(e.key, e.count / calls, e.self_cpu_time_total / calls) for e in prof.key_averages()]
@@ -199,14 +204,21 @@ def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler tim
                 hoverinfo="text",
             )
         )
+    syncs = [(row, ev) for row, ev in events if ev.category == "sync"]
+    if syncs:  # a sync lasts a microsecond or less: a bar that thin vanishes, so each one also gets a mark
+        fig.add_trace(go.Scatter(
+            x=[ev.start_us + ev.dur_us / 2 for _, ev in syncs], y=[row for row, _ in syncs], mode="markers",
+            marker={"symbol": "line-ns-open", "size": 26, "color": CATEGORY_COLORS["sync"], "line": {"width": 2}},
+            name=f"sync ({len(syncs)} in all)", hovertext=[ev.name for _, ev in syncs], hoverinfo="text",
+        ))
     provenance = next(iter(traces.values())).provenance.label if traces else ""
     fig.update_layout(
         title=f"{title}<br><sub>{provenance}</sub>",
         barmode="overlay",
         xaxis_title="time since start of the call (us)",
-        yaxis={"categoryorder": "array", "categoryarray": list(reversed(order))},
-        height=160 + 40 * len(order),
-        legend={"orientation": "h", "y": -0.25},
+        yaxis={"categoryorder": "array", "categoryarray": list(reversed(order)), "automargin": True},
+        height=190 + 45 * len(order),
+        legend={"orientation": "h", "yanchor": "top", "y": -0.35},
         margin={"l": 10, "r": 10, "t": 70, "b": 10},
     )
     return fig

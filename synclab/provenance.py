@@ -23,6 +23,7 @@ class Provenance:
     torch_version: str
     date: str  # ISO date, UTC
     host: str  # CPU model / machine, for CPU runs
+    threads: int = 0  # torch intra-op threads the measurement ran with (0: not recorded)
 
     @classmethod
     def here(cls) -> "Provenance":
@@ -32,12 +33,15 @@ class Provenance:
             torch_version=torch.__version__,
             date=_dt.datetime.now(_dt.timezone.utc).date().isoformat(),
             host=platform.processor() or platform.machine(),
+            threads=torch.get_num_threads(),
         )
 
     @property
     def label(self) -> str:
-        """Short label for a figure title: ``cpu (no GPU) · torch 2.13.0+cpu · 2026-11-21``."""
-        device = self.device if self.is_gpu else f"{self.device} (no GPU)"
+        """Short label for a figure title: ``cpu (no GPU), 1 torch thread · torch 2.13.0+cpu · 2026-11-21``."""
+        device = self.device
+        if not self.is_gpu:
+            device += " (no GPU)" + (f", {self.threads} torch thread{'s' * (self.threads > 1)}" if self.threads else "")
         return f"{device} · torch {self.torch_version} · {self.date}"
 
     @property
@@ -50,4 +54,4 @@ class Provenance:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Provenance":
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})

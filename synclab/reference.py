@@ -57,3 +57,32 @@ def load_sweeps(chapter: str, name: str, root: Path = REFERENCE_DIR) -> dict[str
 def describe_missing(chapter: str) -> str:
     return (f"No GPU reference results for {chapter} are recorded yet. On a machine with a GPU, run "
             f"`python -m synclab bench {chapter}` and commit data/reference/<device>/{chapter}.json.")
+
+
+def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE_DIR) -> list[dict[str, Any]]:
+    """The recorded GPU figures of measurement ``name`` of ``chapter`` (plotly dicts), for the book's headline.
+
+    Drawing only: nothing is measured. A recorded sweep is drawn only when its claim holds on the
+    stored numbers (synclab.claims); ``bandwidth`` (chapter 3) is drawn as its two charts.
+    """
+    from synclab import figures
+    from synclab.claims import check_stored
+    from synclab.timing import Sweep
+
+    drawn = []
+    for slug, data in load(chapter, root).items():
+        result = data["results"].get(name)
+        if result is None:
+            continue
+        label = Provenance.from_dict(data["provenance"]).label
+        if name == "bandwidth":
+            drawn += [figures.bandwidth_figure(result, "gbps", f"{title}: bandwidth", label).to_dict(),
+                      figures.bandwidth_figure(result, "host_us", f"{title}: time inside .to()", label).to_dict()]
+            continue
+        sweep = Sweep.from_dict(result)
+        problems = check_stored(sweep)
+        if problems:
+            raise ValueError(f"data/reference/{slug}/{chapter}.json, {name}: {'; '.join(problems)}")
+        numeric = all(isinstance(v, (int, float)) for v in sweep.values)
+        drawn.append(figures.sweep_figure(sweep, f"{title} ({slug})", log_x=numeric, log_y=True).to_dict())
+    return drawn

@@ -22,6 +22,7 @@ import torch
 from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
 from synclab.engine import sim_cuda
 from synclab.engine.input_batch import PLACEHOLDER, CachedRequestState, InputBatch, update_reference
+from synclab.claims import Faster, Flat, Grows, declare, validated
 from synclab.syncs import count_syncs
 
 BatchClass = type[InputBatch]
@@ -319,18 +320,21 @@ def decode_step(batch_cls: BatchClass, output_len: int, num_reqs: int = PROFILE_
     return step
 
 
+_CH4_COST = ("From 100 to 100,000 tokens the forward scan's cost grows at least 50× and the reverse scan's stays "
+             "within 1.5×; at 60,000 tokens the reverse scan is at least 100× faster.",
+             [Grows(variant=0, by=50.0), Flat(variant=1, within=1.5), Faster(fast=1, slow=0, by=100.0, from_value=60_000)])
+declare("ch4.cost_sweep", cpu=_CH4_COST, gpu=_CH4_COST)  # host-only work: the same sentence on any machine
+
+
 def cost_sweep(impls: dict[str, BatchClass], lengths: tuple[int, ...] = OUTPUT_LENGTHS,
                num_reqs: int = PROFILE_REQS) -> Any:
     """Host time per step of the bookkeeping (append + repair) over output lengths, on this machine."""
-    import os
-
     from synclab.reference import record
-    from synclab.timing import sweep
+    from synclab.timing import run_time, sweep
 
-    full = bool(os.environ.get("SYNCLAB_BENCH_FULL"))
-    result = sweep({name: (lambda cls: lambda n: decode_step(cls, n, num_reqs))(cls) for name, cls in impls.items()},
-                   "output tokens per request", lengths, min_run_time=0.3 if full else 0.05,
-                   reference=next(iter(impls)))
+    variants = {name: (lambda cls: lambda n: decode_step(cls, n, num_reqs))(cls) for name, cls in impls.items()}
+    result = validated("ch4.cost_sweep", lambda: sweep(variants, "output tokens per request", lengths,
+                                                       min_run_time=run_time(0.05, 0.3), reference=next(iter(impls))))
     record("ch4", "cost_sweep", result.to_dict())
     return result
 

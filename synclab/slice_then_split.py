@@ -15,7 +15,6 @@ real runner's output buffer is.
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -31,7 +30,8 @@ from synclab.engine.pooler import DispatchPooler, LastPool, PoolerOutput, TokenP
 from synclab.profiling import Trace, profile
 from synclab.reference import record
 from synclab.syncs import count_syncs
-from synclab.timing import Sweep, sweep
+from synclab.claims import Faster, declare, validated
+from synclab.timing import Sweep, run_time, sweep
 
 AllPoolClass = Callable[..., TokenPoolingMethod]  # AllPool(enable_chunked_prefill=..., async_scheduling=...)
 
@@ -479,12 +479,18 @@ def sync_counts(impls: dict[str, AllPoolClass], batch_sizes: tuple[int, ...] = B
     return counts
 
 
+declare("ch1.timing",
+        cpu=("On this CPU, #41163 and the stretch are each at least 3× faster than the baseline from 16 requests up.",
+             [Faster(fast=1, slow=0, by=3.0, from_value=16), Faster(fast=2, slow=0, by=3.0, from_value=16)]),
+        gpu=("On a GPU, #41163 and the stretch are each at least 1.5× faster than the baseline from 16 requests up.",
+             [Faster(fast=1, slow=0, by=1.5, from_value=16), Faster(fast=2, slow=0, by=1.5, from_value=16)]))
+
+
 def timing_sweep(impls: dict[str, AllPoolClass], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> Sweep:
     """Median time of one ``forward`` call per version and batch size; every result checked against the first."""
-    full = bool(os.environ.get("SYNCLAB_BENCH_FULL"))
     variants = {name: (lambda n, cls=cls: _call(cls, n)) for name, cls in impls.items()}
-    result = sweep(variants, "batch size", batch_sizes, min_run_time=0.5 if full else 0.1,
-                   reference=next(iter(impls)))
+    result = validated("ch1.timing", lambda: sweep(variants, "batch size", batch_sizes,
+                                                   min_run_time=run_time(0.1, 0.5), reference=next(iter(impls))))
     record("ch1", "timing", result.to_dict())
     return result
 

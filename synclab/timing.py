@@ -1,43 +1,107 @@
-"""Measure time honestly: ``benchmark()`` for one callable, ``sweep()`` over a parameter.
+"""Measure time honestly: one protocol behind every timing figure of the book.
 
 Taught in chapter 0 (the primer); every chapter's profiling cells use it.
 
 GPU work is asynchronous: a call returns when its kernels are *queued*, not done.
-So :func:`benchmark` synchronises around the timed region (``torch.utils.benchmark``
-does this for CUDA), warms up first (allocator, caches, lazy initialisation), checks
-the result is correct before timing it, and reports the median and the spread of
-many runs rather than one number.
+A shared machine is noisy: another process can take a core for a while. So every
+measurement here follows one protocol:
+
+* the first call's result is **checked** before anything is timed (a fast wrong
+  answer is not a result), then a few **warm-up** calls run untimed;
+* on a CPU, torch runs with **one intra-op thread** for the whole measurement
+  (restored after): two threads on two shared cores turn a 100 us call into 8 ms
+  whenever the other core is busy;
+* a **block** is ``number`` calls timed together, with ``torch.cuda.synchronize()``
+  before and after on a GPU (as ``torch.utils.benchmark`` does), so the time includes
+  the device's work and not only the queueing; ``number`` is calibrated so that a
+  block is long enough for the clock;
+* the variants being compared are **interleaved round-robin**: every round times a
+  few blocks of each variant, the order rotating, so they share the machine's noise;
+* the result is the **median of the per-round medians**, and their spread (every
+  per-round median is stored, and figures draw their range).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
+import timeit
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
-import torch.utils.benchmark as torch_benchmark
 
-from synclab.device import synchronize
+from synclab.device import has_cuda, synchronize
 from synclab.provenance import Provenance
+
+# Set by `python -m synclab measure` and `python -m synclab bench`: a run whose figures are
+# stored. It measures longer, and a figure that contradicts its claim is refused (synclab.claims).
+DELIBERATE_ENV = "SYNCLAB_DELIBERATE"
+# Set while the book is built: the book shows stored measurements and must never take one.
+BOOK_BUILD_ENV = "SYNCLAB_BOOK_BUILD"
+ROUNDS = 5  # rounds of the round-robin: the statistic is the median of this many per-round medians
+BLOCKS_PER_ROUND = 3  # blocks of each variant per round
+
+
+def deliberate_run() -> bool:
+    """True in a run that stores figures (``python -m synclab measure`` / ``bench``)."""
+    return bool(os.environ.get(DELIBERATE_ENV))
+
+
+def refuse_in_book_build(what: str) -> None:
+    """Raise if the book is being built: a figure there comes from a stored run, never from the build."""
+    if os.environ.get(BOOK_BUILD_ENV):
+        raise RuntimeError(f"the book build measures nothing, but a page asked to {what}: show a stored "
+                           "measurement instead (`make solutions` stores them)")
+
+
+def run_time(quick: float, deliberate: float) -> float:
+    """Seconds of timed calls per variant and point: ``deliberate`` in a storing run, else ``quick``."""
+    return deliberate if deliberate_run() else quick
+
+
+@contextmanager
+def measurement_threads() -> Iterator[int]:
+    """One intra-op thread on a CPU for the block, restored after; a GPU run keeps torch's setting.
+
+    Yields the thread count the measurement runs with (figures say it).
+    """
+    if has_cuda():
+        yield torch.get_num_threads()
+        return
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield 1
+    finally:
+        torch.set_num_threads(saved)
 
 
 @dataclass
 class Timing:
-    """The result of one :func:`benchmark`: per-call times in microseconds."""
+    """The result of one measurement: per-call times in microseconds."""
 
     label: str
-    median_us: float
-    iqr_us: float  # interquartile range: the spread of the middle half of the runs
-    times_us: list[float]  # per-call time of each measured block
+    median_us: float  # median of the per-round medians
+    iqr_us: float  # interquartile range of the per-round medians
+    times_us: list[float]  # the per-round medians, in round order
     provenance: Provenance
 
     def __str__(self) -> str:
-        return f"{self.label}: median {self.median_us:.2f} us (IQR {self.iqr_us:.2f} us, {len(self.times_us)} blocks)"
+        return f"{self.label}: median {self.median_us:.2f} us (IQR {self.iqr_us:.2f} us, {len(self.times_us)} rounds)"
 
     __repr__ = __str__
+
+    @property
+    def low_us(self) -> float:
+        return min(self.times_us)
+
+    @property
+    def high_us(self) -> float:
+        return max(self.times_us)
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "median_us": self.median_us, "iqr_us": self.iqr_us, "times_us": self.times_us}
@@ -54,6 +118,85 @@ def _assert_same(got: Any, expected: Any, label: str) -> None:
         raise AssertionError(f"{label}: wrong result, refusing to time it.\n{exc}") from None
 
 
+def _time_block(call: Callable[[], Any], number: int, setup: Callable[[], None] | None) -> float:
+    """Seconds per call over ``number`` calls; synchronised before and after, as torch.utils.benchmark does."""
+    if setup is not None:
+        setup()
+    synchronize()
+    start = timeit.default_timer()
+    for _ in range(number):
+        call()
+    synchronize()
+    return (timeit.default_timer() - start) / number
+
+
+def _calibrate(call: Callable[[], Any], block_s: float, setup: Callable[[], None] | None) -> int:
+    """The smallest power of two of calls whose block lasts ``block_s`` (the calls double as warm-up)."""
+    number = 1
+    while number < 1 << 20:
+        if _time_block(call, number, setup) * number >= block_s:
+            return number
+        number *= 2
+    return number
+
+
+def _iqr(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q3 - q1
+
+
+def compare(
+    calls: dict[str, Callable[[], Any]],
+    *,
+    min_run_time: float = 0.2,
+    rounds: int = ROUNDS,
+    warmup: int = 3,
+    expected: dict[str, Any] | None = None,
+    check: Callable[[Any], None] | None = None,
+    setup: Callable[[], None] | None = None,
+) -> dict[str, Timing]:
+    """Time several zero-argument calls against each other, interleaved round-robin.
+
+    ``expected`` maps a call's name to the result it must return (checked on the first
+    call, before any timing); ``check`` is run on every call's first result.
+    ``min_run_time`` is the timed seconds per call, spread over ``rounds`` rounds.
+    ``setup`` runs before every timed block, outside the timing (e.g. to reset a cache).
+    """
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
+    refuse_in_book_build("time " + ", ".join(calls))
+    with measurement_threads():
+        provenance = Provenance.here()
+        for name, call in calls.items():
+            result = call()
+            synchronize()
+            if expected is not None and name in expected:
+                _assert_same(result, expected[name], name)
+            if check is not None:
+                check(result)
+        for call in calls.values():
+            for _ in range(warmup):
+                call()
+        synchronize()
+        block_s = min_run_time / (rounds * BLOCKS_PER_ROUND)
+        numbers = {name: _calibrate(call, block_s, setup) for name, call in calls.items()}
+        per_round: dict[str, list[float]] = {name: [] for name in calls}
+        names = list(calls)
+        for r in range(rounds):
+            order = names[r % len(names):] + names[:r % len(names)]  # rotate: nobody always goes first
+            blocks: dict[str, list[float]] = {name: [] for name in names}
+            for _ in range(BLOCKS_PER_ROUND):
+                for name in order:
+                    blocks[name].append(_time_block(calls[name], numbers[name], setup))
+            for name in names:
+                per_round[name].append(statistics.median(blocks[name]) * 1e6)
+    return {name: Timing(label=name, median_us=statistics.median(times), iqr_us=_iqr(times), times_us=times,
+                         provenance=provenance)
+            for name, times in per_round.items()}
+
+
 def benchmark(
     fn: Callable[..., Any],
     *args: Any,
@@ -63,44 +206,19 @@ def benchmark(
     warmup: int = 3,
     min_run_time: float = 0.2,
     setup: Callable[[], None] | None = None,
+    rounds: int = ROUNDS,
     **kwargs: Any,
 ) -> Timing:
-    """Time ``fn(*args, **kwargs)``: median and spread of per-call time, in microseconds.
+    """Time ``fn(*args, **kwargs)`` alone with the protocol of :func:`compare`; per-call microseconds.
 
-    * ``expected`` / ``check``: the first call's result is verified before any timing
-      (a fast wrong answer is not a result).
-    * ``warmup`` calls run first and are not timed.
-    * ``setup`` runs once before each timed block, outside the timing (e.g. to reset a cache).
-    * On a GPU, ``torch.utils.benchmark`` synchronises before and after each block,
-      so the time includes the device work, not just the queueing.
+    To compare versions, use :func:`compare` (or :func:`sweep`): measured one after the
+    other, two versions see different noise.
     """
     label = label or getattr(fn, "__name__", "fn")
-    result = fn(*args, **kwargs)
-    synchronize()
-    if expected is not None:
-        _assert_same(result, expected, label)
-    if check is not None:
-        check(result)
-    for _ in range(warmup):
-        fn(*args, **kwargs)
-    synchronize()
-
-    timer = torch_benchmark.Timer(
-        stmt="call()",
-        setup="setup()",
-        globals={"call": lambda: fn(*args, **kwargs), "setup": setup or (lambda: None)},
-        label=label,
-        num_threads=torch.get_num_threads(),
-    )
-    measurement = timer.blocked_autorange(min_run_time=min_run_time)
-    times_us = [t * 1e6 for t in measurement.times]
-    return Timing(
-        label=label,
-        median_us=measurement.median * 1e6,
-        iqr_us=measurement.iqr * 1e6,
-        times_us=times_us,
-        provenance=Provenance.here(),
-    )
+    timings = compare({label: lambda: fn(*args, **kwargs)}, min_run_time=min_run_time, rounds=rounds,
+                      warmup=warmup, expected={label: expected} if expected is not None else None,
+                      check=check, setup=setup)
+    return timings[label]
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -146,12 +264,17 @@ class Progress:
 
 @dataclass
 class Sweep:
-    """Timings of several variants over the values of one parameter."""
+    """Timings of several variants over the values of one parameter (the first variant is the baseline)."""
 
     parameter: str
     values: list[Any]
     timings: dict[str, list[Timing]] = field(default_factory=dict)  # variant -> one Timing per value
     provenance: Provenance = field(default_factory=Provenance.here)
+    claim: dict[str, Any] | None = None  # the claim it was checked against, and the verdict (synclab.claims)
+
+    @property
+    def variants(self) -> list[str]:
+        return list(self.timings)
 
     def medians_us(self, variant: str) -> list[float]:
         return [t.median_us for t in self.timings[variant]]
@@ -161,21 +284,26 @@ class Sweep:
         return [s / f for s, f in zip(self.medians_us(slow), self.medians_us(fast))]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "parameter": self.parameter,
             "values": self.values,
+            "variants": self.variants,  # their order: notebooks are stored with sorted keys, and 0 is the baseline
             "timings": {k: [t.to_dict() for t in v] for k, v in self.timings.items()},
             "provenance": self.provenance.to_dict(),
         }
+        if self.claim is not None:
+            data["claim"] = self.claim
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Sweep":
         prov = Provenance.from_dict(data["provenance"])
+        order = data.get("variants", list(data["timings"]))
         timings = {
-            k: [Timing(t["label"], t["median_us"], t["iqr_us"], t["times_us"], prov) for t in v]
-            for k, v in data["timings"].items()
+            k: [Timing(t["label"], t["median_us"], t["iqr_us"], t["times_us"], prov) for t in data["timings"][k]]
+            for k in order
         }
-        return cls(data["parameter"], data["values"], timings, prov)
+        return cls(data["parameter"], data["values"], timings, prov, data.get("claim"))
 
     def table(self) -> str:
         names = list(self.timings)
@@ -192,30 +320,36 @@ def sweep(
     values: Sequence[Any] | Iterable[Any],
     *,
     min_run_time: float = 0.1,
+    rounds: int = ROUNDS,
     progress: bool = True,
     reference: str | None = None,
 ) -> Sweep:
-    """Benchmark every variant at every value of ``parameter``.
+    """Time every variant at every value of ``parameter``, the variants interleaved at each value.
 
     ``variants`` maps a name to a *factory*: ``factory(value)`` builds the inputs and
     returns a zero-argument callable to time. Building inputs stays outside the timing.
     With ``reference`` (a variant's name), every variant's result at each value must
-    equal that variant's before it is timed.
+    equal that variant's before anything is timed.
     """
     values = list(values)
     if reference is not None and reference not in variants:
         raise ValueError(f"reference {reference!r} is not one of the variants {list(variants)}")
-    expected = {v: variants[reference](v)() for v in values} if reference is not None else {}
-    result = Sweep(parameter=parameter, values=values)
-    bar = Progress(len(values) * len(variants), f"sweeping {parameter}") if progress else None
-    for name, factory in variants.items():
-        result.timings[name] = []
-        for value in values:
-            call = factory(value)
-            result.timings[name].append(benchmark(call, label=f"{name} {parameter}={value}", min_run_time=min_run_time,
-                                                  expected=expected.get(value)))
-            if bar:
-                bar.step(f"{name}, {parameter}={value}")
+    with measurement_threads():
+        result = Sweep(parameter=parameter, values=values, timings={name: [] for name in variants})
+    bar = Progress(len(values), f"sweeping {parameter}") if progress else None
+    for value in values:
+        calls = {name: factory(value) for name, factory in variants.items()}
+        expected = None
+        if reference is not None:
+            truth = calls[reference]()
+            expected = {name: truth for name in calls if name != reference}
+        timings = compare({f"{name} {parameter}={value}": call for name, call in calls.items()},
+                          min_run_time=min_run_time, rounds=rounds,
+                          expected={f"{name} {parameter}={value}": v for name, v in (expected or {}).items()})
+        for name in variants:
+            result.timings[name].append(timings[f"{name} {parameter}={value}"])
+        if bar:
+            bar.step(f"{parameter}={value}")
     if bar:
         bar.close()
     return result

@@ -65,10 +65,9 @@ def test_stale_read_shows_the_hazard():
 
 
 @pytest.mark.skipif(has_cuda(), reason="on a GPU the sweep runs")
-def test_bandwidth_needs_a_gpu_and_the_book_says_what_is_missing():
+def test_bandwidth_needs_a_gpu_and_draws_nothing_without_one():
     assert ch3.bandwidth_sweep() is None
-    fig_bw, fig_host, note = ch3.bandwidth_figures()
-    assert "bench ch3" in note and not fig_bw.data and not fig_host.data  # nothing drawn as if measured
+    assert ch3.bandwidth_figures() is None  # no empty chart: the notebook and the page say it in one line
 
 
 # ----------------------------------------------------------------------------- wrong versions of 3.1

@@ -37,7 +37,8 @@ def test_slug():
 
 def test_label_says_no_gpu_on_cpu():
     assert CPU.label == "cpu (no GPU) · torch 2.9.0+cpu · 2026-01-02"
-    assert Provenance.here().label.startswith("cpu (no GPU) · torch ")
+    assert Provenance.here().label.startswith("cpu (no GPU), ")
+    assert " torch thread" in Provenance.here().label
 
 
 def test_label_of_a_gpu():

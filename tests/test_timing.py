@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from synclab.provenance import Provenance
-from synclab.timing import Sweep, Timing, benchmark, median, sweep
+from synclab import timing
+from synclab.timing import (BOOK_BUILD_ENV, ROUNDS, Sweep, Timing, benchmark, compare, measurement_threads, median,
+                            sweep)
 
 FAST = 0.01  # min_run_time: keeps every benchmark here around 10-20 ms
 
@@ -40,7 +42,7 @@ def test_benchmark_returns_a_timing_with_provenance():
     assert t.median_us > 0 and t.iqr_us >= 0
     assert_cpu_provenance(t.provenance)
     assert str(t).startswith("total: median ")
-    assert f"{len(t.times_us)} blocks" in str(t)
+    assert len(t.times_us) == ROUNDS and f"{ROUNDS} rounds" in str(t)  # one median per round
     assert t.to_dict() == {"label": "total", "median_us": t.median_us, "iqr_us": t.iqr_us, "times_us": t.times_us}
 
 
@@ -154,7 +156,7 @@ def test_sweep_structure_and_factory_calls(capsys):
     assert isinstance(result, Sweep)
     assert result.parameter == "n"
     assert result.values == [1, 8, 64]  # a generator is accepted and kept as a list
-    assert built == [("slow", 1), ("slow", 8), ("slow", 64), ("fast", 1), ("fast", 8), ("fast", 64)]
+    assert built == [("slow", 1), ("fast", 1), ("slow", 8), ("fast", 8), ("slow", 64), ("fast", 64)]  # value by value
     assert list(result.timings) == ["slow", "fast"]
     for name in ("slow", "fast"):
         assert [t.label for t in result.timings[name]] == [f"{name} n=1", f"{name} n=8", f"{name} n=64"]
@@ -189,9 +191,9 @@ def test_sweep_progress_bar_in_a_terminal(capsys):
     captured = capsys.readouterr()
     assert captured.out == ""  # the bar goes to stderr, not into stdout
     err = captured.err
-    for done in range(1, 5):
-        assert f"\rsweeping size: {done}/4 (" in err
-    assert "(a, size=1)" in err and "(b, size=2)" in err
+    for done in range(1, 3):
+        assert f"\rsweeping size: {done}/2 (" in err
+    assert "(size=1)" in err and "(size=2)" in err
     assert err.endswith("\n")  # closed: the next output starts on a fresh line
 
 
@@ -239,3 +241,75 @@ def test_real_sweep_round_trip():
 def test_median():
     assert median([3.0, 1.0, 2.0]) == 2.0
     assert median([1.0, 2.0, 3.0, 10.0]) == 2.5
+
+
+# ----------------------------------------------------------------------------- the protocol
+
+
+def test_one_thread_while_measuring_and_restored_after():
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+        t = benchmark(lambda: seen.append(torch.get_num_threads()), min_run_time=FAST)
+        assert set(seen) == {1}  # the checked call, the warm-up and every timed call
+        assert torch.get_num_threads() == 2  # restored
+        assert t.provenance.threads == 1 and "1 torch thread" in t.provenance.label
+        with pytest.raises(ZeroDivisionError), measurement_threads():
+            1 / 0
+        assert torch.get_num_threads() == 2  # restored after an exception too
+    finally:
+        torch.set_num_threads(saved)
+
+
+def test_variants_are_interleaved_round_robin(monkeypatch):
+    """Every round times every variant, in an order that rotates; no variant is timed all at once."""
+    order = []
+    real = timing._time_block
+
+    def spy(call, number, setup):
+        order.append(call.__name__)
+        return real(call, number, setup)
+
+    def a(): return 1
+    def b(): return 2
+    def c(): return 3
+
+    monkeypatch.setattr(timing, "_calibrate", lambda call, block_s, setup: 1)
+    monkeypatch.setattr(timing, "_time_block", spy)
+    compare({"a": a, "b": b, "c": c}, rounds=3, min_run_time=FAST)
+    per_round = timing.BLOCKS_PER_ROUND * 3
+    rounds = [order[i:i + per_round] for i in range(0, len(order), per_round)]
+    assert len(rounds) == 3
+    assert rounds[0][:3] == ["a", "b", "c"] and rounds[1][:3] == ["b", "c", "a"] and rounds[2][:3] == ["c", "a", "b"]
+    for r in rounds:
+        assert sorted(r) == sorted(["a", "b", "c"] * timing.BLOCKS_PER_ROUND)
+
+
+def test_the_statistic_is_the_median_of_per_round_medians(monkeypatch):
+    blocks = iter([1.0, 9.0, 2.0,  # round 1: median 2
+                   5.0, 4.0, 3.0,  # round 2: median 4
+                   7.0, 100.0, 6.0])  # round 3: median 7 (the 100 is a hiccup)
+    monkeypatch.setattr(timing, "_calibrate", lambda call, block_s, setup: 1)
+    monkeypatch.setattr(timing, "_time_block", lambda call, number, setup: next(blocks) * 1e-6)
+    t = compare({"x": lambda: None}, rounds=3, warmup=0)["x"]
+    assert t.times_us == pytest.approx([2.0, 4.0, 7.0])
+    assert t.median_us == pytest.approx(4.0)
+    assert (t.low_us, t.high_us) == pytest.approx((2.0, 7.0))
+
+
+def test_calibration_makes_blocks_long_enough():
+    calls = []
+    number = timing._calibrate(lambda: calls.append(1), 0.002, None)
+    assert number >= 2 and (number & (number - 1)) == 0  # a power of two
+    assert len(calls) == 2 * number - 1  # 1 + 2 + ... + number
+
+
+def test_nothing_is_measured_while_the_book_builds(monkeypatch):
+    from synclab.profiling import profile
+
+    monkeypatch.setenv(BOOK_BUILD_ENV, "1")
+    with pytest.raises(RuntimeError, match="the book build measures nothing"):
+        benchmark(lambda: 1, min_run_time=FAST)
+    with pytest.raises(RuntimeError, match="the book build measures nothing"):
+        profile(lambda: torch.ones(2).sum())

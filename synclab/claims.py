@@ -1,0 +1,242 @@
+"""What a timing figure says, in code: the page's sentence and the rules that make it true.
+
+Introduced in chapter 0 (the primer); every timing figure of the book declares one.
+
+A measurement published as a figure is a finding only if it says what the text beside it
+says. So each measurement that feeds a figure declares a :class:`Claim`: the sentence
+the book page prints (verbatim) and the rules it stands for, checked on the measured
+:class:`~synclab.timing.Sweep` itself. :func:`validated` runs a measurement and checks
+its claim:
+
+* in a run that stores figures (``python -m synclab measure``, ``python -m synclab bench``),
+  a contradicted claim is measured again, a few times; if it still fails the run stops
+  with :class:`ClaimContradicted` and stores nothing;
+* anywhere else (a reader's lab, ``pytest --nbval``) the result is kept and a note says
+  that this run contradicts the page: a busy machine must never fail a test run.
+
+``tests/test_claims.py`` re-checks every stored figure against its claim from the stored
+numbers alone, and checks that every claim's sentence is on its chapter's page.
+Variants are named by their position in the sweep (0 is the baseline, -1 the last
+version), because the notebooks name them.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence, Union
+
+from synclab.timing import Sweep, deliberate_run
+
+Variant = Union[int, str]
+ATTEMPTS = 3  # measurements a storing run makes before it refuses a figure
+
+
+def _name(sweep: Sweep, variant: Variant) -> str:
+    return sweep.variants[variant] if isinstance(variant, int) else variant
+
+
+def _index(sweep: Sweep, value: Any) -> int:
+    if value is None:
+        return 0
+    try:
+        return sweep.values.index(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not one of the swept values {sweep.values}") from None
+
+
+@dataclass(frozen=True)
+class Faster:
+    """``fast`` is at least ``by`` times faster than ``slow`` at every value from ``from_value`` on."""
+
+    fast: Variant
+    slow: Variant
+    by: float
+    from_value: Any = None
+
+    def problems(self, sweep: Sweep) -> list[str]:
+        fast, slow = _name(sweep, self.fast), _name(sweep, self.slow)
+        out = []
+        for value, ratio in list(zip(sweep.values, sweep.ratio(slow, fast)))[_index(sweep, self.from_value):]:
+            if ratio < self.by:
+                out.append(f"at {sweep.parameter}={value}, {fast!r} is {ratio:.2f}x faster than {slow!r}, "
+                           f"not at least {self.by:g}x")
+        return out
+
+
+@dataclass(frozen=True)
+class Within:
+    """``a`` and ``b`` agree within a factor ``factor`` at every value (1.25: within 25%)."""
+
+    a: Variant
+    b: Variant
+    factor: float
+
+    def problems(self, sweep: Sweep) -> list[str]:
+        a, b = _name(sweep, self.a), _name(sweep, self.b)
+        out = []
+        for value, ratio in zip(sweep.values, sweep.ratio(a, b)):
+            apart = max(ratio, 1 / ratio)
+            if apart > self.factor:
+                out.append(f"at {sweep.parameter}={value}, {a!r} and {b!r} are {apart:.2f}x apart, "
+                           f"not within {self.factor:g}x")
+        return out
+
+
+@dataclass(frozen=True)
+class Grows:
+    """``variant``'s time at ``to_value`` (default: the last) is at least ``by`` times its time at ``from_value``."""
+
+    variant: Variant
+    by: float
+    from_value: Any = None
+    to_value: Any = None
+
+    def problems(self, sweep: Sweep) -> list[str]:
+        name = _name(sweep, self.variant)
+        medians = sweep.medians_us(name)
+        first = _index(sweep, self.from_value)
+        last = len(medians) - 1 if self.to_value is None else _index(sweep, self.to_value)
+        growth = medians[last] / medians[first]
+        if growth >= self.by:
+            return []
+        return [f"{name!r} grows {growth:.1f}x from {sweep.parameter}={sweep.values[first]} to "
+                f"{sweep.values[last]}, not at least {self.by:g}x"]
+
+
+@dataclass(frozen=True)
+class Flat:
+    """``variant``'s slowest value is at most ``within`` times its fastest, over the whole sweep."""
+
+    variant: Variant
+    within: float
+
+    def problems(self, sweep: Sweep) -> list[str]:
+        name = _name(sweep, self.variant)
+        medians = sweep.medians_us(name)
+        spread = max(medians) / min(medians)
+        if spread <= self.within:
+            return []
+        return [f"{name!r} varies {spread:.2f}x over the sweep, not within {self.within:g}x"]
+
+
+Rule = Union[Faster, Within, Grows, Flat]
+RULES: dict[str, type] = {cls.__name__: cls for cls in (Faster, Within, Grows, Flat)}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The sentence a page prints about one measurement on one kind of device, and its rules."""
+
+    id: str  # "<chapter>.<measurement>", the name under which the measurement is recorded
+    device: str  # "cpu" or "gpu": what the sentence speaks of
+    text: str  # printed verbatim on the chapter's page
+    rules: tuple[Rule, ...]
+
+    def problems(self, sweep: Sweep) -> list[str]:
+        return [p for rule in self.rules for p in rule.problems(sweep)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "device": self.device, "text": self.text,
+                "rules": [{"rule": type(r).__name__, **asdict(r)} for r in self.rules]}
+
+
+REGISTRY: dict[tuple[str, str], Claim] = {}
+
+
+def declare(id: str, *, cpu: tuple[str, Sequence[Rule]] | None = None,
+            gpu: tuple[str, Sequence[Rule]] | None = None) -> None:
+    """Declare what the page says of measurement ``id`` on a CPU and on a GPU: ``(sentence, rules)``."""
+    for device, said in (("cpu", cpu), ("gpu", gpu)):
+        if said is not None:
+            text, rules = said
+            REGISTRY[(id, device)] = Claim(id, device, " ".join(text.split()), tuple(rules))
+
+
+def claim_for(id: str, is_gpu: bool) -> Claim | None:
+    return REGISTRY.get((id, "gpu" if is_gpu else "cpu"))
+
+
+def all_claims() -> list[Claim]:
+    """Every declared claim (imports the chapter modules, which declare them)."""
+    from synclab import (lazy_streams, list_caches, pinned_transfers, primer,  # noqa: F401
+                         reverse_scan, slice_then_split)
+
+    return list(REGISTRY.values())
+
+
+class ClaimContradicted(RuntimeError):
+    """A storing run measured a figure that contradicts its page, several times: nothing is stored."""
+
+
+def check_stored(sweep: Sweep) -> list[str]:
+    """Everything wrong with a stored measurement's claim (empty: it holds), from the stored numbers alone."""
+    stored = sweep.claim
+    if stored is None:
+        return ["no claim is stored with this measurement"]
+    all_claims()  # the chapter modules declare them on import
+    claim = claim_for(stored["id"], sweep.provenance.is_gpu)
+    if claim is None:
+        return [f"no claim is declared for {stored['id']!r} on a {'GPU' if sweep.provenance.is_gpu else 'CPU'}"]
+    if stored.get("claim") != claim.to_dict():
+        return [f"{stored['id']}: stored against another claim than the one declared now; re-measure"]
+    return claim.problems(sweep)
+
+
+def validated(id: str, measure: Callable[[], Sweep], attempts: int = ATTEMPTS) -> Sweep:
+    """Run ``measure`` and check the claim declared for ``id`` on this device (see the module docstring)."""
+    for attempt in range(1, attempts + 1):
+        sweep = measure()
+        claim = claim_for(id, sweep.provenance.is_gpu)
+        if claim is None:
+            raise KeyError(f"no claim is declared for {id!r} on this device (synclab.claims.declare)")
+        problems = claim.problems(sweep)
+        sweep.claim = {"id": id, "claim": claim.to_dict(), "holds": not problems, "problems": problems}
+        if not problems or not deliberate_run():
+            break
+        print(f"{id}: this measurement contradicts its claim ({'; '.join(problems)}); "
+              f"measuring again ({attempt}/{attempts})", file=sys.stderr)
+    else:
+        raise ClaimContradicted(
+            f"figure {id} contradicts its claim after {attempts} measurements: {'; '.join(problems)}. "
+            f"The claim: \"{claim.text}\". The machine looks busy: re-run on an idle machine. Nothing was stored.")
+    if problems:
+        print(f"Note: on this run, {id} contradicts what the page says (\"{claim.text}\"): {'; '.join(problems)}. "
+              "A busy machine does that; the book shows a stored run that was checked.")
+    return sweep
+
+
+def stored_figures(notebook: Any) -> dict[str, tuple[dict[str, Any], Sweep | None]]:
+    """The figures a notebook's stored outputs glue: ``{name: (plotly figure, the measurement it draws)}``."""
+    import json
+    from pathlib import Path
+
+    from synclab.figures import EVIDENCE_KEY
+
+    nb = json.loads(Path(notebook).read_text()) if not isinstance(notebook, dict) else notebook
+    found: dict[str, tuple[dict[str, Any], Sweep | None]] = {}
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            meta = out.get("metadata", {})
+            name = meta.get("scrapbook", {}).get("name")
+            figure = next((v for k, v in out.get("data", {}).items() if k.endswith("application/vnd.plotly.v1+json")),
+                          None)
+            if name and figure is not None:
+                evidence = meta.get(EVIDENCE_KEY)
+                found[name] = (figure, Sweep.from_dict(evidence) if evidence else None)
+    return found
+
+
+def stored_problems(notebook: Any) -> dict[str, list[str]]:
+    """Per glued figure of a stored notebook: what contradicts its claim, or makes it an unclaimed timing figure."""
+    problems: dict[str, list[str]] = {}
+    for name, (figure, measured) in stored_figures(notebook).items():
+        title = str(figure.get("layout", {}).get("title", {}).get("text", ""))
+        if measured is None:
+            if "measured on" in title:
+                problems[name] = ["a measured figure stored without its measurement and claim"]
+            continue
+        found = check_stored(measured)
+        if found:
+            problems[name] = found
+    return problems
