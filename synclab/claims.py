@@ -154,6 +154,7 @@ def declare(id: str, *, cpu: tuple[str, Sequence[Rule]] | None = None,
 
 
 def claim_for(id: str, is_gpu: bool) -> Claim | None:
+    all_claims()  # the chapter modules declare theirs when imported
     return REGISTRY.get((id, "gpu" if is_gpu else "cpu"))
 
 
@@ -174,7 +175,6 @@ def check_stored(sweep: Sweep) -> list[str]:
     stored = sweep.claim
     if stored is None:
         return ["no claim is stored with this measurement"]
-    all_claims()  # the chapter modules declare them on import
     claim = claim_for(stored["id"], sweep.provenance.is_gpu)
     if claim is None:
         return [f"no claim is declared for {stored['id']!r} on a {'GPU' if sweep.provenance.is_gpu else 'CPU'}"]

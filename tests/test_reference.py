@@ -6,6 +6,7 @@ import datetime
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from synclab import reference
@@ -142,3 +143,36 @@ def test_load_sweeps_returns_gpu_sweeps_only(tmp_path):
     assert list(found) == ["nvidia-h100"]
     assert found["nvidia-h100"].values == [1, 2]
     assert load_sweeps("ch9", "other", root=tmp_path) == {}
+
+
+# ----------------------------------------------------------------------------- the book's GPU headline
+
+
+def _gpu_reference(root, medians, prov_device="NVIDIA H100 80GB HBM3"):
+    from synclab.claims import validated
+    from synclab.timing import Sweep, Timing
+
+    gpu = Provenance(prov_device, True, "2.11.0+cu130", "2026-11-23", "x86_64", 16)
+    sweep = validated("ch1.timing", lambda: Sweep("batch size", [1, 16, 256], {
+        name: [Timing(name, m, 0.0, [m] * 5, gpu) for m in ms] for name, ms in medians.items()}, gpu))
+    path = root / gpu.slug / "ch1.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"provenance": gpu.to_dict(), "results": {"timing": sweep.to_dict()}}))
+
+
+def test_headline_draws_a_recorded_gpu_sweep_whose_claim_holds(tmp_path):
+    from synclab.reference import headline_figures
+
+    assert headline_figures("ch1", "timing", "t", root=tmp_path) == []  # nothing recorded: nothing drawn
+    _gpu_reference(tmp_path, {"baseline": [10, 100, 1000], "AllPool": [10, 40, 300], "NoSync": [9, 30, 200]})
+    (figure,) = headline_figures("ch1", "timing", "AllPool.forward on a GPU", root=tmp_path)
+    assert "NVIDIA H100 80GB HBM3" in figure["layout"]["title"]["text"]
+    assert [t["y"] for t in figure["data"]] == [[10, 100, 1000], [10, 40, 300], [9, 30, 200]]
+
+
+def test_headline_refuses_a_recorded_gpu_sweep_that_contradicts_its_claim(tmp_path):
+    from synclab.reference import headline_figures
+
+    _gpu_reference(tmp_path, {"baseline": [10, 100, 1000], "AllPool": [10, 90, 900], "NoSync": [9, 30, 200]})
+    with pytest.raises(ValueError, match="'AllPool' is 1.11x faster"):
+        headline_figures("ch1", "timing", "t", root=tmp_path)
