@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -209,10 +208,3 @@ def _page(claim_id: str) -> str:
 def test_every_claim_is_said_on_its_page(claim):
     assert claim.text in _page(claim.id), f"book page of {claim.id} does not say: {claim.text}"
 
-
-def _test_disabled_typed_in_numbers():
-    """A page quotes this machine's timings only through a claim: no 'xx us' figures in the prose."""
-    for page in sorted((ROOT / "book").glob("0*.md")):
-        text = page.read_text()
-        found = re.findall(r"\b\d[\d,.]* ?(?:us|µs)\b", text)
-        assert not found, f"{page.name} quotes timings in its text: {found}"
