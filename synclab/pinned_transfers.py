@@ -664,8 +664,8 @@ def _arrived_intact(copy: torch.Tensor) -> None:
 def bandwidth_sweep(sizes: tuple[int, ...] = BANDWIDTH_SIZES) -> dict[str, Any] | None:
     """Host-to-device copies from pageable and pinned memory, blocking and not: GB/s and host time. GPU only.
 
-    For each size and variant: the bandwidth (bytes / median time of copy + synchronise,
-    CUDA events via ``benchmark``) and the time the host spends inside the ``.to()``
+    For each size and variant: the bandwidth (bytes / median time of copy + synchronise, timed
+    by ``benchmark``: wall clock around blocks synchronised before and after) and the time the host spends inside the ``.to()``
     call alone (``perf_counter``, the device drained before each call). Returns None
     without a GPU: there is no host-to-device link to measure.
     """
@@ -718,7 +718,10 @@ def stale_read(num_elements: int = 1 << 24) -> dict[str, Any]:
         for _ in range(20):  # keep the device busy for a while: the copy queues behind this
             x = torch.tanh(x @ x) * 0.5
         values = torch.full((num_elements,), 3.0, device="cuda") + x[0, 0] * 0  # [n], ready only after the queue
-        host = values.to("cpu", non_blocking=True)
+        # A sentinel first: the caching host allocator may hand back a pinned block that already holds
+        # 3.0 from an earlier run, and a copy that has not landed would then look right.
+        host = torch.full((num_elements,), -1.0, pin_memory=True)
+        host.copy_(values, non_blocking=True)
         early_wrong = int((host != 3.0).sum())  # read at once: the copy may not have landed
         torch.cuda.synchronize()
         late_wrong = int((host != 3.0).sum())
