@@ -338,16 +338,15 @@ def sweep(
         result = Sweep(parameter=parameter, values=values, timings={name: [] for name in variants})
     bar = Progress(len(values), f"sweeping {parameter}") if progress else None
     for value in values:
-        calls = {name: factory(value) for name, factory in variants.items()}
+        labels = {name: f"{name} {parameter}={value}" for name in variants}
+        calls = {labels[name]: factory(value) for name, factory in variants.items()}
         expected = None
         if reference is not None:
-            truth = calls[reference]()
-            expected = {name: truth for name in calls if name != reference}
-        timings = compare({f"{name} {parameter}={value}": call for name, call in calls.items()},
-                          min_run_time=min_run_time, rounds=rounds,
-                          expected={f"{name} {parameter}={value}": v for name, v in (expected or {}).items()})
+            truth = calls[labels[reference]]()
+            expected = {label: truth for name, label in labels.items() if name != reference}
+        timings = compare(calls, min_run_time=min_run_time, rounds=rounds, expected=expected)
         for name in variants:
-            result.timings[name].append(timings[f"{name} {parameter}={value}"])
+            result.timings[name].append(timings[labels[name]])
         if bar:
             bar.step(f"{parameter}={value}")
     if bar:
