@@ -104,18 +104,24 @@ def is_pinned_host(tensor: torch.Tensor) -> bool:
     return bool(getattr(tensor, PIN_INTENT, False)) or (tensor.device.type == "cpu" and tensor.is_pinned())
 
 
-def to_device(tensor: torch.Tensor, device: DeviceLike | None = None) -> torch.Tensor:
+def to_device(tensor: torch.Tensor, device: DeviceLike | None = None, non_blocking: bool = False) -> torch.Tensor:
     """Put ``tensor`` in device memory: a real copy to CUDA, or a marked copy on the CPU.
 
     Use it to build the inputs a lab treats as device-resident (``hidden_states``,
     ``*_gpu`` tensors). Host-side metadata (``*_cpu`` tensors) stays unmarked.
+    ``non_blocking=True`` is for a source in pinned memory (chapter 3): the host
+    does not wait, and the source must stay unchanged until the copy has run.
     """
     device = pick_device() if device is None else device
     if is_simulated(device) or torch.device(device).type == "cpu":
+        from synclab.syncs import record_simulated_upload  # syncs imports this module
+
+        if not is_device_tensor(tensor):
+            record_simulated_upload(tensor, non_blocking)  # inside count_syncs: the copy a GPU would make
         out = tensor.detach().clone()
         setattr(out, _MARK, True)
         return out
-    return tensor.to(device)
+    return tensor.to(device, non_blocking=non_blocking)
 
 
 def mark_device(tensor: torch.Tensor) -> torch.Tensor:
@@ -155,3 +161,16 @@ def synchronize() -> None:
     """Wait for all queued device work (a no-op on the CPU, where work runs eagerly)."""
     if has_cuda():
         torch.cuda.synchronize()
+
+
+def host_wait_event(enable_timing: bool = False) -> "torch.cuda.Event":
+    """A CUDA event the host will wait on, created ``blocking=True``: the waiting thread sleeps.
+
+    Taught in chapter 2, used by the GPU loops of chapters 4 and 5. A default event's
+    ``synchronize()`` spins on the driver, holding a core and the driver's lock; vLLM's
+    pooling runner creates its ``prepare_inputs_event`` blocking for that reason (under
+    tensor parallelism the polling made ranks stragglers). In a loop whose host has
+    nothing else to do while it waits, sleeping costs the wake-up latency of an
+    interrupt (microseconds) and changes no comparison: every variant waits the same way.
+    """
+    return torch.cuda.Event(enable_timing=enable_timing, blocking=True)

@@ -99,9 +99,10 @@ def watch_pooler_outputs(model: TinyPoolingModel) -> Iterator[list[weakref.ref]]
     refs: list[weakref.ref] = []
     pooler = model.pooler
 
-    def watched(hidden_states: torch.Tensor, metadata: Any) -> list:
+    def watched(hidden_states: torch.Tensor, metadata: Any) -> torch.Tensor | list:
         raw = pooler(hidden_states, metadata)
-        refs.extend(weakref.ref(t) for t in raw if t is not None)
+        items = [raw] if isinstance(raw, torch.Tensor) else [t for t in raw if t is not None]
+        refs.extend(weakref.ref(t) for t in items)
         return raw
 
     model.pooler = watched  # type: ignore[assignment]
@@ -271,7 +272,7 @@ def check_runner(runner_cls: RunnerClass, seed: int | None = None) -> CheckRepor
 class _SpotTheBugOutput:
     """An async output with switches for the mistakes of Exercise 2.2."""
 
-    def __init__(self, output: ModelRunnerOutput, raw: list, finished: list[bool], stream: Any, *,
+    def __init__(self, output: ModelRunnerOutput, raw: torch.Tensor, finished: list[bool], stream: Any, *,
                  wait_for_forward: bool = True, keep_raw: bool = True, pageable: bool = False) -> None:
         self._output = output
         self._raw = raw if keep_raw else None
@@ -281,9 +282,9 @@ class _SpotTheBugOutput:
             if wait_for_forward:
                 stream.wait_stream(compute)
             if pageable:  # a host buffer from torch.empty: pageable memory
-                output.pooler_output = [None if t is None or not f else
-                                        torch.empty(t.shape, dtype=t.dtype).copy_(t, non_blocking=True)
-                                        for t, f in zip(raw, finished)]
+                host = torch.empty(raw.shape, dtype=raw.dtype)  # [num_reqs, hidden]
+                host.copy_(raw, non_blocking=True)
+                output.pooler_output = [row if f else None for row, f in zip(host.unbind(0), finished)]
             else:
                 output.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
             self.event.record()

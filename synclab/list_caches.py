@@ -515,7 +515,7 @@ def gpu_loop(scheduler_cls: SchedulerClass, range_cls: RangeClass, num_reqs: int
     """
     import time
 
-    from synclab.device import has_cuda
+    from synclab.device import has_cuda, host_wait_event
 
     if not has_cuda():
         return None
@@ -527,7 +527,7 @@ def gpu_loop(scheduler_cls: SchedulerClass, range_cls: RangeClass, num_reqs: int
     start = time.perf_counter()
     previous = None
     for _ in range(steps):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin, end = host_wait_event(enable_timing=True), host_wait_event(enable_timing=True)
         begin.record()
         h = x
         for w in weights:

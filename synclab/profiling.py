@@ -3,11 +3,13 @@
 Taught in chapter 0 (the primer); every chapter's profiling section uses it.
 
 The timeline has one row per host thread (the Python side queueing work), one for
-the CUDA runtime calls it makes (``cudaStreamSynchronize`` is where the host waits),
-and one per device stream (kernels and copies). Synchronisations are drawn red:
-on a GPU they are the runtime's synchronize/copy calls, on a CPU the scalar reads
-(``aten::item`` / ``aten::_local_scalar_dense``) and data-dependent ops that
-would synchronise on a GPU.
+the CUDA runtime calls it makes and one for driver calls (``cudaStreamSynchronize``
+is where the host waits), one for ``record_function`` ranges as the device ran them,
+and one per device stream (kernels and copies). Host waits are drawn red: on a GPU
+the runtime's and driver's synchronize calls, blocking copies and asynchronous copies
+into pageable memory; on a CPU the scalar reads (``aten::item`` /
+``aten::_local_scalar_dense``) and data-dependent ops that would synchronise on a GPU.
+An asynchronous copy from pageable memory is a staging copy, drawn apart (purple).
 """
 
 from __future__ import annotations
@@ -28,13 +30,21 @@ from synclab.timing import measurement_threads, refuse_in_book_build
 # Host ops that wait for the device (on a GPU) or would (on the simulated device).
 SYNC_OPS = {
     "aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero", "aten::equal",
-    "aten::masked_select", "aten::_unique2", "cudaStreamSynchronize", "cudaDeviceSynchronize",
-    "cudaEventSynchronize", "cudaMemcpy",
+    "aten::masked_select", "aten::_unique2",
 }
+# CUDA runtime and driver calls that return only once the device has caught up: the host waits in them.
+# (cudaMemcpyAsync is not one of them, except into pageable memory: see _memcpy_category.)
+HOST_WAIT_CALLS = {
+    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpy2D",
+    "cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize", "cuMemcpy", "cuMemcpyDtoH_v2",
+    "cuMemcpyHtoD_v2", "cuMemcpyDtoD_v2",
+}
+ASYNC_COPY_CALLS = {"cudaMemcpyAsync", "cuMemcpyAsync", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2"}
 CATEGORY_COLORS = {
     "region": "#9e9e9e",
     "host op": "#4c78a8",
     "sync": "#e45756",
+    "staged copy": "#b279a2",
     "runtime": "#72b7b2",
     "kernel": "#54a24b",
     "copy": "#f58518",
@@ -109,13 +119,17 @@ def _events_from_chrome_trace(raw: list[dict], host_depth: int) -> list[TraceEve
             out.append(TraceEvent("host", ev["name"], category, ev["ts"] - t0, ev.get("dur", 0.0)))
             if sync:
                 sync_ends_at = ev["ts"] + ev.get("dur", 0.0)
+    device_copies = {ev.get("args", {}).get("correlation"): ev["name"] for ev in spans if ev.get("cat") == "gpu_memcpy"}
     for ev in spans:
         cat, name = ev.get("cat"), ev["name"]
         args = ev.get("args", {})
         if cat == "user_annotation":
             row, category = "regions", "region"
-        elif cat == "cuda_runtime":
-            row, category = "CUDA runtime", "sync" if name in SYNC_OPS else "runtime"
+        elif cat == "gpu_user_annotation":  # record_function ranges as the device ran them
+            row, category = "device regions", "region"
+        elif cat in ("cuda_runtime", "cuda_driver"):
+            row = "CUDA runtime" if cat == "cuda_runtime" else "CUDA driver"
+            category = _runtime_category(name, device_copies.get(args.get("correlation")))
         elif cat == "kernel":
             row, category = f"device stream {args.get('stream', '?')}", "kernel"
         elif cat in ("gpu_memcpy", "gpu_memset"):
@@ -124,6 +138,22 @@ def _events_from_chrome_trace(raw: list[dict], host_depth: int) -> list[TraceEve
             continue
         out.append(TraceEvent(row, name, category, ev["ts"] - t0, ev.get("dur", 0.0)))
     return out
+
+
+def _runtime_category(name: str, device_copy: str | None) -> str:
+    """A runtime/driver call: a host wait, a staging copy, or plain work.
+
+    An asynchronous copy is named by its device side (Kineto: "Memcpy HtoD (Pageable -> Device)"):
+    from pageable memory the host stages the data itself; into pageable memory it waits for the copy.
+    """
+    if name in HOST_WAIT_CALLS:
+        return "sync"
+    if name in ASYNC_COPY_CALLS and device_copy:
+        if "Device -> Pageable" in device_copy:
+            return "sync"
+        if "Pageable -> Device" in device_copy:
+            return "staged copy"
+    return "runtime"
 
 
 def profile(fn: Callable[..., Any], *args: Any, warmup: int = 1, host_depth: int = 0, **kwargs: Any) -> Trace:
@@ -168,8 +198,8 @@ def ops_per_call(fn: Callable[[], Any], calls: int = 200) -> list[tuple[str, flo
 
 
 def _row_order(rows: list[str]) -> list[str]:
-    rank = {"regions": 0, "host": 1, "CUDA runtime": 2}
-    return sorted(set(rows), key=lambda r: (rank.get(r.split(" · ")[-1], 3), r))
+    rank = {"regions": 0, "host": 1, "CUDA runtime": 2, "CUDA driver": 3, "device regions": 4}
+    return sorted(set(rows), key=lambda r: (rank.get(r.split(" · ")[-1], 5), r))
 
 
 def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler timeline") -> Any:

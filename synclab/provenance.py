@@ -6,9 +6,12 @@ Used by :mod:`synclab.timing`, :mod:`synclab.figures` and the reference results
 
 from __future__ import annotations
 
+import ctypes
 import datetime as _dt
 import platform
 import re
+import shutil
+import subprocess
 from dataclasses import asdict, dataclass
 
 import torch
@@ -24,25 +27,35 @@ class Provenance:
     date: str  # ISO date, UTC
     host: str  # CPU model / machine, for CPU runs
     threads: int = 0  # torch intra-op threads the measurement ran with (0: not recorded)
+    cuda_runtime: str = ""  # GPU runs: the CUDA runtime torch runs on, e.g. "12.8"
+    driver: str = ""  # GPU runs: the NVIDIA driver, e.g. "570.86.15" (or "CUDA 12.8" when only that is known)
 
     @classmethod
     def here(cls) -> "Provenance":
+        gpu = has_cuda()
         return cls(
             device=device_name(),
-            is_gpu=has_cuda(),
+            is_gpu=gpu,
             torch_version=torch.__version__,
             date=_dt.datetime.now(_dt.timezone.utc).date().isoformat(),
             host=platform.processor() or platform.machine(),
             threads=torch.get_num_threads(),
+            cuda_runtime=(torch.version.cuda or "") if gpu else "",
+            driver=driver_version() if gpu else "",
         )
 
     @property
     def label(self) -> str:
-        """Short label for a figure title: ``cpu (no GPU), 1 torch thread · torch 2.13.0+cpu · 2026-11-21``."""
+        """Short label for a figure title: ``cpu (no GPU), 1 torch thread · torch 2.13.0+cpu · 2026-11-21``.
+
+        A GPU run names its software too: ``NVIDIA H100 · torch 2.11.0 · CUDA 12.8 · driver 570.86.15 · date``.
+        """
         device = self.device
         if not self.is_gpu:
             device += " (no GPU)" + (f", {self.threads} torch thread{'s' * (self.threads > 1)}" if self.threads else "")
-        return f"{device} · torch {self.torch_version} · {self.date}"
+        cuda = f" · CUDA {self.cuda_runtime}" if self.cuda_runtime else ""
+        driver = f" · driver {self.driver}" if self.driver else ""
+        return f"{device} · torch {self.torch_version}{cuda}{driver} · {self.date}"
 
     @property
     def slug(self) -> str:
@@ -55,3 +68,28 @@ class Provenance:
     @classmethod
     def from_dict(cls, data: dict) -> "Provenance":
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def driver_version() -> str:
+    """The NVIDIA driver's version: ``nvidia-smi``'s answer, else what ``libcuda`` says it supports, else ""."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        if out.strip():
+            return out.strip().splitlines()[0].strip()
+    try:
+        version = ctypes.c_int()
+        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) == 0:
+            return cuda_version_label(version.value)
+    except (OSError, AttributeError):
+        pass
+    return ""
+
+
+def cuda_version_label(encoded: int) -> str:
+    """CUDA's integer version as people write it: ``12080`` -> ``"CUDA 12.8"``."""
+    return f"CUDA {encoded // 1000}.{encoded % 1000 // 10}"

@@ -358,7 +358,7 @@ def gpu_loop(batch_cls: BatchClass, output_len: int, steps: int = 30, num_reqs: 
     """
     import time
 
-    from synclab.device import has_cuda
+    from synclab.device import has_cuda, host_wait_event
 
     if not has_cuda():
         return None
@@ -374,7 +374,7 @@ def gpu_loop(batch_cls: BatchClass, output_len: int, steps: int = 30, num_reqs: 
         for w in weights:
             h = torch.tanh(h @ w)
         sampled = h.argmax(dim=-1, keepdim=True)  # [num_reqs, 1] device
-        event = torch.cuda.Event()
+        event = host_wait_event()  # the repair waits on it: a sleeping wait, as chapter 2 teaches
         batch.update_async_output_token_ids()  # step i-1's repair runs while step i's forward is queued
         host_ids.copy_(sampled, non_blocking=True)
         event.record()

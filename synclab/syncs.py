@@ -46,6 +46,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map_only
 
+import synclab.device as _device_module
 from synclab.device import (
     SIM_DEVICE,
     has_cuda,
@@ -55,14 +56,21 @@ from synclab.device import (
     is_pinned_host,
     is_simulated,
     mark_device,
-    pinning_is_simulated,
 )
 
 
 class SyncKind(str, Enum):
-    """Why the host had to wait. ``value`` is the label shown to readers."""
+    """Why the host had to wait. ``value`` is the label shown to readers.
 
-    ITEM = "item"  # t.item(), int(t), float(t), torch.equal
+    All but one are *device waits*: the host stops until the device has run
+    everything queued before the call. The exception is :attr:`STAGED_COPY`, a
+    host-blocking copy that does not wait for the device (see
+    :attr:`waits_for_device`). Which kinds CUDA's sync debug mode reports follows
+    PyTorch's C++: ``c10::cuda::memcpy_and_sync`` and ``stream_synchronize`` warn,
+    ``device_synchronize``, ``CUDAEvent::synchronize`` and ``cudaMemcpyAsync`` do not.
+    """
+
+    ITEM = "item"  # t.item(), int(t), float(t), torch.equal: _local_scalar_dense, a blocking 1-element copy
     TOLIST = "tolist"  # t.tolist(): a device-to-host copy of the whole tensor
     BOOL = "bool"  # if t: / bool(t) / assert t
     TENSOR_SLICE = "tensor-bounded slice"  # x[t0:t1] with device 0-d bounds (__index__)
@@ -70,14 +78,32 @@ class SyncKind(str, Enum):
     BOOL_MASK_INDEX = "boolean-mask indexing"  # x[mask], x[mask] = v
     D2H_COPY = "blocking device-to-host copy"  # t.cpu(), t.to("cpu"), cpu_buf.copy_(t)
     H2D_COPY = "synchronous host-to-device copy"  # t.to(dev), torch.tensor(list, device=dev)
-    PAGEABLE_NON_BLOCKING = "non_blocking copy from pageable memory"  # silently synchronous
+    PAGEABLE_D2H = "non_blocking copy into pageable memory"  # cudaMemcpyAsync returns once the copy is done
+    STAGED_COPY = "staging copy from pageable memory"  # non_blocking upload from pageable memory: not a device wait
     PRINT = "print"  # print(t), f"{t}": formatting reads the values back
-    EXPLICIT = "explicit synchronize"  # torch.cuda.synchronize(), event/stream .synchronize()
+    STREAM_SYNC = "Stream.synchronize"  # torch.cuda.Stream.synchronize(): waits for one stream
+    EVENT_SYNC = "Event.synchronize"  # torch.cuda.Event.synchronize(): waits for the work before the event
+    DEVICE_SYNC = "torch.cuda.synchronize"  # waits for every stream of the device
+
+    @property
+    def waits_for_device(self) -> bool:
+        """False only for a staging copy: the host copies into a pinned bounce buffer, the device queue runs on.
+
+        CUDA's *API synchronization behavior* notes: an asynchronous copy from pageable
+        memory "may synchronize with the stream" to stage it; for a copy that fits the
+        driver's staging buffers the call returns once the data is staged, without
+        waiting for queued kernels (``tests/test_syncs.py`` checks both on a GPU).
+        """
+        return self is not SyncKind.STAGED_COPY
 
     @property
     def seen_by_cuda_debug_mode(self) -> bool:
-        """Whether ``torch.cuda.set_sync_debug_mode`` reports this kind (it misses two)."""
-        return self not in (SyncKind.PAGEABLE_NON_BLOCKING, SyncKind.EXPLICIT)
+        """Whether ``torch.cuda.set_sync_debug_mode`` reports this kind (it misses four)."""
+        return self not in _UNSEEN_BY_DEBUG_MODE
+
+
+_UNSEEN_BY_DEBUG_MODE = {SyncKind.PAGEABLE_D2H, SyncKind.STAGED_COPY, SyncKind.EVENT_SYNC, SyncKind.DEVICE_SYNC}
+EXPLICIT_WAITS = (SyncKind.STREAM_SYNC, SyncKind.EVENT_SYNC, SyncKind.DEVICE_SYNC)
 
 
 @dataclass(frozen=True)
@@ -102,15 +128,27 @@ class SyncEvent:
 
 @dataclass
 class SyncReport:
-    """What :func:`count_syncs` saw. ``count`` is the number of synchronisations."""
+    """What :func:`count_syncs` saw.
+
+    ``events`` are the device waits (``count`` of them); ``staged`` the staging copies
+    from pageable memory, which block the host without waiting for the device. They
+    are kept apart: only the first drain the device's queue.
+    """
 
     events: list[SyncEvent] = field(default_factory=list)
+    staged: list[SyncEvent] = field(default_factory=list)
     simulated: bool = True  # True: CPU standing in for a GPU
     cuda_reported: int | None = None  # torch.cuda.set_sync_debug_mode's own count (GPU only)
 
     @property
     def count(self) -> int:
+        """Device waits: the syncs."""
         return len(self.events)
+
+    @property
+    def staged_count(self) -> int:
+        """Host-blocking staging copies (``non_blocking`` uploads from pageable memory)."""
+        return len(self.staged)
 
     @property
     def bytes_to_host(self) -> int:
@@ -119,16 +157,20 @@ class SyncReport:
 
     @property
     def cuda_visible_count(self) -> int:
-        """Our count restricted to the kinds CUDA's debug mode can see (to compare with it)."""
-        return sum(e.kind.seen_by_cuda_debug_mode for e in self.events)
+        """What CUDA's debug mode should report for this block: the events of the kinds it sees."""
+        return sum(e.kind.seen_by_cuda_debug_mode for e in self.events + self.staged)
 
     def by_kind(self) -> Counter[str]:
-        return Counter(e.kind.value for e in self.events)
+        return Counter(e.kind.value for e in self.events + self.staged)
 
     def __str__(self) -> str:
         where = "simulated GPU (CPU tensors marked as device memory)" if self.simulated else "CUDA"
         lines = [f"{self.count} host-device sync(s) [{where}]"]
         lines += [f"  {e}" for e in self.events]
+        if self.staged:
+            lines.append(f"{self.staged_count} staging copy(ies) from pageable memory (the host copies; "
+                         "no wait for the device)")
+            lines += [f"  {e}" for e in self.staged]
         if self.cuda_reported is not None:
             lines.append(f"  torch.cuda.set_sync_debug_mode reported {self.cuda_reported}")
         return "\n".join(lines)
@@ -136,21 +178,25 @@ class SyncReport:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><td>{escape(e.kind.value)}</td><td><code>{escape(e.where)}</code></td>"
-            f"<td><code>{escape(e.code)}</code></td></tr>"
-            for e in self.events
-        )
+        def table(events: list[SyncEvent]) -> str:
+            if not events:
+                return ""
+            rows = "".join(
+                f"<tr><td>{escape(e.kind.value)}</td><td><code>{escape(e.where)}</code></td>"
+                f"<td><code>{escape(e.code)}</code></td></tr>"
+                for e in events
+            )
+            return "<table><tr><th>kind</th><th>where</th><th>code</th></tr>" + rows + "</table>"
+
         cuda = (
             f" &middot; CUDA debug mode: {self.cuda_reported}" if self.cuda_reported is not None else ""
         )
         where = "simulated GPU" if self.simulated else "CUDA"
-        table = (
-            "<table><tr><th>kind</th><th>where</th><th>code</th></tr>" + rows + "</table>"
-            if self.events
-            else ""
+        staged = (
+            f"<div><b>{self.staged_count} staging copy(ies)</b> from pageable memory: the host copies, "
+            f"the device is not waited for</div>{table(self.staged)}" if self.staged else ""
         )
-        return f"<div><b>{self.count} host-device sync(s)</b> [{where}]{cuda}{table}</div>"
+        return f"<div><b>{self.count} host-device sync(s)</b> [{where}]{cuda}{table(self.events)}{staged}</div>"
 
 
 # ----------------------------------------------------------------------------- where a sync came from
@@ -162,6 +208,9 @@ _SKIP_FILES = {__file__, __file__.replace(".pyc", ".py")}
 def attribute_syncs_to_callers(filename: str) -> None:
     """Report syncs found in ``filename`` (a synclab helper) at the line that called into it."""
     _SKIP_FILES.update({filename, filename.replace(".pyc", ".py")})
+
+
+attribute_syncs_to_callers(_device_module.__file__)  # to_device's simulated copy belongs to its caller
 
 
 def _short_filename(filename: str) -> str:
@@ -231,7 +280,7 @@ _READS_BACK = {SyncKind.ITEM, SyncKind.TOLIST, SyncKind.BOOL, SyncKind.PRINT, Sy
 def _bytes_to_host(kind: SyncKind, name: str, args: tuple) -> int:
     """Size of what a read-back moves to the host: the device-side source tensor, if any."""
     src = args[1] if name == "copy_" and len(args) > 1 else args[0] if args else None
-    moves_data = kind in _READS_BACK or kind is SyncKind.PAGEABLE_NON_BLOCKING
+    moves_data = kind in _READS_BACK or kind is SyncKind.PAGEABLE_D2H
     if not moves_data or not isinstance(src, torch.Tensor) or not is_device_tensor(src):
         return 0
     return src.numel() * src.element_size()
@@ -242,14 +291,16 @@ class _Observer:
 
     def __init__(self, simulated: bool) -> None:
         self.simulated = simulated
-        self.events: list[SyncEvent] = []
+        self.events: list[SyncEvent] = []  # device waits
+        self.staged: list[SyncEvent] = []  # staging copies from pageable memory
         self.suppress = 0  # >0 while a Python-level op already counted its sync
         self.current_op = ""  # the Python-level op being run (names a sync found below it)
         self.current_args: tuple = ()  # ... and its arguments
 
     def record(self, kind: SyncKind, op: str, nbytes: int = 0) -> None:
         filename, lineno, function, code = _user_frame()
-        self.events.append(SyncEvent(kind, op, filename, lineno, function, code, nbytes))
+        event = SyncEvent(kind, op, filename, lineno, function, code, nbytes)
+        (self.events if kind.waits_for_device else self.staged).append(event)
 
 
 class _FunctionLevel(TorchFunctionMode):
@@ -317,15 +368,12 @@ class _FunctionLevel(TorchFunctionMode):
         host_side = src if target_device else dst  # the host buffer of the copy (None: a fresh one)
         if not non_blocking:
             return (SyncKind.H2D_COPY if target_device else SyncKind.D2H_COPY), target_device
-        # non_blocking from/to pageable memory is synchronous in all but name; CUDA's debug
-        # mode does not report it. Where pinning is unavailable (WSL) there is no better option.
-        if pinning_is_simulated():  # chapter 3 decides: a GPU machine, or the WSL case
-            pinning_possible = is_pin_memory_available()
-        else:
-            pinning_possible = self.obs.simulated or is_pin_memory_available()
-        if host_side is not None and pinning_possible and not is_pinned_host(host_side):
-            return SyncKind.PAGEABLE_NON_BLOCKING, target_device
-        return None, target_device
+        if host_side is None or is_pinned_host(host_side):
+            return None, target_device  # pinned (or a fresh pinned buffer torch allocates): asynchronous
+        # From pageable memory CUDA must stage the data: an upload returns once the host has copied it
+        # into a pinned bounce buffer (no device wait, CUDA's debug mode silent); a download into pageable
+        # memory returns only when the copy, and so everything queued before it, is done.
+        return (SyncKind.STAGED_COPY if target_device else SyncKind.PAGEABLE_D2H), target_device
 
     @staticmethod
     def _propagate_marks(name: str, args: tuple, kwargs: dict, out: Any, copy_to: bool | None) -> Any:
@@ -370,11 +418,16 @@ class _DispatchLevel(TorchDispatchMode):
         if name == "_local_scalar_dense":
             in_indexing = self.obs.current_op in ("__getitem__", "__setitem__")
             return SyncKind.TENSOR_SLICE if in_indexing else SyncKind.ITEM
-        if name in ("equal", "is_nonzero"):
-            return SyncKind.ITEM if name == "equal" else SyncKind.BOOL
+        if name == "equal":
+            return SyncKind.ITEM if _equal_reads_back(args[0], args[1]) else None
+        if name == "is_nonzero":
+            return SyncKind.BOOL
         if name in _DATA_DEPENDENT:
             return SyncKind.NONZERO
         if name == "repeat_interleave" and kwargs.get("output_size") is None and func._overloadname == "Tensor":
+            # ATen's repeat_interleave_common (ATen/native/Repeat.h) reads twice: cumsum[-1].item()
+            # for the output size, then (repeats >= 0).all().item() to refuse negative repeats.
+            self.obs.record(SyncKind.NONZERO, f"{func} (output size)")
             return SyncKind.NONZERO
         if name in ("index", "index_put", "index_put_", "_index_put_impl_"):
             indices = args[1] if len(args) > 1 else kwargs.get("indices", [])
@@ -392,6 +445,27 @@ class _DispatchLevel(TorchDispatchMode):
                 return None
             return SyncKind.BOOL_MASK_INDEX
         return None
+
+
+def _equal_reads_back(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``torch.equal(a, b)`` reads a value back (ATen's ``cuda_equal``, ATen/native/cuda/Equal.cpp).
+
+    It answers from metadata when the sizes differ, when there is nothing to compare,
+    and when ``b`` is ``a`` itself (same storage, offset, strides, dtype and flags); otherwise
+    it runs ``eq(a, b).all().item()``.
+    """
+    if a.shape != b.shape or a.numel() == 0:
+        return False
+    aliased = (
+        a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        and a.storage_offset() == b.storage_offset()
+        and a.stride() == b.stride()
+        and a.dtype == b.dtype
+        and a.layout == b.layout
+        and a.is_neg() == b.is_neg()
+        and a.is_conj() == b.is_conj()
+    )
+    return not aliased
 
 
 def _is_host_scalar(value: Any) -> bool:
@@ -415,39 +489,54 @@ def _becomes_masked_fill(indices: list, masks: list, value: Any) -> bool:
 
 @contextmanager
 def _watch_explicit_syncs(obs: _Observer) -> Iterator[None]:
-    """Count torch.cuda.synchronize / Event.synchronize / Stream.synchronize (GPU only).
+    """Count torch.cuda.synchronize / Event.synchronize / Stream.synchronize (GPU only), each as its own kind.
 
     A simulated block counts the simulated device's waits instead (``record_simulated_wait``).
     """
     if not has_cuda() or obs.simulated:
         yield
         return
-    patched = [(torch.cuda, "synchronize"), (torch.cuda.Event, "synchronize"), (torch.cuda.Stream, "synchronize")]
-    originals = [getattr(owner, attr) for owner, attr in patched]
+    patched = [(torch.cuda, "synchronize", SyncKind.DEVICE_SYNC), (torch.cuda.Event, "synchronize", SyncKind.EVENT_SYNC),
+               (torch.cuda.Stream, "synchronize", SyncKind.STREAM_SYNC)]
+    originals = [getattr(owner, attr) for owner, attr, _ in patched]
 
-    def wrap(original: Callable, label: str) -> Callable:
+    def wrap(original: Callable, kind: SyncKind) -> Callable:
         def counted(*a: Any, **k: Any) -> Any:
-            obs.record(SyncKind.EXPLICIT, label)
+            obs.record(kind, kind.value)
             return original(*a, **k)
 
         return counted
 
-    for (owner, attr), original in zip(patched, originals):
-        setattr(owner, attr, wrap(original, f"{getattr(owner, '__name__', owner)}.{attr}"))
+    for (owner, attr, kind), original in zip(patched, originals):
+        setattr(owner, attr, wrap(original, kind))
     try:
         yield
     finally:
-        for (owner, attr), original in zip(patched, originals):
+        for (owner, attr, _), original in zip(patched, originals):
             setattr(owner, attr, original)
 
 
 _ACTIVE_SIMULATED: list[_Observer] = []  # the simulated count_syncs blocks now open (innermost last)
 
 
-def record_simulated_wait(label: str) -> None:
-    """Count an explicit wait of the simulated device (``synclab.engine.sim_cuda``: an event or stream wait)."""
+def record_simulated_wait(kind: SyncKind, label: str) -> None:
+    """Count an explicit wait of the simulated device (``synclab.engine.sim_cuda``): one of ``EXPLICIT_WAITS``."""
+    if kind not in EXPLICIT_WAITS:
+        raise ValueError(f"{kind} is not an explicit wait")
     for obs in _ACTIVE_SIMULATED:
-        obs.record(SyncKind.EXPLICIT, label)
+        obs.record(kind, label)
+
+
+def record_simulated_upload(source: torch.Tensor, non_blocking: bool) -> None:
+    """Count the copy :func:`synclab.device.to_device` stands in for on a CPU, as CUDA would run it.
+
+    A blocking upload waits for the device; a ``non_blocking`` one from pageable memory is a staging copy.
+    """
+    kind = SyncKind.H2D_COPY if not non_blocking else None if is_pinned_host(source) else SyncKind.STAGED_COPY
+    if kind is None:
+        return
+    for obs in _ACTIVE_SIMULATED:
+        obs.record(kind, "to_device")
 
 
 # ----------------------------------------------------------------------------- the public API
@@ -481,7 +570,7 @@ def count_syncs(simulate: bool | None = None) -> Iterator[SyncReport]:
                 _ACTIVE_SIMULATED.remove(obs)
             if arm_cuda:
                 torch.cuda.set_sync_debug_mode(previous_mode)
-            report.events = obs.events
+            report.events, report.staged = obs.events, obs.staged
             if arm_cuda:
                 report.cuda_reported = sum("synchroniz" in str(w.message) for w in caught)
     for w in caught:  # hand back the warnings that were not ours to swallow

@@ -154,3 +154,41 @@ def test_lab_stubs_every_task(solution, lab):
     for task in sorted(tasks):
         assert f'raise NotImplementedError("Exercise {task}")' in lab_text, f"{lab.name}: no stub for {task}"
     assert "### BEGIN SOLUTION" not in lab_text and "### END SOLUTION" not in lab_text
+
+
+# ----------------------------------------------------------------------------- python -m synclab bench
+
+
+def test_bench_keeps_what_was_recorded_around_a_failing_cell(tmp_path, capsys):
+    """A GPU half hour is too short to lose: every record is written, the failure listed, the exit non-zero."""
+    import json
+
+    from synclab.__main__ import bench_notebook
+    from synclab.provenance import Provenance
+
+    nb = v4.new_notebook(cells=[
+        v4.new_code_cell('from synclab.reference import record\nrecord("ch9", "first", {"value": 1})'),
+        v4.new_code_cell('raise RuntimeError("the GPU ran out of something")'),
+        v4.new_code_cell('record("ch9", "after", {"value": 2})'),  # the other cells still run
+    ])
+    notebook = tmp_path / "ch9.ipynb"
+    nbformat.write(nb, notebook)
+    status = bench_notebook("ch9", notebook, timeout=120, out_root=tmp_path / "out")
+    out = capsys.readouterr()
+    written = tmp_path / "out" / Provenance.here().slug / "ch9.json"
+    assert status == 1
+    assert f"wrote {written}" in out.out and "first" in out.out  # the path and what it holds
+    data = json.loads(written.read_text())
+    assert list(data["results"]) == ["first", "after"] and data["provenance"]["device"] == Provenance.here().device
+    assert len(data["errors"]) == 1 and "the GPU ran out of something" in data["errors"][0]
+    assert "1 cell(s) failed" in out.err
+
+
+def test_bench_with_nothing_recorded_fails_and_writes_nothing(tmp_path, capsys):
+    from synclab.__main__ import bench_notebook
+
+    notebook = tmp_path / "ch9.ipynb"
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell("x = 1")]), notebook)
+    assert bench_notebook("ch9", notebook, timeout=120, out_root=tmp_path / "out") == 1
+    assert "recorded no results" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -77,3 +77,25 @@ def test_mark_device_marks_in_place():
 def test_no_pinned_memory_without_cuda():
     dev._probe_pin_memory.cache_clear()
     assert is_pin_memory_available() is False
+
+
+def test_host_wait_events_sleep_rather_than_spin():
+    from synclab.device import host_wait_event
+    from synclab.engine import sim_cuda
+
+    with sim_cuda.simulated_cuda():
+        assert host_wait_event().blocking and host_wait_event(enable_timing=True).blocking
+
+
+@pytest.mark.parametrize("module,function", [("synclab.reverse_scan", "gpu_loop"), ("synclab.list_caches", "gpu_loop")])
+def test_the_gpu_loops_wait_on_blocking_events_as_chapter_2_teaches(module, function):
+    """Chapters 4 and 5 time their loops with the events chapter 2 teaches: no spinning torch.cuda.Event()."""
+    import ast
+    import importlib
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(importlib.import_module(module), function))))
+    calls = [ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    assert "host_wait_event" in calls
+    assert not [c for c in calls if c.endswith("cuda.Event")]

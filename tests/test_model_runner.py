@@ -65,12 +65,17 @@ def test_simulated_waits_are_counted_and_named():
         stream = torch.cuda.Stream()
         with torch.cuda.stream(stream):
             host = sim_cuda.copy_to_host_async(x)
+        event = torch.cuda.Event()
+        event.record()
         with count_syncs(simulate=True) as report:
             stream.synchronize()
+            event.synchronize()
             torch.cuda.synchronize()
         assert host.tolist() == [1.0, 1.0]
-    assert [e.kind for e in report.events] == [SyncKind.EXPLICIT, SyncKind.EXPLICIT]
-    assert "Stream.synchronize" in report.events[0].op and report.events[1].op == "torch.cuda.synchronize"
+    # three kinds: CUDA's debug mode reports only the first (tests/test_syncs.py checks that on a GPU)
+    assert [e.kind for e in report.events] == [SyncKind.STREAM_SYNC, SyncKind.EVENT_SYNC, SyncKind.DEVICE_SYNC]
+    assert [e.kind.seen_by_cuda_debug_mode for e in report.events] == [True, False, False]
+    assert "Stream.synchronize" in report.events[0].op and report.events[2].op == "torch.cuda.synchronize"
     assert report.events[0].filename.endswith("test_model_runner.py")  # the caller's line, not sim_cuda's
 
 
@@ -135,3 +140,37 @@ def test_batches_have_unfinished_chunks_when_asked():
     assert 40 < finished.count(False) < 160
     assert batch.input_ids.shape[0] == batch.num_scheduled_tokens == int(
         batch.metadata.get_pooling_cursor().num_scheduled_tokens_cpu.sum())
+
+
+# ----------------------------------------------------------------------------- the output copy: one tensor per step
+
+
+@pytest.mark.parametrize("finished,copied_rows", [([True] * 5, 5), ([True, False, True, False, False], 2),
+                                                  ([False] * 5, 0)])
+def test_a_pooled_tensor_goes_to_the_host_in_one_copy(finished, copied_rows):
+    raw = to_device(torch.arange(5 * 3, dtype=torch.float32).reshape(5, 3), SIM_DEVICE)  # [num_reqs, hidden]
+    with sim_cuda.simulated_cuda() as device, count_syncs(simulate=True) as report:
+        host = _copy_pooler_output_to_cpu(raw, finished)
+        copies = [detail for op, _, detail in device.log.entries if op == "copy to host"]
+        torch.cuda.synchronize()
+    assert copies == ([f"[{copied_rows}, 3] non_blocking"] if copied_rows else [])  # one copy, whatever the batch
+    assert report.count == 1 and report.events[0].kind is SyncKind.DEVICE_SYNC  # only the wait the test asked for
+    assert not report.staged  # the index of a partial batch goes up from pinned memory
+    for got, row, done in zip(host, raw, finished):
+        assert (got is None) == (not done)
+        if done:
+            assert torch.equal(got, row) and is_pinned_host(got)
+
+
+def test_token_wise_outputs_are_copied_item_by_item():
+    raw = [to_device(torch.ones(2, 3), SIM_DEVICE), None, to_device(torch.zeros(4, 3), SIM_DEVICE)]
+    with sim_cuda.simulated_cuda() as device:
+        host = _copy_pooler_output_to_cpu(raw, [True, False, True])
+        torch.cuda.synchronize()
+    assert device.log.ops().count("copy to host") == 2
+    assert host[1] is None and torch.equal(host[0], torch.ones(2, 3)) and torch.equal(host[2], torch.zeros(4, 3))
+
+
+def test_the_output_copy_refuses_a_mismatched_mask():
+    with pytest.raises(ValueError, match="3 pooled items for 2 requests"):
+        _copy_pooler_output_to_cpu(to_device(torch.ones(3, 2), SIM_DEVICE), [True, True])

@@ -150,6 +150,38 @@ def test_chrome_trace_rows_and_categories():
     assert next(e for e in events if e.name == "add_kernel").start_us == 11
 
 
+def test_gpu_trace_waits_staging_copies_driver_calls_and_device_regions():
+    """A Kineto trace as a GPU run writes it: each kind of call lands on its row with what it means."""
+    raw = [
+        _span("aten::copy_", "cpu_op", 0, 50),
+        _span("cudaMemcpyAsync", "cuda_runtime", 1, 9, correlation=1),  # from pageable: staged by the host
+        _span("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 5, 3, stream=7, correlation=1),
+        _span("cudaMemcpyAsync", "cuda_runtime", 12, 2, correlation=2),  # from pinned: asynchronous
+        _span("Memcpy HtoD (Pinned -> Device)", "gpu_memcpy", 14, 3, stream=7, correlation=2),
+        _span("cudaMemcpyAsync", "cuda_runtime", 20, 8, correlation=3),  # into pageable: returns when done
+        _span("Memcpy DtoH (Device -> Pageable)", "gpu_memcpy", 22, 4, stream=7, correlation=3),
+        _span("cudaEventSynchronize", "cuda_runtime", 30, 5),
+        _span("cudaStreamSynchronize", "cuda_runtime", 36, 5),
+        _span("cudaMemcpy", "cuda_runtime", 42, 3),
+        _span("cuLaunchKernel", "cuda_driver", 46, 1),
+        _span("cuStreamSynchronize", "cuda_driver", 47, 2),
+        _span("step", "gpu_user_annotation", 5, 30, stream=7),
+        _span("Memset (Device)", "gpu_memset", 40, 1, stream=7),
+    ]
+    events = _events_from_chrome_trace(raw, host_depth=0)
+    by_row: dict[str, list[tuple[str, str]]] = {}
+    for e in events:
+        by_row.setdefault(e.row, []).append((e.name, e.category))
+    assert [c for _, c in by_row["CUDA runtime"]] == ["staged copy", "runtime", "sync", "sync", "sync", "sync"]
+    assert by_row["CUDA driver"] == [("cuLaunchKernel", "runtime"), ("cuStreamSynchronize", "sync")]
+    assert by_row["device regions"] == [("step", "region")]
+    assert [c for _, c in by_row["device stream 7"]] == ["copy"] * 4  # device-side copies and memsets drawn
+    fig = timeline_figure(_trace(*events))
+    assert list(fig.layout.yaxis.categoryarray) == ["device stream 7", "device regions", "CUDA driver",
+                                                    "CUDA runtime", "host"]
+    assert {bar.name for bar in fig.data} >= {"staged copy", "sync", "copy", "region"}
+
+
 def test_chrome_trace_host_depth_one_shows_nested_non_sync_ops():
     raw = [_span("aten::copy_", "cpu_op", 0, 5), _span("aten::_to_copy", "cpu_op", 1, 1)]
     assert [e.name for e in _events_from_chrome_trace(raw, host_depth=0)] == ["aten::copy_"]

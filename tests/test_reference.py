@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 import json
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import pytest
 import torch
 
 from synclab import reference
-from synclab.provenance import Provenance
+from synclab.device import has_cuda
+from synclab.provenance import Provenance, cuda_version_label
 from synclab.reference import BENCH_DIR_ENV, describe_missing, load, record
 
 H100 = Provenance(device="NVIDIA H100 80GB HBM3", is_gpu=True, torch_version="2.9.0+cu128",
@@ -23,11 +25,15 @@ CPU = Provenance(device="cpu", is_gpu=False, torch_version="2.9.0+cpu", date="20
 
 def test_here_on_this_machine():
     prov = Provenance.here()
-    assert prov.device == "cpu"
-    assert prov.is_gpu is False
+    assert prov.is_gpu is has_cuda()
+    assert prov.device == (torch.cuda.get_device_name() if has_cuda() else "cpu")
     assert prov.torch_version == torch.__version__
     datetime.date.fromisoformat(prov.date)
     assert prov.host
+    if has_cuda():  # a GPU run names its CUDA runtime and driver
+        assert prov.cuda_runtime == torch.version.cuda and prov.driver
+    else:
+        assert prov.cuda_runtime == "" and prov.driver == ""
 
 
 def test_slug():
@@ -38,13 +44,26 @@ def test_slug():
 
 def test_label_says_no_gpu_on_cpu():
     assert CPU.label == "cpu (no GPU) · torch 2.9.0+cpu · 2026-01-02"
-    assert Provenance.here().label.startswith("cpu (no GPU), ")
-    assert " torch thread" in Provenance.here().label
+    if not has_cuda():
+        assert Provenance.here().label.startswith("cpu (no GPU), ")
+        assert " torch thread" in Provenance.here().label
 
 
 def test_label_of_a_gpu():
     assert H100.label == "NVIDIA H100 80GB HBM3 · torch 2.9.0+cu128 · 2026-01-02"
     assert "no GPU" not in H100.label
+    full = replace(H100, cuda_runtime="12.8", driver="570.86.15")
+    assert full.label == "NVIDIA H100 80GB HBM3 · torch 2.9.0+cu128 · CUDA 12.8 · driver 570.86.15 · 2026-01-02"
+
+
+def test_cuda_versions_read_as_people_write_them():
+    assert cuda_version_label(12080) == "CUDA 12.8"
+    assert cuda_version_label(13000) == "CUDA 13.0"
+
+
+def test_provenance_written_before_the_cuda_fields_still_loads():
+    old = {k: v for k, v in H100.to_dict().items() if k not in ("cuda_runtime", "driver")}
+    assert Provenance.from_dict(old) == H100
 
 
 def test_dict_round_trip():

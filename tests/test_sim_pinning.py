@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from synclab.device import SIM_DEVICE, has_cuda, is_pin_memory_available, is_pinned_host, pick_device
+from synclab.device import SIM_DEVICE, has_cuda, is_pin_memory_available, is_pinned_host, pick_device, to_device
 from synclab.engine.sim_pinning import PinnedMemoryUnavailable, simulated_pinning
 from synclab.syncs import SyncKind, count_syncs
 
@@ -38,17 +38,30 @@ def test_wsl_refuses_pinning_and_says_why():
         torch.zeros(3, pin_memory=False)  # passing the flag is fine
 
 
-def test_pageable_non_blocking_counts_only_where_pinning_was_possible():
+def test_pageable_non_blocking_uploads_are_staging_copies_not_syncs():
     dev = pick_device()
     with simulated_pinning(True), count_syncs() as report:
         torch.arange(8).to(dev, non_blocking=True)
         torch.arange(8, pin_memory=True).to(dev, non_blocking=True)
         torch.zeros(8, pin_memory=False).to(dev, non_blocking=True)  # a hard-coded False is still pageable
-    assert [e.kind for e in report.events] == [SyncKind.PAGEABLE_NON_BLOCKING] * 2
+    assert report.count == 0
+    assert [e.kind for e in report.staged] == [SyncKind.STAGED_COPY] * 2
     with simulated_pinning(False), count_syncs() as report:
-        torch.arange(8).to(dev, non_blocking=True)  # the best WSL can do
-        torch.arange(8).to(dev)  # still a blocking copy
+        torch.arange(8).to(dev, non_blocking=True)  # the best WSL can do: staged all the same
+        torch.arange(8).to(dev)  # a blocking copy waits for the device
     assert [e.kind for e in report.events] == [SyncKind.H2D_COPY]
+    assert [e.kind for e in report.staged] == [SyncKind.STAGED_COPY]
+
+
+def test_a_non_blocking_download_into_pageable_memory_is_a_device_wait():
+    dev = pick_device()
+    x = to_device(torch.arange(8.0), dev)
+    with simulated_pinning(True), count_syncs() as report:
+        torch.empty(8).copy_(x, non_blocking=True)  # pageable destination: returns when the copy is done
+        torch.empty(8, pin_memory=True).copy_(x, non_blocking=True)  # pinned: asynchronous
+        x.to("cpu", non_blocking=True)  # torch allocates a pinned destination itself
+    assert [e.kind for e in report.events] == [SyncKind.PAGEABLE_D2H]
+    assert report.events[0].nbytes == 8 * 4 and not report.staged
 
 
 def test_the_answer_is_restored_after_the_block():

@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from synclab import slice_then_split as ch1
+from synclab.device import is_device_tensor, pick_device, to_device
+from synclab.engine.sim_pinning import simulated_pinning
 from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates
 from synclab.engine.pooler import AllPoolBaseline, DispatchPooler, LastPool
 from synclab.syncs import count_syncs
@@ -55,6 +57,38 @@ def test_metadata_errors_are_clear():
         meta.get_pooling_cursor()
     with pytest.raises(ValueError, match="1 requests, but 2"):
         meta.build_pooling_cursor(torch.tensor([1, 2]), torch.tensor([1, 2]))
+
+
+def _cursor_meta(n: int) -> PoolingMetadata:
+    return PoolingMetadata(torch.full((n,), 4), [PoolingParams("token_embed")] * n, [PoolingStates() for _ in range(n)])
+
+
+def test_the_cursor_is_built_without_a_sync_or_a_staging_copy():
+    scheduled = torch.tensor([4, 2, 3])
+    meta = _cursor_meta(3)
+    with simulated_pinning(True), count_syncs() as report:
+        meta.build_pooling_cursor(scheduled, torch.tensor([4, 2, 3]), pick_device())
+    assert report.count == 0 and report.staged_count == 0, str(report)
+    cursor = meta.get_pooling_cursor()
+    assert is_device_tensor(cursor.first_token_indices_gpu)
+    assert cursor.first_token_indices_gpu.tolist() == [0, 4, 6] and cursor.last_token_indices_gpu.tolist() == [3, 5, 8]
+
+
+def test_the_cursor_is_a_view_of_query_start_loc_when_the_runner_passes_it():
+    query_start_loc_gpu = to_device(torch.tensor([0, 4, 6, 9, 9, 9]))  # a persistent buffer, longer than needed
+    meta = _cursor_meta(3)
+    with count_syncs() as report:
+        meta.build_pooling_cursor(torch.tensor([4, 2, 3]), torch.tensor([4, 2, 3]), pick_device(),
+                                  query_start_loc_gpu=query_start_loc_gpu)
+    assert report.count == 0 and report.staged_count == 0
+    first = meta.get_pooling_cursor().first_token_indices_gpu
+    assert first.data_ptr() == query_start_loc_gpu.data_ptr() and first.tolist() == [0, 4, 6]  # no copy
+    with pytest.raises(ValueError, match="at least 4 entries"):
+        meta.build_pooling_cursor(torch.tensor([4, 2, 3]), torch.tensor([4, 2, 3]),
+                                  query_start_loc_gpu=query_start_loc_gpu[:3])
+    with pytest.raises(ValueError, match="in host memory"):
+        meta.build_pooling_cursor(torch.tensor([4, 2, 3]), torch.tensor([4, 2, 3]),
+                                  query_start_loc_gpu=torch.tensor([0, 4, 6, 9]))
 
 
 def test_dispatcher_rejects_unknown_tasks():

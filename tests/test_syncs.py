@@ -1,11 +1,20 @@
 """count_syncs: a table of operations with the number of host-device syncs each performs.
 
-On a CPU-only machine the counts are the simulated ones (tensors marked by to_device);
-on a GPU the same table also runs against CUDA's own sync debug mode.
+On a CPU-only machine the counts are the simulated ones (tensors marked by to_device,
+streams and events from synclab.engine.sim_cuda). On a GPU the same table runs twice
+more: against CUDA's own sync debug mode, and against the device itself (did the host
+return before the work queued ahead of it was done?).
+
+Each row's count follows PyTorch's C++ (torch 2.13's headers ship with the wheel):
+``c10::cuda::memcpy_and_sync`` and ``stream_synchronize`` warn under the debug mode
+(c10/cuda/CUDAFunctions.h), ``CUDAEvent::synchronize`` and ``device_synchronize`` do not;
+``torch.equal`` answers aliased tensors from metadata (ATen/native/cuda/Equal.cpp);
+``repeat_interleave`` without ``output_size`` reads back twice (ATen/native/Repeat.h).
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
@@ -13,6 +22,7 @@ import pytest
 import torch
 
 from synclab.device import has_cuda, is_device_tensor, is_pin_memory_available, pick_device, to_device
+from synclab.engine import sim_cuda
 from synclab.syncs import SyncKind, count_syncs, syncs_per_call
 
 
@@ -33,6 +43,17 @@ def _pinned_upload(e: Env) -> torch.Tensor:
     buf = torch.empty(2, dtype=torch.int64, pin_memory=is_pin_memory_available())
     buf.copy_(e.host)
     return buf.to(e.dev, non_blocking=True)
+
+
+def _pinned_download(e: Env) -> torch.Tensor:
+    buf = torch.empty(16, pin_memory=is_pin_memory_available())
+    return buf.copy_(e.x, non_blocking=True)
+
+
+def _event_synchronize(e: Env) -> None:
+    event = torch.cuda.Event()
+    event.record()
+    event.synchronize()
 
 
 def _if_any(e: Env) -> None:
@@ -70,27 +91,42 @@ TABLE: list[tuple[str, Callable[[Env], object], int, set[SyncKind]]] = [
     ("slice assignment from a device tensor", lambda e: e.x.__setitem__(slice(2, 4), e.x[5:7]), 0, set()),
     ("argmax on the device", lambda e: e.x.argmax(dim=0), 0, set()),
     ("new device tensor from x.device", lambda e: torch.zeros(4, device=e.x.device), 0, set()),
-    ("torch.equal", lambda e: torch.equal(e.x, e.x), 1, {SyncKind.ITEM}),
+    ("torch.equal of two tensors", lambda e: torch.equal(e.x, e.x * 1), 1, {SyncKind.ITEM}),
+    ("torch.equal of a tensor with itself (answered from metadata)", lambda e: torch.equal(e.x, e.x), 0, set()),
+    ("torch.equal of different shapes (answered from metadata)", lambda e: torch.equal(e.x, e.x[:4]), 0, set()),
     ("blocking device-to-host copy .cpu()", lambda e: e.x.cpu(), 1, {SyncKind.D2H_COPY}),
     ("device-to-host .to('cpu', non_blocking=True)", lambda e: e.x.to("cpu", non_blocking=True), 0, set()),
     ("torch.tensor(list, device=dev)", lambda e: torch.tensor([1, 2, 3], device=e.dev), 1, {SyncKind.H2D_COPY}),
     ("blocking host-to-device .to(dev)", lambda e: e.host.to(e.dev), 1, {SyncKind.H2D_COPY}),
-    ("non_blocking upload from pageable memory", lambda e: e.host.to(e.dev, non_blocking=True), 1,
-     {SyncKind.PAGEABLE_NON_BLOCKING}),
+    # staged: the host copies into a bounce buffer and returns; a staging copy, not a device wait
+    ("non_blocking upload from pageable memory", lambda e: e.host.to(e.dev, non_blocking=True), 0,
+     {SyncKind.STAGED_COPY}),
     ("non_blocking upload from a pinned buffer", _pinned_upload, 0, set()),
+    ("non_blocking download into pageable memory", lambda e: torch.empty(16).copy_(e.x, non_blocking=True), 1,
+     {SyncKind.PAGEABLE_D2H}),
+    ("non_blocking download into a pinned buffer", _pinned_download, 0, set()),
+    ("Stream.synchronize()", lambda e: torch.cuda.current_stream().synchronize(), 1, {SyncKind.STREAM_SYNC}),
+    ("Event.synchronize()", _event_synchronize, 1, {SyncKind.EVENT_SYNC}),
+    ("torch.cuda.synchronize()", lambda e: torch.cuda.synchronize(), 1, {SyncKind.DEVICE_SYNC}),
     ("print(tensor)", lambda e: f"{e.x}", 1, {SyncKind.PRINT}),
-    ("repeat_interleave with device repeats", lambda e: e.x[:2].repeat_interleave(e.idx), 1, {SyncKind.NONZERO}),
+    # two reads: the output size, then the check that no repeat is negative
+    ("repeat_interleave with device repeats", lambda e: e.x[:2].repeat_interleave(e.idx), 2, {SyncKind.NONZERO}),
     ("repeat_interleave with output_size", lambda e: e.x[:2].repeat_interleave(e.idx, output_size=11), 0, set()),
 ]
+
+
+def _streams():
+    """Real CUDA streams and events on a GPU; the simulated ones on a CPU."""
+    return nullcontext() if has_cuda() else sim_cuda.simulated_cuda()
 
 
 @pytest.mark.parametrize("name,op,expected,kinds", TABLE, ids=[row[0] for row in TABLE])
 def test_sync_table(name, op, expected, kinds):
     env = make_env()
-    with count_syncs() as report:
+    with _streams(), count_syncs() as report:
         op(env)
     assert report.count == expected, str(report)
-    assert {e.kind for e in report.events} == kinds
+    assert {e.kind for e in report.events + report.staged} == kinds
 
 
 @pytest.mark.skipif(not has_cuda(), reason="needs a GPU: checks the table against CUDA's own sync debug mode")
@@ -109,9 +145,35 @@ def test_sync_table_against_cuda_debug_mode(name, op, expected, kinds):
         assert report.cuda_reported == report.cuda_visible_count, str(report)
 
 
+SLEEP_CYCLES = 200_000_000  # about 0.1 s of one busy kernel on a 2 GHz GPU: far longer than any row's host work
+
+
+@pytest.mark.skipif(not has_cuda(), reason="needs a GPU: asks the device whether the host waited for it")
+@pytest.mark.parametrize("name,op,expected,kinds", TABLE, ids=[row[0] for row in TABLE])
+def test_sync_table_against_the_device(name, op, expected, kinds):
+    """A row counts a sync exactly when the host returns only after the work queued before it is done.
+
+    No clock: a long kernel is queued, an event recorded after it, then the row runs;
+    ``event.query()`` says whether the host got past the row before the kernel ended.
+    A staging copy from pageable memory must not wait (CUDA: it returns once staged).
+    """
+    env = make_env()
+    op(env)  # warm-up: allocations, lazy initialisation
+    env = make_env()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES)
+    queued = torch.cuda.Event()
+    queued.record()
+    op(env)
+    waited = queued.query()
+    torch.cuda.synchronize()
+    assert waited == (expected > 0), f"{name}: the host {'waited' if waited else 'did not wait'} for queued work"
+
+
 def test_table_is_large_and_has_both_kinds():
     assert len(TABLE) >= 15
     assert sum(row[2] == 0 for row in TABLE) >= 8  # operations that must NOT be flagged
+    assert {kind for row in TABLE for kind in row[3]} == set(SyncKind)  # every kind has a row
 
 
 def test_reports_the_user_line_that_caused_the_sync():

@@ -22,10 +22,10 @@ from typing import Protocol
 
 import torch
 
-from synclab.device import DeviceLike, has_cuda, pick_device, to_device
+from synclab.device import DeviceLike, has_cuda, is_pin_memory_available, pick_device, to_device
 from synclab.engine import sim_cuda
-from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates
-from synclab.engine.pooler import DispatchPooler, LastPool
+from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates, query_start_loc_cpu
+from synclab.engine.pooler import LastPool, SequencePooler
 
 
 @dataclass
@@ -40,16 +40,39 @@ class AsyncModelRunnerOutput(Protocol):
     def get_output(self) -> ModelRunnerOutput: ...
 
 
-def _copy_pooler_output_to_cpu(raw: list[torch.Tensor | None], finished_mask: list[bool]) -> list[torch.Tensor | None]:
-    """Queue a non-blocking device-to-host copy of every finished item (on the current stream).
+def _copy_pooler_output_to_cpu(raw: torch.Tensor | list[torch.Tensor | None],
+                               finished_mask: list[bool]) -> list[torch.Tensor | None]:
+    """Queue a non-blocking device-to-host copy of the finished requests' outputs (on the current stream).
+
+    ``raw`` is what the pooler returned: one ``[num_reqs, hidden]`` tensor (a sequence
+    pooler) or a list with one tensor (or ``None``) per request (token-wise poolers).
+    A tensor goes over in **one** copy: the whole of it when every request finished, the
+    finished rows gathered with ``index_select`` first otherwise (vLLM PR #35127). vLLM
+    builds that index with ``torch.tensor(..., device=...)``, a synchronous copy; here it
+    goes up from pinned memory without a wait (chapter 3's pattern).
 
     The host tensors are not valid until the copy is waited for: the caller must
     synchronise (an event recorded after the copies, or the device) before reading them.
     """
-    if len(raw) != len(finished_mask):
-        raise ValueError(f"{len(raw)} pooled items for {len(finished_mask)} requests")
-    return [sim_cuda.copy_to_host_async(item) if done and item is not None else None
-            for item, done in zip(raw, finished_mask)]
+    num_reqs = len(finished_mask)
+    if len(raw) != num_reqs:
+        raise ValueError(f"{len(raw)} pooled items for {num_reqs} requests")
+    if not isinstance(raw, torch.Tensor):
+        return [sim_cuda.copy_to_host_async(item) if done and item is not None else None
+                for item, done in zip(raw, finished_mask)]
+    finished = [i for i, done in enumerate(finished_mask) if done]
+    outputs: list[torch.Tensor | None] = [None] * num_reqs
+    if not finished:
+        return outputs
+    if len(finished) == num_reqs:
+        rows = raw  # [num_reqs, hidden] device
+    else:
+        index = torch.tensor(finished, dtype=torch.int64, pin_memory=is_pin_memory_available())  # [num_finished]
+        rows = raw.index_select(0, to_device(index, raw.device, non_blocking=True))  # [num_finished, hidden]
+    host = sim_cuda.copy_to_host_async(rows)  # [num_finished, hidden] pinned host: one copy
+    for i, row in zip(finished, sim_cuda.host_rows(host)):
+        outputs[i] = row
+    return outputs
 
 
 class TinyPoolingModel:
@@ -63,7 +86,7 @@ class TinyPoolingModel:
         scale = hidden_size ** -0.5
         self.layers = [to_device(torch.randn(hidden_size, hidden_size, generator=gen) * scale, self.device)
                        for _ in range(num_layers)]  # each [hidden, hidden]
-        self.pooler = DispatchPooler({"embed": LastPool()}, slice_groups=True)
+        self.pooler = SequencePooler(LastPool(async_scheduling=True))  # [num_reqs, hidden] per step
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         """``input_ids`` [num_tokens] (device) -> hidden states [num_tokens, hidden] (device)."""
@@ -99,8 +122,12 @@ def make_pooling_batch(num_reqs: int, *, rng: random.Random, vocab_size: int = 2
         pooling_params=[PoolingParams("embed")] * num_reqs,
         pooling_states=[PoolingStates() for _ in range(num_reqs)],
     )
-    meta.build_pooling_cursor(torch.tensor(scheduled, dtype=torch.int64).reshape(num_reqs),
-                              torch.tensor(computed, dtype=torch.int64).reshape(num_reqs), device)
+    num_scheduled = torch.tensor(scheduled, dtype=torch.int64).reshape(num_reqs)  # [num_reqs] host
+    # As vLLM's _prepare_inputs: query_start_loc goes up with the step's inputs, and the pooler's
+    # cursor is a view of it (no second upload).
+    query_start_loc_gpu = to_device(query_start_loc_cpu(num_scheduled), device, non_blocking=True)  # [num_reqs + 1]
+    meta.build_pooling_cursor(num_scheduled, torch.tensor(computed, dtype=torch.int64).reshape(num_reqs), device,
+                              query_start_loc_gpu=query_start_loc_gpu)
     return PoolingBatch([f"req-{i}" for i in range(num_reqs)], to_device(ids, device), sum(scheduled), meta)
 
 

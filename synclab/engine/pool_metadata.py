@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from synclab.device import DeviceLike, mark_like, to_device
+from synclab.device import DeviceLike, is_device_tensor, is_pin_memory_available, mark_like, to_device
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,17 @@ class PoolingCursor:
                        last_token_indices_gpu=mark_like(last - token_offset, last))
 
 
+def query_start_loc_cpu(num_scheduled_tokens_cpu: torch.Tensor) -> torch.Tensor:
+    """Where each request's tokens start in the flat batch, and the total: ``[0, n0, n0 + n1, ...]``.
+
+    ``[num_reqs + 1]`` int64 in pinned host memory (where the platform has it), ready
+    for a ``non_blocking`` upload: vLLM's runner keeps it as ``query_start_loc.cpu``.
+    """
+    starts = torch.zeros(len(num_scheduled_tokens_cpu) + 1, dtype=torch.int64, pin_memory=is_pin_memory_available())
+    torch.cumsum(num_scheduled_tokens_cpu, dim=0, out=starts[1:])
+    return starts
+
+
 class PoolingStates:
     """Per-request state that outlives a step: the chunks of a prompt pooled so far (chunked prefill)."""
 
@@ -122,16 +133,32 @@ class PoolingMetadata:
         return self.pooling_cursor
 
     def build_pooling_cursor(
-        self, num_scheduled_tokens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor, device: DeviceLike | None = None
+        self,
+        num_scheduled_tokens_cpu: torch.Tensor,
+        seq_lens_cpu: torch.Tensor,
+        device: DeviceLike | None = None,
+        query_start_loc_gpu: torch.Tensor | None = None,
     ) -> None:
-        """Fill in the cursor from host-side counts: the device indices are uploaded, never read back."""
+        """Fill in the cursor from host-side counts; the device indices are never read back.
+
+        ``query_start_loc_gpu`` is what vLLM's runner passes: a view of its persistent
+        ``query_start_loc`` device buffer (``[num_reqs + 1]``, the same cumulative sum,
+        already uploaded with the step's inputs), so nothing is copied. Without it the
+        cumulative sum is built in pinned host memory and uploaded ``non_blocking``.
+        """
         n = len(self.prompt_lens)
         if len(num_scheduled_tokens_cpu) != n or len(seq_lens_cpu) != n:
             raise ValueError(f"{n} requests, but {len(num_scheduled_tokens_cpu)} scheduled counts "
                              f"and {len(seq_lens_cpu)} sequence lengths")
-        cumsum = torch.zeros(n + 1, dtype=torch.int64)  # [num_reqs + 1] host
-        torch.cumsum(num_scheduled_tokens_cpu, dim=0, out=cumsum[1:])
-        cumsum_gpu = to_device(cumsum, device)  # [num_reqs + 1] device: one upload
+        if query_start_loc_gpu is not None:
+            if len(query_start_loc_gpu) < n + 1 or not is_device_tensor(query_start_loc_gpu):
+                raise ValueError(f"query_start_loc_gpu must be a device tensor of at least {n + 1} entries "
+                                 f"(num_reqs + 1), got {len(query_start_loc_gpu)} entries"
+                                 + ("" if is_device_tensor(query_start_loc_gpu) else " in host memory"))
+            cumsum_gpu = mark_like(query_start_loc_gpu[:n + 1], query_start_loc_gpu)  # [num_reqs + 1] view
+        else:
+            cumsum = query_start_loc_cpu(num_scheduled_tokens_cpu)  # [num_reqs + 1] pinned host
+            cumsum_gpu = to_device(cumsum, device, non_blocking=True)  # [num_reqs + 1] device: no wait
         self.pooling_cursor = PoolingCursor(
             first_token_indices_gpu=mark_like(cumsum_gpu[:n], cumsum_gpu),
             last_token_indices_gpu=mark_like(cumsum_gpu[1:] - 1, cumsum_gpu),

@@ -9,6 +9,7 @@ in the lab's own code:
 * :class:`AllPoolBaseline` — ALL pooling as it was before vLLM PR #41163: one
   slice per request, each bound read back from the device (2 syncs per request);
 * :class:`LastPool` — a sequence-wise pooler (last token), so batches can mix tasks;
+* :class:`SequencePooler` — a model's pooler for one sequence task (chapter 2's runner);
 * :class:`DispatchPooler` — splits a mixed batch into consecutive runs of the
   same task and hands each run to its pooler.
 
@@ -23,7 +24,7 @@ from typing import Mapping
 
 import torch
 
-from synclab.engine.pool_metadata import PoolingMetadata
+from synclab.engine.pool_metadata import PoolingCursor, PoolingMetadata
 
 PoolerOutput = list[torch.Tensor | None]  # one item per request; None: its prompt is not complete yet
 
@@ -80,13 +81,31 @@ class AllPoolBaseline(TokenPoolingMethod):
 class LastPool(TokenPoolingMethod):
     """Sequence-wise pooling (the last token of each prompt), the lab's ``classify``/``embed`` pooler.
 
-    Simplified from vLLM's sequence poolers: an unfinished chunked prompt gives ``None``.
+    ``forward_all`` is vLLM's: one ``[num_reqs, hidden]`` tensor, a row for every
+    request, finished or not (the runner copies only the finished rows). ``forward``
+    gives the list a mixed batch's dispatcher needs: ``None`` for an unfinished prompt.
     """
+
+    def forward_all(self, hidden_states: torch.Tensor, pooling_cursor: PoolingCursor) -> torch.Tensor:
+        return hidden_states[pooling_cursor.last_token_indices_gpu]  # [num_reqs, hidden]: a gather, no sync
 
     def forward(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata) -> PoolerOutput:
         cursor = pooling_metadata.get_pooling_cursor()
-        last = hidden_states[cursor.last_token_indices_gpu]  # [num_reqs, hidden]: a gather, no sync
+        last = self.forward_all(hidden_states, cursor)  # [num_reqs, hidden]
         return [row if done else None for row, done in zip(last.unbind(0), cursor.get_finished_mask())]
+
+
+class SequencePooler:
+    """A whole model's pooler for one sequence-wise task: the ``[num_reqs, hidden]`` tensor, as in vLLM.
+
+    Chapter 2's runner uses it, so its output copy moves one tensor per step, not one row per request.
+    """
+
+    def __init__(self, pooling: LastPool) -> None:
+        self.pooling = pooling
+
+    def __call__(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata) -> torch.Tensor:
+        return self.pooling.forward_all(hidden_states, pooling_metadata.get_pooling_cursor())
 
 
 class DispatchPooler:

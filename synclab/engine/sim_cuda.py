@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from synclab.device import PIN_INTENT, unmark_device
-from synclab.syncs import attribute_syncs_to_callers, record_simulated_wait
+from synclab.syncs import SyncKind, attribute_syncs_to_callers, record_simulated_wait
 
 attribute_syncs_to_callers(__file__)
 
@@ -98,7 +98,7 @@ class SimStream:
         self.device.log.add("wait_stream", self.name, f"waits for {other.name}")
 
     def synchronize(self) -> None:
-        record_simulated_wait(f"Stream.synchronize ({self.name})")
+        record_simulated_wait(SyncKind.STREAM_SYNC, f"Stream.synchronize ({self.name})")
         self.device.log.add("host waits", self.name, "Stream.synchronize")
         self.land(self.pending)
 
@@ -131,7 +131,7 @@ class SimEvent:
 
     def synchronize(self) -> None:
         stream = self._stream.name if self._stream else "no stream"
-        record_simulated_wait(f"Event.synchronize ({stream})")
+        record_simulated_wait(SyncKind.EVENT_SYNC, f"Event.synchronize ({stream})")
         self.device.log.add("host waits", stream, "Event.synchronize" + (" (blocking)" if self.blocking else ""))
         if self._stream is not None:
             self._stream.land(self._copies)
@@ -162,7 +162,7 @@ def _use_stream(stream: SimStream | None) -> Iterator[None]:
 
 
 def _synchronize(device: Any = None) -> None:
-    record_simulated_wait("torch.cuda.synchronize")
+    record_simulated_wait(SyncKind.DEVICE_SYNC, "torch.cuda.synchronize")
     sim = _current_device()
     sim.log.add("host waits", "all streams", "torch.cuda.synchronize")
     sim.land_all()
@@ -213,3 +213,14 @@ def copy_to_host_async(tensor: torch.Tensor) -> torch.Tensor:
     device.log.add("copy to host", device.current.name, f"{list(tensor.shape)} non_blocking")
     return dst
 
+
+def host_rows(host: torch.Tensor) -> list[torch.Tensor]:
+    """The rows of a host buffer from :func:`copy_to_host_async`, each still known as pinned memory.
+
+    They are views: inside :func:`simulated_cuda` they fill in when the copy lands.
+    """
+    rows = list(host.unbind(0))
+    if getattr(host, PIN_INTENT, False):
+        for row in rows:
+            setattr(row, PIN_INTENT, True)
+    return rows
