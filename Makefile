@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 JOBS ?= 2
 
-.PHONY: test lab labs solutions browser clean
+.PHONY: test lab labs solutions browser clean gpu-wheels
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,13 @@ labs: $(VENV)/.installed
 solutions: $(VENV)/.installed
 	$(PY) -m synclab measure
 	$(PY) -m synclab labs
+
+# Before a GPU run (../shared/gpu/README.md): the wheels the GPU machine lacks, into .whl/, and
+# .gpu/on-device.sh. The script appends to .git/info/exclude, which a fresh clone may not have.
+gpu-wheels:
+	mkdir -p "$$(git rev-parse --git-path info)"
+	../shared/gpu/wheels.sh
+	bash -n .gpu/on-device.sh
 
 clean: book-clean
 	rm -rf .pytest_cache

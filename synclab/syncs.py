@@ -5,8 +5,12 @@ Taught in chapter 0 (the primer) and used by every chapter's checks.
 A synchronisation is a point where the host (Python) must wait for the device to
 finish queued work: reading a value back (``.item()``, ``.tolist()``, ``if t:``),
 an operation whose output *shape* depends on device data (``nonzero``, boolean
-masks), or a copy that blocks. While the host waits, nobody queues the next
-kernels, so the GPU soon runs dry.
+masks), a copy that blocks, or an explicit wait (stream, event, device). While the
+host waits, nobody queues the next kernels, so the GPU soon runs dry.
+
+A ``non_blocking`` upload from pageable memory is reported apart, as a staging
+copy (``report.staged``): the host copies the data into a pinned bounce buffer
+itself, which costs host time, but it does not wait for the device (chapter 3).
 
 How the counter works. Two observers sit around the block:
 
