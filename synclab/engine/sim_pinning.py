@@ -2,8 +2,8 @@
 
 Taught in chapter 3 (pinned ``non_blocking`` transfers). A ``non_blocking``
 host-to-device copy is only asynchronous when its source is page-locked
-("pinned"); from ordinary (pageable) memory the driver stages it through a
-pinned buffer while the host waits. vLLM therefore asks for pinned memory
+("pinned"); from ordinary (pageable) memory the host first copies it into one of
+the driver's pinned staging buffers itself. vLLM therefore asks for pinned memory
 wherever it can, and only there: ``is_pin_memory_available()`` is false on WSL,
 where hard-coding ``pin_memory=True`` breaks (the review of PR #41429 caught one).
 
@@ -13,12 +13,13 @@ A CPU-only machine has no pinned memory at all (torch raises), so inside
 * ``available=True``, a GPU machine: ``torch.empty(..., pin_memory=True)``,
   ``torch.tensor(..., pin_memory=True)`` and ``t.pin_memory()`` return host
   tensors that :func:`synclab.device.is_pinned_host` (and ``t.is_pinned()``)
-  report as pinned, and ``count_syncs`` counts a ``non_blocking`` upload from any
-  other host memory as the sync it is;
+  report as pinned, and ``count_syncs`` reports a ``non_blocking`` upload from any
+  other host memory as the staging copy it is (``report.staged``);
 * ``available=False``, the WSL case: ``is_pin_memory_available()`` answers
   False, and asking for pinned memory anyway raises, as torch does on a machine
   without a pinned allocator. A ``non_blocking`` upload from pageable memory is
-  then the best the code can do and is not counted.
+  then the best the code can do: it is still reported as a staging copy, and
+  chapter 3's WSL checks accept it.
 
 On a GPU machine ``available=True`` changes nothing (pinning is real), and
 ``available=False`` refuses pinning the same way.
