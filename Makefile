@@ -1,7 +1,8 @@
 # Sync Lab. The two commands of the README:
 #   make book   build the HTML book into _build/html (creates .venv on first use)
 #   make test   run the whole test suite (unit tests, nbval on solutions/, labs, book + browser)
-# Also: make lab (JupyterLab on labs/), make labs (regenerate labs from solutions),
+# Also: make lab (JupyterLab on labs/), make labs (regenerate labs from solutions; make labs-force
+#       overwrites edited ones after a backup),
 #       make solutions (the deliberate measurement run: re-execute the solution notebooks, check every
 #       timing figure against its claim, store their outputs; the book shows what it stored).
 
@@ -10,7 +11,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 JOBS ?= 2
 
-.PHONY: test lab labs solutions browser clean gpu-wheels
+.PHONY: test lab labs labs-force solutions browser clean gpu-wheels
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,11 +32,16 @@ browser:
 test: $(VENV)/.installed browser
 	$(PY) -m pytest --nbval -n $(JOBS) --dist loadfile
 
+# JupyterLab refuses to run as root unless told; in a container root is the usual user.
 lab: $(VENV)/.installed
-	$(VENV)/bin/jupyter lab labs/
+	$(VENV)/bin/jupyter lab labs/ $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 labs: $(VENV)/.installed
 	$(PY) -m synclab labs
+
+# Regenerate even the labs you edited; each edited one is first copied to labs/.backup/.
+labs-force: $(VENV)/.installed
+	$(PY) -m synclab labs --force
 
 # The deliberate measurement run: the book shows what this stores. Run it on an idle machine.
 solutions: $(VENV)/.installed

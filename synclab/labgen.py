@@ -131,6 +131,17 @@ def _stub_markdown(source: str, where: str) -> str:
     return stubbed
 
 
+def _lab_title(source: str) -> str:
+    """The notebook's title, ``# N · Name solution: ...`` in the solution, reads ``... lab: ...`` in the lab.
+
+    The book's sidebar shows the solution notebooks under their own title: it must not say "lab".
+    """
+    first, sep, rest = source.partition("\n")
+    if first.startswith("# "):
+        first = re.sub(r"\bsolution\b", "lab", first, count=1)
+    return first + sep + rest
+
+
 def _tags(cell: NotebookNode) -> list[str]:
     return list(cell.get("metadata", {}).get("tags", []))
 
@@ -148,6 +159,8 @@ def generate_lab(solution: NotebookNode, source_name: str) -> NotebookNode:
             source = _stub_code(source, where)
         elif cell.cell_type == "markdown":
             source = _stub_markdown(source, where)
+            if not cells or all(c["cell_type"] != "markdown" for c in cells):
+                source = _lab_title(source)
         # Keep the solution's cell ids so regeneration is deterministic; a pre-4.5
         # notebook has none, so derive one from the position instead of random.
         cell_id = cell.get("id") or hashlib.sha256(f"{source_name}:{index}".encode()).hexdigest()[:8]
@@ -258,8 +271,8 @@ def write_lab(solution_path: Path, labs_dir: Path, force: bool = False) -> str:
                 raise LabWouldOverwriteWork(
                     f"refusing to overwrite {lab_path}: it was edited since it was generated. "
                     f"To keep your work, rename it (e.g. to {lab_path.stem}.mine.ipynb) and "
-                    f"run again; to discard it, pass --force (a backup goes to "
-                    f"{labs_dir / BACKUP_DIR}/).")
+                    f"run again; to discard it, run `make labs-force` (or `python -m synclab labs "
+                    f"--force`; a backup goes to {labs_dir / BACKUP_DIR}/).")
             backup = _backup(lab_path)
     labs_dir.mkdir(parents=True, exist_ok=True)
     _write_atomic(lab_path, data)

@@ -249,3 +249,19 @@ def test_main_generates_checks_and_refuses(tmp_path, capsys):
     assert main(["--force"], root=tmp_path) == 0
     assert "backup" in capsys.readouterr().out
     assert main(["--check"], root=tmp_path) == 0
+
+
+def test_the_title_says_solution_in_the_solution_and_lab_in_the_lab():
+    """The book's sidebar lists the solution notebooks by their title: a reader who clicks "lab" must not get answers."""
+    solution = make_solution()
+    solution.cells[0].source = "# 1 · Scale solution: the whole method\n\nIntro, about the solution below."
+    lab = generate_lab(solution, "solutions/01_scale.ipynb")
+    assert lab.cells[0].source == "# 1 · Scale lab: the whole method\n\nIntro, about the solution below."
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parent.parent.glob("solutions/*.ipynb")),
+                         ids=lambda p: p.stem)
+def test_every_solution_is_titled_a_solution(path):
+    nb = nbformat.read(path, as_version=4)
+    title = next(c.source for c in nb.cells if c.cell_type == "markdown").split("\n")[0]
+    assert title.startswith("# ") and " solution" in title and " lab" not in title, title
