@@ -1,6 +1,7 @@
 """``python -m synclab``: check a lab from the terminal, regenerate labs, record benchmarks.
 
     python -m synclab check labs/00_primer.ipynb   # run a notebook, report its checks (exit 0: all pass)
+    python -m synclab check labs/04_....ipynb --task 4.1   # one exercise: only the cells it needs
     python -m synclab labs [--check] [--force]      # regenerate labs from solutions / verify they are fresh
     python -m synclab bench ch0                     # run a chapter's profiling on this device, save results
     python -m synclab measure [ch0 ...]             # the deliberate CPU run: re-execute solutions, store outputs
@@ -22,50 +23,32 @@ CHAPTERS = {"ch0": "00_primer", "ch1": "01_slice_then_split", "ch2": "02_lazy_st
             "ch4": "04_reverse_placeholder_scans", "ch5": "05_list_based_caches"}  # bench name -> notebook stem; each chapter adds itself here
 
 
-def _execute(notebook: Path, env: dict[str, str], timeout: int) -> list[str]:
-    """Run a notebook in a fresh kernel (its own folder as cwd); return the errors of failed cells."""
-    return _run(notebook, env, timeout)[1]
-
-
-def _run(notebook: Path, env: dict[str, str], timeout: int) -> tuple[Any, list[str]]:
-    """Run a notebook in a fresh kernel (its own folder as cwd); return it, with its outputs, and its errors."""
-    import nbformat
-    from jupyter_client.manager import KernelManager
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(notebook, as_version=4)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the kernel inherits the environment
-    try:
-        with tempfile.TemporaryDirectory() as sockets:
-            # IPC sockets, not TCP ports: two kernels started at once (pytest -n 2) cannot race
-            # for the same free port and end up talking to each other's client.
-            km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "kernel"))
-            client = NotebookClient(nb, km=km, timeout=timeout, allow_errors=True, record_timing=False,
-                                    resources={"metadata": {"path": str(notebook.parent)}})
-            client.execute()
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-    errors = []
-    for i, cell in enumerate(nb.cells):
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                errors.append(f"cell {i}: {out.get('ename')}: {out.get('evalue')}")
-    return nb, errors
-
-
 def cmd_check(args: argparse.Namespace) -> int:
+    import nbformat
+
+    from synclab import labgen
     from synclab.checks import REPORT_LOG_ENV, CheckReport, Outcome
+    from synclab.notebook_runner import run_notebook
 
     notebook = Path(args.notebook)
     if not notebook.exists():
         print(f"no such notebook: {notebook}", file=sys.stderr)
         return 2
+    cells = None
+    if args.task:
+        lab = nbformat.read(notebook, as_version=4)
+        source = lab.metadata.get("synclab", {}).get("generated_from") or f"solutions/{notebook.name}"
+        try:
+            cells = labgen.cells_for_task(lab, nbformat.read(ROOT / source, as_version=4), args.task)
+        except (labgen.LabgenError, FileNotFoundError) as exc:
+            print(f"cannot check exercise {args.task} alone: {exc}", file=sys.stderr)
+            return 2
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "checks.jsonl"
-        print(f"running {notebook} ...", file=sys.stderr)
-        errors = _execute(notebook, {REPORT_LOG_ENV: str(log)}, args.timeout)
+        what = f"exercise {args.task} of {notebook}" if args.task else str(notebook)
+        print(f"running {what} ...", file=sys.stderr, flush=True)
+        run = run_notebook(notebook, {REPORT_LOG_ENV: str(log)}, cell_timeout_s=args.timeout,
+                           notebook_timeout_s=args.notebook_timeout, cells=cells)
         lines = log.read_text().splitlines() if log.exists() else []
     reports = []
     for line in lines:
@@ -73,16 +56,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         reports.append(CheckReport(data["title"], [Outcome(**o) for o in data["outcomes"]], data["seed"]))
     for report in reports:
         print(report)
-    stubbed = [e for e in errors if "NotImplementedError" in e]
+    stubbed = [e for e in run.errors if "NotImplementedError" in e]
     if stubbed:
         print(f"{len(stubbed)} cell(s) stopped at an unfinished exercise: " + "; ".join(stubbed[:3]))
-    other = [e for e in errors if "NotImplementedError" not in e]
+    other = [e for e in run.errors if "NotImplementedError" not in e]
     if other:
-        print("cells that raised: " + "; ".join(other[:5]))
+        print("cells that did not finish: " + "; ".join(other[:5]))
+    print(f"({run.seconds:.1f} s)", file=sys.stderr)
     if not reports:
         print("no checks ran in this notebook")
         return 1
-    ok = all(r.passed for r in reports)
+    ok = all(r.passed for r in reports) and not run.timed_out and not run.not_run
     print("ALL CHECKS PASSED" if ok else "SOME CHECKS DID NOT PASS")
     return 0 if ok else 1
 
@@ -110,6 +94,7 @@ def bench_notebook(chapter: str, notebook: Path, timeout: int, out_root: Path | 
     says it failed.
     """
     from synclab.device import has_cuda
+    from synclab.notebook_runner import run_notebook
     from synclab.provenance import Provenance
     from synclab.reference import BENCH_DIR_ENV, REFERENCE_DIR
     from synclab.timing import DELIBERATE_ENV
@@ -119,7 +104,7 @@ def bench_notebook(chapter: str, notebook: Path, timeout: int, out_root: Path | 
         out_root = REFERENCE_DIR if has_cuda() else ROOT / "_build" / "bench"
     out = out_root / prov.slug / f"{chapter}.json"
     with tempfile.TemporaryDirectory() as tmp:
-        errors = _execute(notebook, {BENCH_DIR_ENV: tmp, DELIBERATE_ENV: "1"}, timeout)
+        errors = run_notebook(notebook, {BENCH_DIR_ENV: tmp, DELIBERATE_ENV: "1"}, cell_timeout_s=timeout).errors
         result = Path(tmp) / f"{chapter}.json"
         if not result.exists():
             print(f"{notebook} recorded no results" + (": " + "; ".join(errors) if errors else ""), file=sys.stderr)
@@ -148,6 +133,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     """
     import nbformat
 
+    from synclab.notebook_runner import run_notebook
     from synclab.timing import DELIBERATE_ENV
 
     chapters = args.chapters or list(CHAPTERS)
@@ -159,7 +145,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     for chapter in chapters:
         notebook = ROOT / "solutions" / f"{CHAPTERS[chapter]}.ipynb"
         print(f"measuring {chapter} ({notebook.relative_to(ROOT)}) ...", file=sys.stderr, flush=True)
-        nb, errors = _run(notebook, {DELIBERATE_ENV: "1"}, args.timeout)
+        run = run_notebook(notebook, {DELIBERATE_ENV: "1"}, cell_timeout_s=args.timeout)
+        nb, errors = run.notebook, run.errors
         if errors:
             failed.append(chapter)
             print(f"{chapter}: nothing stored; " + "; ".join(errors), file=sys.stderr)
@@ -177,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("check", help="run a lab notebook and report its checks")
     p.add_argument("notebook")
-    p.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    p.add_argument("--task", help="check one exercise (e.g. 4.1): run only the cells it needs")
+    p.add_argument("--timeout", type=float, default=120, help="seconds per cell (then it is interrupted)")
+    p.add_argument("--notebook-timeout", type=float, default=600, help="seconds for the whole notebook")
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("labs", help="regenerate labs/ from solutions/")
     p.add_argument("--check", action="store_true", help="only verify the labs are fresh")
@@ -192,7 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     p.set_defaults(fn=cmd_measure)
     args = parser.parse_args(argv)
-    return args.fn(args)
+    from synclab.notebook_runner import Stopped, stop_on_signals
+
+    try:
+        with stop_on_signals():
+            return args.fn(args)
+    except Stopped as exc:  # the kernel is already shut down
+        print(f"{exc}: the kernel was shut down", file=sys.stderr)
+        return 128 + exc.signum
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import os
 import random
 import signal
 import threading
+import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -52,6 +53,26 @@ def expect_equal(got: Any, expected: Any, *, what: str, hint: str = "", case: st
         raise CheckFailed(f"{what} differs", expected=expected, got=got, hint=hint, case=case)
 
 
+def around_first_difference(expected: list, got: list, width: int = 3) -> tuple[str, str]:
+    """Two short renderings of ``expected`` and ``got`` around their first difference, saying what is left out.
+
+    ``[... 57 before, 3, 3, 7, 8]``: the elements around the first index where the two differ
+    (or where one ends), with how many are elided on each side, at the same positions in both.
+    """
+    first = next((i for i, (e, g) in enumerate(zip(expected, got)) if e != g), min(len(expected), len(got)))
+    start = max(0, first - width)
+
+    def render(values: list) -> str:
+        end = min(len(values), first + width + 1)
+        parts = [f"... {start} before"] if start else []
+        parts += [repr(v) for v in values[start:end]]
+        if end < len(values):
+            parts.append(f"{len(values) - end} after ...")
+        return f"[{', '.join(parts)}] (length {len(values)}; first difference at index {first})"
+
+    return render(expected), render(got)
+
+
 @dataclass(frozen=True)
 class Check:
     """One named property of the task ``task`` (e.g. ``"0.1"``)."""
@@ -67,7 +88,7 @@ class Check:
 class Outcome:
     task: str
     name: str
-    status: str  # "passed" | "failed" | "not implemented" | "crashed" | "timed out"
+    status: str  # "passed" | "failed" | "not implemented" | "crashed" | "timed out" | "skipped"
     message: str = ""
     expected: str = ""
     got: str = ""
@@ -79,7 +100,8 @@ class Outcome:
         return self.status == "passed"
 
 
-_ICONS = {"passed": "✓", "failed": "✗", "not implemented": "…", "crashed": "✗", "timed out": "⏱"}
+_ICONS = {"passed": "✓", "failed": "✗", "not implemented": "…", "crashed": "✗", "timed out": "⏱", "skipped": "–"}
+EXERCISE_LIMIT_S = 60.0  # all of one exercise's checks together; a check's own limit is Check.timeout_s
 
 
 def _short(value: Any, limit: int = 300) -> str:
@@ -183,11 +205,11 @@ def _where_in_user_code(exc: BaseException) -> str:
     return f"in {f.name}, line {f.lineno}: {f.line}" if f.line else f"in {f.name}, line {f.lineno}"
 
 
-def _run_one(check: Check, impl: Callable[..., Any], seed: int) -> Outcome:
+def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:
     base = {"task": check.task, "name": check.name}
     rng = random.Random(f"{seed}/{check.task}/{check.name}")
     try:
-        with _time_limit(check.timeout_s):
+        with _time_limit(limit_s):
             check.run(impl, rng)
     except CheckFailed as exc:
         return Outcome(**base, status="failed", message=exc.message,
@@ -198,7 +220,7 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int) -> Outcome:
         return Outcome(**base, status="not implemented",
                        message=f"not implemented yet ({exc})" if str(exc) else "not implemented yet")
     except CheckTimeout:
-        return Outcome(**base, status="timed out", message=f"no answer within {check.timeout_s:g} s",
+        return Outcome(**base, status="timed out", message=f"no answer within {limit_s:g} s",
                        hint="look for a loop that never ends, or work that grows much faster than the input")
     except Exception as exc:  # the reader's code raised: one line, not a traceback
         where = _where_in_user_code(exc)
@@ -207,10 +229,27 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int) -> Outcome:
     return Outcome(**base, status="passed")
 
 
-def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: int | None = None) -> CheckReport:
-    """Run every check against ``impl``; a fresh random seed unless ``seed`` is given."""
+def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: int | None = None,
+               limit_s: float = EXERCISE_LIMIT_S) -> CheckReport:
+    """Run every check against ``impl``; a fresh random seed unless ``seed`` is given.
+
+    Time limits: each check its own (``Check.timeout_s``), all of them together ``limit_s``.
+    After a check times out, the exercise's remaining checks are skipped: an endless loop
+    in the reader's code would only time out again, once per check.
+    """
     seed = random.SystemRandom().randrange(10**6) if seed is None else seed
-    report = CheckReport(title=title, outcomes=[_run_one(c, impl, seed) for c in checks], seed=seed)
+    outcomes: list[Outcome] = []
+    started = time.monotonic()
+    for check in checks:
+        left = limit_s - (time.monotonic() - started)
+        stalled = next((o for o in outcomes if o.status == "timed out"), None)
+        if stalled is not None or left <= 0:
+            reason = ("an earlier check of this exercise timed out" if stalled is not None
+                      else f"the exercise's {limit_s:g} s were used up")
+            outcomes.append(Outcome(check.task, check.name, "skipped", message=f"not run: {reason}"))
+            continue
+        outcomes.append(_run_one(check, impl, seed, min(check.timeout_s, left)))
+    report = CheckReport(title=title, outcomes=outcomes, seed=seed)
     log = os.environ.get(REPORT_LOG_ENV)
     if log:
         with open(log, "a") as f:

@@ -204,6 +204,52 @@ def leaked_solution(lab: NotebookNode) -> list[str]:
 # files
 
 
+def cell_roles(solution: NotebookNode) -> dict[str, tuple[str, str]]:
+    """Each code cell's role, by cell id: ``("setup", "")``, ``("exercise", task)``, ``("check", task)``, ``("other", "")``.
+
+    Setup cells come before the first exercise. An exercise cell holds ``### BEGIN SOLUTION task``;
+    its check cell is the first later code cell that calls a ``check_...`` function, before the
+    next section. ``python -m synclab check --task`` runs only what one exercise needs.
+    """
+    roles: dict[str, tuple[str, str]] = {}
+    awaiting: list[str] = []  # the exercises whose check cells come next, in order
+    seen_exercise = False
+    for cell in solution.cells:
+        source = _source(cell)
+        if cell.cell_type == "markdown":
+            if source.startswith("## ") and not source.startswith("## Exercise"):
+                awaiting = []
+            continue
+        if cell.cell_type != "code":
+            continue
+        tasks = [m.group("rest").strip() for line in source.split("\n") if (m := _BEGIN.match(line))]
+        if tasks:  # one cell may hold several exercises (two methods of one class)
+            role, seen_exercise, awaiting = ("exercise", ",".join(tasks)), True, tasks
+        elif awaiting and "check_" in source:
+            role, awaiting = ("check", awaiting[0]), awaiting[1:]
+        else:
+            role = ("other", "") if seen_exercise else ("setup", "")
+        roles[cell.get("id", "")] = role
+    return roles
+
+
+def cells_for_task(lab: NotebookNode, solution: NotebookNode, task: str) -> set[int]:
+    """Indices of the lab cells exercise ``task`` needs: setup, every exercise cell up to its check, the check."""
+    roles = cell_roles(solution)
+    checks = {t for role, t in roles.values() if role == "check"}
+    if task not in checks:
+        raise LabgenError(f"no exercise {task} in this lab; its exercises: {', '.join(sorted(checks)) or 'none'}")
+    wanted: set[int] = set()
+    for index, cell in enumerate(lab.cells):
+        role, cell_task = roles.get(cell.get("id", ""), ("other", ""))
+        if role in ("setup", "exercise"):
+            wanted.add(index)
+        elif role == "check" and cell_task == task:
+            wanted.add(index)
+            return wanted
+    raise LabgenError(f"the check cell of exercise {task} is missing from this lab (was it deleted?)")
+
+
 def lab_path_for(solution_path: Path, labs_dir: Path) -> Path:
     """``solutions/NN_name.ipynb`` -> ``labs/NN_name.ipynb``."""
     return Path(labs_dir) / Path(solution_path).name
@@ -236,6 +282,22 @@ def _is_untouched(lab_bytes: bytes) -> bool:
         return False
 
 
+def _same_cells(a: bytes, b: bytes) -> bool:
+    try:
+        return (cells_sha256(nbformat.reads(a.decode("utf-8"), as_version=4))
+                == cells_sha256(nbformat.reads(b.decode("utf-8"), as_version=4)))
+    except Exception:
+        return False
+
+
+def _has_outputs(lab_bytes: bytes) -> bool:
+    try:
+        lab = nbformat.reads(lab_bytes.decode("utf-8"), as_version=4)
+    except Exception:
+        return True
+    return any(cell.get("outputs") for cell in lab.cells)
+
+
 def _backup(lab_path: Path) -> Path:
     backup_dir = lab_path.parent / BACKUP_DIR
     backup_dir.mkdir(parents=True, exist_ok=True)
@@ -266,7 +328,11 @@ def write_lab(solution_path: Path, labs_dir: Path, force: bool = False) -> str:
         current = lab_path.read_bytes()
         if current == data:
             return "unchanged"
-        if not _is_untouched(current):
+        if _is_untouched(current) and _same_cells(current, data):
+            return "unchanged (your outputs kept)"  # only executed: nothing new to give, outputs to lose
+        if _is_untouched(current) and _has_outputs(current):
+            backup = _backup(lab_path)  # executed, and the solution changed: the outputs go to the backup
+        elif not _is_untouched(current):
             if not force:
                 raise LabWouldOverwriteWork(
                     f"refusing to overwrite {lab_path}: it was edited since it was generated. "
@@ -289,12 +355,7 @@ def check_lab_fresh(solution_path: Path, labs_dir: Path) -> str | None:
     current = lab_path.read_bytes()
     if current == data:
         return None
-    try:
-        same_cells = (cells_sha256(nbformat.reads(current.decode("utf-8"), as_version=4))
-                      == cells_sha256(nbformat.reads(data.decode("utf-8"), as_version=4)))
-    except Exception:
-        same_cells = False
-    what = "outputs or metadata differ" if same_cells else "cells differ"
+    what = "outputs or metadata differ" if _same_cells(current, data) else "cells differ"
     return f"stale: {lab_path} does not match {_source_name(solution_path)} ({what})"
 
 

@@ -181,7 +181,9 @@ def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:
                "_get_or_create_async_output_copy_stream() returned a different stream on a second call")
         expect(first is runner.async_output_copy_stream, "the stream must be kept in self.async_output_copy_stream")
         copy_streams = {stream for op, stream, _ in device.log.entries if op == "copy to host"}
-        expect(copy_streams == {first.name}, "the copies must run on the side stream", expected=first.name,
+        # No asynchronous copy at all (a .cpu(), a pageable buffer) is the business of the sync and ordering
+        # checks, which name it; this one is about where the copies that were queued ran.
+        expect(copy_streams <= {first.name}, "the copies must run on the side stream", expected=first.name,
                got=sorted(copy_streams), hint="queue the copies inside `with torch.cuda.stream(side_stream):`")
 
 

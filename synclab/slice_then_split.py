@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import plotly.graph_objects as go
 import torch
@@ -180,8 +180,14 @@ def make_dispatcher(all_pool: AllPoolClass, *, chunked: bool, async_scheduling: 
 # ----------------------------------------------------------------------------- running a workload under check
 
 
-def _describe(t: torch.Tensor | None) -> str:
-    return "None" if t is None else f"tensor of shape {list(t.shape)}"
+def _describe(t: Any) -> str:
+    """What an output is, whatever the reader returned: a tensor's shape, else its type and value."""
+    if t is None:
+        return "None"
+    if isinstance(t, torch.Tensor):
+        return f"tensor of shape {list(t.shape)}"
+    text = repr(t)
+    return f"{type(t).__name__} {text if len(text) <= 60 else text[:57] + '...'} (not a tensor)"
 
 
 def _same(got: torch.Tensor | None, want: torch.Tensor | None) -> bool:
@@ -203,6 +209,10 @@ def _expect_outputs(outputs: PoolerOutput, step: PoolingStep, case: str, when: s
             continue
         hint = ("an unfinished request gives None; a finished one gives all of its prompt's hidden states, "
                 "concatenated across chunks")
+        if want is None:
+            hint = "this request's prompt is not complete yet: its item must be None itself (not [] or an empty tensor)"
+        elif not isinstance(got, torch.Tensor):
+            hint = "a finished request gives one tensor [num_prompt_tokens, hidden]: its hidden states"
         if want is not None and isinstance(got, torch.Tensor) and got.shape == want.shape:
             if (got.detach().cpu() == POISON).any():
                 hint = ("the output holds values the NEXT step wrote into the hidden-states buffer: a chunk kept "
@@ -213,8 +223,8 @@ def _expect_outputs(outputs: PoolerOutput, step: PoolingStep, case: str, when: s
                         "Otherwise, check which rows you sliced and the order of the chunks")
         raise CheckFailed(f"wrong output for request {pos} of the batch ({req.task}, {when})",
                           expected=_describe(want) + (" equal to the prompt's hidden states" if want is not None else ""),
-                          got=_describe(got) + ("" if got is None or want is None or got.shape != want.shape
-                                                else " with different values"),
+                          got=_describe(got) + (" with different values" if isinstance(got, torch.Tensor)
+                                                and want is not None and got.shape == want.shape else ""),
                           case=case, hint=hint)
 
 

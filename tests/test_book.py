@@ -351,3 +351,33 @@ def test_missing_gpu_references_are_one_line_each(built_book: Path) -> None:
         lines = re.findall(r'<p class="synclab-no-reference">(.*?)</p>', html, flags=re.S)
         assert len(lines) == len(wanted), page.name
         assert all(f"python -m synclab bench {wanted[0][0]}" in line for line in lines)
+
+
+def _code_lines(text: str) -> set[str]:
+    return {line.split("  #")[0].strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")}
+
+
+@pytest.mark.parametrize("page", sorted((Path(__file__).resolve().parent.parent / "book").glob("0*.md")),
+                         ids=lambda p: p.stem)
+def test_after_code_on_a_page_is_the_solutions_own(page):
+    """"After" snippets in "The vLLM code" are excerpts of the solution: they cannot drift from it."""
+    import nbformat
+
+    root = Path(__file__).resolve().parent.parent
+    blocks = re.findall(r"```python\n(# After \(Exercise[^\n]*\n.*?)```", page.read_text(), flags=re.S)
+    if not blocks:
+        return
+    solution = nbformat.read(root / "solutions" / f"{page.stem}.ipynb", as_version=4)
+    solution_lines = _code_lines("\n".join(c.source for c in solution.cells if c.cell_type == "code"))
+    for block in blocks:
+        missing = [line for line in _code_lines(block) if line not in solution_lines and not line.startswith("...")]
+        assert not missing, f"{page.name}: not in the solution: {missing}"
+
+
+def test_chapters_2_and_3_show_the_vllm_code_before_and_after():
+    root = Path(__file__).resolve().parent.parent
+    for page, wanted in (("02_lazy_streams", 1), ("03_pinned_transfers", 5)):
+        text = (root / "book" / f"{page}.md").read_text()
+        section = text.split("## The vLLM code")[1].split("\n## ")[0]
+        assert section.count("{literalinclude} ../synclab/engine/") >= wanted, page
+        assert section.count("# After (Exercise") == wanted, page

@@ -167,6 +167,39 @@ def test_endless_loop_times_out():
     assert "⏱ [9.9] terminates: timed out" in str(report)
 
 
+def _bounded_loop(x):
+    deadline = time.monotonic() + 20  # "endless" for a 1 s limit; bounded so a broken limit fails, not hangs
+    while time.monotonic() < deadline:
+        pass
+    return 2 * x
+
+
+def _bounded_sleep(x):
+    time.sleep(20)
+    return 2 * x
+
+
+@pytest.mark.parametrize("impl", [_bounded_loop, _bounded_sleep], ids=["loop", "sleep"])
+def test_after_a_timeout_the_exercises_other_checks_are_skipped(impl):
+    checks = [Check("9.9", f"check {i}", check_doubles, timeout_s=1) for i in range(4)]
+    report = run_checks("Exercise 9.9", checks, impl, seed=1)
+    assert [o.status for o in report.outcomes] == ["timed out", "skipped", "skipped", "skipped"]
+    assert report.outcomes[1].message == "not run: an earlier check of this exercise timed out"
+    assert "– [9.9] check 1: skipped" in str(report) and not report.passed
+
+
+def test_the_exercise_has_one_limit_for_all_its_checks():
+    def slow_double(x):
+        time.sleep(0.4)
+        return 2 * x
+
+    checks = [Check("9.9", f"check {i}", check_doubles, timeout_s=5) for i in range(6)]
+    report = run_checks("Exercise 9.9", checks, slow_double, seed=1, limit_s=1.0)
+    statuses = [o.status for o in report.outcomes]
+    assert statuses[0] == "passed" and "timed out" in statuses  # the third check gets what is left: 0.2 s
+    assert statuses[-1] == "skipped"
+
+
 def test_time_limit_is_cleared_after_the_check():
     """The alarm of a passed check must not fire later, in unrelated code."""
     run_one(good_double, Check("9.9", "fast", check_doubles, timeout_s=0.2))
@@ -332,3 +365,14 @@ def test_timeout_survives_a_readers_except_exception():
 
     (outcome,) = run_one(stubborn, Check("9.9", "terminates", check_doubles, timeout_s=0.2)).outcomes
     assert outcome.status == "timed out"
+
+
+def test_a_list_difference_is_shown_around_its_first_position_saying_what_is_left_out():
+    from synclab.checks import around_first_difference
+
+    expected, got = around_first_difference(list(range(100)) + [7, 8], list(range(100)) + [7, -1])
+    assert expected == "[... 98 before, 98, 99, 7, 8] (length 102; first difference at index 101)"
+    assert got == "[... 98 before, 98, 99, 7, -1] (length 102; first difference at index 101)"
+    expected, got = around_first_difference([1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 0, 3, 4, 5, 6, 7, 8, 9])
+    assert expected == "[1, 2, 3, 4, 5, 4 after ...] (length 9; first difference at index 1)"
+    assert around_first_difference([5, -1], [5])[1] == "[5] (length 1; first difference at index 1)"

@@ -192,3 +192,20 @@ def test_bench_with_nothing_recorded_fails_and_writes_nothing(tmp_path, capsys):
     assert bench_notebook("ch9", notebook, timeout=120, out_root=tmp_path / "out") == 1
     assert "recorded no results" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- python -m synclab check --task
+
+
+@pytest.mark.slow
+def test_check_one_task_runs_only_what_it_needs():
+    proc = synclab("check", "solutions/04_reverse_placeholder_scans.ipynb", "--task", "4.1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Exercise 4.1" in proc.stdout and "Exercise 4.2" not in proc.stdout  # 4.2's check cell did not run
+    assert "ALL CHECKS PASSED" in proc.stdout
+
+
+def test_check_an_unknown_task_names_the_real_ones():
+    proc = synclab("check", "labs/04_reverse_placeholder_scans.ipynb", "--task", "4.7")
+    assert proc.returncode == 2
+    assert "no exercise 4.7 in this lab; its exercises: 4.1, 4.2" in proc.stderr

@@ -170,7 +170,7 @@ def test_stale_after_solution_changes_then_untouched_lab_is_overwritten(tmp_path
     assert check_lab_fresh(solution, labs) is None
 
 
-def test_executed_but_unedited_lab_is_overwritten(tmp_path):
+def test_an_executed_lab_keeps_its_outputs_or_gets_a_backup(tmp_path):
     solution = write_solution(tmp_path)
     labs = tmp_path / "labs"
     write_lab(solution, labs)
@@ -179,8 +179,16 @@ def test_executed_but_unedited_lab_is_overwritten(tmp_path):
     lab.cells[1].outputs = [v4.new_output("stream", name="stdout", text="ran\n")]
     lab.cells[1].execution_count = 1
     nbformat.write(lab, lab_path)
-    assert "outputs or metadata differ" in check_lab_fresh(solution, labs)
-    assert write_lab(solution, labs) == "written"
+    assert "outputs or metadata differ" in check_lab_fresh(solution, labs)  # the repository's labs stay pristine
+    assert write_lab(solution, labs) == "unchanged (your outputs kept)"  # nothing new to give: keep the run
+    assert nbformat.read(lab_path, as_version=4).cells[1].outputs[0]["text"] == "ran\n"
+    nb = make_solution()
+    nb.cells[0].source = "# Chapter 1, revised"
+    nbformat.write(nb, solution)
+    status = write_lab(solution, labs)  # the solution changed: regenerated, the executed copy backed up
+    assert status.startswith("written (backup: ")
+    backup = Path(status.removeprefix("written (backup: ").removesuffix(")"))
+    assert nbformat.read(backup, as_version=4).cells[1].outputs[0]["text"] == "ran\n"
     assert check_lab_fresh(solution, labs) is None
 
 
@@ -265,3 +273,28 @@ def test_every_solution_is_titled_a_solution(path):
     nb = nbformat.read(path, as_version=4)
     title = next(c.source for c in nb.cells if c.cell_type == "markdown").split("\n")[0]
     assert title.startswith("# ") and " solution" in title and " lab" not in title, title
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parent.parent.glob("solutions/*.ipynb")),
+                         ids=lambda p: p.stem)
+def test_every_exercise_has_its_check_cell(path):
+    """`python -m synclab check --task X.Y` finds each exercise's cells and its check."""
+    roles = labgen.cell_roles(nbformat.read(path, as_version=4))
+    exercises = {t for role, tasks in roles.values() if role == "exercise" for t in tasks.split(",")}
+    checks = [t for role, t in roles.values() if role == "check"]
+    assert exercises and sorted(checks) == sorted(exercises)
+
+
+def test_cells_for_a_task_are_setup_exercises_so_far_and_its_check():
+    nb = v4.new_notebook(cells=[
+        v4.new_code_cell("import x"), v4.new_markdown_cell("## Exercise 1.1"),
+        v4.new_code_cell("### BEGIN SOLUTION 1.1\na = 1\n### END SOLUTION"), v4.new_code_cell("ch.check_a(a)"),
+        v4.new_code_cell("profile(a)"), v4.new_markdown_cell("## Exercise 1.2"),
+        v4.new_code_cell("### BEGIN SOLUTION 1.2\nb = a\n### END SOLUTION"), v4.new_code_cell("ch.check_b(b)"),
+    ])
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"c{i}"
+    assert labgen.cells_for_task(nb, nb, "1.2") == {0, 2, 6, 7}  # not 1.1's check, not the profile
+    assert labgen.cells_for_task(nb, nb, "1.1") == {0, 2, 3}
+    with pytest.raises(LabgenError, match="its exercises: 1.1, 1.2"):
+        labgen.cells_for_task(nb, nb, "1.3")

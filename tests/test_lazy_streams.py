@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -140,6 +141,33 @@ class KeepsDeviceTensors(AsyncOutputRunner):
         return result
 
 
+class _HostCopyInPool(AsyncOutputRunner):
+    """Creates the side stream, then copies in _pool itself: no asynchronous copy is ever queued."""
+
+    def _copy(self, raw):
+        raise NotImplementedError
+
+    def _pool(self, hidden_states, num_scheduled_tokens, batch):
+        if not current_platform.is_cuda_alike():
+            return super()._pool(hidden_states, num_scheduled_tokens, batch)
+        self._get_or_create_async_output_copy_stream()
+        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
+        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+        out = ModelRunnerOutput(list(batch.req_ids))
+        out.pooler_output = [row if done else None for row, done in zip(self._copy(raw), finished)]
+        return SimpleNamespace(get_output=lambda: out)
+
+
+class CopiesWithCpu(_HostCopyInPool):  # a blocking .cpu()
+    def _copy(self, raw):
+        return raw.cpu()
+
+
+class CopiesIntoPageable(_HostCopyInPool):  # a non_blocking copy into torch.empty: pageable, so synchronous
+    def _copy(self, raw):
+        return torch.empty(raw.shape, dtype=raw.dtype).copy_(raw, non_blocking=True)
+
+
 WRONG_2_1 = [
     (EagerStream, "CPU platform"),
     (AlwaysAsync, "CPU platform"),
@@ -151,6 +179,8 @@ WRONG_2_1 = [
     (RecordsBeforeCopy, "recorded after"),
     (KeepsDeviceTensors, "then released"),
     (ch2.RunnerD, "then released"),
+    (CopiesWithCpu, "no sync in _pool"),
+    (CopiesIntoPageable, "no sync in _pool"),
 ]
 
 
@@ -183,3 +213,11 @@ def test_a_stub_reports_not_implemented():
 
     report = ch2.check_runner(Stub)
     assert {o.status for o in report.outcomes} == {"not implemented"}
+
+
+@pytest.mark.parametrize("wrong", [CopiesWithCpu, CopiesIntoPageable], ids=["cpu()", "pageable buffer"])
+def test_a_blocking_copy_is_reported_as_a_sync_not_as_a_stream_mistake(wrong):
+    report = ch2.check_runner(wrong, seed=0)
+    assert outcome(report, "created on first use") == "passed", str(report)
+    (syncs,) = [o for o in report.outcomes if "no sync in _pool" in o.name]
+    assert syncs.status == "failed" and ("device-to-host" in syncs.got or "pageable" in syncs.got), str(report)

@@ -89,6 +89,38 @@ class NoPrevCheck(ReverseScanBatch):  # treats a new request as if it sat in row
         super().update_async_output_token_ids()
 
 
+class _RepairsEachRequest(ReverseScanBatch):
+    """The repair's outer loop, right; subclasses get each list with a trailing -1 and its sampled row."""
+
+    def update_async_output_token_ids(self):
+        out = self.sampling_metadata.output_token_ids
+        if self.sampled_token_ids_cpu is None or not out:
+            return
+        self.async_copy_ready_event.synchronize()
+        sampled = self.sampled_token_ids_cpu.tolist()
+        for i, req_id in enumerate(self.req_ids):
+            prev = self.prev_req_id_to_index.get(req_id)
+            if prev is not None and out[i] and out[i][-1] == PLACEHOLDER:
+                self._repair(out[i], sampled[prev])
+
+
+class KeepsPadding(_RepairsEachRequest):  # replaces placeholders with the -1 padding of rejected drafts too
+    def _repair(self, ids, row):
+        start = len(ids)
+        while start > 0 and ids[start - 1] == PLACEHOLDER:
+            start -= 1
+        ids[start:] = row[:len(ids) - start]  # -1 padding and all
+
+
+class RebuildsTheTail(_RepairsEachRequest):  # right values, in place, but copies the whole history every step
+    def _repair(self, ids, row):
+        k = 0
+        while k < len(ids) and ids[len(ids) - 1 - k] == PLACEHOLDER:
+            k += 1
+        new = [t for t in row if t != PLACEHOLDER][:k]
+        ids[:] = ids[:len(ids) - k] + new  # a slice copy of the whole history
+
+
 def host_model_two_points(costs_us, device_step_us):  # a line through the first and last points only
     (x0, y0), (x1, y1) = min(costs_us.items()), max(costs_us.items())
     slope = (y1 - y0) / (x1 - x0)
@@ -105,6 +137,8 @@ WRONG_4_1 = [
     (Rebuilds, "in place"),
     (WaitsPerRequest, "at most one wait"),
     (NoPrevCheck, "new request"),
+    (KeepsPadding, "fixed cases"),
+    (RebuildsTheTail, "work per step"),
 ]
 
 
@@ -130,3 +164,27 @@ def test_every_check_is_shown_to_fail():
 
 def test_random_steps_depend_on_the_seed():
     assert ch4.random_step(random.Random(1), 8) != ch4.random_step(random.Random(2), 8)
+
+
+def test_a_value_mistake_is_not_blamed_on_in_place_updates():
+    """Keeping the -1 padding gives wrong values; the lists are still the request states' own."""
+    report = ch4.check_update_async_output_token_ids(KeepsPadding, seed=0)
+    assert outcome(report, "fixed cases") == "failed" and outcome(report, "in place") == "passed", str(report)
+
+
+def test_the_work_check_names_what_grew():
+    report = ch4.check_update_async_output_token_ids(RebuildsTheTail, seed=0)
+    (work,) = [o for o in report.outcomes if "work per step" in o.name]
+    assert work.status == "failed" and "slicing (x[a:b] copies the slice)" in work.got, str(report)
+    assert "list.index" not in work.hint  # the old hint blamed a call this code never makes
+    baseline = ch4.check_update_async_output_token_ids(InputBatchBaseline, seed=0)
+    (work,) = [o for o in baseline.outcomes if "work per step" in o.name]
+    assert "list.index(-1) (scans from the start)" in work.got, str(baseline)
+
+
+def test_a_random_case_shows_its_input_and_the_first_difference():
+    report = ch4.check_update_async_output_token_ids(ReplacesOnlyOne, seed=3)
+    (random_case,) = [o for o in report.outcomes if "random steps" in o.name]
+    assert random_case.status == "failed", str(report)
+    assert "first difference at index" in random_case.expected and "first difference at index" in random_case.got
+    assert "output before the step ends" in random_case.case and "its sampled ids" in random_case.case

@@ -267,6 +267,16 @@ class CachesByPosition(AllPool):  # keeps chunks per batch position on the poole
         return out
 
 
+class EmptyListForUnfinished(AllPool):  # [] instead of None for a prompt that is not complete
+    def forward(self, hidden_states, pooling_metadata):
+        return [[] if o is None else o for o in super().forward(hidden_states, pooling_metadata)]
+
+
+class NoneForFinished(AllPool):  # None for every request, finished or not
+    def forward(self, hidden_states, pooling_metadata):
+        return [None for _ in super().forward(hidden_states, pooling_metadata)]
+
+
 WRONG_1_1 = [
     (AllPoolBaseline, "syncs"),
     (StartsAtRowZero, "fixed cases"),
@@ -280,7 +290,19 @@ WRONG_1_1 = [
     (AlwaysConcatenates, "needless copies"),
     (ChunkForUnfinished, "fixed cases"),
     (CachesByPosition, "random batches"),
+    (EmptyListForUnfinished, "fixed cases"),
+    (NoneForFinished, "fixed cases"),
 ]
+
+
+@pytest.mark.parametrize("wrong,got", [(EmptyListForUnfinished, "list [] (not a tensor)"), (NoneForFinished, "None")])
+def test_a_wrong_item_is_the_readers_mistake_not_a_checker_crash(wrong, got):
+    report = ch1.check_all_pool(wrong, seed=0)
+    assert "crashed" not in {o.status for o in report.outcomes}, str(report)
+    failed = [o for o in report.outcomes if o.status == "failed"]
+    assert failed and failed[0].got.startswith(got), str(report)
+    if wrong is EmptyListForUnfinished:
+        assert "must be None itself (not [] or an empty tensor)" in failed[0].hint
 
 
 def test_failure_messages_point_at_the_buffer_hazard():
