@@ -219,7 +219,12 @@ def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
         ops = device.log.ops()
         copies = [i for i, op in enumerate(ops) if op == "copy to host"]
         expect(bool(copies), "no copy to the host was queued", hint="use _copy_pooler_output_to_cpu(raw, finished)")
-        waits = [i for i, op in enumerate(ops) if op == "wait_stream"]
+        side = {stream for op, stream, _ in device.log.entries if op == "copy to host"}
+        waits = [e.at for e in device.edges if e.waiter in side and e.waits_for == "default"]
+        backwards = [e for e in device.edges if e.waiter == "default" and e.waits_for in side]
+        expect(not (backwards and not waits), "the compute stream waits for the side stream: the wrong way round",
+               got=f"{backwards[0].waiter}.wait_stream({backwards[0].waits_for})" if backwards else "",
+               hint="the side stream waits for the compute stream: side_stream.wait_stream(torch.cuda.current_stream())")
         expect(bool(waits) and waits[0] < copies[0], "the side stream must wait for the compute stream before "
                "copying", got=str(device.log), hint="side_stream.wait_stream(torch.cuda.current_stream()) before "
                "the copies: otherwise they may read hidden states the forward has not written yet")

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from synclab.checks import Check, CheckFailed, around_first_difference, CheckReport, expect, expect_equal, run_checks
+from synclab.device import mark_device
 from synclab.engine import sim_cuda
 from synclab.engine.input_batch import PLACEHOLDER, CachedRequestState, InputBatch, update_reference
 from synclab.claims import Faster, Flat, Grows, declare, validated
@@ -104,7 +105,13 @@ def build_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[li
     batch.prev_req_id_to_index = {s.req_id: row for s, row in zip(states, rows) if row is not None}
     width = max((len(r) for r in sampled), default=1)
     padded = [r + [PLACEHOLDER] * (width - len(r)) for r in sampled] or [[PLACEHOLDER]]
-    batch.set_async_sampled_token_ids(torch.tensor(padded, dtype=torch.int64), event)
+    sampled_cpu = torch.tensor(padded, dtype=torch.int64)  # [num_rows, width]
+    if isinstance(event, sim_cuda.SimEvent):
+        # As the runner hands them over: a non-blocking copy from the device, then the event. Until the
+        # event is waited on, the host tensor holds garbage, so reading it early shows.
+        sampled_cpu = sim_cuda.copy_to_host_async(mark_device(sampled_cpu))
+        event.record()
+    batch.set_async_sampled_token_ids(sampled_cpu, event)
     return batch, states
 
 
@@ -164,10 +171,20 @@ def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
     for i, row in enumerate(rows):
         sampled_by_row[row] = sampled[i]
     states, _, _ = _run_step(batch_cls, outputs, sampled_by_row, rows)
+    for (case, _, _, _), state in zip(FIXED_CASES, states):
+        _expect_python_ints(state.output_token_ids, case)
     for (case, before, new, want), state in zip(FIXED_CASES, states):
         expect(state.output_token_ids == want, f"{before} with sampled {new}", expected=want,
                got=state.output_token_ids, case=case,
                hint="count the trailing -1s from the end; replace min(valid sampled, placeholders) of them")
+
+
+def _expect_python_ints(ids: list, case: str) -> None:
+    """vLLM's token lists hold Python ints: a 0-d tensor compares equal to its int, so values alone miss it."""
+    odd = next((t for t in ids if type(t) is not int), None)
+    expect(odd is None, "the token lists must hold Python ints", expected="int",
+           got=f"{type(odd).__name__} {odd!r}", case=case,
+           hint="read the sampled ids once with .tolist() (Python ints); indexing the tensor gives 0-d tensors")
 
 
 def _check_new_request(batch_cls: BatchClass, rng: random.Random) -> None:
@@ -183,6 +200,7 @@ def _check_random(batch_cls: BatchClass, rng: random.Random) -> None:
         want = update_reference(outputs, sampled, rows)
         states, _, _ = _run_step(batch_cls, [list(o) for o in outputs], sampled, rows)
         for i, (state, w) in enumerate(zip(states, want)):
+            _expect_python_ints(state.output_token_ids, f"random step {trial}, request {i}")
             if state.output_token_ids == w:
                 continue
             expected, got = around_first_difference(w, state.output_token_ids)

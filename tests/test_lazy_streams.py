@@ -127,6 +127,25 @@ class RecordsBeforeCopy(AsyncOutputRunner):
         return result
 
 
+class WaitsTheWrongWay(AsyncOutputRunner):  # the compute stream waits for the side stream, not the reverse
+    def _pool(self, hidden_states, num_scheduled_tokens, batch):
+        if not current_platform.is_cuda_alike():
+            return super()._pool(hidden_states, num_scheduled_tokens, batch)
+        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
+        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+        out = ModelRunnerOutput(list(batch.req_ids))
+        stream = self._get_or_create_async_output_copy_stream()
+        result = object.__new__(AsyncPoolingOutput)
+        result._model_runner_output, result._raw_pooler_output = out, raw
+        result.async_copy_ready_event = torch.cuda.Event(blocking=True)
+        compute = torch.cuda.current_stream()
+        with torch.cuda.stream(stream):
+            compute.wait_stream(stream)  # backwards: the copies may still read unwritten hidden states
+            out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
+            result.async_copy_ready_event.record()
+        return result
+
+
 class KeepsDeviceTensors(AsyncOutputRunner):
     def _pool(self, *args):
         result = super()._pool(*args)
@@ -181,6 +200,7 @@ WRONG_2_1 = [
     (ch2.RunnerD, "then released"),
     (CopiesWithCpu, "no sync in _pool"),
     (CopiesIntoPageable, "no sync in _pool"),
+    (WaitsTheWrongWay, "copy waits for the compute stream"),
 ]
 
 

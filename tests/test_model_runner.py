@@ -174,3 +174,56 @@ def test_token_wise_outputs_are_copied_item_by_item():
 def test_the_output_copy_refuses_a_mismatched_mask():
     with pytest.raises(ValueError, match="3 pooled items for 2 requests"):
         _copy_pooler_output_to_cpu(to_device(torch.ones(3, 2), SIM_DEVICE), [True, True])
+
+
+# ----------------------------------------------------------------------------- races the simulated streams make visible
+
+
+def _pinned(values):
+    from synclab.engine.sim_pinning import simulated_pinning
+
+    with simulated_pinning(True):
+        return torch.tensor(values, dtype=torch.float32).pin_memory()
+
+
+def test_a_readers_own_non_blocking_download_holds_garbage_until_waited_for():
+    x = to_device(torch.arange(4.0), SIM_DEVICE)
+    with sim_cuda.simulated_cuda():
+        host = x.to("cpu", non_blocking=True)  # torch gives it a pinned destination
+        pinned = _pinned([0.0] * 4)
+        pinned.copy_(x, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        early = host.tolist() + pinned.tolist()
+        pageable = torch.empty(4)
+        pageable.copy_(x, non_blocking=True)  # into pageable memory: synchronous, as on a GPU
+        assert pageable.tolist() == [0.0, 1.0, 2.0, 3.0]
+        event.synchronize()
+    assert early == [sim_cuda.GARBAGE] * 8
+    assert host.tolist() == pinned.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("waits_first,writes,races", [(True, True, 0), (False, True, 1), (False, False, 0)],
+                         ids=["written after the wait", "written before any wait", "never written"])
+def test_writing_a_pinned_buffer_before_its_upload_ran_is_a_race(waits_first, writes, races):
+    staging = _pinned([1.0, 2.0])
+    with sim_cuda.simulated_cuda() as device:
+        on_device = staging.to(SIM_DEVICE, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        if waits_first:
+            event.synchronize()
+        if writes:
+            staging.fill_(9.0)  # the next step's data, into the same staging buffer
+    assert on_device.tolist() == [1.0, 2.0] and on_device is not staging
+    assert len(device.races) == races
+    if races:
+        assert "test_model_runner.py" in device.races[0] and "RACE" in device.log.ops()
+
+
+def test_wait_stream_edges_keep_their_direction():
+    with sim_cuda.simulated_cuda() as device:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        torch.cuda.current_stream().wait_stream(side)
+    assert [(e.waiter, e.waits_for) for e in device.edges] == [("side stream 1", "default"), ("default", "side stream 1")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import torch
 
 from synclab import reverse_scan as ch4
 from synclab.engine.input_batch import PLACEHOLDER, InputBatchBaseline, update_reference
@@ -89,6 +90,21 @@ class NoPrevCheck(ReverseScanBatch):  # treats a new request as if it sat in row
         super().update_async_output_token_ids()
 
 
+class ReadsBeforeWaiting(ReverseScanBatch):  # copies the host ids out before waiting: the copy had not landed
+    def update_async_output_token_ids(self):
+        if self.sampled_token_ids_cpu is not None:
+            self.sampled_token_ids_cpu = self.sampled_token_ids_cpu.clone()  # read now, used after the wait
+        super().update_async_output_token_ids()
+
+
+class StoresTensors(ReverseScanBatch):  # right values, but a 0-d tensor where the last id was repaired
+    def update_async_output_token_ids(self):
+        super().update_async_output_token_ids()
+        for ids in self.sampling_metadata.output_token_ids:
+            if ids:
+                ids[-1:] = [torch.tensor(ids[-1])]
+
+
 class _RepairsEachRequest(ReverseScanBatch):
     """The repair's outer loop, right; subclasses get each list with a trailing -1 and its sampled row."""
 
@@ -139,6 +155,8 @@ WRONG_4_1 = [
     (NoPrevCheck, "new request"),
     (KeepsPadding, "fixed cases"),
     (RebuildsTheTail, "work per step"),
+    (ReadsBeforeWaiting, "fixed cases"),
+    (StoresTensors, "fixed cases"),
 ]
 
 
@@ -188,3 +206,15 @@ def test_a_random_case_shows_its_input_and_the_first_difference():
     assert random_case.status == "failed", str(report)
     assert "first difference at index" in random_case.expected and "first difference at index" in random_case.got
     assert "output before the step ends" in random_case.case and "its sampled ids" in random_case.case
+
+
+def test_reading_the_sampled_ids_before_the_wait_shows_garbage():
+    report = ch4.check_update_async_output_token_ids(ReadsBeforeWaiting, seed=0)
+    (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
+    assert fixed.status == "failed" and "-12345" in fixed.got, str(report)  # sim_cuda.GARBAGE, not the ids
+
+
+def test_tensors_in_the_token_lists_are_caught_though_they_compare_equal():
+    report = ch4.check_update_async_output_token_ids(StoresTensors, seed=0)
+    (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
+    assert fixed.status == "failed" and fixed.message == "the token lists must hold Python ints", str(report)

@@ -23,14 +23,16 @@ could read data too early, never how long anything takes.
 from __future__ import annotations
 
 import itertools
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import torch
+from torch.overrides import TorchFunctionMode
 
-from synclab.device import PIN_INTENT, unmark_device
-from synclab.syncs import SyncKind, attribute_syncs_to_callers, record_simulated_wait
+from synclab.device import PIN_INTENT, is_device_tensor, is_pinned_host, mark_device, unmark_device
+from synclab.syncs import SyncKind, _target_is_device, _user_frame, attribute_syncs_to_callers, record_simulated_wait
 
 attribute_syncs_to_callers(__file__)
 
@@ -41,6 +43,15 @@ GARBAGE = -12345.0  # what a simulated host buffer holds before its copy has lan
 class _PendingCopy:
     dst: torch.Tensor  # host
     data: torch.Tensor  # the values the copy will deliver
+
+
+@dataclass
+class _PendingUpload:
+    """A non-blocking upload from pinned memory: the device reads ``source`` when the stream gets to it."""
+
+    source: torch.Tensor  # pinned host memory; the host must not write it until a wait covers the copy
+    version: int  # source._version when the copy was queued: a later in-place write changes it
+    where: str  # the line of code that queued it
 
 
 @dataclass
@@ -60,11 +71,22 @@ class SimLog:
                          in enumerate(self.entries)) or "(nothing)"
 
 
+@dataclass(frozen=True)
+class StreamEdge:
+    """One ``waiter.wait_stream(waits_for)``, logged at entry ``at``: which way the ordering goes."""
+
+    waiter: str
+    waits_for: str
+    at: int
+
+
 class _SimDevice:
     """The state of one simulated device: its streams, the current one, and the copies in flight."""
 
     def __init__(self) -> None:
         self.log = SimLog()
+        self.edges: list[StreamEdge] = []  # every wait_stream, with its direction
+        self.races: list[str] = []  # host writes into pinned buffers whose upload no wait had covered yet
         self._names = itertools.count(1)
         self.streams: list[SimStream] = []
         self.default_stream = SimStream(self, name="default")
@@ -82,6 +104,14 @@ class _SimDevice:
         for stream in self.streams:
             stream.land(stream.pending)
 
+    def check_upload(self, stream: SimStream, upload: _PendingUpload) -> None:
+        """The copy runs now (a wait covers it): had the host already written its source, the device got that."""
+        if upload.source._version != upload.version:
+            race = (f"the host wrote a pinned buffer before its upload ran (queued at {upload.where}); "
+                    "the device may read the new values")
+            self.races.append(race)
+            self.log.add("RACE", stream.name, race)
+
 
 class SimStream:
     """A simulated ``torch.cuda.Stream``: an ordered queue; copies queued on it land when waited for."""
@@ -91,22 +121,29 @@ class SimStream:
         self.device.streams.append(self)
         self.name = name or self.device.next_name()
         self.pending: list[_PendingCopy] = []
+        self.pending_uploads: list[_PendingUpload] = []
         if name is None:  # created by the code under test
             self.device.log.add("create stream", self.name)
 
     def wait_stream(self, other: SimStream) -> None:
+        """Later work on ``self`` waits for everything queued on ``other`` so far: an edge ``self <- other``."""
         self.device.log.add("wait_stream", self.name, f"waits for {other.name}")
+        self.device.edges.append(StreamEdge(waiter=self.name, waits_for=other.name, at=len(self.device.log.entries) - 1))
 
     def synchronize(self) -> None:
         record_simulated_wait(SyncKind.STREAM_SYNC, f"Stream.synchronize ({self.name})")
         self.device.log.add("host waits", self.name, "Stream.synchronize")
         self.land(self.pending)
 
-    def land(self, copies: list[_PendingCopy]) -> None:
+    def land(self, copies: list[_PendingCopy], uploads: list[_PendingUpload] | None = None) -> None:
         for copy in list(copies):
             copy.dst.copy_(copy.data)
             if copy in self.pending:
                 self.pending.remove(copy)
+        for upload in list(self.pending_uploads if uploads is None else uploads):
+            self.device.check_upload(self, upload)
+            if upload in self.pending_uploads:
+                self.pending_uploads.remove(upload)
 
     def __repr__(self) -> str:
         return f"<SimStream {self.name}>"
@@ -120,10 +157,12 @@ class SimEvent:
         self.blocking = blocking
         self._stream: SimStream | None = None
         self._copies: list[_PendingCopy] = []
+        self._uploads: list[_PendingUpload] = []
 
     def record(self, stream: SimStream | None = None) -> None:
         self._stream = stream or self.device.current
         self._copies = list(self._stream.pending)
+        self._uploads = list(self._stream.pending_uploads)
         self.device.log.add("record event", self._stream.name, f"after {len(self._copies)} queued copies")
 
     def query(self) -> bool:
@@ -134,7 +173,7 @@ class SimEvent:
         record_simulated_wait(SyncKind.EVENT_SYNC, f"Event.synchronize ({stream})")
         self.device.log.add("host waits", stream, "Event.synchronize" + (" (blocking)" if self.blocking else ""))
         if self._stream is not None:
-            self._stream.land(self._copies)
+            self._stream.land(self._copies, self._uploads)
 
 
 _DEVICE: list[_SimDevice] = []  # the device of the innermost simulated_cuda() block
@@ -187,11 +226,63 @@ def simulated_cuda() -> Iterator[_SimDevice]:
     for name, value in patches.items():
         setattr(torch.cuda, name, value)
     try:
-        yield device
+        with _AsyncCopies():
+            yield device
     finally:
         for name, value in originals.items():
             setattr(torch.cuda, name, value)
+        for stream in device.streams:  # uploads no wait covered: their sources must still be untouched
+            for upload in list(stream.pending_uploads):
+                device.check_upload(stream, upload)
         _DEVICE.remove(device)
+
+
+class _AsyncCopies(TorchFunctionMode):
+    """Inside :func:`simulated_cuda`, the reader's own non-blocking copies behave as on a GPU.
+
+    * device to pinned host (``t.to("cpu", non_blocking=True)``, ``pinned.copy_(t, non_blocking=True)``):
+      the host buffer holds :data:`GARBAGE` until a wait covers the copy;
+    * pinned host to device (``pinned.to(device, non_blocking=True)``, ``dev.copy_(pinned, non_blocking=True)``):
+      the device gets the values, and the source is watched: a host write into it before a wait
+      covers the copy is a race, listed in ``device.races``.
+
+    Copies into or out of pageable memory are synchronous on a GPU, and stay so here.
+    """
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == "to" and args and isinstance(args[0], torch.Tensor) and _non_blocking(args[1:], kwargs):
+            src, to_device = args[0], _target_is_device(args[1:], kwargs)
+            if is_device_tensor(src) and to_device is False:
+                return copy_to_host_async(src)
+            if not is_device_tensor(src) and to_device and is_pinned_host(src):
+                out = mark_device(func(*args, **kwargs).clone())  # its own memory, as a device copy has
+                _watch_upload(src)
+                return out
+        if name == "copy_" and len(args) >= 2 and _non_blocking(args[2:], kwargs):
+            dst, src = args[0], args[1]
+            if is_device_tensor(src) and not is_device_tensor(dst) and is_pinned_host(dst):
+                dst.fill_(GARBAGE)
+                stream = _current_device().current
+                stream.pending.append(_PendingCopy(dst, unmark_device(src.detach().clone())))
+                stream.device.log.add("copy to host", stream.name, f"{list(src.shape)} non_blocking")
+                return dst
+            if is_device_tensor(dst) and not is_device_tensor(src) and is_pinned_host(src):
+                _watch_upload(src)
+        return func(*args, **kwargs)
+
+
+def _non_blocking(args: tuple, kwargs: dict) -> bool:
+    return bool(kwargs.get("non_blocking")) or any(a is True for a in args)
+
+
+def _watch_upload(source: torch.Tensor) -> None:
+    device = _current_device()
+    filename, lineno, function, code = _user_frame()
+    where = f"{os.path.basename(filename)}:{lineno} `{code}`"
+    device.current.pending_uploads.append(_PendingUpload(source, source._version, where))
+    device.log.add("copy to device", device.current.name, f"{list(source.shape)} non_blocking from pinned memory")
 
 
 def copy_to_host_async(tensor: torch.Tensor) -> torch.Tensor:
