@@ -109,25 +109,12 @@ class CopiesOnComputeStream(AsyncOutputRunner):
         return AsyncPoolingOutput(ModelRunnerOutput(list(batch.req_ids)), raw, finished, stream)
 
 
-class RecordsBeforeCopy(AsyncOutputRunner):
-    def _pool(self, hidden_states, num_scheduled_tokens, batch):
-        if not current_platform.is_cuda_alike():
-            return super()._pool(hidden_states, num_scheduled_tokens, batch)
-        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
-        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
-        out = ModelRunnerOutput(list(batch.req_ids))
-        stream = self._get_or_create_async_output_copy_stream()
-        result = object.__new__(AsyncPoolingOutput)
-        result._model_runner_output, result._raw_pooler_output = out, raw
-        result.async_copy_ready_event = torch.cuda.Event(blocking=True)
-        with torch.cuda.stream(stream):
-            stream.wait_stream(torch.cuda.current_stream())
-            result.async_copy_ready_event.record()  # too early: covers no copy
-            out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
-        return result
+class _QueuesItsOwnCopy(AsyncOutputRunner):
+    """Builds the async output by hand; ``_queue`` gets the side stream and does the copy its own (wrong) way."""
 
+    def _queue(self, stream, compute, event, out, raw, finished):
+        raise NotImplementedError
 
-class WaitsTheWrongWay(AsyncOutputRunner):  # the compute stream waits for the side stream, not the reverse
     def _pool(self, hidden_states, num_scheduled_tokens, batch):
         if not current_platform.is_cuda_alike():
             return super()._pool(hidden_states, num_scheduled_tokens, batch)
@@ -140,10 +127,22 @@ class WaitsTheWrongWay(AsyncOutputRunner):  # the compute stream waits for the s
         result.async_copy_ready_event = torch.cuda.Event(blocking=True)
         compute = torch.cuda.current_stream()
         with torch.cuda.stream(stream):
-            compute.wait_stream(stream)  # backwards: the copies may still read unwritten hidden states
-            out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
-            result.async_copy_ready_event.record()
+            self._queue(stream, compute, result.async_copy_ready_event, out, raw, finished)
         return result
+
+
+class RecordsBeforeCopy(_QueuesItsOwnCopy):
+    def _queue(self, stream, compute, event, out, raw, finished):
+        stream.wait_stream(compute)
+        event.record()  # too early: covers no copy
+        out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
+
+
+class WaitsTheWrongWay(_QueuesItsOwnCopy):  # the compute stream waits for the side stream, not the reverse
+    def _queue(self, stream, compute, event, out, raw, finished):
+        compute.wait_stream(stream)  # backwards: the copies may still read unwritten hidden states
+        out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
+        event.record()
 
 
 class KeepsDeviceTensors(AsyncOutputRunner):
