@@ -282,6 +282,15 @@ def _is_untouched(lab_bytes: bytes) -> bool:
         return False
 
 
+def _generated_from_same_solution(lab_bytes: bytes, new_bytes: bytes) -> bool:
+    """Whether the lab was generated from the solution as it is now: regenerating would bring nothing new."""
+    try:
+        recorded = nbformat.reads(lab_bytes.decode("utf-8"), as_version=4).metadata["synclab"]["source_sha256"]
+        return recorded == nbformat.reads(new_bytes.decode("utf-8"), as_version=4).metadata["synclab"]["source_sha256"]
+    except Exception:
+        return False
+
+
 def _same_cells(a: bytes, b: bytes) -> bool:
     try:
         return (cells_sha256(nbformat.reads(a.decode("utf-8"), as_version=4))
@@ -333,6 +342,8 @@ def write_lab(solution_path: Path, labs_dir: Path, force: bool = False) -> str:
         if _is_untouched(current) and _has_outputs(current):
             backup = _backup(lab_path)  # executed, and the solution changed: the outputs go to the backup
         elif not _is_untouched(current):
+            if not force and _generated_from_same_solution(current, data):
+                return "kept (you edited it; its solution has not changed)"
             if not force:
                 raise LabWouldOverwriteWork(
                     f"refusing to overwrite {lab_path}: it was edited since it was generated. "

@@ -60,6 +60,8 @@ def stop_on_signals() -> Iterator[None]:
         return
 
     def raise_stopped(signum: int, frame: Any) -> None:
+        # nbclient's pending tasks die with the kernel; asyncio would print their tracebacks after ours
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         raise Stopped(signum)
 
     previous = {s: signal.signal(s, raise_stopped) for s in (signal.SIGTERM, signal.SIGINT)}

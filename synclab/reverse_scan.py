@@ -176,7 +176,16 @@ def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
     for (case, before, new, want), state in zip(FIXED_CASES, states):
         expect(state.output_token_ids == want, f"{before} with sampled {new}", expected=want,
                got=state.output_token_ids, case=case,
-               hint="count the trailing -1s from the end; replace min(valid sampled, placeholders) of them")
+               hint=_garbage_hint(state.output_token_ids)
+               or "count the trailing -1s from the end; replace min(valid sampled, placeholders) of them")
+
+
+def _garbage_hint(ids: list) -> str:
+    """A hint when the ids hold what a host buffer holds before its copy lands: the read came too early."""
+    if sim_cuda.GARBAGE in ids:
+        return (f"{sim_cuda.GARBAGE:g} is what the host buffer holds before the copy lands: read "
+                "sampled_token_ids_cpu only after async_copy_ready_event.synchronize()")
+    return ""
 
 
 def _expect_python_ints(ids: list, case: str) -> None:
@@ -189,8 +198,10 @@ def _expect_python_ints(ids: list, case: str) -> None:
 
 def _check_new_request(batch_cls: BatchClass, rng: random.Random) -> None:
     states, _, _ = _run_step(batch_cls, [[4, -1], [5, -1]], [[7]], [None, 0])
-    expect_equal([s.output_token_ids for s in states], [[4, -1], [5, 7]], what="outputs",
-                 hint="a request that was not in last step's batch (no prev_req_id_to_index entry) is skipped",
+    got = [s.output_token_ids for s in states]
+    expect_equal(got, [[4, -1], [5, 7]], what="outputs",
+                 hint=_garbage_hint(got[1]) or "a request that was not in last step's batch "
+                 "(no prev_req_id_to_index entry) is skipped",
                  case="a new request beside a running one")
 
 
@@ -207,6 +218,7 @@ def _check_random(batch_cls: BatchClass, rng: random.Random) -> None:
             before = outputs[i] if len(outputs[i]) <= 12 else ["...", *outputs[i][-8:]]
             sampled_row = sampled[rows[i]] if rows[i] is not None else "none (a new request)"
             raise CheckFailed(f"request {i} differs", expected=expected, got=got,
+                              hint=_garbage_hint(state.output_token_ids),
                               case=f"random step {trial}, {len(outputs)} requests; request {i}: output before the "
                                    f"step ends {before}, its sampled ids {sampled_row}")
 

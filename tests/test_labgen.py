@@ -205,6 +205,10 @@ def test_refuses_to_overwrite_edited_lab(tmp_path):
     write_lab(solution, labs)
     edit_lab(labs / "01_scale.ipynb")
     before = (labs / "01_scale.ipynb").read_bytes()
+    assert write_lab(solution, labs) == "kept (you edited it; its solution has not changed)"  # nothing to give
+    nb = make_solution()
+    nb.cells[0].source = "# Chapter 1, revised"
+    nbformat.write(nb, solution)
     with pytest.raises(LabWouldOverwriteWork, match="--force") as info:
         write_lab(solution, labs)
     assert "rename" in str(info.value)
@@ -250,6 +254,11 @@ def test_main_generates_checks_and_refuses(tmp_path, capsys):
     assert "labs are fresh" in capsys.readouterr().out
 
     edit_lab(tmp_path / "labs" / "00_a.ipynb")
+    assert main([], root=tmp_path) == 0  # edited, but its solution is unchanged: kept, not an error
+    assert "00_a.ipynb: kept" in capsys.readouterr().out
+    revised = make_solution()
+    revised.cells[0].source = "# Chapter 1, revised"
+    write_solution(tmp_path, "00_a.ipynb", revised)
     write_solution(tmp_path, "01_b.ipynb", make_solution("### BEGIN SOLUTION 2.1\nx = 2\n### END SOLUTION"))
     assert main([], root=tmp_path) == 1  # 00_a refused, 01_b still regenerated
     out = capsys.readouterr().out

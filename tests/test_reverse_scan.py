@@ -212,6 +212,7 @@ def test_reading_the_sampled_ids_before_the_wait_shows_garbage():
     report = ch4.check_update_async_output_token_ids(ReadsBeforeWaiting, seed=0)
     (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
     assert fixed.status == "failed" and "-12345" in fixed.got, str(report)  # sim_cuda.GARBAGE, not the ids
+    assert "only after async_copy_ready_event.synchronize()" in fixed.hint
 
 
 def test_tensors_in_the_token_lists_are_caught_though_they_compare_equal():
