@@ -53,6 +53,8 @@ solutions: $(VENV)/.installed
 gpu-wheels:
 	mkdir -p "$$(git rev-parse --git-path info)"
 	../shared/gpu/wheels.sh
+	# what the runbook's list lacks: chapter 3's ranks receive functions by cloudpickle
+	python3 -m pip download -q --no-deps --only-binary=:all: -d .whl $$(grep -E '^cloudpickle==' requirements.txt) 2>&1 | grep -v "is ignored" || true
 	bash -n .gpu/on-device.sh
 
 clean: book-clean

@@ -38,7 +38,16 @@ class CheckFailed(AssertionError):
 
 
 class CheckTimeout(BaseException):
-    """Not an Exception: a reader's ``except Exception`` must not swallow the time limit."""
+    """Not an Exception: a reader's ``except Exception`` must not swallow the time limit.
+
+    Raised by the time limit itself, or by a check whose own wait ran out (``message``, ``hint``:
+    what did not answer, and what usually causes it).
+    """
+
+    def __init__(self, message: str = "", hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
 
 
 def expect(condition: bool, message: str, *, expected: Any = None, got: Any = None, hint: str = "", case: str = "") -> None:
@@ -219,9 +228,9 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) 
     except NotImplementedError as exc:
         return Outcome(**base, status="not implemented",
                        message=f"not implemented yet ({exc})" if str(exc) else "not implemented yet")
-    except CheckTimeout:
-        return Outcome(**base, status="timed out", message=f"no answer within {limit_s:g} s",
-                       hint="look for a loop that never ends, or work that grows much faster than the input")
+    except CheckTimeout as exc:
+        return Outcome(**base, status="timed out", message=exc.message or f"no answer within {limit_s:g} s",
+                       hint=exc.hint or "look for a loop that never ends, or work that grows much faster than the input")
     except Exception as exc:  # the reader's code raised: one line, not a traceback
         where = _where_in_user_code(exc)
         message = f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else "")

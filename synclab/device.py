@@ -63,6 +63,15 @@ def is_simulated(device: object) -> bool:
     return isinstance(device, SimulatedDevice)
 
 
+def is_host(device: object) -> bool:
+    """True for host memory (``"cpu"``), False for a GPU and for the simulated device.
+
+    vLLM asks ``torch.device(device).type == "cuda"``; on a CPU-only machine the simulated
+    device is a CPU in disguise, so the lab asks this instead (chapter 3, Exercise 3.7).
+    """
+    return not is_simulated(device) and torch.device(device).type == "cpu"
+
+
 @lru_cache(maxsize=1)
 def _probe_pin_memory() -> bool:
     if not has_cuda():
@@ -101,7 +110,9 @@ PIN_INTENT = "_synclab_pin_intent"  # on a host tensor: pinned, simulated as pin
 
 def is_pinned_host(tensor: torch.Tensor) -> bool:
     """Page-locked host memory (or, simulated / without a GPU, memory asked for as pinned)."""
-    return bool(getattr(tensor, PIN_INTENT, False)) or (tensor.device.type == "cpu" and tensor.is_pinned())
+    if getattr(tensor, PIN_INTENT, False) or (tensor._base is not None and getattr(tensor._base, PIN_INTENT, False)):
+        return True  # the tensor, or the buffer it is a view of (buf[:n] of a pinned buf is pinned too)
+    return tensor.device.type == "cpu" and tensor.is_pinned()
 
 
 def to_device(tensor: torch.Tensor, device: DeviceLike | None = None, non_blocking: bool = False) -> torch.Tensor:
@@ -147,7 +158,9 @@ def mark_like(tensor: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
 
 def is_device_tensor(tensor: torch.Tensor) -> bool:
     """True for tensors in (real or simulated) device memory; False for host tensors."""
-    return tensor.device.type != "cpu" or getattr(tensor, _MARK, False)
+    if tensor.device.type != "cpu" or getattr(tensor, _MARK, False):
+        return True
+    return tensor._base is not None and getattr(tensor._base, _MARK, False)  # a view of device memory
 
 
 def device_name() -> str:

@@ -417,6 +417,8 @@ class _DispatchLevel(TorchDispatchMode):
 
     def _classify(self, func: Any, args: tuple, kwargs: dict) -> SyncKind | None:
         name = func.overloadpacket.__name__
+        if name == "copy_" and self.obs.current_op == "__setitem__" and len(args) >= 2:
+            return self._setitem_copy(args[1])
         if not _any_device((args, kwargs)):
             return None
         if name == "_local_scalar_dense":
@@ -427,6 +429,11 @@ class _DispatchLevel(TorchDispatchMode):
         if name == "is_nonzero":
             return SyncKind.BOOL
         if name in _DATA_DEPENDENT:
+            return SyncKind.NONZERO
+        if name == "bincount" and args[0].numel() > 0:
+            # ATen's CUDA bincount sizes its output from the data: it reads min() (negative inputs are
+            # refused) and max() back, whatever minlength says.
+            self.obs.record(SyncKind.NONZERO, f"{func} (min check)")
             return SyncKind.NONZERO
         if name == "repeat_interleave" and kwargs.get("output_size") is None and func._overloadname == "Tensor":
             # ATen's repeat_interleave_common (ATen/native/Repeat.h) reads twice: cumsum[-1].item()
@@ -449,6 +456,21 @@ class _DispatchLevel(TorchDispatchMode):
                 return None
             return SyncKind.BOOL_MASK_INDEX
         return None
+
+
+    def _setitem_copy(self, src: Any) -> SyncKind | None:
+        """``x[i] = v`` where the two sides live apart: ATen's ``copy_to`` (TensorIndexing.h) runs a blocking ``copy_``.
+
+        A Python scalar arrives as a 0-d host tensor. When the indexed part has the value's shape
+        (``x[i] = 5``: both 0-d) it is copied over, blocking; when the shapes differ
+        (``x[i:i+1] = 5``) the scalar becomes a ``fill_`` argument and nothing is copied.
+        """
+        target = self.obs.current_args[0] if self.obs.current_args else None
+        if not isinstance(target, torch.Tensor) or not isinstance(src, torch.Tensor):
+            return None
+        if is_device_tensor(target) == is_device_tensor(src):
+            return None
+        return SyncKind.H2D_COPY if is_device_tensor(target) else SyncKind.D2H_COPY
 
 
 def _equal_reads_back(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -294,7 +294,50 @@ def bincount_masked_fill(idx_mapping, all_token_ids, prompt_len, prefill_len, ma
     bincount_kernel(idx_mapping, all_token_ids, prompt_len, prefill_len, mask, counts, max_len)
 
 
+def _scatter_add(counts, flat, ones):
+    counts.scatter_add_(0, flat, ones)
+
+
+def _torch_bincount(counts, flat, ones):  # right values; but it reads its input's min and max back
+    counts.add_(torch.bincount(flat, weights=ones, minlength=counts.numel()).int())
+
+
+def _count_with(name, mask_fill, count_positions, count_into=_scatter_add):
+    """A bincount that zeroes right, then counts with the given rules (the solution's shape otherwise)."""
+    def wrong(idx_mapping, all_token_ids, prompt_len, prefill_len, mask, counts, max_len):
+        idx = idx_mapping.long()
+        mask.index_fill_(0, idx, 0)
+        counts.index_fill_(0, idx, 0)
+        pos = torch.arange(max_len, device=all_token_ids.device)
+        tokens = all_token_ids[idx, :max_len].long()
+        in_prompt = pos < prompt_len[idx].unsqueeze(1)
+        in_output = count_positions(pos, in_prompt, prefill_len[idx].unsqueeze(1))
+        flat = (idx.unsqueeze(1) * counts.shape[1] + tokens).flatten()
+        mask_fill(mask.view(-1), flat, in_prompt.flatten().int())
+        count_into(counts.view(-1), flat, in_output.flatten().int())
+    wrong.__name__ = name
+    return wrong
+
+
+def _flag(mask, flat, ones):
+    mask.scatter_reduce_(0, flat, ones, reduce="amax")
+
+
+def _output_positions(pos, in_prompt, prefill_len):
+    return ~in_prompt & (pos < prefill_len)
+
+
+bincount_sums_prompt_flags = _count_with("bincount_sums_prompt_flags", _scatter_add, _output_positions)
+bincount_counts_stale_tokens = _count_with("bincount_counts_stale_tokens", _flag,
+                                           lambda pos, in_prompt, prefill_len: ~in_prompt)
+bincount_with_torch_bincount = _count_with("bincount_with_torch_bincount", _flag, _output_positions, _torch_bincount)
+
+
 WRONG_3_5 = [
+    (bincount_sums_prompt_flags, "flagged once"),
+    (bincount_counts_stale_tokens, "flagged once"),
+    (bincount_counts_stale_tokens, "random states"),
+    (bincount_with_torch_bincount, "0 syncs"),
     (bincount_noop_zero, "really zeroed"),
     (bincount_noop_zero, "random states"),
     (bincount_zero_all, "untouched"),

@@ -87,6 +87,11 @@ TABLE: list[tuple[str, Callable[[Env], object], int, set[SyncKind]]] = [
     ("index_fill_", lambda e: e.x.index_fill_(0, e.idx, 0.0), 0, set()),
     ("integer-index write of a Python scalar (copies the scalar over)", lambda e: e.x.__setitem__(e.idx, 0.0), 1,
      {SyncKind.H2D_COPY}),
+    # x[3] = 5: the scalar becomes a 0-d host tensor copied over, blocking; x[3:4] = 5 is a fill_ (ATen's copy_to)
+    ("element write of a Python scalar", lambda e: e.x.__setitem__(3, 5.0), 1, {SyncKind.H2D_COPY}),
+    ("one-element slice write of a Python scalar", lambda e: e.x.__setitem__(slice(3, 4), 5.0), 0, set()),
+    ("element write of a device value into host memory", lambda e: e.host.__setitem__(0, e.idx[0]), 1,
+     {SyncKind.D2H_COPY}),
     ("integer-index write of device values", lambda e: e.x.__setitem__(e.idx, e.x[:2] * 2), 0, set()),
     ("slice assignment from a device tensor", lambda e: e.x.__setitem__(slice(2, 4), e.x[5:7]), 0, set()),
     ("argmax on the device", lambda e: e.x.argmax(dim=0), 0, set()),
@@ -111,6 +116,9 @@ TABLE: list[tuple[str, Callable[[Env], object], int, set[SyncKind]]] = [
     ("print(tensor)", lambda e: f"{e.x}", 1, {SyncKind.PRINT}),
     # two reads: the output size, then the check that no repeat is negative
     ("repeat_interleave with device repeats", lambda e: e.x[:2].repeat_interleave(e.idx), 2, {SyncKind.NONZERO}),
+    # two reads: min() (negative inputs are refused) and max() (the number of bins), whatever minlength says
+    ("bincount on the device", lambda e: torch.bincount(e.idx, minlength=16), 2, {SyncKind.NONZERO}),
+    ("bincount of an empty tensor", lambda e: torch.bincount(e.idx[:0], minlength=16), 0, set()),
     ("repeat_interleave with output_size", lambda e: e.x[:2].repeat_interleave(e.idx, output_size=11), 0, set()),
 ]
 

@@ -1,0 +1,268 @@
+"""A ``torch.distributed`` group of worker processes that the lab starts, and always stops.
+
+Taught in chapter 3 (Exercise 3.7, vLLM's data-parallel all-reduce). The checks run
+the reader's ``_run_ar`` on every rank of a real process group:
+
+* on a CPU-only machine, gloo with two spawned processes; the device group's tensors
+  are the simulated device's (``synclab.device``), so ``count_syncs`` sees what a GPU would;
+* with one GPU per rank, NCCL (vLLM's device group); with fewer GPUs, gloo over CUDA tensors.
+
+The ranks are spawned (a GPU cannot be shared with a forked child) and rendezvous
+through a file store in a temporary directory: no port to find, nothing left behind.
+Functions go to the ranks by value (``cloudpickle``), so a function defined in a
+notebook cell runs there as it is. Stopping is the point of this module:
+
+* :meth:`RankGroup.close` asks each rank to leave (it destroys its process group),
+  then terminates, then kills whatever is still there; it runs on every way out of
+  the ``with`` block, including a rank's exception, a timeout and ``KeyboardInterrupt``
+  (a Jupyter interrupt);
+* a rank that raises or does not answer in time makes :meth:`RankGroup.run` stop
+  every rank before it raises: the others may be waiting in a collective forever;
+* each rank asks the kernel to kill it when the process that started it dies
+  (``PR_SET_PDEATHSIG``), so even a killed notebook kernel leaves no rank behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from datetime import timedelta
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable, Iterator
+
+import torch
+
+START_TIMEOUT_S = 120.0  # spawning imports torch in every rank; a busy 2-core machine needs a while
+CALL_TIMEOUT_S = 60.0
+LEAVE_GRACE_S = 5.0  # how long a rank may take to leave cleanly before it is terminated
+
+
+class RankError(RuntimeError):
+    """A rank raised (its traceback is the message) or died; every rank has been stopped."""
+
+    def __init__(self, rank: int, detail: str) -> None:
+        super().__init__(f"rank {rank}: {detail}")
+        self.rank = rank
+        self.detail = detail
+
+
+class RankTimeout(RuntimeError):
+    """A rank did not answer in time (a collective that not every rank joined waits forever); all were stopped."""
+
+
+def default_backend(world_size: int) -> str:
+    """NCCL when every rank has a GPU of its own, else gloo (over CUDA tensors with one GPU, host tensors without)."""
+    if torch.cuda.is_available() and torch.cuda.device_count() >= world_size and dist_available("nccl"):
+        return "nccl"
+    return "gloo"
+
+
+def dist_available(backend: str) -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and (backend != "nccl" or dist.is_nccl_available())
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies; exit now if it already has."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _rank_device(rank: int, backend: str) -> Any:
+    from synclab.device import SIM_DEVICE
+
+    if not torch.cuda.is_available():
+        return SIM_DEVICE
+    device = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
+
+
+def _rank_main(rank: int, world_size: int, backend: str, init_method: str, conn: Connection, parent_pid: int,
+               timeout_s: float) -> None:
+    """One rank: join the group, install the DP group, run what the parent sends until told to leave."""
+    _die_with_parent(parent_pid)
+    import cloudpickle
+    import torch.distributed as dist
+
+    from synclab.engine.dp_utils import DPGroup, set_dp_group
+
+    torch.set_num_threads(1)
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
+                            timeout=timedelta(seconds=timeout_s))
+    try:
+        cpu_group = dist.new_group(backend="gloo") if backend != "gloo" else dist.group.WORLD
+        set_dp_group(DPGroup(rank, world_size, _rank_device(rank, backend), dist.group.WORLD, cpu_group))
+        conn.send(("ready", os.getpid()))
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):  # the parent is gone
+                break
+            if message is None:
+                break
+            try:
+                fn, args = cloudpickle.loads(message)
+                conn.send(("ok", fn(rank, *args)))
+            except BaseException:  # the reader's code may raise anything; report it, stay available
+                conn.send(("error", traceback.format_exc(limit=-6)))
+    finally:
+        dist.destroy_process_group()
+        conn.close()
+
+
+@contextlib.contextmanager
+def _main_not_reimported() -> Iterator[None]:
+    """Spawning re-runs the parent's ``__main__`` file in the child; a main that is no file (stdin) cannot be."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or os.path.exists(path):
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
+
+
+class RankGroup:
+    """``world_size`` spawned processes in one ``torch.distributed`` group: ``with RankGroup() as ranks:``.
+
+    ``ranks.run(fn, *args)`` calls ``fn(rank, *args)`` on every rank at once and returns
+    the results in rank order. The group restarts on the next :meth:`run` after a failure.
+    """
+
+    def __init__(self, world_size: int = 2, backend: str | None = None, start_timeout_s: float = START_TIMEOUT_S,
+                 call_timeout_s: float = CALL_TIMEOUT_S) -> None:
+        self.world_size = world_size
+        self.backend = backend or default_backend(world_size)
+        self.start_timeout_s = start_timeout_s
+        self.call_timeout_s = call_timeout_s
+        self.processes: list[mp.process.BaseProcess] = []
+        self._conns: list[Connection] = []
+        self._dir: str | None = None
+        self.starts = 0  # how many times the ranks were spawned
+
+    # -- lifecycle
+
+    def __enter__(self) -> RankGroup:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def running(self) -> bool:
+        return bool(self.processes)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes if p.pid is not None]
+
+    def start(self) -> None:
+        if self.running:
+            return
+        ctx = mp.get_context("spawn")
+        self._dir = tempfile.mkdtemp(prefix="synclab-ranks-")
+        init_method = f"file://{os.path.join(self._dir, 'store')}"
+        self.starts += 1
+        try:
+            for rank in range(self.world_size):
+                parent_end, child_end = ctx.Pipe()
+                process = ctx.Process(target=_rank_main, name=f"synclab rank {rank}", daemon=True,
+                                      args=(rank, self.world_size, self.backend, init_method, child_end,
+                                            os.getpid(), self.call_timeout_s))
+                with _main_not_reimported():
+                    process.start()
+                child_end.close()
+                self.processes.append(process)
+                self._conns.append(parent_end)
+            self._collect("start", self.start_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self, grace_s: float = LEAVE_GRACE_S) -> None:
+        """Stop every rank: ask, wait up to ``grace_s``, terminate, kill. Safe to call twice."""
+        for conn in self._conns:
+            try:
+                conn.send(None)
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + grace_s
+        for process in self.processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(2.0)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for conn in self._conns:
+            conn.close()
+        self.processes, self._conns = [], []
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    # -- work
+
+    def run(self, fn: Callable[..., Any], *args: Any, timeout_s: float | None = None) -> list[Any]:
+        """``fn(rank, *args)`` on every rank; results in rank order. Stops every rank before raising."""
+        import cloudpickle
+
+        self.start()
+        payload = cloudpickle.dumps((fn, args))
+        try:
+            for conn in self._conns:
+                conn.send(payload)
+            return self._collect("call", self.call_timeout_s if timeout_s is None else timeout_s)
+        except BaseException:
+            self.close(grace_s=0.5)  # a rank that failed may have left the others waiting in a collective
+            raise
+
+    def _collect(self, what: str, timeout_s: float) -> list[Any]:
+        """One reply per rank, or raise: a rank's error, a rank's death, or the deadline."""
+        replies: dict[int, Any] = {}
+        deadline = time.monotonic() + timeout_s
+        while len(replies) < self.world_size:
+            waiting = {conn: rank for rank, conn in enumerate(self._conns) if rank not in replies}
+            sentinels = {self.processes[rank].sentinel: rank for rank in waiting.values()}
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = sorted(set(range(self.world_size)) - set(replies))
+                raise RankTimeout(f"rank(s) {missing} did not answer within {timeout_s:.0f} s ({what}); all ranks "
+                                  "were stopped. A collective that not every rank joins waits forever.")
+            for ready in wait(list(waiting) + list(sentinels), timeout=left):
+                if ready in waiting:
+                    rank = waiting[ready]
+                    try:
+                        status, value = ready.recv()
+                    except (EOFError, OSError):
+                        raise RankError(rank, f"the process ended during {what}") from None
+                    if status == "error":
+                        raise RankError(rank, value)
+                    replies[rank] = value
+                elif ready in sentinels and sentinels[ready] not in replies:
+                    rank = sentinels[ready]
+                    if not self._conns[rank].poll():  # died without a reply
+                        code = self.processes[rank].exitcode
+                        raise RankError(rank, f"the process exited with code {code} during {what}")
+        return [replies[rank] for rank in range(self.world_size)]

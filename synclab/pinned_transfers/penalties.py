@@ -1,0 +1,127 @@
+"""Chapter 3, Exercise 3.5: the penalties' ``bincount``, zeroing and counting on the device, and its checks.
+
+The reader writes all of it: zero the new requests' rows with ``index_fill_``, flag
+their prompt tokens, count their output tokens with one scatter over the flattened
+``[slots, vocab]`` tables. The baseline (``engine/penalties.py``) zeroes with
+``x[idx] = 0``, one blocking upload per table.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import torch
+
+from synclab.checks import Check, CheckReport, around_first_difference, expect, run_checks
+from synclab.device import to_device
+from synclab.engine.penalties import bincount_reference
+from synclab.pinned_transfers.common import counted, expect_no_syncs
+from synclab.syncs import SyncReport
+
+BincountFunction = Callable[..., None]
+
+ZEROING_HINT = "x[idx].zero_() zeroes a copy: x[idx] gathers the rows into a new tensor; use index_fill_(0, idx, 0)"
+COUNTING_HINT = ("count over positions prompt_len <= j < prefill_len only, into row*vocab + token of the flattened "
+                 "table (scatter_add_ of ones)")
+FLAG_HINT = "a prompt token is flagged 1 however often it occurs: scatter 1s (scatter_ or scatter_reduce_ 'amax'), not a sum"
+
+
+def penalty_state(rng: random.Random, num_slots: int, vocab_size: int, max_len: int) -> dict[str, Any]:
+    """Host lists for every slot: tokens, prompt and prefill lengths, and stale tables left by earlier requests."""
+    prompt_len = [rng.randint(0, max_len) for _ in range(num_slots)]
+    prefill_len = [rng.randint(p, max_len) for p in prompt_len]
+    return {
+        "all_token_ids": [[rng.randrange(vocab_size) for _ in range(max_len)] for _ in range(num_slots)],
+        "prompt_len": prompt_len, "prefill_len": prefill_len,
+        "prompt_bin_mask": [[int(rng.random() < 0.3) for _ in range(vocab_size)] for _ in range(num_slots)],
+        "output_bin_counts": [[rng.randint(0, 4) for _ in range(vocab_size)] for _ in range(num_slots)],
+    }
+
+
+def device_state(state: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The host lists of :func:`penalty_state` as int32 device tensors."""
+    return {k: to_device(torch.tensor(v, dtype=torch.int32)) for k, v in state.items()}
+
+
+def run_bincount(impl: BincountFunction, state: dict[str, Any], slots: list[int]) -> tuple[list, list, SyncReport]:
+    """Call ``impl`` on device copies of ``state`` for the new requests in ``slots``; the tables after, and the syncs."""
+    dev = device_state(state)
+    idx_mapping = to_device(torch.tensor(slots, dtype=torch.int32))  # [n] device
+    max_prefill_len = max((state["prefill_len"][s] for s in slots), default=0)  # a host int, as in vLLM
+    _, report = counted(lambda: impl(idx_mapping, dev["all_token_ids"], dev["prompt_len"], dev["prefill_len"],
+                                     dev["prompt_bin_mask"], dev["output_bin_counts"], max_prefill_len))
+    return dev["prompt_bin_mask"].cpu().tolist(), dev["output_bin_counts"].cpu().tolist(), report
+
+
+def _row_hint(state: dict[str, Any], slot: int, table: str, got: list[int], want: list[int]) -> str:
+    """Name the likely fault from how a new request's row differs."""
+    stale = state[table][slot]
+    if got == stale:
+        return "the row still holds the previous occupant's values: " + ZEROING_HINT
+    if table == "prompt_bin_mask":
+        return FLAG_HINT if max(got, default=0) > 1 else "flag tokens at positions j < prompt_len"
+    return COUNTING_HINT
+
+
+def _same_tables(impl: BincountFunction, state: dict[str, Any], slots: list[int], case: str) -> SyncReport:
+    mask, counts, report = run_bincount(impl, state, slots)
+    want = dict(zip(("prompt_bin_mask", "output_bin_counts"), bincount_reference(slots, **state)))
+    for table, got_rows in (("prompt_bin_mask", mask), ("output_bin_counts", counts)):
+        for s, (got, expected) in enumerate(zip(got_rows, want[table])):
+            kind = "new request" if s in slots else "untouched"
+            hint = _row_hint(state, s, table, got, expected) if s in slots else "only the new requests' rows may change"
+            if got != expected:
+                want_text, got_text = around_first_difference(expected, got)
+                expect(False, f"{table} row {s} ({kind}) differs (index = token id)", expected=want_text,
+                       got=got_text, hint=hint, case=case)
+    return report
+
+
+def _check_bincount_fixed(impl: BincountFunction, rng: random.Random) -> None:
+    state = {"all_token_ids": [[1, 1, 2, 3], [0, 4, 4, 4], [5, 5, 5, 5], [2, 0, 1, 3]],
+             "prompt_len": [2, 1, 4, 0], "prefill_len": [4, 4, 4, 2],
+             "prompt_bin_mask": [[1] * 6 for _ in range(4)], "output_bin_counts": [[7] * 6 for _ in range(4)]}
+    _same_tables(impl, state, [1, 3], "slots 1 and 3 taken by new requests; stale 1s and 7s everywhere")
+
+
+def _check_bincount_repeats(impl: BincountFunction, rng: random.Random) -> None:
+    state = {"all_token_ids": [[3, 3, 3, 1, 1, 0], [2, 2, 2, 2, 2, 2]], "prompt_len": [3, 1], "prefill_len": [5, 6],
+             "prompt_bin_mask": [[0] * 5] * 2, "output_bin_counts": [[0] * 5] * 2}
+    _same_tables(impl, state, [0, 1], "slot 0: prompt 3 3 3, outputs 1 1, then a stale 0 (slot 1 reads 6 positions)")
+
+
+def _check_bincount_untouched(impl: BincountFunction, rng: random.Random) -> None:
+    _same_tables(impl, penalty_state(rng, 6, 12, 5), [4], "one new request in slot 4 of 6")
+    _same_tables(impl, penalty_state(rng, 3, 8, 4), [], "no new request")
+
+
+def _check_bincount_random(impl: BincountFunction, rng: random.Random) -> None:
+    for trial in range(10):
+        slots_total, vocab = rng.randint(1, 16), rng.choice([4, 50, 300])
+        state = penalty_state(rng, slots_total, vocab, rng.randint(1, 20))
+        slots = rng.sample(range(slots_total), rng.randint(0, slots_total))
+        _same_tables(impl, state, slots, f"random trial {trial}: {len(slots)} of {slots_total} slots, vocab {vocab}")
+
+
+def _check_bincount_syncs(impl: BincountFunction, rng: random.Random) -> None:
+    state = penalty_state(rng, 16, 300, 20)
+    report = _same_tables(impl, state, list(range(0, 16, 2)), "8 new requests in 16 slots")
+    expect_no_syncs(report, "bincount", "x[idx] = 0 copies the 0 from host memory, blocking: index_fill_(0, idx, 0) "
+                    "passes it to the kernel; torch.bincount reads its input's min and max back to size its output: "
+                    "scatter into the flattened table instead", "8 new requests")
+
+
+CHECKS_3_5 = [
+    Check("3.5", "fixed case: the new requests' rows are really zeroed, then recounted", _check_bincount_fixed),
+    Check("3.5", "a repeated prompt token is flagged once; tokens past prefill_len are not counted",
+          _check_bincount_repeats),
+    Check("3.5", "other rows untouched; no new request changes nothing", _check_bincount_untouched),
+    Check("3.5", "same as a plain reference on random states", _check_bincount_random),
+    Check("3.5", "0 syncs", _check_bincount_syncs),
+]
+
+
+def check_bincount(impl: BincountFunction, seed: int | None = None) -> CheckReport:
+    """Exercise 3.5: run every check against the reader's ``bincount``."""
+    return run_checks("Exercise 3.5 — bincount (zero, flag, count)", CHECKS_3_5, impl, seed=seed)

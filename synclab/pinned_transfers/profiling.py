@@ -1,0 +1,241 @@
+"""Chapter 3's profiles: syncs per call before and after, time per call, host-to-device bandwidth, a stale read."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import torch
+
+from synclab.claims import Faster, Within, declare, validated
+from synclab.device import pick_device, to_device
+from synclab.engine.sim_pinning import simulated_pinning
+from synclab.pinned_transfers.common import counted
+from synclab.pinned_transfers.data_parallel import dp_sync_counts
+from synclab.pinned_transfers.ngram import count_bad_words, count_reorder_step
+from synclab.pinned_transfers.penalties import device_state, penalty_state
+from synclab.pinned_transfers.uploads import SamplerClass, logprob_case, runner_for, token_type_case
+
+BATCH_SIZES = (1, 4, 16, 64, 256)
+PROFILE_VOCAB = 4096
+BANDWIDTH_SIZES = tuple(4 * 1024 * 4**k for k in range(9))  # 4 KiB to 256 MiB
+COPY_VARIANTS = ("pageable, blocking", "pageable, non_blocking", "pinned, blocking", "pinned, non_blocking")
+
+
+def component_calls(impls: dict[str, Any], num_reqs: int, rng: random.Random) -> dict[str, Callable[[], Any]]:
+    """One zero-argument call per component for a batch of ``num_reqs`` requests (build it inside simulated_pinning).
+
+    ``impls`` holds the implementations under the keys ``"async_tensor_h2d"``,
+    ``"sampler"``, ``"runner"`` (3.3 and 3.4) and ``"bincount"``.
+    """
+    device = pick_device()
+    ids = list(range(num_reqs))
+    sampler = impls["sampler"]()
+    logits, token_ids, sampled = logprob_case(rng, num_reqs, PROFILE_VOCAB, share_with_ids=1.0)
+    params, lens = token_type_case(rng, num_reqs, share_with_types=1.0)
+    runner = runner_for(impls["runner"], params, lens)
+    logits_indices = to_device(torch.arange(num_reqs, dtype=torch.int32))  # [num_reqs] device
+    dev = device_state(penalty_state(rng, num_reqs, 64, 8))
+    slots = to_device(torch.tensor(ids, dtype=torch.int32))
+    bincount = impls["bincount"]
+    return {
+        "async_tensor_h2d": lambda: impls["async_tensor_h2d"](ids, device, torch.int32),
+        "gather_specific_token_logprobs": lambda: sampler.gather_specific_token_logprobs(logits, token_ids, sampled),
+        "_init_model_kwargs": runner._init_model_kwargs,
+        "_prepare_kv_sharing_fast_prefill": lambda: runner._prepare_kv_sharing_fast_prefill(logits_indices),
+        "bincount": lambda: bincount(slots, dev["all_token_ids"], dev["prompt_len"], dev["prefill_len"],
+                                     dev["prompt_bin_mask"], dev["output_bin_counts"], 8),
+    }
+
+
+def sync_counts(before: dict[str, Any], after: dict[str, Any],
+                batch_sizes: tuple[int, ...] = BATCH_SIZES) -> dict[str, dict[str, list[int]]]:
+    """Syncs per call of each site, before and after PR #41429, at each batch size (counted: any machine).
+
+    Besides :func:`component_calls`' keys, ``before``/``after`` may hold ``"ngram"`` (3.8's update: one
+    step in which every request moves), ``"bad_words"`` (3.8: every request bans a token) and
+    ``"run_ar"`` with ``"synchronize_dp_ranks"`` (3.7: counted on rank 0 of two; no batch size).
+    """
+    from synclab.reference import record
+
+    counts: dict[str, dict[str, list[int]]] = {}
+
+    def add(site: str, label: str, value: int) -> None:
+        counts.setdefault(site, {"before": [], "after": []})[label].append(value)
+
+    for label, impls in (("before", before), ("after", after)):
+        for n in batch_sizes:
+            with simulated_pinning(True):
+                for component, call in component_calls(impls, n, random.Random(n)).items():
+                    add(component, label, counted(call)[1].count)
+                if "ngram" in impls:
+                    add("update_ngram_gpu_tensors_incremental", label,
+                        count_reorder_step(impls["ngram"], n, random.Random(n)))
+                if "bad_words" in impls:
+                    add("apply_bad_words", label, count_bad_words(impls["bad_words"], n))
+    if "run_ar" in before and "run_ar" in after:
+        dp = dp_sync_counts(after["run_ar"], after["synchronize_dp_ranks"],
+                            (before["run_ar"], before["synchronize_dp_ranks"]))
+        for label in ("before", "after"):
+            counts.setdefault("_synchronize_dp_ranks (rank 0 of 2)", {})[label] = \
+                [dp["_synchronize_dp_ranks"][label]] * len(batch_sizes)
+    record("ch3", "sync_counts", {"batch_sizes": list(batch_sizes), "counts": counts})
+    return counts
+
+
+def per_step(counts: dict[str, dict[str, list[int]]]) -> dict[str, dict[str, list[int]]]:
+    """The counts with a last row: one step that calls every site once (``async_tensor_h2d`` is a helper, left out)."""
+    sites = {name: c for name, c in counts.items() if name != "async_tensor_h2d"}
+    total = {label: [sum(c[label][i] for c in sites.values()) for i in range(len(next(iter(sites.values()))[label]))]
+             for label in ("before", "after")}
+    return {**sites, "one step, every site": total}
+
+
+def sync_table(counts: dict[str, dict[str, list[int]]], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> str:
+    """The counts as text: one row per component, ``before -> after`` per batch size."""
+    rows = [f"{'syncs per call, before -> after':<40}" + "".join(f"{f'{n} req.':>12}" for n in batch_sizes)]
+    for component, c in counts.items():
+        rows.append(f"{component:<40}" + "".join(f"{f'{b} -> {a}':>12}" for b, a in zip(c["before"], c["after"])))
+    return "\n".join(rows)
+
+
+declare("ch3.gather_sweep",
+        cpu=("On a CPU the two lines agree within 10% at every batch size.", [Within(a=0, b=1, factor=1.1)]),
+        gpu=("On a GPU the new version is at least 1.1× faster than the old one from 16 requests up.",
+             [Faster(fast=1, slow=0, by=1.1, from_value=16)]))
+
+
+def gather_sweep(before: SamplerClass, after: SamplerClass, batch_sizes: tuple[int, ...] = BATCH_SIZES) -> Any:
+    """Median time of ``gather_specific_token_logprobs`` per batch size, before and after, on this device."""
+    from synclab.reference import record
+    from synclab.timing import run_time, sweep
+
+    def factory(sampler_cls: SamplerClass) -> Callable[[int], Callable[[], Any]]:
+        def build(n: int) -> Callable[[], Any]:
+            sampler = sampler_cls()
+            logits, ids, sampled = logprob_case(random.Random(n), n, PROFILE_VOCAB, share_with_ids=1.0)
+            return lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled)
+
+        return build
+
+    variants = {"before #41429": factory(before), "after (3.2)": factory(after)}
+    result = validated("ch3.gather_sweep", lambda: sweep(variants, "requests", batch_sizes,
+                                                         min_run_time=run_time(0.1, 0.5), reference="before #41429"))
+    record("ch3", "gather_sweep", result.to_dict())
+    return result
+
+
+def profile_gather(before: SamplerClass, after: SamplerClass, num_reqs: int = 64) -> dict[str, Any]:
+    """One profiled call of each sampler on the same batch, ready for ``timeline_figure``."""
+    from synclab.profiling import profile
+
+    traces = {}
+    for name, sampler_cls in (("before #41429", before), ("after (3.2)", after)):
+        logits, ids, sampled = logprob_case(random.Random(num_reqs), num_reqs, PROFILE_VOCAB, share_with_ids=1.0)
+        traces[name] = profile(sampler_cls().gather_specific_token_logprobs, logits, ids, sampled, warmup=2)
+    return traces
+
+
+def _arrived_intact(copy: torch.Tensor) -> None:
+    if not bool((copy == 7).all()):
+        raise AssertionError("the uploaded bytes differ from the source: refusing to time it")
+
+
+def bandwidth_sweep(sizes: tuple[int, ...] = BANDWIDTH_SIZES) -> dict[str, Any] | None:
+    """Host-to-device copies from pageable and pinned memory, blocking and not: GB/s and host time. GPU only.
+
+    For each size and variant: the bandwidth (bytes / median time of copy + synchronise, timed
+    by ``benchmark``: wall clock around blocks synchronised before and after) and the time the host spends inside the ``.to()``
+    call alone (``perf_counter``, the device drained before each call). Returns None
+    without a GPU: there is no host-to-device link to measure.
+    """
+    import time
+
+    from synclab.device import has_cuda
+    from synclab.provenance import Provenance
+    from synclab.reference import record
+    from synclab.timing import Progress, benchmark
+
+    if not has_cuda():
+        return None
+    result: dict[str, Any] = {"sizes": list(sizes), "gbps": {}, "host_us": {}, "provenance": Provenance.here().to_dict()}
+    bar = Progress(len(sizes) * len(COPY_VARIANTS), "host-to-device copies")
+    for variant in COPY_VARIANTS:
+        pinned, non_blocking = variant.startswith("pinned"), variant.endswith("non_blocking")
+        result["gbps"][variant], result["host_us"][variant] = [], []
+        for size in sizes:
+            src = torch.empty(size, dtype=torch.uint8, pin_memory=pinned).fill_(7)
+            timing = benchmark(lambda: src.to("cuda", non_blocking=non_blocking), label=f"{variant} {size} B",
+                               check=_arrived_intact, min_run_time=0.2)
+            host = []
+            for _ in range(20):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                src.to("cuda", non_blocking=non_blocking)
+                host.append((time.perf_counter() - t0) * 1e6)
+            torch.cuda.synchronize()
+            result["gbps"][variant].append(size / (timing.median_us * 1e-6) / 1e9)
+            result["host_us"][variant].append(sorted(host)[len(host) // 2])
+            bar.step(f"{variant}, {size} B")
+    bar.close()
+    record("ch3", "bandwidth", result)
+    return result
+
+
+def stale_read(num_elements: int = 1 << 24) -> dict[str, Any]:
+    """Read a ``non_blocking`` device-to-host copy before and after waiting for it; count the wrong elements.
+
+    On a GPU: a long kernel queue runs first, so the copy cannot have landed when the
+    host reads. On a CPU: the same steps under ``simulated_cuda()``, where the
+    buffer holds ``GARBAGE`` until its event is waited for (a model of ordering).
+    """
+    from synclab.device import has_cuda
+    from synclab.engine import sim_cuda
+    from synclab.reference import record
+
+    if has_cuda():
+        x = torch.randn(2048, 2048, device="cuda")
+        for _ in range(20):  # keep the device busy for a while: the copy queues behind this
+            x = torch.tanh(x @ x) * 0.5
+        values = torch.full((num_elements,), 3.0, device="cuda") + x[0, 0] * 0  # [n], ready only after the queue
+        # A sentinel first: the caching host allocator may hand back a pinned block that already holds
+        # 3.0 from an earlier run, and a copy that has not landed would then look right.
+        host = torch.full((num_elements,), -1.0, pin_memory=True)
+        host.copy_(values, non_blocking=True)
+        early_wrong = int((host != 3.0).sum())  # read at once: the copy may not have landed
+        torch.cuda.synchronize()
+        late_wrong = int((host != 3.0).sum())
+        result = {"device": "cuda", "num_elements": num_elements, "wrong_before_wait": early_wrong,
+                  "wrong_after_wait": late_wrong}
+        record("ch3", "stale_read", result)
+        return result
+    values = torch.full((num_elements,), 3.0)  # stands for device memory inside the simulation
+    with sim_cuda.simulated_cuda():
+        event = torch.cuda.Event()
+        host = sim_cuda.copy_to_host_async(values)
+        event.record()
+        early_wrong = int((host != 3.0).sum())
+        event.synchronize()
+        late_wrong = int((host != 3.0).sum())
+    return {"device": "simulated", "num_elements": num_elements, "wrong_before_wait": early_wrong,
+            "wrong_after_wait": late_wrong}
+
+
+def bandwidth_figures() -> tuple[Any, Any, str] | None:
+    """The two bandwidth charts and their label: measured here on a GPU, else from a recorded GPU reference, else None."""
+    from synclab import figures
+    from synclab.provenance import Provenance
+    from synclab.reference import load
+
+    found, label = bandwidth_sweep(), ""
+    if found is not None:
+        label = Provenance.from_dict(found["provenance"]).label
+    else:
+        for data in load("ch3").values():
+            if "bandwidth" in data["results"]:
+                found, label = data["results"]["bandwidth"], "reference run: " + Provenance.from_dict(data["provenance"]).label
+                break
+    if found is None:
+        return None
+    return (figures.bandwidth_figure(found, "gbps", "Host-to-device bandwidth", label),
+            figures.bandwidth_figure(found, "host_us", "Time the host spends inside .to()", label), label)

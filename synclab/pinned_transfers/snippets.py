@@ -1,0 +1,73 @@
+"""Chapter 3, Exercise 3.6: predict which sync each snippet performs, then measure it."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import torch
+
+from synclab.checks import Check, CheckReport, expect, run_checks
+from synclab.device import is_pin_memory_available, pick_device, to_device
+from synclab.engine.sim_pinning import simulated_pinning
+from synclab.pinned_transfers.common import counted
+
+
+def _snippets(device: Any = None) -> dict[str, Callable[[], object]]:
+    """Snippets whose sync the reader predicts. ``x``, ``idx``, ``seq_lens``, ``rows`` live on the device."""
+    dev = device if device is not None else pick_device()
+    x = to_device(torch.arange(16, dtype=torch.int32), dev)  # [16] device
+    idx = to_device(torch.tensor([0, 2]), dev)  # [2] device
+    seq_lens = to_device(torch.tensor([7, 3]), dev)  # [2] device
+    rows = to_device(torch.ones(4, 8), dev)  # [4, 8] device
+    buf = to_device(torch.zeros(32, dtype=torch.int32), dev)  # [32] device
+    ids = [3, 1, 4, 1, 5]
+    return {
+        "a: torch.tensor(ids, device=dev)": lambda: torch.tensor(ids, device=dev),
+        "b: torch.tensor(ids).to(dev, non_blocking=True)": lambda: torch.tensor(ids).to(dev, non_blocking=True),
+        "c: torch.tensor(ids, pin_memory=pin).to(dev, non_blocking=True)":
+            lambda: torch.tensor(ids, pin_memory=is_pin_memory_available()).to(dev, non_blocking=True),
+        "d: buf[16:].fill_(x[-1].item())": lambda: buf[16:].fill_(x[-1].item()),
+        "e: buf[16:] = x[-1]": lambda: buf.__setitem__(slice(16, None), x[-1]),
+        "f: rows[idx] = 0": lambda: rows.__setitem__(idx, 0),
+        "g: rows.index_fill_(0, idx, 0)": lambda: rows.index_fill_(0, idx, 0),
+        "h: rows[idx].zero_()": lambda: rows[idx].zero_(),
+        "i: torch.arange(seq_lens[0])": lambda: torch.arange(seq_lens[0]),
+        "j: x.to('cpu', non_blocking=True)": lambda: x.to("cpu", non_blocking=True),
+    }
+
+
+SNIPPETS = list(_snippets("cpu"))  # the names only: no device touched at import
+
+
+def measure_snippet_syncs() -> dict[str, str]:
+    """What each snippet of Exercise 3.6 makes the host wait for (a ``SyncKind`` value, or ``"none"``), on a GPU machine.
+
+    A staging copy (``SyncKind.STAGED_COPY``) counts here too: the host waits for its own copy, not the device.
+    """
+    measured = {}
+    with simulated_pinning(True):
+        for name, snippet in _snippets().items():
+            _, report = counted(snippet)
+            kinds = sorted({e.kind.value for e in report.events + report.staged})
+            measured[name] = " + ".join(kinds) if kinds else "none"
+    return measured
+
+
+def check_sync_predictions(predict: Callable[[], dict[str, Any]], seed: int | None = None) -> CheckReport:
+    """Exercise 3.6: compare the reader's predicted sync kinds (``predict()``) with ``count_syncs``."""
+
+    def run(predict: Callable[[], dict[str, Any]], rng: random.Random) -> None:
+        preds = predict()
+        expect(isinstance(preds, dict), "my_predictions() must return a dict", got=type(preds).__name__)
+        expect(set(preds) == set(SNIPPETS), "predict every snippet, by its name", expected=SNIPPETS, got=sorted(preds))
+        said = {k: "none" if v is None else getattr(v, "value", v) for k, v in preds.items()}
+        measured = measure_snippet_syncs()
+        wrong = {k: (said[k], measured[k]) for k in SNIPPETS if said[k] != measured[k]}
+        expect(not wrong, f"{len(wrong)} prediction(s) off",
+               got="; ".join(f"{k}: you said {p!r}, measured {m!r}" for k, (p, m) in wrong.items()),
+               hint="name the SyncKind, or None; the host waits for a device VALUE, a blocking COPY, or staged memory")
+
+    check = Check("3.6", "predicted syncs match count_syncs", run)
+    return run_checks("Exercise 3.6 — which sync, and why", [check], predict, seed=seed)
+

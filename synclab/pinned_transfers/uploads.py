@@ -1,0 +1,390 @@
+"""Chapter 3, Exercises 3.1 to 3.4: the uploads of PR #41429, and their checks.
+
+* 3.1 ``async_tensor_h2d`` (``engine/torch_utils.py``): host data into pinned memory, then a non-blocking upload;
+* 3.2 ``Sampler.gather_specific_token_logprobs`` (``engine/sampler.py``): the padded id matrix built on pinned host memory;
+* 3.3 ``GPUModelRunner._init_model_kwargs`` (``engine/model_inputs.py``): token types from host-side lengths;
+* 3.4 ``GPUModelRunner._prepare_kv_sharing_fast_prefill``: the tail padded from a device scalar, not ``.item()``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
+from synclab.device import is_device_tensor, pick_device, to_device
+from synclab.engine.model_inputs import GPUModelRunner, fast_prefill_reference, token_type_ids_reference
+from synclab.engine.pool_metadata import PoolingParams
+from synclab.engine.sampler import LogprobsTensors, Sampler, gather_reference
+from synclab.engine.sim_pinning import simulated_pinning
+from synclab.engine.torch_utils import host_reference
+from synclab.pinned_transfers.common import PIN_HINT, counted, expect_no_syncs, on_wsl
+from synclab.syncs import SyncReport
+
+H2DFunction = Callable[..., torch.Tensor]
+SamplerClass = type[Sampler]
+RunnerClass = type[GPUModelRunner]
+
+# ----------------------------------------------------------------------------- Exercise 3.1: async_tensor_h2d
+
+
+def _h2d_cases(rng: random.Random) -> list[tuple[str, Any, torch.dtype | None]]:
+    n = rng.randint(0, 600)
+    ints = [rng.randrange(-1000, 1000) for _ in range(n)]
+    floats = [rng.uniform(-1, 1) for _ in range(n)]
+    grid = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    return [
+        ("list of ints", [3, 1, 4, 1, 5], None),
+        ("list of ints, dtype=int32", [3, 1, 4, 1, 5], torch.int32),
+        ("nested list, dtype=float32", [[1, 2], [3, 4], [5, 6]], torch.float32),
+        ("empty list, dtype=int32", [], torch.int32),
+        ("NumPy int32 array", np.array([7, 8, 9], dtype=np.int32), None),
+        ("NumPy float64 array, dtype=float32", np.linspace(0, 1, 7), torch.float32),
+        ("CPU tensor, dtype=int32", torch.arange(10), torch.int32),
+        ("transposed CPU tensor", grid.t(), None),
+        (f"random list of {n} ints", ints, rng.choice([None, torch.int32, torch.int64])),
+        (f"random NumPy array of {n} floats", np.array(floats, dtype=np.float32), None),
+        (f"random CPU tensor of {n} ints", torch.tensor(ints, dtype=torch.int64), rng.choice([None, torch.int32])),
+    ]
+
+
+def _same_upload(got: Any, data: Any, dtype: torch.dtype | None, case: str) -> None:
+    want = host_reference(data, dtype)
+    expect(isinstance(got, torch.Tensor) and is_device_tensor(got), "the result must be a device tensor",
+           got=type(got).__name__ if not isinstance(got, torch.Tensor) else "a host tensor",
+           hint="return the tensor that .to(device, non_blocking=True) gives back", case=case)
+    expect_equal(got.dtype, want.dtype, what="dtype", hint="pass dtype both when building and in .to()", case=case)
+    expect_equal(tuple(got.shape), tuple(want.shape), what="shape", case=case)
+    expect(torch.equal(got.cpu(), want), "values differ", expected=want.flatten()[:8].tolist(),
+           got=got.cpu().flatten()[:8].tolist(), case=case)
+
+
+def _check_h2d_values(impl: H2DFunction, rng: random.Random) -> None:
+    device = pick_device()
+    with simulated_pinning(True):
+        for case, data, dtype in _h2d_cases(rng):
+            got, _ = counted(lambda: impl(data, device, dtype))
+            _same_upload(got, data, dtype, case)
+
+
+def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
+    device = pick_device()
+    with simulated_pinning(True):
+        for case, data, dtype in _h2d_cases(rng):
+            _, report = counted(lambda: impl(data, device, dtype))
+            expect_no_syncs(report, "the upload", PIN_HINT, case)
+
+
+def _check_h2d_wsl(impl: H2DFunction, rng: random.Random) -> None:
+    device = pick_device()
+    with simulated_pinning(False):
+        for case, data, dtype in _h2d_cases(rng):
+            got, report = on_wsl(lambda: impl(data, device, dtype), case)
+            _same_upload(got, data, dtype, case)
+            expect_no_syncs(report, "the upload", "keep non_blocking=True: without pinning it is the best there is", case,
+                             staged_ok=True)
+
+
+CHECKS_3_1 = [
+    Check("3.1", "same values, dtype and shape as torch.tensor(data, dtype) for lists, arrays, tensors", _check_h2d_values),
+    Check("3.1", "0 syncs: every upload is non_blocking from pinned memory", _check_h2d_syncs),
+    Check("3.1", "WSL (no pinned memory): no error, right values, pageable non_blocking upload", _check_h2d_wsl),
+]
+
+
+def check_async_tensor_h2d(impl: H2DFunction, seed: int | None = None) -> CheckReport:
+    """Exercise 3.1: run every check against the reader's ``async_tensor_h2d``."""
+    return run_checks("Exercise 3.1 — async_tensor_h2d", CHECKS_3_1, impl, seed=seed)
+
+
+# ----------------------------------------------------------------------------- Exercise 3.2: gather_specific_token_logprobs
+
+
+def logprob_case(rng: random.Random, batch_size: int, vocab_size: int, max_ids: int = 6,
+                 share_with_ids: float = 0.7) -> tuple[torch.Tensor, dict[int, list[int]], torch.Tensor]:
+    """Device logits [batch, vocab], the requested ids per request (some requests ask for none), device sampled [batch]."""
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    logits = torch.randn(batch_size, vocab_size, generator=gen) * 3  # [batch, vocab]
+    ids = {r: [rng.randrange(vocab_size) for _ in range(rng.randint(0, max_ids))]
+           for r in range(batch_size) if rng.random() < share_with_ids}
+    sampled = torch.tensor([rng.randrange(vocab_size) for _ in range(batch_size)])  # [batch]
+    return to_device(logits), ids, to_device(sampled)
+
+
+def _same_logprobs(got: Any, logits: torch.Tensor, ids: dict[int, list[int]], sampled: torch.Tensor,
+                   case: str) -> None:
+    want = gather_reference(logits.cpu(), ids, sampled.cpu().tolist())
+    if want is None:
+        expect(got is None, "no request asked for token ids: return None", got=type(got).__name__, case=case)
+        return
+    expect(isinstance(got, LogprobsTensors), "return a LogprobsTensors", got=type(got).__name__, case=case)
+    want_ids, want_values, want_ranks = want
+    expect_equal(got.logprob_token_ids.dtype, torch.int32, what="dtype of logprob_token_ids", case=case)
+    got_ids = got.logprob_token_ids.cpu().tolist()
+    for row, (g, w) in enumerate(zip(got_ids, want_ids)):
+        expect(g == w, f"token ids of request {row} differ", expected=w, got=g,
+               hint="column 0 is the sampled token, then the request's ids, then 0s as padding", case=case)
+    expect_equal(len(got_ids), len(want_ids), what="number of rows (one per request, with ids or not)", case=case)
+    got_values = got.logprobs.cpu().double()
+    want_t = torch.tensor(want_values, dtype=torch.float64)
+    expect_equal(tuple(got_values.shape), tuple(want_t.shape), what="shape of logprobs", case=case)
+    padded = torch.isinf(want_t)
+    expect(bool((torch.isinf(got_values) == padded).all()), "padding must be -inf, and only padding",
+           expected=want_values[0], got=got_values[0].tolist(), hint="mask the padded slots after the gather", case=case)
+    expect(torch.allclose(got_values[~padded], want_t[~padded], atol=1e-4), "logprobs differ",
+           expected=want_values[0], got=got_values[0].tolist(), hint="log_softmax over the vocabulary, then gather",
+           case=case)
+    expect_equal(got.selected_token_ranks.cpu().tolist(), want_ranks, what="ranks of the sampled tokens",
+                 hint="rank = how many logits are strictly larger than the sampled token's", case=case)
+
+
+_FIXED_LOGPROB_CASES = [
+    ("request 1 asks for nothing; token 0 is requested", 3, 8, {0: [1, 2], 2: [0, 5, 7]}),
+    ("the sampled token is among the requested ids", 2, 16, {0: [3, 3], 1: [9]}),
+    ("a request with an empty list", 2, 8, {0: [], 1: [4]}),
+    ("one request", 1, 32, {0: [31, 0, 15, 2]}),
+]
+
+
+def _fixed_logprob_cases(rng: random.Random) -> Iterator[tuple[str, torch.Tensor, dict[int, list[int]], torch.Tensor]]:
+    for case, batch, vocab, ids in _FIXED_LOGPROB_CASES:
+        logits, _, sampled = logprob_case(rng, batch, vocab)
+        yield case, logits, ids, sampled
+
+
+def _check_gather_fixed(sampler_cls: SamplerClass, rng: random.Random) -> None:
+    with simulated_pinning(True):
+        sampler = sampler_cls()
+        for case, logits, ids, sampled in _fixed_logprob_cases(rng):
+            got, _ = counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled))
+            _same_logprobs(got, logits, ids, sampled, case)
+
+
+def _check_gather_empty(sampler_cls: SamplerClass, rng: random.Random) -> None:
+    with simulated_pinning(True):
+        logits, _, sampled = logprob_case(rng, 4, 16)
+        got, _ = counted(lambda: sampler_cls().gather_specific_token_logprobs(logits, {}, sampled))
+        expect(got is None, "no request asked for token ids: return None", got=type(got).__name__, case="{}")
+
+
+def _check_gather_random(sampler_cls: SamplerClass, rng: random.Random) -> None:
+    with simulated_pinning(True):
+        sampler = sampler_cls()
+        for trial in range(12):
+            batch, vocab = rng.randint(1, 64), rng.choice([16, 1000, 4096])
+            logits, ids, sampled = logprob_case(rng, batch, vocab, max_ids=rng.randint(0, 12))
+            got, _ = counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled))
+            _same_logprobs(got, logits, ids, sampled, f"random batch {trial}: {batch} requests, vocab {vocab}")
+
+
+def _check_gather_syncs(sampler_cls: SamplerClass, rng: random.Random) -> None:
+    with simulated_pinning(True):
+        sampler = sampler_cls()
+        logits, ids, sampled = logprob_case(rng, 64, 1000, share_with_ids=1.0)
+        _, report = counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled))
+        expect_no_syncs(report, "gather_specific_token_logprobs", PIN_HINT + "; fill column 0 on the device",
+                         "64 requests, all with ids")
+
+
+def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
+    with simulated_pinning(False):
+        sampler = sampler_cls()
+        logits, ids, sampled = logprob_case(rng, 8, 64)
+        got, report = on_wsl(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled), "8 requests")
+        _same_logprobs(got, logits, ids, sampled, "8 requests, no pinned memory")
+        expect_no_syncs(report, "gather_specific_token_logprobs", "keep non_blocking=True", "8 requests",
+                         staged_ok=True)
+
+
+CHECKS_3_2 = [
+    Check("3.2", "fixed cases: rows without ids, token 0, the sampled token requested, one request", _check_gather_fixed),
+    Check("3.2", "no requested ids: None", _check_gather_empty),
+    Check("3.2", "same as a plain reference on random batches (1 to 64 requests, vocab 16 to 4096)",
+          _check_gather_random),
+    Check("3.2", "0 syncs: the id matrix and the mask built on pinned host memory, uploaded non_blocking",
+          _check_gather_syncs),
+    Check("3.2", "WSL (no pinned memory): no error, same result", _check_gather_wsl),
+]
+
+
+def check_gather_specific_token_logprobs(sampler_cls: SamplerClass, seed: int | None = None) -> CheckReport:
+    """Exercise 3.2: run every check against the reader's ``Sampler`` subclass."""
+    return run_checks("Exercise 3.2 — gather_specific_token_logprobs", CHECKS_3_2, sampler_cls, seed=seed)
+
+
+# ----------------------------------------------------------------------------- Exercise 3.3: _init_model_kwargs
+
+
+def token_type_case(rng: random.Random, num_reqs: int, share_with_types: float = 0.5,
+                    max_len: int = 64) -> tuple[list[PoolingParams], list[int]]:
+    """Requests (some with a compressed token-type boundary in ``0..len``) and their sequence lengths."""
+    lens = [rng.randint(1, max_len) for _ in range(num_reqs)]
+    params = [PoolingParams("classify", {"compressed_token_type_ids": rng.randint(0, n)})
+              if rng.random() < share_with_types else PoolingParams("classify") for n in lens]
+    return params, lens
+
+
+def runner_for(runner_cls: RunnerClass, params: list[PoolingParams], lens: list[int],
+               **kwargs: Any) -> GPUModelRunner:
+    """A runner of ``runner_cls`` holding these requests."""
+    runner = runner_cls(**kwargs)
+    runner.set_requests(params, lens)
+    return runner
+
+
+def _same_token_types(got: Any, params: list[PoolingParams], lens: list[int], case: str) -> None:
+    want = token_type_ids_reference(params, lens)
+    expect(isinstance(got, dict), "_init_model_kwargs returns a dict", got=type(got).__name__, case=case)
+    if want is None:
+        expect(got == {}, "no request carries token types: return {}", got=sorted(got), case=case)
+        return
+    expect_equal(sorted(got), ["token_type_ids"], what="keys of the model kwargs", case=case)
+    ids = got["token_type_ids"]
+    expect(is_device_tensor(ids), "token_type_ids must be on the device", got="a host tensor", case=case)
+    expect_equal(ids.dtype, torch.int32, what="dtype of token_type_ids", case=case)
+    expect_equal(ids.cpu().tolist(), want, what="token_type_ids",
+                 hint="per request: arange(seq_len) >= boundary (no boundary: all 0), concatenated", case=case)
+
+
+def _check_types_fixed(runner_cls: RunnerClass, rng: random.Random) -> None:
+    params = [PoolingParams("classify", {"compressed_token_type_ids": 2}), PoolingParams("classify"),
+              PoolingParams("classify", {"compressed_token_type_ids": 0}),
+              PoolingParams("classify", {"compressed_token_type_ids": 3})]
+    with simulated_pinning(True):
+        runner = runner_for(runner_cls, params, [5, 3, 4, 3])
+        got, _ = counted(runner._init_model_kwargs)
+        _same_token_types(got, params, [5, 3, 4, 3], "boundary 2 of 5, none, 0 of 4, 3 of 3")
+
+
+def _check_types_no_kwargs(runner_cls: RunnerClass, rng: random.Random) -> None:
+    cases = [("no request carries token types", [PoolingParams("classify")] * 3, [4, 2, 7], True),
+             ("empty batch", [], [], True),
+             ("not a pooling model", [PoolingParams("classify", {"compressed_token_type_ids": 1})], [3], False)]
+    with simulated_pinning(True):
+        for case, params, lens, pooling in cases:
+            runner = runner_for(runner_cls, params, lens, is_pooling_model=pooling)
+            got, _ = counted(runner._init_model_kwargs)
+            expect(got == {}, "return {}: there is nothing to pass", got=got, case=case)
+
+
+def _check_types_random(runner_cls: RunnerClass, rng: random.Random) -> None:
+    with simulated_pinning(True):
+        for trial in range(12):
+            params, lens = token_type_case(rng, rng.randint(1, 64), share_with_types=rng.random())
+            runner = runner_for(runner_cls, params, lens)
+            got, _ = counted(runner._init_model_kwargs)
+            _same_token_types(got, params, lens, f"random batch {trial}: {len(lens)} requests")
+
+
+def _check_types_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
+    with simulated_pinning(True):
+        params, lens = token_type_case(rng, 64)
+        runner = runner_for(runner_cls, params, lens)
+        _, report = counted(runner._init_model_kwargs)
+        expect_no_syncs(report, "_init_model_kwargs",
+                         "take the lengths from self.optimistic_seq_lens_cpu (host), not self.seq_lens (device); "
+                         + PIN_HINT, "64 requests")
+
+
+def _check_types_wsl(runner_cls: RunnerClass, rng: random.Random) -> None:
+    with simulated_pinning(False):
+        params, lens = token_type_case(rng, 8, share_with_types=1.0)
+        runner = runner_for(runner_cls, params, lens)
+        got, report = on_wsl(runner._init_model_kwargs, "8 requests")
+        _same_token_types(got, params, lens, "8 requests, no pinned memory")
+        expect_no_syncs(report, "_init_model_kwargs", "keep non_blocking=True", "8 requests", staged_ok=True)
+
+
+CHECKS_3_3 = [
+    Check("3.3", "fixed case: boundaries 2, none, 0 and at the end", _check_types_fixed),
+    Check("3.3", "nothing to pass ({}): no token types, empty batch, not a pooling model", _check_types_no_kwargs),
+    Check("3.3", "same as a plain reference on random batches (1 to 64 requests)", _check_types_random),
+    Check("3.3", "0 syncs: host-side lengths, pinned buffer, non_blocking upload", _check_types_syncs),
+    Check("3.3", "WSL (no pinned memory): no error, same result", _check_types_wsl),
+]
+
+
+def check_init_model_kwargs(runner_cls: RunnerClass, seed: int | None = None) -> CheckReport:
+    """Exercise 3.3: run every check against the reader's ``_init_model_kwargs``."""
+    return run_checks("Exercise 3.3 — _init_model_kwargs (token_type_ids)", CHECKS_3_3, runner_cls, seed=seed)
+
+
+# ----------------------------------------------------------------------------- Exercise 3.4: _prepare_kv_sharing_fast_prefill
+
+STALE = 1_000_000  # what an earlier, larger step left in the persistent buffer: an index far past this batch
+
+
+def _fast_prefill(runner: GPUModelRunner, indices: list[int]) -> tuple[Any, SyncReport]:
+    logits_indices = to_device(torch.tensor(indices, dtype=torch.int32), runner.device)  # [n] device
+    return counted(lambda: runner._prepare_kv_sharing_fast_prefill(logits_indices))
+
+
+def _same_padding(runner: GPUModelRunner, got: Any, indices: list[int], case: str) -> None:
+    want = fast_prefill_reference(indices, runner.pad_for_cudagraph(len(indices)))
+    expect(isinstance(got, torch.Tensor), "return a tensor", got=type(got).__name__, case=case)
+    buf = runner.kv_sharing_fast_prefill_logits_indices
+    expect(got.data_ptr() == buf.data_ptr(), "return a slice of the persistent buffer",
+           got="a new tensor", hint="CUDA graphs replay with the buffer's address: return buf[:num_padded]", case=case)
+    expect_equal(got.cpu().tolist(), want, what=f"padded indices ({len(indices)} -> {len(want)})",
+                 hint="copy the indices, then fill the tail with the last one (stale entries point past the batch)",
+                 case=case)
+
+
+def _stale_runner(runner_cls: RunnerClass) -> GPUModelRunner:
+    runner = runner_cls(max_num_tokens=1024)
+    runner.kv_sharing_fast_prefill_logits_indices.fill_(STALE)
+    return runner
+
+
+def _check_prefill_fixed(runner_cls: RunnerClass, rng: random.Random) -> None:
+    cases = [("3 indices, padded to 4", [4, 9, 17]), ("1 index", [0]), ("8 indices: no padding", list(range(3, 11))),
+             ("5 indices after a step of 7", [1, 2, 3, 4, 5]), ("600 indices: beyond the captured sizes", list(range(600)))]
+    runner = _stale_runner(runner_cls)
+    _fast_prefill(runner, list(range(100, 107)))  # a larger step first: its indices stay in the buffer
+    for case, indices in cases:
+        got, _ = _fast_prefill(runner, indices)
+        _same_padding(runner, got, indices, case)
+
+
+def _check_prefill_empty(runner_cls: RunnerClass, rng: random.Random) -> None:
+    runner = _stale_runner(runner_cls)
+    try:
+        _fast_prefill(runner, [])
+    except (AssertionError, ValueError, IndexError):
+        return
+    expect(False, "no logits indices is a bug upstream: fail loudly (vLLM asserts num_logits > 0)",
+           got="returned normally", case="empty logits_indices")
+
+
+def _check_prefill_random(runner_cls: RunnerClass, rng: random.Random) -> None:
+    runner = _stale_runner(runner_cls)
+    for trial in range(15):
+        n = rng.randint(1, 700)
+        indices = sorted(rng.sample(range(4 * n), n))
+        got, _ = _fast_prefill(runner, indices)
+        _same_padding(runner, got, indices, f"random step {trial}: {n} indices")
+
+
+def _check_prefill_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
+    runner = _stale_runner(runner_cls)
+    _, report = _fast_prefill(runner, [2, 7, 11])
+    expect_no_syncs(report, "_prepare_kv_sharing_fast_prefill",
+                     "assign the 0-d device tensor logits_indices[-1] to the tail; .item() reads it back", "3 indices")
+
+
+CHECKS_3_4 = [
+    Check("3.4", "fixed cases: padded with the last index, stale entries overwritten, the buffer returned",
+          _check_prefill_fixed),
+    Check("3.4", "no logits indices: fail loudly", _check_prefill_empty),
+    Check("3.4", "same as a plain reference on random steps (1 to 700 indices)", _check_prefill_random),
+    Check("3.4", "0 syncs: the tail is filled on the device", _check_prefill_syncs),
+]
+
+
+def check_fast_prefill(runner_cls: RunnerClass, seed: int | None = None) -> CheckReport:
+    """Exercise 3.4: run every check against the reader's ``_prepare_kv_sharing_fast_prefill``."""
+    return run_checks("Exercise 3.4 — _prepare_kv_sharing_fast_prefill", CHECKS_3_4, runner_cls, seed=seed)
+
