@@ -82,7 +82,7 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _rank_device(rank: int, backend: str) -> Any:
+def _rank_device(rank: int) -> Any:
     from synclab.device import SIM_DEVICE
 
     if not torch.cuda.is_available():
@@ -106,7 +106,7 @@ def _rank_main(rank: int, world_size: int, backend: str, init_method: str, conn:
                             timeout=timedelta(seconds=timeout_s))
     try:
         cpu_group = dist.new_group(backend="gloo") if backend != "gloo" else dist.group.WORLD
-        set_dp_group(DPGroup(rank, world_size, _rank_device(rank, backend), dist.group.WORLD, cpu_group))
+        set_dp_group(DPGroup(rank, world_size, _rank_device(rank), dist.group.WORLD, cpu_group))
         conn.send(("ready", os.getpid()))
         while True:
             try:

@@ -58,9 +58,17 @@ def no_leaked_ranks():
     assert not child_pids() - before, "a rank process outlived its check"
 
 
-def test_solution_passes_and_the_baseline_counts_one_sync_per_field(no_leaked_ranks):
-    assert ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks).passed
-    counts = ch3.dp_sync_counts(_run_ar, _synchronize_dp_ranks, (_run_ar_baseline, _synchronize_dp_ranks_baseline))
+@pytest.fixture(scope="module")
+def shared_ranks():
+    """One group for the tests that only need ranks: spawning two costs seconds on a busy machine."""
+    with RankGroup() as ranks:
+        yield ranks
+
+
+def test_solution_passes_and_the_baseline_counts_one_sync_per_field(shared_ranks, no_leaked_ranks):
+    assert ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks).passed  # its own group, stopped on return
+    counts = ch3.dp_sync_counts(_run_ar, _synchronize_dp_ranks, (_run_ar_baseline, _synchronize_dp_ranks_baseline),
+                                ranks=shared_ranks)
     # four fields written on the device: four syncs; vLLM's readers on the device table: five more
     assert counts == {"_run_ar": {"before": 4, "after": 0}, "_synchronize_dp_ranks": {"before": 9, "after": 1}}
 
@@ -218,13 +226,6 @@ def test_every_check_is_shown_to_fail():
     assert_every_check_shown_to_fail(ch3.CHECKS_3_7, [(w[:2], name) for *w, name in WRONG_3_7])
 
 
-@pytest.fixture(scope="module")
-def shared_ranks():
-    """One group for every wrong version: spawning two ranks costs seconds on a busy machine."""
-    with RankGroup() as ranks:
-        yield ranks
-
-
 @pytest.mark.parametrize("run_ar,sync,failing_check", WRONG_3_7,
                          ids=[f"{a.__name__}-{b.__name__}" for a, b, _ in WRONG_3_7])
 def test_each_check_catches_a_wrong_version(run_ar, sync, failing_check, shared_ranks):
@@ -239,6 +240,7 @@ def test_a_stub_reports_not_implemented(shared_ranks):
 
     report = ch3.check_dp_sync(stub, stub, ranks=shared_ranks)
     assert {o.status for o in report.outcomes} == {"not implemented"}, str(report)
+    assert shared_ranks.running  # a stub is no crash: the ranks stay up
 
 
 def test_a_collective_on_one_rank_only_fails_in_time_and_skips_the_rest(no_leaked_ranks):
