@@ -20,7 +20,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = {"ch0": "00_primer", "ch1": "01_slice_then_split", "ch2": "02_lazy_streams",
             "ch3": "03_pinned_transfers",
-            "ch4": "04_reverse_placeholder_scans", "ch5": "05_list_based_caches"}  # bench name -> notebook stem; each chapter adds itself here
+            "ch4": "04_reverse_placeholder_scans", "ch5": "05_list_based_caches",
+            "ch6": "06_capstone_engine_step"}  # bench name -> notebook stem; each chapter adds itself here
 
 
 def cmd_check(args: argparse.Namespace) -> int:

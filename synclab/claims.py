@@ -160,7 +160,7 @@ def claim_for(id: str, is_gpu: bool) -> Claim | None:
 
 def all_claims() -> list[Claim]:
     """Every declared claim (imports the chapter modules, which declare them)."""
-    from synclab import (lazy_streams, list_caches, pinned_transfers, primer,  # noqa: F401
+    from synclab import (capstone, lazy_streams, list_caches, pinned_transfers, primer,  # noqa: F401
                          reverse_scan, slice_then_split)
 
     return list(REGISTRY.values())

@@ -39,13 +39,13 @@ attribute_syncs_to_callers(__file__)
 GARBAGE = -12345.0  # what a simulated host buffer holds before its copy has landed
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: two copies of equal tensors are still two copies
 class _PendingCopy:
     dst: torch.Tensor  # host
     data: torch.Tensor  # the values the copy will deliver
 
 
-@dataclass
+@dataclass(eq=False)
 class _PendingUpload:
     """A non-blocking upload from pinned memory: the device reads ``source`` when the stream gets to it."""
 

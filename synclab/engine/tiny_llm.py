@@ -1,0 +1,115 @@
+"""A small decoder-only transformer with random weights: the model the capstone engine runs.
+
+Taught in chapter 6 (the capstone). Real torch modules (embedding, attention over
+a paged-free KV cache, MLP, LM head) and a vision encoder for images, sized by
+:class:`ModelConfig`: :data:`CPU_MODEL` keeps a step to a few milliseconds on a
+laptop core, :data:`GPU_MODEL` makes a step take a few milliseconds on an H100.
+
+The KV cache holds one row per running request (a *slot*), ``max_model_len``
+positions each. A step's tokens come flat, request after request, with their slot
+and position: every shape is known on the host, so the forward never reads the
+device back.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from synclab.device import DeviceLike, is_simulated, mark_device
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int = 64
+    hidden_size: int = 32
+    num_layers: int = 2
+    num_heads: int = 2
+    max_model_len: int = 384  # positions per KV-cache slot
+    max_num_seqs: int = 16  # KV-cache slots
+    image_feature_size: int = 16  # per placeholder position of an image, before the vision encoder
+    seed: int = 0
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+
+CPU_MODEL = ModelConfig()
+GPU_MODEL = ModelConfig(vocab_size=32_000, hidden_size=1024, num_layers=8, num_heads=16, max_model_len=1024,
+                        max_num_seqs=128, image_feature_size=256)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.num_heads, self.head_dim = config.num_heads, config.head_dim
+        self.norm1 = nn.LayerNorm(config.hidden_size)
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self.norm2 = nn.LayerNorm(config.hidden_size)
+        self.mlp = nn.Sequential(nn.Linear(config.hidden_size, 4 * config.hidden_size), nn.GELU(),
+                                 nn.Linear(4 * config.hidden_size, config.hidden_size))
+
+    def forward(self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
+                positions: torch.Tensor, key_mask: torch.Tensor, max_len: int) -> torch.Tensor:
+        """``x`` [T, hidden]; caches [slots, max_model_len, heads, head_dim]; ``key_mask`` [T, max_len] bool."""
+        t = x.shape[0]
+        q, k, v = self.qkv(self.norm1(x)).view(t, 3, self.num_heads, self.head_dim).unbind(1)  # each [T, H, D]
+        k_cache.index_put_((slots, positions), k)  # this step's keys and values join the cache
+        v_cache.index_put_((slots, positions), v)
+        keys = k_cache[slots, :max_len]  # [T, max_len, H, D]: each token sees its own request's cache
+        values = v_cache[slots, :max_len]
+        scores = torch.einsum("thd,tlhd->thl", q, keys) / math.sqrt(self.head_dim)  # [T, H, max_len]
+        scores = scores.masked_fill(~key_mask[:, None, :], float("-inf"))  # causal: keys at or before the token
+        attn = torch.einsum("thl,tlhd->thd", scores.softmax(-1), values).reshape(t, -1)  # [T, hidden]
+        x = x + self.out(attn)
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyDecoder(nn.Module):
+    """Token embedding, ``num_layers`` decoder layers with a KV cache, an LM head; a linear vision encoder."""
+
+    def __init__(self, config: ModelConfig, device: DeviceLike) -> None:
+        super().__init__()
+        self.config = config
+        with torch.random.fork_rng(devices=[]):  # random weights, the same for every engine of this config
+            torch.manual_seed(config.seed)
+            self._build(config)
+        self.requires_grad_(False)  # inference only: no autograd bookkeeping on the host
+        cache_shape = (config.num_layers, config.max_num_seqs, config.max_model_len, config.num_heads, config.head_dim)
+        real_device = "cpu" if is_simulated(device) else device
+        self.to(real_device)
+        self.k_cache = torch.zeros(cache_shape, device=real_device)  # [layers, slots, max_len, H, D]
+        self.v_cache = torch.zeros(cache_shape, device=real_device)
+        for tensor in [*self.parameters(), self.k_cache, self.v_cache]:
+            mark_device(tensor)  # on a CPU: device memory, as far as count_syncs is concerned
+
+    def _build(self, config: ModelConfig) -> None:
+        self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.vision_encoder = nn.Linear(config.image_feature_size, config.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_layers))
+        self.norm = nn.LayerNorm(config.hidden_size)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+
+    def encode_images(self, pixels: torch.Tensor) -> torch.Tensor:
+        """``pixels`` [num_embeds, image_feature_size] -> embeddings [num_embeds, hidden]."""
+        return self.vision_encoder(pixels)
+
+    def forward(self, inputs_embeds: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor,
+                max_len: int) -> torch.Tensor:
+        """``inputs_embeds`` [T, hidden], ``slots`` and ``positions`` [T] int64 -> hidden states [T, hidden].
+
+        ``max_len`` (host int) bounds every position of the step, so attention reads only that much cache.
+        """
+        key_mask = torch.arange(max_len, device=positions.device)[None, :] <= positions[:, None]  # [T, max_len]
+        x = inputs_embeds
+        for i, layer in enumerate(self.layers):
+            x = layer(x, self.k_cache[i], self.v_cache[i], slots, positions, key_mask, max_len)
+        return self.norm(x)
+
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden_states)  # [rows, vocab]

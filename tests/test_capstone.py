@@ -1,0 +1,166 @@
+"""Chapter 6: the engine's 32 configurations agree, the checks pass on the solution and fail on wrong versions."""
+
+from __future__ import annotations
+
+import random
+from contextlib import contextmanager
+
+import pytest
+import torch
+
+from synclab import capstone as ch6
+from synclab.capstone import PlantedRunner, load_fixes
+from synclab.engine.engine_core import PATTERNS, EngineConfig
+from synclab.syncs import count_syncs
+from tests.notebook_code import load_function
+
+SOLUTION = "solutions/06_capstone_engine_step.ipynb"
+
+
+def solution(name: str):
+    return load_function(SOLUTION, name)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_all_32_configurations_compute_the_same_outputs(seed):
+    fixes = load_fixes()
+    mix = ch6.random_mix(random.Random(seed), num_requests=7)
+    want = ch6.comparable(ch6.run_engine(mix, EngineConfig.baseline(), fixes))
+    assert any(tokens for tokens, _, _ in want.values()) and any(e for _, _, e in want.values())
+    for config in EngineConfig.all_combinations():
+        got = ch6.comparable(ch6.run_engine(mix, config, fixes))
+        assert ch6.first_difference(got, want) is None, config.label
+
+
+def test_each_fix_removes_syncs_and_all_five_leave_none_stray():
+    table = ch6.sync_table(ch6.ablation_workload(16))
+    base = table["baseline"][0]
+    for pattern in PATTERNS:
+        if pattern not in ("reverse_scan", "list_cache"):  # host work, not syncs (chapters 4 and 5)
+            assert table[pattern][0] < base, pattern
+    assert table["all fixes"][0] == 0
+    assert 0 < table["all fixes"][1] <= 1  # one planned wait per step at most
+
+
+def test_busy_share_on_synthetic_traces():
+    assert ch6.busy_share([], 0, 10) == 0
+    assert ch6.busy_share([(0, 10)], 0, 10) == 1
+    assert ch6.busy_share([(2, 4), (6, 8)], 0, 10) == pytest.approx(0.4)
+    assert ch6.busy_share([(2, 6), (4, 8)], 0, 10) == pytest.approx(0.6)  # overlap counted once
+    assert ch6.busy_share([(2, 8), (3, 4)], 0, 10) == pytest.approx(0.6)  # nested
+    assert ch6.busy_share([(-5, 2), (9, 15)], 0, 10) == pytest.approx(0.3)  # clipped to the window
+    assert ch6.busy_share([(20, 30)], 0, 10) == 0
+    with pytest.raises(ValueError):
+        ch6.busy_share([(0, 1)], 5, 5)
+
+
+# ----------------------------------------------------------------------------- 6.1
+
+
+def test_sync_hunt_passes_on_the_solution():
+    report = ch6.check_sync_hunt(solution("clean_runner"), seed=3)
+    assert report.passed, report
+
+
+def test_sync_hunt_fails_on_the_planted_runner():
+    report = ch6.check_sync_hunt(lambda: PlantedRunner, seed=3)
+    failed = {o.name for o in report.outcomes if not o.ok}
+    assert failed == {"0 stray syncs per step, at most 1 planned wait"}, report
+    assert "planted.py" in str(report)
+
+
+def _variant(**overrides):
+    clean = solution("clean_runner")()
+    return lambda: type("Wrong", (clean,), overrides)
+
+
+def _drops_bias(self, logits, reqs):  # min_tokens kept, the bias forgotten
+    plain = [r for r in reqs]
+    saved = [r.sampling for r in plain]
+    try:
+        for r in plain:
+            r.sampling = type(r.sampling)(**{**r.sampling.__dict__, "logit_bias": ()})
+        solution("clean_runner")()._apply_sampling_extras(self, logits, reqs)
+    finally:
+        for r, s in zip(plain, saved):
+            r.sampling = s
+
+
+def _no_min_tokens(self, logits, reqs):
+    rows, cols, values = [], [], []
+    for row, request in enumerate(reqs):
+        for token, bias in request.sampling.logit_bias:
+            rows.append(row)
+            cols.append(token)
+            values.append(bias)
+    if rows:
+        logits[self.upload(rows, torch.int64), self.upload(cols, torch.int64)] += self.upload(values, torch.float32)
+
+
+def _scalar_value(self, logits, reqs):
+    clean = solution("clean_runner")()
+    _no_min_tokens(self, logits, reqs)
+    for row, request in enumerate(reqs):
+        p = request.sampling
+        generated = len(self.states[request.request_id].output_token_ids) - len(request.prior_output_token_ids)
+        if p.stop_token_ids and generated < p.min_tokens:
+            logits[self.upload([row] * len(p.stop_token_ids), torch.int64),
+                   self.upload(list(p.stop_token_ids), torch.int64)] = float("-inf")  # a 0-d host tensor copied
+    _ = clean
+
+
+def _history_scan(self, logits, reqs):
+    for request in reqs:  # counts the real tokens by walking the whole history: O(output length) per step
+        _ = sum(1 for t in self.states[request.request_id].output_token_ids if t != -1)
+    solution("clean_runner")()._apply_sampling_extras(self, logits, reqs)
+
+
+@pytest.mark.parametrize("overrides, failing", [
+    ({"_apply_sampling_extras": _drops_bias}, "outputs identical to the planted runner's"),
+    ({"_apply_sampling_extras": _no_min_tokens}, "outputs identical to the planted runner's"),
+    ({"stopped_on_host": lambda self, output, requests: set()}, "outputs identical to the planted runner's"),
+    ({"_apply_sampling_extras": _scalar_value}, "0 stray syncs per step, at most 1 planned wait"),
+    ({"_stopped_on_device": PlantedRunner._stopped_on_device,
+      "stopped_on_host": PlantedRunner.stopped_on_host}, "0 stray syncs per step, at most 1 planned wait"),
+    ({"_apply_sampling_extras": _history_scan}, "host work per step flat in output length"),
+], ids=["drops-bias", "drops-min-tokens", "never-stops", "scalar-value", "device-stop-check", "history-scan"])
+def test_sync_hunt_fails_on_wrong_versions(overrides, failing):
+    report = ch6.check_sync_hunt(_variant(**overrides), seed=3)
+    assert failing in {o.name for o in report.outcomes if not o.ok}, report
+
+
+# ----------------------------------------------------------------------------- 6.2
+
+
+def test_ablation_row_passes_on_the_solution():
+    report = ch6.check_ablation_row(solution("ablation_row"), seed=1)
+    assert report.passed, report
+
+
+def _counts_everything_as_stray(config, workload):
+    events, steps = [], []
+
+    @contextmanager
+    def counted(engine):
+        with count_syncs() as report:
+            yield
+        events.append(report.count)
+
+    results = ch6.run_engine(workload, config, load_fixes(), each_step=counted)
+    n = len(events)
+    return {"steps": n, "tokens": sum(len(r.token_ids) for r in results.values()),
+            "stray_per_step": sum(events) / n, "planned_per_step": 0.0}
+
+
+def _one_block(config, workload):
+    with count_syncs() as report:
+        results = ch6.run_engine(workload, config, load_fixes())
+    stray = sum(not ch6.is_planned(e) for e in report.events)
+    return {"steps": 1, "tokens": sum(len(r.token_ids) for r in results.values()),
+            "stray_per_step": stray, "planned_per_step": report.count - stray}
+
+
+@pytest.mark.parametrize("wrong", [_counts_everything_as_stray, _one_block])
+def test_ablation_row_fails_on_wrong_counts(wrong):
+    report = ch6.check_ablation_row(wrong, seed=1)
+    assert not report.passed and report.outcomes[0].status == "failed", report
