@@ -42,7 +42,6 @@ from synclab.engine.tiny_llm import CPU_MODEL, ModelConfig, TinyDecoder
 from synclab.engine.torch_utils import async_tensor_h2d_baseline
 
 PATTERNS = ("slice_then_split", "lazy_stream", "pinned_uploads", "reverse_scan", "list_cache")
-CHAPTER_OF = dict(zip(PATTERNS, (1, 2, 3, 4, 5)))
 
 
 @dataclass(frozen=True)
@@ -243,8 +242,8 @@ class EngineRunner:
 
     # ------------------------------------------------------------------ uploads and the host-side layout
 
-    def upload(self, data: list, dtype: torch.dtype) -> torch.Tensor:
-        """A host list to the device: chapter 3's ``async_tensor_h2d``, or a blocking upload before the fix."""
+    def upload(self, data: list | torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """Host data (a list or a CPU tensor) to the device: chapter 3's ``async_tensor_h2d``, or a blocking upload before the fix."""
         h2d = self.components.async_tensor_h2d if self.config.pinned_uploads else async_tensor_h2d_baseline
         return mark_device(h2d(data, self.device, dtype))
 
@@ -306,9 +305,7 @@ class EngineRunner:
                 feature = requests[req_id].mm_features[i]
                 num_embeds = feature.mm_position.get_num_embeds()
                 pixels = image_pixels(feature.identifier, num_embeds, self.model.config.image_feature_size)
-                self.encoder_cache[feature.identifier] = self.model.encode_images(
-                    mark_device(self.components.async_tensor_h2d(pixels, self.device) if self.config.pinned_uploads
-                                else async_tensor_h2d_baseline(pixels, self.device)))
+                self.encoder_cache[feature.identifier] = self.model.encode_images(self.upload(pixels, torch.float32))
 
     # ------------------------------------------------------------------ one step
 
