@@ -24,7 +24,8 @@ def _layout(fig: go.Figure, title: str, subtitle: str = "", **kwargs: Any) -> go
     return fig
 
 
-def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, Sequence[int]], title: str) -> go.Figure:
+def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, Sequence[float]], title: str,
+                       yaxis_title: str = "host-device syncs per call") -> go.Figure:
     """Syncs per call against a parameter (e.g. batch size), one bar per variant, each labelled with its count.
 
     Bars with their numbers, not lines: a variant with 2 syncs stays readable beside one with
@@ -36,7 +37,7 @@ def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, 
         fig.add_trace(go.Bar(x=[str(v) for v in values], y=list(ys), name=variant, marker_color=color,
                              text=[str(y) for y in ys], textposition="outside", cliponaxis=False))
     return _layout(fig, title, "counted with synclab.count_syncs (the same on CPU and GPU)", barmode="group",
-                   xaxis_title=parameter, xaxis_type="category", yaxis_title="host-device syncs per call", height=400)
+                   xaxis_title=parameter, xaxis_type="category", yaxis_title=yaxis_title, height=400)
 
 
 def _range_bars(timings: Sequence[Timing]) -> dict[str, Any]:
@@ -168,6 +169,93 @@ def busy_model_figure(values: Sequence[Any], step_us: dict[str, Sequence[float]]
     return _layout(fig, "MODEL: device busy share of an async loop, step = max(host, device)",
                    f"host: scheduler step measured on {label}; the device step is assumed (slider)",
                    xaxis_title=parameter, yaxis_title="device busy share", yaxis_range=[0, 1.05], height=430)
+
+
+PHASE_COLORS = {"schedule": "#b279a2", "inputs": "#f58518", "forward": "#54a24b", "pool": "#72b7b2",
+                "sample": "#4c78a8", "copy": "#9d755d", "collect": "#bab0ac", "other": "#d3d3d3"}
+
+
+def host_events_figure(rows: dict[str, Sequence[Any]], title: str) -> go.Figure:
+    """COUNTED, not timed: each row is one step's host events in order (``synclab.capstone.timeline.HostEvent``).
+
+    The x axis counts the host's torch calls; a bar is a run of calls in one part of the step, a
+    red cross a stray sync, an orange diamond the planned wait.
+    """
+    fig = go.Figure()
+    shown: set[str] = set()
+    for row, events in rows.items():
+        calls, runs = 0, []  # runs: [phase, first call, number of calls]
+        syncs: dict[str, list[tuple[int, str]]] = {"stray": [], "planned": []}
+        for event in events:
+            if event.kind != "call":
+                syncs[event.kind].append((calls, event.name))
+                continue
+            if runs and runs[-1][0] == event.phase:
+                runs[-1][2] += 1
+            else:
+                runs.append([event.phase, calls, 1])
+            calls += 1
+        for phase, first, n in runs:
+            fig.add_trace(go.Bar(orientation="h", y=[row], x=[n], base=[first], name=phase, legendgroup=phase,
+                                 marker_color=PHASE_COLORS.get(phase, PHASE_COLORS["other"]),
+                                 showlegend=phase not in shown, hovertext=f"{phase}: {n} torch call(s)"))
+            shown.add(phase)
+        for kind, symbol, color in (("stray", "x", COLORS["wait"]), ("planned", "diamond", "#f2b701")):
+            if syncs[kind]:
+                label = "stray sync" if kind == "stray" else "planned wait"
+                fig.add_trace(go.Scatter(x=[x for x, _ in syncs[kind]], y=[row] * len(syncs[kind]), mode="markers",
+                                         name=label, legendgroup=label, showlegend=label not in shown,
+                                         marker={"symbol": symbol, "size": 11, "color": color,
+                                                 "line": {"width": 1, "color": "black"}},
+                                         hovertext=[name for _, name in syncs[kind]]))
+                shown.add(label)
+    return _layout(fig, title, "COUNTED with count_syncs and the torch calls' order, not timed: the same on any machine",
+                   barmode="overlay", xaxis_title="the host's torch calls in the step, in order", height=160 + 60 * len(rows),
+                   yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
+                   legend={"orientation": "h", "yanchor": "top", "y": -0.25})
+
+
+def trace_timeline_figure(traces: dict[str, dict[str, Sequence[Sequence[float]]]], title: str, label: str) -> go.Figure:
+    """A real profiler trace, two lanes per configuration: the device's kernels and the host's sync calls.
+
+    ``traces[config]`` holds ``"kernels"`` and ``"syncs"``, ``(begin, end)`` pairs in µs
+    (``synclab.capstone.timeline.trace_lanes``).
+    """
+    fig = go.Figure()
+    for lane, color, name in (("kernels", COLORS["device"], "device: kernel"), ("syncs", COLORS["wait"], "host: waiting (sync call)")):
+        for i, (config, lanes) in enumerate(traces.items()):
+            spans = lanes[lane]
+            fig.add_trace(go.Bar(orientation="h", y=[f"{config} · {lane}"] * len(spans), x=[e - b for b, e in spans],
+                                 base=[b for b, _ in spans], marker_color=color, name=name, legendgroup=name,
+                                 showlegend=i == 0))
+    rows = [f"{config} · {lane}" for config in traces for lane in ("syncs", "kernels")]
+    return _layout(fig, title, f"a torch.profiler trace measured on {label}", barmode="overlay",
+                   xaxis_title="time from the first kernel (us)", height=160 + 50 * len(rows),
+                   yaxis={"categoryarray": rows, "categoryorder": "array", "autorange": "reversed", "automargin": True})
+
+
+def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us: Sequence[float], host_us: float,
+                            active: int = 0) -> go.Figure:
+    """MODEL: a bar per configuration of the device's busy share, one set of bars per device step (slider).
+
+    ``shares[label][k]`` is the modelled share at ``device_steps_us[k]``.
+    """
+    fig = go.Figure()
+    labels = list(shares)
+    for k, device_us in enumerate(device_steps_us):
+        ys = [shares[label][k] for label in labels]
+        fig.add_trace(go.Bar(x=labels, y=ys, visible=k == active, marker_color=[
+            COLORS["wait"] if y < 0.9 else COLORS["device"] for y in ys],
+            text=[f"{y:.0%}" for y in ys], textposition="outside", cliponaxis=False, showlegend=False))
+    steps = [{"label": f"{d / 1000:g} ms", "method": "update",
+              "args": [{"visible": [i == k for i in range(len(device_steps_us))]}]}
+             for k, d in enumerate(device_steps_us)]
+    fig.update_layout(sliders=[{"active": active, "currentvalue": {"prefix": "device work per step: "},
+                                "steps": steps, "pad": {"t": 70}}])
+    return _layout(fig, "MODEL: the device's busy share per configuration",
+                   f"stray syncs per step counted on this workload; host queueing {host_us / 1000:g} ms per step and "
+                   "the device's work (slider) assumed", yaxis_title="device busy share (modelled)",
+                   yaxis_range=[0, 1.1], yaxis_tickformat=".0%", height=440)
 
 
 # ----------------------------------------------------------------------------- the host/device model

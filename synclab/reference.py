@@ -63,7 +63,8 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
     """The recorded GPU figures of measurement ``name`` of ``chapter`` (plotly dicts), for the book's headline.
 
     Drawing only: nothing is measured. A recorded sweep is drawn only when its claim holds on the
-    stored numbers (synclab.claims); ``bandwidth`` (chapter 3) is drawn as its two charts.
+    stored numbers (synclab.claims); ``bandwidth`` (chapter 3) is drawn as its two charts, ``timeline``
+    (chapter 6) as a profiler trace's lanes.
     """
     from synclab import figures
     from synclab.claims import check_stored
@@ -75,6 +76,9 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
         if result is None:
             continue
         label = Provenance.from_dict(data["provenance"]).label
+        if name == "timeline":
+            drawn.append(figures.trace_timeline_figure(result, f"{title} ({slug})", label).to_dict())
+            continue
         if name == "bandwidth":
             drawn += [figures.bandwidth_figure(result, "gbps", f"{title}: bandwidth", label).to_dict(),
                       figures.bandwidth_figure(result, "host_us", f"{title}: time inside .to()", label).to_dict()]

@@ -579,6 +579,7 @@ def count_syncs(simulate: bool | None = None) -> Iterator[SyncReport]:
     simulated = (not has_cuda()) if simulate is None else simulate
     obs = _Observer(simulated)
     report = SyncReport(simulated=simulated)
+    report.events, report.staged = obs.events, obs.staged  # live: a block may watch them grow (chapter 6)
     arm_cuda = has_cuda() and not simulated
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

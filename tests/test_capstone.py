@@ -161,3 +161,54 @@ def _one_block(config, workload):
 def test_ablation_row_fails_on_wrong_counts(wrong):
     report = ch6.check_ablation_row(wrong, seed=1)
     assert not report.passed and report.outcomes[0].status == "failed", report
+
+
+# ----------------------------------------------------------------------------- the step's timeline and the MODEL
+
+
+def test_step_host_events_place_each_sync_in_its_part_of_the_step():
+    workload = ch6.ablation_workload(16)
+    base = ch6.step_host_events(workload, EngineConfig.baseline(), step=2)
+    stray = [e for e in base if e.kind == "stray"]
+    syncs, _ = ch6.step_syncs(workload, EngineConfig.baseline())
+    assert len(stray) == len(syncs.stray[2])  # the same syncs count_syncs counts per step
+    # blocking uploads of inputs and of the logprobs' token ids; the device-wide wait at the end
+    assert {e.phase for e in stray} == {"inputs", "sample", "copy"}
+    assert all("async_tensor_h2d_baseline" in e.name for e in stray if e.phase == "inputs")
+
+    fixed = ch6.step_host_events(workload, EngineConfig(), step=2)
+    kinds = [e.kind for e in fixed]
+    assert "stray" not in kinds and kinds.count("planned") == 1
+    last_forward = max(i for i, e in enumerate(fixed) if e.phase == "forward")
+    assert kinds.index("planned") > last_forward  # the wait comes after the forward is queued
+
+    planted = ch6.step_host_events(ch6.random_mix(random.Random(1), hunt_features=True), EngineConfig(), step=2,
+                                   runner_cls=PlantedRunner)
+    assert {e.phase for e in planted if e.kind == "stray"} == {"sample"}  # all three planted syncs are in sampling
+    with pytest.raises(ValueError, match="before step 99"):
+        ch6.step_host_events(workload, EngineConfig(), step=99)
+
+
+def test_modelled_busy_share():
+    assert ch6.modelled_busy_share([0, 0, 0], host_us=500, device_us=1000) == pytest.approx(1.0)
+    assert ch6.modelled_busy_share([0], host_us=1000, device_us=500) == pytest.approx(0.5)  # host-bound
+    shares = [ch6.modelled_busy_share([k] * 4, 500, 1000) for k in (0, 1, 4, 16)]
+    assert shares == sorted(shares, reverse=True) and shares[-1] < 0.7  # every stray sync costs
+    mixed = ch6.modelled_busy_share([0, 8], 500, 1000)
+    assert ch6.modelled_busy_share([8, 8], 500, 1000) < mixed < 1.0
+    with pytest.raises(ValueError):
+        ch6.modelled_busy_share([], 500, 1000)
+
+
+def test_trace_lanes_keep_kernels_and_blocking_calls_in_the_window():
+    from types import SimpleNamespace as NS
+
+    def event(device, name, start, end):
+        return NS(device_type=NS(name=device), name=name, time_range=NS(start=start, end=end))
+
+    events = [event("CUDA", "gemm", 100, 150), event("CUDA", "softmax", 160, 170), event("CUDA", "late", 400, 450),
+              event("CPU", "cudaStreamSynchronize", 150, 158), event("CPU", "cudaMemcpyAsync", 120, 121),
+              event("CPU", "cudaMemcpy", 171, 180), event("CPU", "aten::add", 101, 102)]
+    lanes = ch6.trace_lanes(events, window_us=100)
+    assert lanes == {"kernels": [(0, 50), (60, 70)], "syncs": [(50, 58), (71, 80)]}
+    assert ch6.trace_lanes([event("CPU", "cudaStreamSynchronize", 1, 2)], 10) == {"kernels": [], "syncs": []}

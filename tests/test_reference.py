@@ -195,3 +195,19 @@ def test_headline_refuses_a_recorded_gpu_sweep_that_contradicts_its_claim(tmp_pa
     _gpu_reference(tmp_path, {"baseline": [10, 100, 1000], "AllPool": [10, 90, 900], "NoSync": [9, 30, 200]})
     with pytest.raises(ValueError, match="'AllPool' is 1.11x faster"):
         headline_figures("ch1", "timing", "t", root=tmp_path)
+
+
+def test_headline_draws_a_recorded_trace_timeline(tmp_path):
+    """Chapter 6's trace: each configuration's kernels and sync calls become two lanes of bars."""
+    from synclab.reference import headline_figures
+
+    gpu = Provenance("NVIDIA H100 80GB HBM3", True, "2.13.0+cu130", "2026-11-23", "x86_64", 16)
+    lanes = {"baseline": {"kernels": [[0.0, 5.0], [9.0, 12.0]], "syncs": [[5.0, 9.0]]},
+             "all fixes": {"kernels": [[0.0, 5.0], [5.5, 8.0]], "syncs": []}}
+    _write(tmp_path, gpu.slug, "ch6", {"provenance": gpu.to_dict(), "results": {"timeline": lanes}})
+    (figure,) = headline_figures("ch6", "timeline", "The first steps", root=tmp_path)
+    assert "NVIDIA H100 80GB HBM3" in figure["layout"]["title"]["text"]
+    bars = {(t["name"], t["y"][0] if t["y"] else None): (list(t["base"]), list(t["x"])) for t in figure["data"]}
+    assert bars[("device: kernel", "baseline · kernels")] == ([0.0, 9.0], [5.0, 3.0])
+    assert bars[("host: waiting (sync call)", "baseline · syncs")] == ([5.0], [4.0])
+    assert bars[("device: kernel", "all fixes · kernels")] == ([0.0, 5.5], [5.0, 2.5])

@@ -13,6 +13,7 @@ Taught in chapter 6 (the capstone), Exercise 6.2 and its profiling cells.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
 from synclab.capstone.checks import decode_workload, step_syncs
@@ -97,13 +98,22 @@ def host_time_sweep(configs: list[EngineConfig] | None = None, lengths: tuple[in
     return result
 
 
+TIMELINE_CONFIGS = ("baseline", "all fixes")  # the two whose traces the page draws
+TIMELINE_STEPS = 3  # decode steps shown
+
+
 def gpu_ablation(configs: list[EngineConfig] | None = None, length: int = 64) -> dict[str, Any] | None:
-    """On a GPU: per configuration, the busy share of the device over a profiled run, tokens/s, and a trace."""
+    """On a GPU: per configuration, the busy share of the device over a profiled run, tokens/s, and a trace.
+
+    Records ``gpu_ablation`` and ``timeline`` (the kernels and sync calls of the first steps of the
+    baseline and of all fixes, :func:`synclab.capstone.timeline.trace_lanes`) for ``data/reference/``.
+    """
     if not has_cuda():
         return None
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from synclab.capstone.timeline import trace_lanes
     from synclab.engine.tiny_llm import GPU_MODEL
     from synclab.reference import record
 
@@ -111,21 +121,33 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, length: int = 64) ->
     workload = ablation_workload(length)
     workload = Workload(workload.requests, workload.scheduler, GPU_MODEL)
     out: dict[str, Any] = {"model": repr(GPU_MODEL), "output_length": length, "configs": {}}
+    timeline: dict[str, Any] = {}
     for config in configs or ablation_configs():
         run_engine(workload, config, fixes)  # warm-up: kernels loaded, allocator warm
         torch.cuda.synchronize()
+        steps = []
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             started = time.perf_counter()
-            results = run_engine(workload, config, fixes)
+            results = run_engine(workload, config, fixes, each_step=lambda engine: _count_into(steps))
             torch.cuda.synchronize()
             wall_s = time.perf_counter() - started
-        kernels = [(e.time_range.start, e.time_range.end) for e in prof.events()
+        events = prof.events()
+        kernels = [(e.time_range.start, e.time_range.end) for e in events
                    if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start]
         begin = min((b for b, _ in kernels), default=0.0)
         end = max((e for _, e in kernels), default=1.0)
         tokens = sum(len(r.token_ids) for r in results.values())
         out["configs"][config.label] = {"busy_share": busy_share(kernels, begin, end), "wall_s": wall_s,
-                                        "tokens": tokens, "tokens_per_s": tokens / wall_s,
+                                        "steps": len(steps), "tokens": tokens, "tokens_per_s": tokens / wall_s,
                                         "device_busy_us": sum(e - b for b, e in kernels)}
+        if config.label in TIMELINE_CONFIGS:
+            timeline[config.label] = trace_lanes(events, window_us=(end - begin) * TIMELINE_STEPS / max(len(steps), 1))
     record("ch6", "gpu_ablation", out)
+    if timeline:
+        record("ch6", "timeline", timeline)
     return out
+
+
+def _count_into(steps: list[int]) -> Any:
+    steps.append(1)
+    return nullcontext()
