@@ -2,9 +2,12 @@
 
     python -m synclab check labs/00_primer.ipynb   # run a notebook, report its checks (exit 0: all pass)
     python -m synclab check labs/04_....ipynb --task 4.1   # one exercise: only the cells it needs
+    python -m synclab check labs/00_primer.ipynb --json   # the report as JSON, with points (for graders)
     python -m synclab labs [--check] [--force]      # regenerate labs from solutions / verify they are fresh
+    python -m synclab labs --nbgrader COURSE [ch0 ...]   # nbgrader source assignments for a class
     python -m synclab bench ch0                     # run a chapter's profiling on this device, save results
     python -m synclab measure [ch0 ...]             # the deliberate CPU run: re-execute solutions, store outputs
+    python -m synclab autograde-times [ch0 ...]     # time nbgrader autograding each chapter's solution
 """
 
 from __future__ import annotations
@@ -55,8 +58,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     for line in lines:
         data = json.loads(line)
         reports.append(CheckReport(data["title"], [Outcome(**o) for o in data["outcomes"]], data["seed"]))
+    summary = json_report(notebook, reports, run, args.task)
+    ok = summary["passed"] and not run.timed_out and not run.not_run
+    if args.json:
+        print(json.dumps(summary, indent=1))
+        return 0 if ok else 1
     for report in reports:
         print(report)
+    for check in summary["checks"]:
+        if check["status"] == "not run":  # its check cell never reported: the exercise scores 0
+            print(f"Exercise {check['task']}: not checked, {check['message']}")
     stubbed = [e for e in run.errors if "NotImplementedError" in e]
     if stubbed:
         print(f"{len(stubbed)} cell(s) stopped at an unfinished exercise: " + "; ".join(stubbed[:3]))
@@ -67,16 +78,88 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not reports:
         print("no checks ran in this notebook")
         return 1
-    ok = all(r.passed for r in reports) and not run.timed_out and not run.not_run
     print("ALL CHECKS PASSED" if ok else "SOME CHECKS DID NOT PASS")
     return 0 if ok else 1
+
+
+def _expected_points(notebook: Path) -> dict[str, int]:
+    """Each exercise's points, from the solution the notebook was generated from ({} if unknown)."""
+    import nbformat
+
+    from synclab.labgen import LabgenError
+    from synclab.nbgrader_source import exercise_points
+
+    try:
+        nb = nbformat.read(notebook, as_version=4)
+        source = nb.metadata.get("synclab", {}).get("generated_from") or f"solutions/{notebook.name}"
+        return exercise_points(nbformat.read(ROOT / source, as_version=4), source)
+    except (LabgenError, OSError, ValueError):
+        return {}
+
+
+def json_report(notebook: Path, reports: list, run: Any, task: str | None) -> dict[str, Any]:
+    """``check --json``: one entry per check, with points; an exercise whose checks never ran scores 0."""
+    checks = [{"task": o.task, "name": o.name, "status": o.status, "passed": o.ok, "points": o.points,
+               "earned": o.earned, "message": o.message} for r in reports for o in r.outcomes]
+    ran = {c["task"] for c in checks}
+    for missing, points in _expected_points(notebook).items():
+        if missing not in ran and (task is None or missing == task):
+            reason = "its check cell did not run" + (f" ({run.errors[0]})" if run.errors else "")
+            checks.append({"task": missing, "name": "(the exercise's checks)", "status": "not run", "passed": False,
+                           "points": points, "earned": 0, "message": reason})
+    return {"notebook": str(notebook), "task": task, "passed": bool(checks) and all(c["passed"] for c in checks),
+            "points": sum(c["points"] for c in checks), "earned": sum(c["earned"] for c in checks),
+            "seconds": round(run.seconds, 1), "checks": checks, "cells_not_finished": list(run.errors)}
 
 
 def cmd_labs(args: argparse.Namespace) -> int:
     from synclab import labgen
 
+    if args.nbgrader:
+        return nbgrader_course(Path(args.nbgrader), args.chapters)
+    if args.chapters:
+        print("chapters can be chosen with --nbgrader only; `labs` regenerates every lab", file=sys.stderr)
+        return 2
     argv = (["--check"] if args.check else []) + (["--force"] if args.force else [])
     return labgen.main(argv, root=ROOT)
+
+
+def nbgrader_course(course: Path, chapters: list[str]) -> int:
+    """Write nbgrader's ``source/<chapter>/`` notebooks (and a config) into ``course``."""
+    from synclab.labgen import LabgenError
+    from synclab.nbgrader_source import points_by_chapter, write_course
+
+    unknown = [c for c in chapters if c not in CHAPTERS]
+    if unknown:
+        print(f"unknown chapter(s) {', '.join(unknown)}; choose from {', '.join(CHAPTERS)}", file=sys.stderr)
+        return 2
+    chosen = {c: CHAPTERS[c] for c in chapters or CHAPTERS}
+    try:
+        written = write_course(ROOT, course, chosen)
+        points = points_by_chapter(ROOT, chosen)
+    except LabgenError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    for path, (chapter, tasks) in zip(written, points.items()):
+        detail = ", ".join(f"{task}: {n}" for task, n in tasks.items())
+        print(f"{path}: {sum(tasks.values())} points ({detail})")
+    print(f"next: cd {course} && nbgrader generate_assignment <chapter> (see the book's page for instructors)")
+    return 0
+
+
+def cmd_autograde_times(args: argparse.Namespace) -> int:
+    """Autograde each chapter's solution with the real nbgrader, in a scratch course; store the times."""
+    from synclab.nbgrader_run import record_autograde_times, time_autograde
+
+    unknown = [c for c in args.chapters if c not in CHAPTERS]
+    if unknown:
+        print(f"unknown chapter(s) {', '.join(unknown)}; choose from {', '.join(CHAPTERS)}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as course:
+        data = time_autograde(ROOT, Path(course), {c: CHAPTERS[c] for c in args.chapters or CHAPTERS})
+    path = record_autograde_times(data)
+    print(f"wrote {path.relative_to(ROOT)}")
+    return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -168,10 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task", help="check one exercise (e.g. 4.1): run only the cells it needs")
     p.add_argument("--timeout", type=float, default=120, help="seconds per cell (then it is interrupted)")
     p.add_argument("--notebook-timeout", type=float, default=600, help="seconds for the whole notebook")
+    p.add_argument("--json", action="store_true", help="print the report as JSON on stdout (points per check)")
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("labs", help="regenerate labs/ from solutions/")
     p.add_argument("--check", action="store_true", help="only verify the labs are fresh")
     p.add_argument("--force", action="store_true", help="overwrite edited labs (a backup is kept)")
+    p.add_argument("--nbgrader", metavar="COURSE", help="write nbgrader source assignments into COURSE instead")
+    p.add_argument("chapters", nargs="*", help="with --nbgrader: the chapters (default: all)")
     p.set_defaults(fn=cmd_labs)
     p = sub.add_parser("bench", help="run a chapter's benchmarks on this device and save the results")
     p.add_argument("chapter", help=", ".join(CHAPTERS))
@@ -181,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("chapters", nargs="*", help=f"chapters to measure (default: all of {', '.join(CHAPTERS)})")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     p.set_defaults(fn=cmd_measure)
+    p = sub.add_parser("autograde-times", help="time nbgrader autograding each chapter's solution (data/grading/)")
+    p.add_argument("chapters", nargs="*", help=f"chapters (default: all of {', '.join(CHAPTERS)})")
+    p.set_defaults(fn=cmd_autograde_times)
     args = parser.parse_args(argv)
     from synclab.notebook_runner import Stopped, stop_on_signals
 

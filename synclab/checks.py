@@ -91,6 +91,7 @@ class Check:
     run: Callable[[Callable[..., Any], random.Random], None]
     hint: str = ""  # shown when the check fails without a more specific hint
     timeout_s: float = 30.0
+    points: int = 1  # what passing it is worth when graded (python -m synclab check --json, nbgrader)
 
 
 @dataclass
@@ -103,14 +104,21 @@ class Outcome:
     got: str = ""
     hint: str = ""
     case: str = ""
+    points: int = 1
 
     @property
     def ok(self) -> bool:
         return self.status == "passed"
 
+    @property
+    def earned(self) -> int:
+        """Its points if it passed, else 0: a failure, crash or time-out costs this check alone."""
+        return self.points if self.ok else 0
+
 
 _ICONS = {"passed": "✓", "failed": "✗", "not implemented": "…", "crashed": "✗", "timed out": "⏱", "skipped": "–"}
 EXERCISE_LIMIT_S = 60.0  # all of one exercise's checks together; a check's own limit is Check.timeout_s
+AFTER_TIMEOUT_S = 5.0  # a check's limit once an earlier check of its exercise timed out
 
 
 def _short(value: Any, limit: int = 300) -> str:
@@ -136,9 +144,18 @@ class CheckReport:
         return any(o.status in ("failed", "crashed", "timed out") for o in self.outcomes)
 
     @property
+    def points(self) -> int:
+        return sum(o.points for o in self.outcomes)
+
+    @property
+    def earned(self) -> int:
+        return sum(o.earned for o in self.outcomes)
+
+    @property
     def summary(self) -> str:
         n_ok = sum(o.ok for o in self.outcomes)
-        return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed"
+        points = "" if self.points == len(self.outcomes) else f" ({self.earned}/{self.points} points)"
+        return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed{points}"
 
     def __str__(self) -> str:
         lines = [self.summary]
@@ -176,8 +193,8 @@ class CheckReport:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "passed": self.passed, "seed": self.seed,
-                "outcomes": [asdict(o) for o in self.outcomes]}
+        return {"title": self.title, "passed": self.passed, "seed": self.seed, "points": self.points,
+                "earned": self.earned, "outcomes": [asdict(o) for o in self.outcomes]}
 
 
 # ----------------------------------------------------------------------------- running one check
@@ -215,7 +232,7 @@ def _where_in_user_code(exc: BaseException) -> str:
 
 
 def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:
-    base = {"task": check.task, "name": check.name}
+    base = {"task": check.task, "name": check.name, "points": check.points}
     rng = random.Random(f"{seed}/{check.task}/{check.name}")
     try:
         with _time_limit(limit_s):
@@ -243,21 +260,24 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
     """Run every check against ``impl``; a fresh random seed unless ``seed`` is given.
 
     Time limits: each check its own (``Check.timeout_s``), all of them together ``limit_s``.
-    After a check times out, the exercise's remaining checks are skipped: an endless loop
-    in the reader's code would only time out again, once per check.
+    A check that times out costs its own points only: the later checks still run, each with at
+    most :data:`AFTER_TIMEOUT_S` (an endless loop in the reader's code would only time out again,
+    and a loop on one kind of case must not cost the others). Checks the exercise's ``limit_s``
+    leaves no time for are skipped.
     """
     seed = random.SystemRandom().randrange(10**6) if seed is None else seed
     outcomes: list[Outcome] = []
     started = time.monotonic()
     for check in checks:
         left = limit_s - (time.monotonic() - started)
-        stalled = next((o for o in outcomes if o.status == "timed out"), None)
-        if stalled is not None or left <= 0:
-            reason = ("an earlier check of this exercise timed out" if stalled is not None
-                      else f"the exercise's {limit_s:g} s were used up")
-            outcomes.append(Outcome(check.task, check.name, "skipped", message=f"not run: {reason}"))
+        if left <= 0:
+            outcomes.append(Outcome(check.task, check.name, "skipped", points=check.points,
+                                    message=f"not run: the exercise's {limit_s:g} s were used up"))
             continue
-        outcomes.append(_run_one(check, impl, seed, min(check.timeout_s, left)))
+        limit = min(check.timeout_s, left)
+        if any(o.status == "timed out" for o in outcomes):
+            limit = min(limit, AFTER_TIMEOUT_S)
+        outcomes.append(_run_one(check, impl, seed, limit))
     report = CheckReport(title=title, outcomes=outcomes, seed=seed)
     log = os.environ.get(REPORT_LOG_ENV)
     if log:

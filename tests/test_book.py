@@ -382,3 +382,20 @@ def test_chapters_2_and_3_show_the_vllm_code_before_and_after():
         section = text.split("## The vLLM code")[1].split("\n## ")[0]
         assert section.count("{literalinclude} ../synclab/engine/") >= wanted, page
         assert section.count("# After (Exercise") == wanted, page
+
+
+def test_instructors_page_lists_each_chapters_points_and_the_stored_times(built_book: Path) -> None:
+    import json
+
+    from synclab.__main__ import CHAPTERS
+    from synclab.nbgrader_run import GRADING_DIR
+    from synclab.nbgrader_source import points_by_chapter
+
+    html = (built_book / "book" / "instructors.html").read_text()
+    stored = GRADING_DIR / "autograde.json"
+    times = json.loads(stored.read_text())["chapters"] if stored.exists() else {}
+    for chapter, tasks in points_by_chapter(ROOT, CHAPTERS).items():
+        detail = ", ".join(f"{task}: {n}" for task, n in tasks.items())
+        timed = f"{times[chapter]['seconds']:.0f} s" if chapter in times else "not recorded"
+        assert re.search(rf"<p>{chapter}</p>.*?<p>{re.escape(detail)}</p>.*?<p>{sum(tasks.values())}</p>.*?"
+                         rf"<p>{re.escape(timed)}</p>", html, re.DOTALL), chapter
