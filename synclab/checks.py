@@ -167,7 +167,8 @@ class CheckReport:
                     if text:
                         lines.append(f"      {label + ': ' if label else ''}{text}")
         if self.random_cases_matter:
-            lines.append(f"  random cases used seed={self.seed} (pass seed={self.seed} to replay them)")
+            lines.append(f"  random cases used seed={self.seed}: to replay them, call the check function with "
+                         f"seed={self.seed} in the notebook (e.g. check_...(your_code, seed={self.seed}))")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -256,23 +257,26 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) 
 
 
 def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: int | None = None,
-               limit_s: float = EXERCISE_LIMIT_S) -> CheckReport:
+               limit_s: float = EXERCISE_LIMIT_S, skip_after_timeout: bool = False) -> CheckReport:
     """Run every check against ``impl``; a fresh random seed unless ``seed`` is given.
 
     Time limits: each check its own (``Check.timeout_s``), all of them together ``limit_s``.
     A check that times out costs its own points only: the later checks still run, each with at
     most :data:`AFTER_TIMEOUT_S` (an endless loop in the reader's code would only time out again,
     and a loop on one kind of case must not cost the others). Checks the exercise's ``limit_s``
-    leaves no time for are skipped.
+    leaves no time for are skipped, and so are all checks after a time-out with ``skip_after_timeout``
+    (for checks that cannot run once one has hung: chapter 3's ranks are stopped by a hang).
     """
     seed = random.SystemRandom().randrange(10**6) if seed is None else seed
     outcomes: list[Outcome] = []
     started = time.monotonic()
     for check in checks:
         left = limit_s - (time.monotonic() - started)
-        if left <= 0:
-            outcomes.append(Outcome(check.task, check.name, "skipped", points=check.points,
-                                    message=f"not run: the exercise's {limit_s:g} s were used up"))
+        stalled = skip_after_timeout and any(o.status == "timed out" for o in outcomes)
+        if left <= 0 or stalled:
+            reason = ("an earlier check of this exercise timed out" if stalled
+                      else f"the exercise's {limit_s:g} s were used up")
+            outcomes.append(Outcome(check.task, check.name, "skipped", points=check.points, message=f"not run: {reason}"))
             continue
         limit = min(check.timeout_s, left)
         if any(o.status == "timed out" for o in outcomes):

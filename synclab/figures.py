@@ -7,7 +7,8 @@ the model's figures say MODEL in the title.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from itertools import cycle, islice
+from typing import Any, Iterator, Sequence
 
 import plotly.graph_objects as go
 
@@ -15,7 +16,12 @@ from synclab.timeline_model import ModelRun, simulate
 from synclab.timing import Sweep, Timing
 
 COLORS = {"host": "#4c78a8", "wait": "#e45756", "device": "#54a24b"}
-VARIANT_COLORS = ["#e45756", "#4c78a8", "#54a24b", "#f58518", "#b279a2"]
+VARIANT_COLORS = ["#e45756", "#4c78a8", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#9d755d", "#ff9da6"]
+
+
+def variant_colors(skip: int = 0) -> Iterator[str]:
+    """Colours for any number of variants (cycling): never zip a fixed list, which drops the ones past its end."""
+    return islice(cycle(VARIANT_COLORS), skip, None)
 
 
 def _layout(fig: go.Figure, title: str, subtitle: str = "", **kwargs: Any) -> go.Figure:
@@ -33,7 +39,7 @@ def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, 
     so no device label is needed.
     """
     fig = go.Figure()
-    for color, (variant, ys) in zip(VARIANT_COLORS, counts.items()):
+    for color, (variant, ys) in zip(variant_colors(), counts.items()):
         fig.add_trace(go.Bar(x=[str(v) for v in values], y=list(ys), name=variant, marker_color=color,
                              text=[str(y) for y in ys], textposition="outside", cliponaxis=False))
     return _layout(fig, title, "counted with synclab.count_syncs (the same on CPU and GPU)", barmode="group",
@@ -47,7 +53,8 @@ def _range_bars(timings: Sequence[Timing]) -> dict[str, Any]:
             "arrayminus": [t.median_us - t.low_us for t in timings]}
 
 
-def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = False) -> go.Figure:
+def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = False,
+                 yaxis_title: str = "median time per call (us)") -> go.Figure:
     """Median time per call against the swept parameter, the range of the per-round medians as error bars.
 
     With ``log_x`` the swept values are placed on a log axis (numbers spanning decades); a
@@ -55,11 +62,11 @@ def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = Fa
     """
     fig = go.Figure()
     x = list(sweep.values) if log_x else [str(v) for v in sweep.values]
-    for color, (variant, timings) in zip(VARIANT_COLORS, sweep.timings.items()):
+    for color, (variant, timings) in zip(variant_colors(), sweep.timings.items()):
         fig.add_trace(go.Scatter(x=x, y=[t.median_us for t in timings], name=variant, mode="lines+markers",
                                  line_color=color, error_y=_range_bars(timings)))
     return _layout(fig, title, f"measured on {sweep.provenance.label}; median of {_rounds(sweep)} interleaved rounds",
-                   xaxis_title=sweep.parameter, yaxis_title="median time per call (us)", height=420,
+                   xaxis_title=sweep.parameter, yaxis_title=yaxis_title, height=420,
                    xaxis_type="log" if log_x else "category", yaxis_type="log" if log_y else None)
 
 
@@ -75,7 +82,7 @@ def speedup_figure(sweep: Sweep, title: str, published: dict[str, float] | None 
     """
     baseline, *others = list(sweep.timings)
     fig = go.Figure()
-    for color, variant in zip(VARIANT_COLORS[1:], others):
+    for color, variant in zip(variant_colors(1), others):
         fig.add_trace(go.Bar(x=[str(v) for v in sweep.values], y=sweep.ratio(baseline, variant),
                              name=f"{variant} (this machine)", marker_color=color))
     categories = [str(v) for v in sweep.values]
@@ -93,7 +100,7 @@ def before_after_figure(counts: dict[str, dict[str, Sequence[int]]], at: int, ti
     """Syncs per call of each component before and after a change, at one position ``at`` of the counts."""
     names = list(counts)
     fig = go.Figure()
-    for color, label in zip(VARIANT_COLORS, ("before", "after")):
+    for color, label in zip(variant_colors(), ("before", "after")):
         xs = [counts[n][label][at] for n in names]
         fig.add_trace(go.Bar(y=names, x=xs, name=label, marker_color=color, orientation="h", text=xs,
                              textposition="outside", cliponaxis=False))
@@ -107,7 +114,7 @@ def bandwidth_figure(result: dict[str, Any], metric: str, title: str, label: str
     """Host-to-device copies over sizes: ``metric`` "gbps" (bandwidth) or "host_us" (time the host is held)."""
     fig = go.Figure()
     sizes = result["sizes"]
-    for color, (variant, ys) in zip(VARIANT_COLORS, result[metric].items()):
+    for color, (variant, ys) in zip(variant_colors(), result[metric].items()):
         fig.add_trace(go.Scatter(x=sizes, y=ys, name=variant, mode="lines+markers", line_color=color))
     axis = "bandwidth (GB/s)" if metric == "gbps" else "host time inside .to() (us)"
     return _layout(fig, title, f"measured on {label}", xaxis_title="bytes per copy", yaxis_title=axis,
@@ -118,7 +125,7 @@ def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[f
                       label: str, device_step_us: float) -> go.Figure:
     """MODEL: loop throughput over output length from measured host costs, with published figures as dashed lines."""
     fig = go.Figure()
-    for color, (variant, ys) in zip(VARIANT_COLORS, tokens_per_s.items()):
+    for color, (variant, ys) in zip(variant_colors(), tokens_per_s.items()):
         fig.add_trace(go.Scatter(x=list(lengths), y=list(ys), name=variant, mode="lines+markers", line_color=color))
     for dash, (name, value) in zip(("dash", "dot"), published.items()):
         fig.add_trace(go.Scatter(x=list(lengths), y=[value] * len(lengths), mode="lines", name=f"PR #42938, {name}",
@@ -131,7 +138,7 @@ def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[f
 def per_call_figure(costs: Sweep, title: str) -> go.Figure:
     """Median time of one call per question (x) and variant (bars), the per-round range as error bars."""
     fig = go.Figure()
-    for color, (variant, timings) in zip(VARIANT_COLORS, costs.timings.items()):
+    for color, (variant, timings) in zip(variant_colors(), costs.timings.items()):
         ys = [t.median_us for t in timings]
         fig.add_trace(go.Bar(x=[str(v) for v in costs.values], y=ys, name=variant, marker_color=color,
                              error_y=_range_bars(timings), text=[f"{y:.2f} us" for y in ys], textposition="outside"))
@@ -155,7 +162,7 @@ def busy_model_figure(values: Sequence[Any], step_us: dict[str, Sequence[float]]
     """MODEL: the device's busy share, device / max(host, device), with a slider over the device step."""
     fig = go.Figure()
     for k, device_us in enumerate(device_steps_us):
-        for color, (variant, hosts) in zip(VARIANT_COLORS, step_us.items()):
+        for color, (variant, hosts) in zip(variant_colors(), step_us.items()):
             fig.add_trace(go.Scatter(x=[str(v) for v in values], y=[device_us / max(h, device_us) for h in hosts],
                                      name=variant, mode="lines+markers", line_color=color, visible=k == active,
                                      legendgroup=variant, showlegend=True))
@@ -232,6 +239,18 @@ def trace_timeline_figure(traces: dict[str, dict[str, Sequence[Sequence[float]]]
     return _layout(fig, title, f"a torch.profiler trace measured on {label}", barmode="overlay",
                    xaxis_title="time from the first kernel (us)", height=160 + 50 * len(rows),
                    yaxis={"categoryarray": rows, "categoryorder": "array", "autorange": "reversed", "automargin": True})
+
+
+def gpu_ablation_figure(result: dict[str, Any], title: str, label: str) -> go.Figure:
+    """The device's busy share per configuration, measured from a profiler trace, with tokens/s on each bar."""
+    configs = result["configs"]
+    fig = go.Figure(go.Bar(x=list(configs), y=[c["busy_share"] for c in configs.values()],
+                           marker_color=list(islice(variant_colors(), len(configs))),
+                           text=[f"{c['busy_share']:.0%}<br>{c['tokens_per_s']:,.0f} tok/s" for c in configs.values()],
+                           textposition="outside", cliponaxis=False, showlegend=False))
+    return _layout(fig, title, f"measured on {label} (torch.profiler: share of the run with a kernel running)",
+                   yaxis_title="device busy share (measured)", yaxis_range=[0, 1.15], yaxis_tickformat=".0%",
+                   height=420)
 
 
 def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us: Sequence[float], host_us: float,

@@ -59,12 +59,15 @@ def describe_missing(chapter: str) -> str:
             f"`python -m synclab bench {chapter}` and commit data/reference/<device>/{chapter}.json.")
 
 
+Y_AXIS = {("ch6", "host_time"): "median time per run (us)"}  # a sweep whose point is not one call
+
+
 def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE_DIR) -> list[dict[str, Any]]:
     """The recorded GPU figures of measurement ``name`` of ``chapter`` (plotly dicts), for the book's headline.
 
     Drawing only: nothing is measured. A recorded sweep is drawn only when its claim holds on the
     stored numbers (synclab.claims); ``bandwidth`` (chapter 3) is drawn as its two charts, ``timeline``
-    (chapter 6) as a profiler trace's lanes.
+    (chapter 6) as a profiler trace's lanes and ``gpu_ablation`` as the measured busy share per configuration.
     """
     from synclab import figures
     from synclab.claims import check_stored
@@ -76,6 +79,9 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
         if result is None:
             continue
         label = Provenance.from_dict(data["provenance"]).label
+        if name == "gpu_ablation":
+            drawn.append(figures.gpu_ablation_figure(result, f"{title} ({slug})", label).to_dict())
+            continue
         if name == "timeline":
             drawn.append(figures.trace_timeline_figure(result, f"{title} ({slug})", label).to_dict())
             continue
@@ -88,5 +94,6 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
         if problems:
             raise ValueError(f"data/reference/{slug}/{chapter}.json, {name}: {'; '.join(problems)}")
         numeric = all(isinstance(v, (int, float)) for v in sweep.values)
-        drawn.append(figures.sweep_figure(sweep, f"{title} ({slug})", log_x=numeric, log_y=True).to_dict())
+        drawn.append(figures.sweep_figure(sweep, f"{title} ({slug})", log_x=numeric, log_y=True,
+                                          yaxis_title=Y_AXIS.get((chapter, name), "median time per call (us)")).to_dict())
     return drawn

@@ -112,6 +112,19 @@ def _history_scan(self, logits, reqs):
     solution("clean_runner")()._apply_sampling_extras(self, logits, reqs)
 
 
+def _walks_history_for_min_tokens(self, logits, reqs):  # right, sync-free, but O(output length) per step
+    _bias_only(self, logits, reqs)
+    for row, request in enumerate(reqs):
+        p = request.sampling
+        if p.stop_token_ids:  # only requests with stop tokens pay: a workload without them would miss it
+            history = self.states[request.request_id].output_token_ids
+            generated = sum(1 for _ in history) - len(request.prior_output_token_ids)
+            if generated < p.min_tokens:
+                stop = list(p.stop_token_ids)
+                logits[self.upload([row] * len(stop), torch.int64), self.upload(stop, torch.int64)] = self.upload(
+                    [float("-inf")] * len(stop), torch.float32)
+
+
 @pytest.mark.parametrize("overrides, failing", [
     ({"_apply_sampling_extras": _min_tokens_only}, "outputs identical to the planted runner's"),
     ({"_apply_sampling_extras": _bias_only}, "outputs identical to the planted runner's"),
@@ -120,10 +133,15 @@ def _history_scan(self, logits, reqs):
     ({"_stopped_on_device": PlantedRunner._stopped_on_device,
       "stopped_on_host": PlantedRunner.stopped_on_host}, "0 stray syncs per step, at most 1 planned wait"),
     ({"_apply_sampling_extras": _history_scan}, "host work per step flat in output length"),
-], ids=["drops-bias", "drops-min-tokens", "never-stops", "scalar-value", "device-stop-check", "history-scan"])
+    ({"_apply_sampling_extras": _walks_history_for_min_tokens}, "host work per step flat in output length"),
+], ids=["drops-bias", "drops-min-tokens", "never-stops", "scalar-value", "device-stop-check", "history-scan",
+        "min-tokens-history-walk"])
 def test_sync_hunt_fails_on_wrong_versions(overrides, failing):
     report = ch6.check_sync_hunt(_variant(**overrides), seed=3)
-    assert failing in {o.name for o in report.outcomes if not o.ok}, report
+    failed = {o.name: o for o in report.outcomes if not o.ok}
+    assert failing in failed, report
+    if failing.startswith("host work"):
+        assert "history: " in failed[failing].got  # the failure names what grew
 
 
 # ----------------------------------------------------------------------------- 6.2
@@ -212,3 +230,19 @@ def test_trace_lanes_keep_kernels_and_blocking_calls_in_the_window():
     lanes = ch6.trace_lanes(events, window_us=100)
     assert lanes == {"kernels": [(0, 50), (60, 70)], "syncs": [(50, 58), (71, 80)]}
     assert ch6.trace_lanes([event("CPU", "cudaStreamSynchronize", 1, 2)], 10) == {"kernels": [], "syncs": []}
+
+
+def test_the_figures_draw_every_configuration():
+    """Seven configurations, seven traces: a figure must not drop the ones past its palette's end."""
+    from synclab import figures
+    from synclab.provenance import Provenance
+    from synclab.timing import Sweep, Timing
+
+    labels = [config.label for config in ch6.ablation_configs()] + ["more", "and more", "still more"]
+    assert len(labels) > len(figures.VARIANT_COLORS)  # past the palette's end: colours repeat, traces stay
+    counts = figures.sync_counts_figure("configuration", ["w"], {label: [1] for label in labels}, "t")
+    here = Provenance.here()
+    sweep = Sweep("n", [1], {label: [Timing(label, 1.0, 0.0, [1.0] * 3, here)] for label in labels}, here)
+    for fig in (counts, figures.sweep_figure(sweep, "t", yaxis_title="median time per run (us)")):
+        assert [trace.name for trace in fig.data] == labels
+    assert fig.layout.yaxis.title.text == "median time per run (us)"

@@ -191,6 +191,13 @@ def test_a_timeout_costs_that_check_alone(impl, monkeypatch):
     assert (report.earned, report.points) == (0, 4) and not report.passed
 
 
+def test_checks_that_cannot_outlive_a_timeout_are_skipped_after_one():
+    checks = [Check("9.9", f"check {i}", check_doubles, timeout_s=1) for i in range(4)]
+    report = run_checks("Exercise 9.9", checks, _bounded_sleep, seed=1, skip_after_timeout=True)
+    assert [o.status for o in report.outcomes] == ["timed out", "skipped", "skipped", "skipped"]
+    assert report.outcomes[1].message == "not run: an earlier check of this exercise timed out"
+
+
 def test_a_loop_on_one_case_does_not_cost_the_other_checks():
     def loops_on_zero(x):
         return _bounded_loop(x) if x == 0 else 2 * x

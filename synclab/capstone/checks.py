@@ -73,29 +73,48 @@ def step_syncs(workload: Workload, config: EngineConfig, runner_cls: RunnerClass
     return StepSyncs(stray, planned), results
 
 
-def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddings: int = 0) -> Workload:
+def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddings: int = 0,
+                    hunt_features: bool = False) -> Workload:
     """Requests resumed with ``output_len`` tokens already out and ``images`` images each, decoding 6 tokens.
 
     Every other one asks for logprobs; ``embeddings`` embedding requests (12-token prompts) join them.
+    ``hunt_features`` gives each a logit bias and a stop token banned by ``min_tokens`` for the whole
+    run (6.1's features, exercised in every step without ending a request early).
     """
     specs = [RequestSpec(f"embed-{i}", tuple(range(1, 13))) for i in range(embeddings)]
+    extras = {"logit_bias": ((4, 0.5),), "stop_token_ids": (9,), "min_tokens": 1_000} if hunt_features else {}
     for i in range(num_requests):
         prompt: list[int] = [1, 2]
         ims = []
         for j in range(images):
             ims.append(framed_image(f"img-{i}-{j}", len(prompt), 6))
             prompt += [0] * 6 + [3]
-        sampling = SamplingParams(max_tokens=6, bad_words=((5, 7),), logprob_token_ids=(1, 2) if i % 2 else ())
+        sampling = SamplingParams(max_tokens=6, bad_words=((5, 7),), logprob_token_ids=(1, 2) if i % 2 else (),
+                                  **extras)
         specs.append(RequestSpec(f"gen-{i}", tuple(prompt), sampling,
                                  tuple(ims), tuple((i + k) % 50 + 8 for k in range(output_len))))
     return Workload(tuple(specs), SchedulerConfig(max_num_batched_tokens=2048, max_num_encoder_input_tokens=4096,
                                                   encoder_cache_size=4096))
 
 
-def host_work_per_decode_step(runner_cls: RunnerClass, config: EngineConfig, output_len: int, images: int,
-                              components: Any = None) -> int:
-    """Host torch calls plus history elements touched, in the last decode step of :func:`decode_workload`."""
-    per_step: list[int] = []
+@dataclass
+class HostWork:
+    """One decode step's host work: torch calls plus history elements touched, and what dominated."""
+
+    total: int
+    torch_calls: dict[str, int]
+    history: dict[str, int]  # elements touched, by list operation
+
+    def largest(self) -> str:
+        parts = [(n, f"history: {op}") for op, n in self.history.items()]
+        parts += [(n, f"torch: {name}") for name, n in self.torch_calls.items()]
+        return ", ".join(f"{what} x{n}" for n, what in sorted(parts, reverse=True)[:3])
+
+
+def host_work_in_decode_step(runner_cls: RunnerClass, config: EngineConfig, output_len: int, images: int,
+                             components: Any = None, hunt_features: bool = False) -> HostWork:
+    """:class:`HostWork` of the last decode step of :func:`decode_workload`."""
+    per_step: list[HostWork] = []
 
     class Counted(runner_cls):  # type: ignore[misc, valid-type]
         history_type = CountingList
@@ -103,12 +122,20 @@ def host_work_per_decode_step(runner_cls: RunnerClass, config: EngineConfig, out
     @contextmanager
     def counted(engine: EngineCore) -> Iterator[None]:
         CountingList.touched = 0
+        CountingList.by_op.clear()
         with count_torch_calls() as calls:
             yield
-        per_step.append(calls.count + CountingList.touched)
+        per_step.append(HostWork(calls.count + CountingList.touched, dict(calls.by_name), dict(CountingList.by_op)))
 
-    run_engine(decode_workload(output_len, images), config, components or load_fixes(), Counted, each_step=counted)
+    run_engine(decode_workload(output_len, images, hunt_features=hunt_features), config,
+               components or load_fixes(), Counted, each_step=counted)
     return per_step[-2]  # the last step that queued work (the final one only collects)
+
+
+def host_work_per_decode_step(runner_cls: RunnerClass, config: EngineConfig, output_len: int, images: int,
+                              components: Any = None, hunt_features: bool = False) -> int:
+    """Host torch calls plus history elements touched, in the last decode step of :func:`decode_workload`."""
+    return host_work_in_decode_step(runner_cls, config, output_len, images, components, hunt_features).total
 
 
 FLAT_BOUND = 1.5  # host work may grow by at most this factor while outputs grow 16x or images 8x
@@ -130,8 +157,10 @@ def _check_same_outputs(factory: Callable[[], RunnerClass], rng: random.Random) 
         want = comparable(run_engine(mix, EngineConfig(), fixes, PlantedRunner))
         got = comparable(run_engine(mix, EngineConfig(), fixes, runner_cls))
         diff = first_difference(got, want)
+        spec = next((s for s in mix.requests if diff and diff.startswith(f"{s.request_id}:")), None)
+        asked = f"; that request asked for {spec.sampling}" if spec is not None and spec.sampling else ""
         expect(diff is None, "your runner's outputs differ from the planted runner's (which are right)",
-               got=diff, case=f"random mix {i + 1} of {HUNT_CASES}",
+               got=f"{diff}{asked}", case=f"random mix {i + 1} of {HUNT_CASES}",
                hint="keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; "
                     "a stop takes effect when the step's output reaches the host, as before")
 
@@ -153,10 +182,14 @@ def _check_flat_in(parameter: str) -> Callable[[Callable[[], RunnerClass], rando
     def check(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
         runner_cls = factory()
         small, large = ((16, 256), (2, 2)) if parameter == "output length" else ((16, 16), (2, 16))
-        work = [host_work_per_decode_step(runner_cls, EngineConfig(), n, m) for n, m in zip(small, large)]
-        expect(work[1] <= FLAT_BOUND * work[0], f"host work per decode step grows with {parameter}",
-               expected=f"at most {FLAT_BOUND}x", got=f"{work[0]} -> {work[1]} (torch calls + history elements)",
-               hint="keep every switch's fix in place: chapters 4 and 5 made this flat")
+        work = [host_work_in_decode_step(runner_cls, EngineConfig(), n, m, hunt_features=True)
+                for n, m in zip(small, large)]
+        expect(work[1].total <= FLAT_BOUND * work[0].total, f"host work per decode step grows with {parameter}",
+               expected=f"at most {FLAT_BOUND}x",
+               got=f"{work[0].total} -> {work[1].total} (torch calls + history elements); "
+                   f"the most at {parameter} {large[1] if parameter == 'images' else small[1]}: {work[1].largest()}",
+               hint="look for code of yours that walks a request's whole output history (or every image) each step: "
+                    "keep a count instead; the switches' fixes (chapters 4 and 5) already keep theirs flat")
     return check
 
 
