@@ -3,6 +3,7 @@
     python -m synclab check labs/00_primer.ipynb   # run a notebook, report its checks (exit 0: all pass)
     python -m synclab check labs/04_....ipynb --task 4.1   # one exercise: only the cells it needs
     python -m synclab check labs/00_primer.ipynb --json   # the report as JSON, with points (for graders)
+    python -m synclab check labs/03_....ipynb --checks-only   # every exercise, without the profiling cells
     python -m synclab labs [--check] [--force]      # regenerate labs from solutions / verify they are fresh
     python -m synclab labs --nbgrader COURSE [ch0 ...]   # nbgrader source assignments for a class
     python -m synclab bench ch0                     # run a chapter's profiling on this device, save results
@@ -39,17 +40,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"no such notebook: {notebook}", file=sys.stderr)
         return 2
     cells = None
-    if args.task:
+    if args.task or args.checks_only:
         lab = nbformat.read(notebook, as_version=4)
         source = lab.metadata.get("synclab", {}).get("generated_from") or f"solutions/{notebook.name}"
         try:
-            cells = labgen.cells_for_task(lab, nbformat.read(ROOT / source, as_version=4), args.task)
+            solution = nbformat.read(ROOT / source, as_version=4)
+            cells = (labgen.cells_for_task(lab, solution, args.task) if args.task
+                     else labgen.cells_for_checks(lab, solution))
         except (labgen.LabgenError, FileNotFoundError) as exc:
-            print(f"cannot check exercise {args.task} alone: {exc}", file=sys.stderr)
+            print(f"cannot check {f'exercise {args.task} alone' if args.task else 'without the profiling cells'}: {exc}",
+                  file=sys.stderr)
             return 2
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "checks.jsonl"
-        what = f"exercise {args.task} of {notebook}" if args.task else str(notebook)
+        what = (f"exercise {args.task} of {notebook}" if args.task
+                else f"the exercises of {notebook} (profiling cells left out)" if args.checks_only else str(notebook))
         print(f"running {what} ...", file=sys.stderr, flush=True)
         run = run_notebook(notebook, {REPORT_LOG_ENV: str(log)}, cell_timeout_s=args.timeout,
                            notebook_timeout_s=args.notebook_timeout, cells=cells)
@@ -251,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task", help="check one exercise (e.g. 4.1): run only the cells it needs")
     p.add_argument("--timeout", type=float, default=120, help="seconds per cell (then it is interrupted)")
     p.add_argument("--notebook-timeout", type=float, default=600, help="seconds for the whole notebook")
+    p.add_argument("--checks-only", action="store_true",
+                   help="run only the cells the exercises and their checks need (leave the profiling cells out)")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout (points per check)")
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("labs", help="regenerate labs/ from solutions/")

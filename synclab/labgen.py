@@ -250,6 +250,15 @@ def cells_for_task(lab: NotebookNode, solution: NotebookNode, task: str) -> set[
     raise LabgenError(f"the check cell of exercise {task} is missing from this lab (was it deleted?)")
 
 
+def cells_for_checks(lab: NotebookNode, solution: NotebookNode) -> set[int]:
+    """Indices of the lab cells every exercise needs (setup, exercises, checks): the notebook minus its profiling."""
+    roles = cell_roles(solution)
+    if not any(role == "check" for role, _ in roles.values()):
+        raise LabgenError("this lab has no check cells")
+    return {index for index, cell in enumerate(lab.cells)
+            if roles.get(cell.get("id", ""), ("other", ""))[0] in ("setup", "exercise", "check")}
+
+
 def lab_path_for(solution_path: Path, labs_dir: Path) -> Path:
     """``solutions/NN_name.ipynb`` -> ``labs/NN_name.ipynb``."""
     return Path(labs_dir) / Path(solution_path).name

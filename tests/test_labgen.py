@@ -307,3 +307,16 @@ def test_cells_for_a_task_are_setup_exercises_so_far_and_its_check():
     assert labgen.cells_for_task(nb, nb, "1.1") == {0, 2, 3}
     with pytest.raises(LabgenError, match="its exercises: 1.1, 1.2"):
         labgen.cells_for_task(nb, nb, "1.3")
+
+
+def test_cells_for_checks_keep_exercises_and_checks_and_leave_profiling_out():
+    from synclab.labgen import cells_for_checks
+
+    root = Path(__file__).resolve().parent.parent
+    solution = nbformat.read(root / "solutions" / "06_capstone_engine_step.ipynb", as_version=4)
+    lab = nbformat.read(root / "labs" / "06_capstone_engine_step.ipynb", as_version=4)
+    kept = [lab.cells[i].source for i in sorted(cells_for_checks(lab, solution))]
+    assert any("ch6.check_sync_hunt(clean_runner)" in s for s in kept)
+    assert any("ch6.check_ablation_row(ablation_row)" in s for s in kept)
+    assert any('raise NotImplementedError("Exercise 6.1")' in s for s in kept)
+    assert not any("host_time_sweep" in s or "step_host_events" in s for s in kept)
