@@ -15,8 +15,7 @@ JOBS ?= 2
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# --no-compile: Python compiles what it imports on first use; compiling all of torch up front costs 15 s
-	$(PY) -m pip install -q --disable-pip-version-check --no-compile -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $@
 

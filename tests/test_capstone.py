@@ -137,7 +137,11 @@ def _walks_history_for_min_tokens(self, logits, reqs):  # right, sync-free, but 
 ], ids=["drops-bias", "drops-min-tokens", "never-stops", "scalar-value", "device-stop-check", "history-scan",
         "min-tokens-history-walk"])
 def test_sync_hunt_fails_on_wrong_versions(overrides, failing):
-    report = ch6.check_sync_hunt(_variant(**overrides), seed=3)
+    from synclab.capstone.checks import HUNT_CHECKS
+    from synclab.checks import run_checks
+
+    intended = [check for check in HUNT_CHECKS if check.name == failing]  # the check this version must fail
+    report = run_checks("6.1", intended, _variant(**overrides), seed=3)
     failed = {o.name: o for o in report.outcomes if not o.ok}
     assert failing in failed, report
     if failing.startswith("host work"):

@@ -17,7 +17,8 @@ from tests.test_cli import ROOT, SOLUTIONS, solution_regions, synclab
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.stem for s in SOLUTIONS])
 def test_check_unfinished_lab_fails_naming_the_exercises(solution):
-    proc = synclab("check", f"labs/{solution.name}")
+    """Every exercise of every lab (profiling cells left out); the primer's whole lab below."""
+    proc = synclab("check", f"labs/{solution.name}", "--checks-only")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     tasks, _ = solution_regions(nbformat.read(solution, as_version=4))
     for task in tasks:
@@ -25,6 +26,14 @@ def test_check_unfinished_lab_fails_naming_the_exercises(solution):
     assert "SOME CHECKS DID NOT PASS" in proc.stdout
     assert "ALL CHECKS PASSED" not in proc.stdout
     assert "Traceback" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_check_a_whole_unfinished_lab_fails_without_a_traceback():
+    proc = synclab("check", "labs/00_primer.ipynb")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "not implemented yet (Exercise 0.1)" in proc.stdout and "not implemented yet (Exercise 0.2)" in proc.stdout
+    assert "SOME CHECKS DID NOT PASS" in proc.stdout and "Traceback" not in proc.stdout
 
 
 @pytest.mark.slow
