@@ -28,6 +28,15 @@ CHAPTERS = {"ch0": "00_primer", "ch1": "01_slice_then_split", "ch2": "02_lazy_st
             "ch6": "06_capstone_engine_step"}  # bench name -> notebook stem; each chapter adds itself here
 
 
+def chosen_chapters(names: list[str]) -> dict[str, str] | None:
+    """``chapter -> notebook stem`` for ``names`` (all chapters when empty); None, said on stderr, if one is unknown."""
+    unknown = [c for c in names if c not in CHAPTERS]
+    if unknown:
+        print(f"unknown chapter(s) {', '.join(unknown)}; choose from {', '.join(CHAPTERS)}", file=sys.stderr)
+        return None
+    return {c: CHAPTERS[c] for c in names or CHAPTERS}
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     import nbformat
 
@@ -134,11 +143,9 @@ def nbgrader_course(course: Path, chapters: list[str]) -> int:
     from synclab.labgen import LabgenError
     from synclab.nbgrader_source import points_by_chapter, write_course
 
-    unknown = [c for c in chapters if c not in CHAPTERS]
-    if unknown:
-        print(f"unknown chapter(s) {', '.join(unknown)}; choose from {', '.join(CHAPTERS)}", file=sys.stderr)
+    chosen = chosen_chapters(chapters)
+    if chosen is None:
         return 2
-    chosen = {c: CHAPTERS[c] for c in chapters or CHAPTERS}
     try:
         written = write_course(ROOT, course, chosen)
         points = points_by_chapter(ROOT, chosen)
@@ -156,12 +163,11 @@ def cmd_autograde_times(args: argparse.Namespace) -> int:
     """Autograde each chapter's solution with the real nbgrader, in a scratch course; store the times."""
     from synclab.nbgrader_run import record_autograde_times, time_autograde
 
-    unknown = [c for c in args.chapters if c not in CHAPTERS]
-    if unknown:
-        print(f"unknown chapter(s) {', '.join(unknown)}; choose from {', '.join(CHAPTERS)}", file=sys.stderr)
+    chosen = chosen_chapters(args.chapters)
+    if chosen is None:
         return 2
     with tempfile.TemporaryDirectory() as course:
-        data = time_autograde(ROOT, Path(course), {c: CHAPTERS[c] for c in args.chapters or CHAPTERS})
+        data = time_autograde(ROOT, Path(course), chosen)
     path = record_autograde_times(data)
     print(f"wrote {path.relative_to(ROOT)}")
     return 0
@@ -225,11 +231,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from synclab.notebook_runner import run_notebook
     from synclab.timing import DELIBERATE_ENV
 
-    chapters = args.chapters or list(CHAPTERS)
-    unknown = [c for c in chapters if c not in CHAPTERS]
-    if unknown:
-        print(f"unknown chapter(s) {', '.join(unknown)}; choose from {', '.join(CHAPTERS)}", file=sys.stderr)
+    chosen = chosen_chapters(args.chapters)
+    if chosen is None:
         return 2
+    chapters = list(chosen)
     failed = []
     for chapter in chapters:
         notebook = ROOT / "solutions" / f"{CHAPTERS[chapter]}.ipynb"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import threading
 import time
@@ -24,6 +25,18 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from html import escape
 from typing import Any, Callable, Iterator
+
+# CheckReport.summary, read back: "...: 4/5 checks passed" or "...: 3/4 checks passed (3/5 points)".
+_SUMMARY = re.compile(r": (?P<ok>\d+)/(?P<n>\d+) checks passed(?: \((?P<earned>\d+)/(?P<points>\d+) points\))?")
+
+
+def parse_summary(text: str) -> tuple[int, int, int] | None:
+    """(checks passed, checks, points) from a report's summary line (e.g. a stored output); None if absent."""
+    found = _SUMMARY.search(text)
+    if found is None:
+        return None
+    return int(found["ok"]), int(found["n"]), int(found["points"] or found["n"])
+
 
 # When set (by ``python -m synclab check``), every report is also appended here as one JSON line.
 REPORT_LOG_ENV = "SYNCLAB_CHECK_LOG"

@@ -81,6 +81,12 @@ def cells_sha256(nb: NotebookNode) -> str:
     return hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def size_hint(region: list[str]) -> str:
+    """``YOUR CODE HERE (~N lines)``: N counts the region's non-blank, non-comment lines."""
+    n = max(1, sum(1 for r in region if r.strip() and not r.strip().startswith("#")))
+    return f"YOUR CODE HERE (~{n} line{'s' if n > 1 else ''})"
+
+
 def _stub_code(source: str, where: str) -> str:
     """Replace each BEGIN/END SOLUTION region of a code cell by a two-line stub."""
     out: list[str] = []
@@ -101,9 +107,7 @@ def _stub_code(source: str, where: str) -> str:
             if region is None:
                 raise LabgenError(f"{where}, line {lineno}: '### END SOLUTION' without "
                                   f"a matching '### BEGIN SOLUTION X.Y'")
-            n = sum(1 for r in region if r.strip() and not r.strip().startswith("#"))
-            n = max(n, 1)
-            out.append(f"{indent}# YOUR CODE HERE (~{n} line{'s' if n > 1 else ''})")
+            out.append(f"{indent}# {size_hint(region)}")
             out.append(f'{indent}raise NotImplementedError("Exercise {task}")')
             region = None
         elif _LOOSE_CODE.match(line):

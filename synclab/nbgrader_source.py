@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
 
+from synclab.checks import parse_summary
 from synclab.labgen import (_BEGIN, _END, _MD_REGION, SOLUTION_ONLY_TAG, LabgenError, _lab_title, _source,
-                            cell_roles)
+                            cell_roles, size_hint)
 
 SCHEMA_VERSION = 3
-_SUMMARY = re.compile(r": (?P<ok>\d+)/(?P<n>\d+) checks passed(?: \((?P<earned>\d+)/(?P<points>\d+) points\))?")
 
 CONFIG = '''\
 # nbgrader configuration for the Sync Lab course, written by `python -m synclab labs --nbgrader`.
@@ -55,12 +54,13 @@ def exercise_points(solution: NotebookNode, where: str) -> dict[str, int]:
         if role != "check":
             continue
         texts = [o["data"].get("text/plain", "") for o in cell.get("outputs", []) if o.get("output_type") == "execute_result"]
-        found = _SUMMARY.search(texts[0]) if texts else None
+        found = parse_summary(texts[0]) if texts else None
         if found is None:
             raise LabgenError(f"{where}: the check cell of exercise {task} has no stored report; run `make solutions`")
-        if found["ok"] != found["n"]:
-            raise LabgenError(f"{where}: the stored report of exercise {task} does not pass: {found.group(0)}")
-        points[task] = int(found["points"] or found["n"])
+        passed, total, task_points = found
+        if passed != total:
+            raise LabgenError(f"{where}: the stored report of exercise {task} does not pass: {passed}/{total} checks")
+        points[task] = task_points
     return points
 
 
@@ -84,9 +84,7 @@ def _hinted(source: str) -> str:
                 if _END.match(later):
                     break
                 region.append(later)
-            n = max(1, sum(1 for r in region if r.strip() and not r.strip().startswith("#")))
-            task = begin["rest"].strip()
-            out.append(f"{begin['indent']}# Exercise {task}: YOUR CODE HERE (~{n} line{'s' if n > 1 else ''})")
+            out.append(f"{begin['indent']}# Exercise {begin['rest'].strip()}: {size_hint(region)}")
         out.append(line)
     return "\n".join(out)
 

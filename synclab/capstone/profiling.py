@@ -113,7 +113,7 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, length: int = 64) ->
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from synclab.capstone.timeline import trace_lanes
+    from synclab.capstone.timeline import kernel_intervals, trace_lanes
     from synclab.engine.tiny_llm import GPU_MODEL
     from synclab.reference import record
 
@@ -132,8 +132,7 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, length: int = 64) ->
             torch.cuda.synchronize()
             wall_s = time.perf_counter() - started
         events = prof.events()
-        kernels = [(e.time_range.start, e.time_range.end) for e in events
-                   if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start]
+        kernels = kernel_intervals(events)
         begin = min((b for b, _ in kernels), default=0.0)
         end = max((e for _, e in kernels), default=1.0)
         tokens = sum(len(r.token_ids) for r in results.values())

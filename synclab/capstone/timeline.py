@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from torch.overrides import TorchFunctionMode
 
-from synclab.capstone.checks import is_planned
+from synclab.capstone.checks import is_planned, step_syncs
 from synclab.capstone.fixes import load_fixes
 from synclab.capstone.workloads import Workload, run_engine
 from synclab.engine.engine_core import EngineConfig, EngineCore, EngineRunner
@@ -125,13 +125,18 @@ def modelled_busy_share(stray_per_step: Sequence[int], host_us: float, device_us
 SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy"})
 
 
+def kernel_intervals(events: Sequence[Any]) -> list[tuple[float, float]]:
+    """``(begin, end)`` in µs of every device kernel among ``torch.profiler`` events."""
+    return [(e.time_range.start, e.time_range.end) for e in events
+            if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start]
+
+
 def trace_lanes(events: Sequence[Any], window_us: float) -> dict[str, list[tuple[float, float]]]:
     """Kernels and host sync calls of a profiler trace, in µs from the first kernel, cut to ``window_us``.
 
     ``events`` are ``torch.profiler`` events (``device_type``, ``name``, ``time_range``).
     """
-    kernels = [(e.time_range.start, e.time_range.end) for e in events
-               if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start]
+    kernels = kernel_intervals(events)
     if not kernels:
         return {"kernels": [], "syncs": []}
     origin = min(b for b, _ in kernels)
@@ -148,8 +153,6 @@ def trace_lanes(events: Sequence[Any], window_us: float) -> dict[str, list[tuple
 def busy_share_model(workload: Workload, configs: Sequence[EngineConfig], host_us: float,
                      device_steps_us: Sequence[float]) -> dict[str, list[float]]:
     """MODEL, per configuration: :func:`modelled_busy_share` of its counted stray syncs, at each device step."""
-    from synclab.capstone.checks import step_syncs
-
     shares = {}
     for config in configs:
         syncs, _ = step_syncs(workload, config)
