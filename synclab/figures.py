@@ -31,8 +31,9 @@ def _layout(fig: go.Figure, title: str, subtitle: str = "", **kwargs: Any) -> go
 
 
 def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, Sequence[float]], title: str,
-                       yaxis_title: str = "host-device syncs per call") -> go.Figure:
-    """Syncs per call against a parameter (e.g. batch size), one bar per variant, each labelled with its count.
+                       yaxis_title: str = "host-device syncs per call",
+                       counted_with: str = "synclab.count_syncs") -> go.Figure:
+    """Counts per call (syncs, or torch calls) against a parameter, one bar per variant, each labelled with its count.
 
     Bars with their numbers, not lines: a variant with 2 syncs stays readable beside one with
     500 (a line at 2 would hide under a line at 0). Sync counts do not depend on the machine,
@@ -42,7 +43,7 @@ def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, 
     for color, (variant, ys) in zip(variant_colors(), counts.items()):
         fig.add_trace(go.Bar(x=[str(v) for v in values], y=list(ys), name=variant, marker_color=color,
                              text=[str(y) for y in ys], textposition="outside", cliponaxis=False))
-    return _layout(fig, title, "counted with synclab.count_syncs (the same on CPU and GPU)", barmode="group",
+    return _layout(fig, title, f"counted with {counted_with} (the same on CPU and GPU)", barmode="group",
                    xaxis_title=parameter, xaxis_type="category", yaxis_title=yaxis_title, height=400)
 
 

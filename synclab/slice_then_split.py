@@ -15,6 +15,7 @@ real runner's output buffer is.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -23,14 +24,15 @@ import plotly.graph_objects as go
 import torch
 
 from synclab import figures
+from synclab.claims import Faster, declare, validated
 from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks
-from synclab.device import DeviceLike, mark_like, pick_device, to_device
-from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates
-from synclab.engine.pooler import DispatchPooler, LastPool, PoolerOutput, TokenPoolingMethod
+from synclab.device import DeviceLike, has_cuda, mark_like, pick_device, to_device
+from synclab.dispatch import TorchCalls, count_torch_calls
+from synclab.engine.pool_metadata import PoolingCursor, PoolingMetadata, PoolingParams, PoolingStates
+from synclab.engine.pooler import AllPoolBaseline, DispatchPooler, LastPool, PoolerOutput, TokenPoolingMethod
 from synclab.profiling import Trace, profile
 from synclab.reference import record
 from synclab.syncs import count_syncs
-from synclab.claims import Faster, declare, validated
 from synclab.timing import Sweep, run_time, sweep
 
 AllPoolClass = Callable[..., TokenPoolingMethod]  # AllPool(enable_chunked_prefill=..., async_scheduling=...)
@@ -377,6 +379,31 @@ def _sync_bound(limit: int, slice_groups: bool) -> Callable[[AllPoolClass, rando
     return run
 
 
+def host_calls_per_call(all_pool: AllPoolClass, group_size: int, *, chunked: bool = False) -> TorchCalls:
+    """The torch calls one ``forward`` makes on a sub-group of ``group_size`` whole prompts (PR #41163's batch)."""
+    hidden_states, group = handed_to(all_pool, *pr_benchmark_batch(group_size, hidden_size=8))
+    pool = all_pool(enable_chunked_prefill=chunked)
+    with count_torch_calls() as calls:
+        pool(hidden_states, group)
+    return calls
+
+
+def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
+    small, large = 8, 48
+    for chunked in (False, True):
+        few = host_calls_per_call(all_pool, small, chunked=chunked)
+        many = host_calls_per_call(all_pool, large, chunked=chunked)
+        grew = sorted(name for name in many.by_name if many.by_name[name] > few.by_name.get(name, 0))
+        expect(many.count <= HOST_WORK_RATIO * max(few.count, 1),
+               f"the host's torch calls per forward grow with the requests ({few.count} -> {many.count})",
+               case=f"sub-groups of {small} and {large} whole prompts, chunked prefill {chunked}",
+               expected=f"at most {HOST_WORK_RATIO:g}x as many calls for {large} requests as for {small}",
+               got=f"{many.count / max(few.count, 1):.1f}x; what grew: "
+                   + ", ".join(f"{n} x{few.by_name.get(n, 0)} -> x{many.by_name[n]}" for n in grew[:4]),
+               hint="this is what #41163 removed: one slice per request is one torch call per request. Slice the "
+                    "sub-group once and split it: split makes all the views in one call")
+
+
 # ----------------------------------------------------------------------------- Exercise 1.1
 
 
@@ -388,6 +415,7 @@ CHECKS_1_1 = [
     Check("1.1", "chunks kept across steps survive the next step's forward", _check_buffer_reuse(False)),
     Check("1.1", "no needless copies without async scheduling", _check_no_needless_copies(False)),
     Check("1.1", "at most 2 syncs per call, whatever the batch size", _sync_bound(2, False), timeout_s=60),
+    Check("1.1", "host work per call does not grow with the requests (one slice, one split)", _host_work_flat),
 ]
 
 
@@ -448,6 +476,7 @@ CHECKS_1_2 = [
     Check("1.2", "no needless copies without async scheduling", _check_no_needless_copies(True)),
     Check("1.2", "rows that do not match the sizes raise ValueError", _check_rejects_unsliced),
     Check("1.2", "0 syncs per call", _sync_bound(0, True), timeout_s=60),
+    Check("1.2", "host work per call does not grow with the requests (one split)", _host_work_flat),
 ]
 
 
@@ -456,81 +485,163 @@ def check_all_pool_no_sync(all_pool: AllPoolClass, seed: int | None = None) -> C
     return run_checks("Exercise 1.2 — AllPool with 0 syncs", CHECKS_1_2, all_pool, seed=seed)
 
 
+# ----------------------------------------------------------------------------- the pitfall: iterating device indices
+
+
+class IteratesDeviceIndices(AllPoolBaseline):
+    """A pitfall, not vLLM's code: slice bounds taken by iterating the device index tensors.
+
+    Iterating a device tensor yields 0-d device tensors; a slice bound must be a Python
+    integer, so each bound is read back from the device through ``__index__``: 2 syncs
+    per request, where vLLM's code before #41163 (:class:`AllPoolBaseline`) read each
+    index tensor once with ``.tolist()``.
+    """
+
+    def split_hidden_states(self, hidden_states: torch.Tensor, cursor: PoolingCursor) -> list[torch.Tensor]:
+        return [hidden_states[first:last + 1]  # each bound: a scalar read from the device
+                for first, last in zip(cursor.first_token_indices_gpu, cursor.last_token_indices_gpu)]
+
+
 # ----------------------------------------------------------------------------- profiling helpers
 
-BATCH_SIZES = (1, 4, 16, 64, 256)
-PROFILE_TOKENS = 16  # tokens per request
-PROFILE_HIDDEN = 1024
+# PR #41163's own benchmark (its description): 64 whole prompts of 128 tokens, all `classify` but for a
+# `token_classify` sub-group of 32 requests starting at request 16, hidden size 4096, bfloat16 on a GPU,
+# 500 warm-up and 4,000 timed calls, 5 repeats, medians.
+PR_NUM_REQS, PR_TOKENS, PR_GROUP_OFFSET, PR_GROUP_SIZE, PR_HIDDEN = 64, 128, 16, 32, 4096
+GROUP_SIZES = (1, 8, 32, 48)  # ALL-pooling sub-group sizes swept inside the PR's batch; 32 is the PR's own
+HOST_WORK_RATIO = 1.5  # 1.1's host calls for 48 requests against 8: at most this factor
 
 
-def profile_batch(num_reqs: int, device: DeviceLike | None = None) -> PoolingStep:
-    """One step of ``num_reqs`` whole prompts of ``PROFILE_TOKENS`` tokens, a single task (one sub-group)."""
-    requests = make_requests([PROFILE_TOKENS] * num_reqs, PROFILE_HIDDEN, seed=num_reqs)
-    return next(PoolingRun(requests, chunked=False, device=device or pick_device()).steps())
+def benchmark_dtype() -> torch.dtype:
+    """The PR's bfloat16 on a GPU; float32 on a CPU, where bfloat16 kernels are not what a GPU runs."""
+    return torch.bfloat16 if has_cuda() else torch.float32
 
 
-def _call(all_pool: AllPoolClass, num_reqs: int) -> Callable[[], PoolerOutput]:
+def pr_benchmark_batch(group_size: int = PR_GROUP_SIZE, hidden_size: int = PR_HIDDEN,
+                       device: DeviceLike | None = None) -> tuple[torch.Tensor, PoolingMetadata]:
+    """PR #41163's benchmark batch: the whole batch's hidden states and the ALL-pooling sub-group's metadata.
+
+    64 whole prompts of 128 tokens; requests ``16 .. 16 + group_size`` are ``token_classify``
+    (ALL pooling), the others ``classify``. What ``DispatchPooler`` handed ``AllPool`` at
+    #41163: every row of the batch, and a cursor sliced to the sub-group (its device
+    indices are positions in the whole batch). Every prompt completes this step.
+    """
+    if not 1 <= group_size <= PR_NUM_REQS - PR_GROUP_OFFSET:
+        raise ValueError(f"a sub-group of 1 to {PR_NUM_REQS - PR_GROUP_OFFSET} requests fits after offset "
+                         f"{PR_GROUP_OFFSET}, not {group_size}")
+    device = device or pick_device()
+    tasks = [SEQ_TASK] * PR_NUM_REQS
+    tasks[PR_GROUP_OFFSET:PR_GROUP_OFFSET + group_size] = ["token_classify"] * group_size
+    lens = torch.full((PR_NUM_REQS,), PR_TOKENS, dtype=torch.int64)  # [num_reqs] host
+    meta = PoolingMetadata(prompt_lens=lens, pooling_params=[PoolingParams(t) for t in tasks],
+                           pooling_states=[PoolingStates() for _ in tasks])
+    meta.build_pooling_cursor(lens, lens.clone(), device)  # whole prompts: seq_len == prompt_len
+    gen = torch.Generator().manual_seed(group_size)
+    hidden = torch.randn(PR_NUM_REQS * PR_TOKENS, hidden_size, generator=gen).to(benchmark_dtype())
+    hidden_states = to_device(hidden, device)  # [num_tokens, hidden] device
+    return hidden_states, meta[PR_GROUP_OFFSET:PR_GROUP_OFFSET + group_size]
+
+
+# The timed versions share one batch per size (chunked prefill off: no pooling state changes).
+_shared_batch = functools.lru_cache(maxsize=1)(pr_benchmark_batch)
+
+
+def handed_to(all_pool: AllPoolClass, hidden_states: torch.Tensor,
+              group: PoolingMetadata) -> tuple[torch.Tensor, PoolingMetadata]:
+    """What the dispatcher hands ``all_pool`` for the sub-group of :func:`pr_benchmark_batch`.
+
+    At #41163, every row of the batch and the sliced cursor. A pooler that declares
+    ``receives_group_rows`` (Exercise 1.2, later vLLM) gets only its sub-group's rows,
+    cut on the host, and the cursor rebased to them.
+    """
+    if not getattr(all_pool, "receives_group_rows", False):
+        return hidden_states, group
+    start = PR_GROUP_OFFSET * PR_TOKENS  # host arithmetic: the rows of the requests before the sub-group
+    rows = hidden_states[start:start + int(group.get_pooling_cursor().num_scheduled_tokens_cpu.sum())]
+    rebased = group[0:len(group)]
+    rebased.pooling_cursor = group.get_pooling_cursor().shifted(start)
+    return mark_like(rows, hidden_states), rebased
+
+
+def _call(all_pool: AllPoolClass, group_size: int) -> Callable[[], PoolerOutput]:
     # chunked prefill off: its branch is the same in every version, the split is what changed
-    step, pool = profile_batch(num_reqs), all_pool(enable_chunked_prefill=False)
-    return lambda: pool(step.hidden_states, step.metadata)
+    hidden_states, group = handed_to(all_pool, *_shared_batch(group_size))
+    pool = all_pool(enable_chunked_prefill=False)
+    return lambda: pool(hidden_states, group)
 
 
-def sync_counts(impls: dict[str, AllPoolClass], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> dict[str, list[int]]:
-    """Syncs per ``forward`` call of each version at each batch size (counted: the same on any machine)."""
+def sync_counts(impls: dict[str, AllPoolClass], group_sizes: tuple[int, ...] = GROUP_SIZES) -> dict[str, list[int]]:
+    """Syncs per ``forward`` call of each version per sub-group size (counted: the same on any machine)."""
     counts: dict[str, list[int]] = {}
     for name, all_pool in impls.items():
         counts[name] = []
-        for n in batch_sizes:
+        for n in group_sizes:
             call = _call(all_pool, n)
             with count_syncs() as report:
                 call()
             counts[name].append(report.count)
-    record("ch1", "sync_counts", {"batch_sizes": list(batch_sizes), "counts": counts})
+    record("ch1", "sync_counts", {"group_sizes": list(group_sizes), "counts": counts})
+    return counts
+
+
+def torch_call_counts(impls: dict[str, AllPoolClass],
+                      group_sizes: tuple[int, ...] = GROUP_SIZES) -> dict[str, list[int]]:
+    """Torch calls the host dispatches per ``forward`` call, per sub-group size (counted: the same on any machine)."""
+    counts = {name: [host_calls_per_call(cls, n).count for n in group_sizes] for name, cls in impls.items()}
+    record("ch1", "torch_call_counts", {"group_sizes": list(group_sizes), "counts": counts})
     return counts
 
 
 declare("ch1.timing",
-        cpu=("On this CPU, #41163 and the stretch are each at least 3× faster than the baseline from 16 requests up.",
-             [Faster(fast=1, slow=0, by=3.0, from_value=16), Faster(fast=2, slow=0, by=3.0, from_value=16)]),
-        gpu=("On a GPU, #41163 and the stretch are each at least 1.5× faster than the baseline from 16 requests up.",
-             [Faster(fast=1, slow=0, by=1.5, from_value=16), Faster(fast=2, slow=0, by=1.5, from_value=16)]))
+        cpu=("On this CPU, at the PR's sub-group of 32 requests and above, #41163 is at least 1.4× faster than the "
+             "baseline and the stretch at least 1.6× faster.",
+             [Faster(fast=1, slow=0, by=1.4, from_value=PR_GROUP_SIZE),
+              Faster(fast=2, slow=0, by=1.6, from_value=PR_GROUP_SIZE)]),
+        gpu=("On a GPU, at the PR's sub-group of 32 requests and above, #41163 is at least 1.2× faster than the "
+             "baseline and the stretch at least 1.5× faster.",
+             [Faster(fast=1, slow=0, by=1.2, from_value=PR_GROUP_SIZE),
+              Faster(fast=2, slow=0, by=1.5, from_value=PR_GROUP_SIZE)]))
 
 
-def timing_sweep(impls: dict[str, AllPoolClass], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> Sweep:
-    """Median time of one ``forward`` call per version and batch size; every result checked against the first."""
+def timing_sweep(impls: dict[str, AllPoolClass], group_sizes: tuple[int, ...] = GROUP_SIZES) -> Sweep:
+    """Median time of one ``forward`` call per version and sub-group size; every result checked against the first."""
     variants = {name: (lambda n, cls=cls: _call(cls, n)) for name, cls in impls.items()}
-    result = validated("ch1.timing", lambda: sweep(variants, "batch size", batch_sizes,
+    result = validated("ch1.timing", lambda: sweep(variants, "requests in the ALL-pooling sub-group", group_sizes,
                                                    min_run_time=run_time(0.1, 0.5), reference=next(iter(impls))))
     record("ch1", "timing", result.to_dict())
     return result
 
 
-def profile_calls(impls: dict[str, AllPoolClass], batch_size: int = 16) -> dict[str, Trace]:
-    """One profiled ``forward`` call per version, ready for ``timeline_figure``."""
-    traces = {name: profile(_call(cls, batch_size), warmup=2) for name, cls in impls.items()}
+def profile_calls(impls: dict[str, AllPoolClass], group_size: int = PR_GROUP_SIZE) -> dict[str, Trace]:
+    """One profiled ``forward`` call per version at the PR's shape, ready for ``timeline_figure``."""
+    traces = {name: profile(_call(cls, group_size), warmup=2) for name, cls in impls.items()}
     record("ch1", "profile", {name: {"duration_us": t.duration_us, "host_syncs": t.count("sync")}
                               for name, t in traces.items()})
     return traces
 
 
-# PR #41163's description: median of a method-level benchmark of AllPool.forward (batch and GPU not stated).
+# PR #41163's description: median of its method-level benchmark of AllPool.forward at the shape above
+# (the GPU model is not named).
 PR_MEDIAN_BEFORE_US, PR_MEDIAN_AFTER_US = 59.89, 39.65
 
 
 def compare_with_pr(timings: Sweep) -> str:
-    """The PR's before/after ratio beside the ratios of ``timings`` (baseline first, then the other versions)."""
+    """The PR's before/after beside ``timings`` (baseline first, then the other versions) at each sub-group size."""
     baseline, *others = list(timings.timings)
-    lines = [f"PR #41163 (its description, method-level benchmark): {PR_MEDIAN_BEFORE_US} us -> "
+    lines = [f"PR #41163 (its description; 64 requests x 128 tokens, a sub-group of {PR_GROUP_SIZE} at offset "
+             f"{PR_GROUP_OFFSET}, hidden {PR_HIDDEN}, bf16, GPU not named): {PR_MEDIAN_BEFORE_US} us -> "
              f"{PR_MEDIAN_AFTER_US} us, {PR_MEDIAN_BEFORE_US / PR_MEDIAN_AFTER_US:.2f}x",
              f"measured on {timings.provenance.label}, baseline time / version time:",
-             f"{timings.parameter:>12} " + " ".join(f"{name:>26}" for name in others)]
+             f"{'sub-group':>12} {'baseline':>12} " + " ".join(f"{name:>26}" for name in others)]
     for i, value in enumerate(timings.values):
         ratios = [timings.ratio(baseline, name)[i] for name in others]
-        lines.append(f"{value!s:>12} " + " ".join(f"{r:>25.2f}x" for r in ratios))
+        mark = "  <- the PR's shape" if value == PR_GROUP_SIZE else ""
+        lines.append(f"{value!s:>12} {timings.medians_us(baseline)[i]:>9.1f} us "
+                     + " ".join(f"{r:>25.2f}x" for r in ratios) + mark)
     return "\n".join(lines)
 
 
 def speedup_figure(timings: Sweep) -> go.Figure:
-    """Speed-up of each version over the baseline per batch size, the PR's own figure as a dashed line."""
+    """Speed-up of each version over the baseline per sub-group size, the PR's own figure as a dashed line."""
     return figures.speedup_figure(timings, "AllPool.forward: speed-up over the baseline",
-                  {"PR #41163, method benchmark (from the PR)": PR_MEDIAN_BEFORE_US / PR_MEDIAN_AFTER_US})
+                                  {"PR #41163 at a sub-group of 32 (from the PR)": PR_MEDIAN_BEFORE_US / PR_MEDIAN_AFTER_US})

@@ -12,6 +12,11 @@ A ``non_blocking`` upload from pageable memory is reported apart, as a staging
 copy (``report.staged``): the host copies the data into a pinned bounce buffer
 itself, which costs host time, but it does not wait for the device (chapter 3).
 
+A sync made on purpose is marked the way vLLM marks it (``gpu_sync_allowed()``,
+since vLLM #44800; per thread and per asyncio task since #51455): code inside
+``with gpu_sync_allowed():`` still syncs and is still counted, but its events carry
+``allowed=True`` and ``report.stray`` leaves them out (chapters 3 and 6).
+
 How the counter works. Two observers sit around the block:
 
 * a ``TorchFunctionMode`` sees Python-level calls (``item``, ``tolist``,
@@ -24,9 +29,11 @@ How the counter works. Two observers sit around the block:
 
 A sync found at the Python level is not counted again at the aten level.
 
-On a GPU, "device tensors" are CUDA tensors and the block also runs under
-``torch.cuda.set_sync_debug_mode("warn")``, whose count is reported beside ours
-as ground truth. On a CPU-only machine, device tensors are the CPU tensors that
+On a GPU, "device tensors" are CUDA tensors and the block is armed as vLLM's sync
+check arms it since #51455: torch's sync debug mode at ``"warn"`` (the mode is one
+switch for the whole process), and a ``warnings.showwarning`` hook that counts a
+warning only on a thread or task inside the block, apart for allowed regions. That
+count is reported beside ours as ground truth. On a CPU-only machine, device tensors are the CPU tensors that
 :func:`synclab.device.to_device` marked (and everything computed from them inside
 the block): the report then lists the syncs the same code would perform on a GPU.
 Host-side metadata (``num_scheduled_tokens_cpu``) is never marked and never counts.
@@ -37,9 +44,11 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import threading
 import warnings
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
 from html import escape
@@ -121,13 +130,14 @@ class SyncEvent:
     function: str
     code: str
     nbytes: int = 0  # bytes read back to the host, for the kinds that copy data (tolist, item, D2H)
+    allowed: bool = False  # made inside gpu_sync_allowed(): a sync on purpose, not a stray one
 
     @property
     def where(self) -> str:
         return f"{_short_filename(self.filename)}:{self.lineno} in {self.function}"
 
     def __str__(self) -> str:
-        return f"{self.kind.value:<40} {self.where:<38} {self.code}"
+        return f"{self.kind.value:<40} {self.where:<38} {self.code}" + ("  [allowed]" if self.allowed else "")
 
 
 @dataclass
@@ -143,11 +153,21 @@ class SyncReport:
     staged: list[SyncEvent] = field(default_factory=list)
     simulated: bool = True  # True: CPU standing in for a GPU
     cuda_reported: int | None = None  # torch.cuda.set_sync_debug_mode's own count (GPU only)
+    cuda_stray: int | None = None  # ... of which outside gpu_sync_allowed() regions
 
     @property
     def count(self) -> int:
         """Device waits: the syncs."""
         return len(self.events)
+
+    @property
+    def stray(self) -> list[SyncEvent]:
+        """The device waits made outside ``gpu_sync_allowed()``: the ones a sync check flags."""
+        return [e for e in self.events if not e.allowed]
+
+    @property
+    def stray_count(self) -> int:
+        return len(self.stray)
 
     @property
     def staged_count(self) -> int:
@@ -303,7 +323,7 @@ class _Observer:
 
     def record(self, kind: SyncKind, op: str, nbytes: int = 0) -> None:
         filename, lineno, function, code = _user_frame()
-        event = SyncEvent(kind, op, filename, lineno, function, code, nbytes)
+        event = SyncEvent(kind, op, filename, lineno, function, code, nbytes, allowed=_allow_depth.get() > 0)
         (self.events if kind.waits_for_device else self.staged).append(event)
 
 
@@ -565,6 +585,51 @@ def record_simulated_upload(source: torch.Tensor, non_blocking: bool) -> None:
         obs.record(kind, "to_device")
 
 
+# ----------------------------------------------------------------------------- allowed regions and CUDA's arming
+
+# Per thread and per asyncio task, as vLLM tracks them since #51455: a new thread starts outside every
+# block and every allowed region; a task inherits both from the code that created it.
+_allow_depth: ContextVar[int] = ContextVar("synclab_gpu_sync_allow_depth", default=0)
+_counting: ContextVar["SyncReport | None"] = ContextVar("synclab_gpu_sync_counting", default=None)
+_CUDA_SYNC_WARNING = "called a synchronizing CUDA operation"  # torch's words ("warn" mode)
+_arm_lock = threading.Lock()
+_arm_count = 0
+_mode_before_arming: Any = 0
+
+
+@contextmanager
+def gpu_sync_allowed() -> Iterator[None]:
+    """A region whose syncs are made on purpose, named as in vLLM (``gpu_sync_allowed()``, since #44800).
+
+    Syncs inside still happen and are still counted; their events carry ``allowed=True``
+    and ``SyncReport.stray`` leaves them out. Regions nest. The depth is a ``ContextVar``,
+    so a region opened on one thread or asyncio task allows nothing on another.
+    """
+    token = _allow_depth.set(_allow_depth.get() + 1)
+    try:
+        yield
+    finally:
+        _allow_depth.reset(token)
+
+
+@contextmanager
+def _cuda_armed() -> Iterator[None]:
+    """torch's sync debug mode at "warn" while any block is open: the switch is process-wide, so count users."""
+    global _arm_count, _mode_before_arming
+    with _arm_lock:
+        if _arm_count == 0:
+            _mode_before_arming = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode("warn")
+        _arm_count += 1
+    try:
+        yield
+    finally:
+        with _arm_lock:
+            _arm_count -= 1
+            if _arm_count == 0:
+                torch.cuda.set_sync_debug_mode(_mode_before_arming)
+
+
 # ----------------------------------------------------------------------------- the public API
 
 
@@ -581,28 +646,37 @@ def count_syncs(simulate: bool | None = None) -> Iterator[SyncReport]:
     report = SyncReport(simulated=simulated)
     report.events, report.staged = obs.events, obs.staged  # live: a block may watch them grow (chapter 6)
     arm_cuda = has_cuda() and not simulated
-    with warnings.catch_warnings(record=True) as caught:
+    others: list[warnings.WarningMessage] = []
+
+    def hook(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        if arm_cuda and _CUDA_SYNC_WARNING in str(message):
+            counting = _counting.get()
+            if counting is not None:  # a thread or task outside every block is not counted
+                counting.cuda_reported = (counting.cuda_reported or 0) + 1
+                counting.cuda_stray = (counting.cuda_stray or 0) + (_allow_depth.get() == 0)
+            return
+        others.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+
+    if arm_cuda:
+        report.cuda_reported = report.cuda_stray = 0
+        torch.cuda.synchronize()  # start from an idle device, outside the counted region
+    token = _counting.set(report)
+    with warnings.catch_warnings():
         warnings.simplefilter("always")
-        previous_mode = torch.cuda.get_sync_debug_mode() if arm_cuda else 0
-        if arm_cuda:
-            torch.cuda.synchronize()  # start from an idle device, outside the counted region
-            torch.cuda.set_sync_debug_mode("warn")
+        warnings.showwarning = hook  # restored by catch_warnings on the way out
         if simulated:
             _ACTIVE_SIMULATED.append(obs)
         try:
-            with _watch_explicit_syncs(obs), _DispatchLevel(obs), _FunctionLevel(obs):
+            with (_cuda_armed() if arm_cuda else nullcontext()), _watch_explicit_syncs(obs), \
+                    _DispatchLevel(obs), _FunctionLevel(obs):
                 yield report
         finally:
             if simulated:
                 _ACTIVE_SIMULATED.remove(obs)
-            if arm_cuda:
-                torch.cuda.set_sync_debug_mode(previous_mode)
+            _counting.reset(token)
             report.events, report.staged = obs.events, obs.staged
-            if arm_cuda:
-                report.cuda_reported = sum("synchroniz" in str(w.message) for w in caught)
-    for w in caught:  # hand back the warnings that were not ours to swallow
-        if not (arm_cuda and "synchroniz" in str(w.message)):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for w in others:  # hand back the warnings that were not ours to swallow
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def syncs_per_call(fn: Callable[..., Any], *args: Any, calls: int = 1, **kwargs: Any) -> float:

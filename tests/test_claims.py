@@ -193,7 +193,7 @@ def test_gpu_references_satisfy_their_claims():
 def test_a_contradicting_gpu_reference_is_caught():
     gpu = Provenance("NVIDIA H100 80GB HBM3", True, "2.11.0+cu130", "2026-11-23", "x86_64", 16)
     sweep = validated("ch1.timing", lambda: made_up({"baseline": [10, 100, 1000], "AllPool": [10, 90, 900],
-                                                      "NoSync": [10, 20, 100]}, prov=gpu))
+                                                      "NoSync": [10, 20, 100]}, values=[1, 32, 48], prov=gpu))
     assert sweep.claim["holds"] is False
     assert any("'AllPool' is 1.11x faster" in p for p in check_stored(sweep))
 

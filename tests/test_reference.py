@@ -172,7 +172,7 @@ def _gpu_reference(root, medians, prov_device="NVIDIA H100 80GB HBM3"):
     from synclab.timing import Sweep, Timing
 
     gpu = Provenance(prov_device, True, "2.11.0+cu130", "2026-11-23", "x86_64", 16)
-    sweep = validated("ch1.timing", lambda: Sweep("batch size", [1, 16, 256], {
+    sweep = validated("ch1.timing", lambda: Sweep("requests in the ALL-pooling sub-group", [1, 32, 48], {
         name: [Timing(name, m, 0.0, [m] * 5, gpu) for m in ms] for name, ms in medians.items()}, gpu))
     path = root / gpu.slug / "ch1.json"
     path.parent.mkdir(parents=True)

@@ -130,15 +130,33 @@ def test_solution_passes_every_check():
     assert ch1.check_all_pool_no_sync(AllPoolNoSync).passed
 
 
-def test_baseline_is_correct_but_syncs_twice_per_request():
+def test_baseline_is_vllm_before_41163_right_values_two_syncs_and_a_slice_per_request():
     report = ch1.check_all_pool(AllPoolBaseline)
-    assert [o.status for o in report.outcomes if "syncs" not in o.name] == ["passed"] * 6
-    assert outcome(report, "syncs") == "failed"
+    assert [o.status for o in report.outcomes if "host work" not in o.name] == ["passed"] * 7, str(report)
+    assert outcome(report, "host work") == "failed"
+    assert "__getitem__ x8 -> x48" in str(report)  # names what grew: the per-request slices
 
 
-def test_sync_counts_of_the_three_versions():
-    counts = ch1.sync_counts({"baseline": AllPoolBaseline, "1.1": AllPool, "1.2": AllPoolNoSync}, (1, 4, 64))
-    assert counts == {"baseline": [2, 8, 128], "1.1": [2, 2, 2], "1.2": [0, 0, 0]}
+def test_sync_counts_of_the_three_versions_and_the_pitfall():
+    impls = {"baseline": AllPoolBaseline, "1.1": AllPool, "1.2": AllPoolNoSync, "pitfall": ch1.IteratesDeviceIndices}
+    counts = ch1.sync_counts(impls, (1, 8, 48))
+    assert counts == {"baseline": [2, 2, 2], "1.1": [2, 2, 2], "1.2": [0, 0, 0], "pitfall": [2, 16, 96]}
+
+
+def test_torch_calls_grow_with_the_requests_before_41163_and_stay_flat_after():
+    calls = ch1.torch_call_counts({"baseline": AllPoolBaseline, "1.1": AllPool, "1.2": AllPoolNoSync}, (1, 8, 48))
+    base, after, stretch = calls["baseline"], calls["1.1"], calls["1.2"]
+    assert base[2] - base[1] == 40  # one slice per request
+    assert len(set(after)) == 1 and len(set(stretch)) == 1, calls
+
+
+def test_the_pr_benchmark_batch_is_the_prs_shape():
+    hidden_states, group = ch1.pr_benchmark_batch(32, hidden_size=4)
+    assert tuple(hidden_states.shape) == (64 * 128, 4)
+    assert group.tasks == ["token_classify"] * 32
+    assert group.get_pooling_cursor().first_token_indices_gpu.tolist()[0] == 16 * 128
+    with pytest.raises(ValueError, match="1 to 48"):
+        ch1.pr_benchmark_batch(49)
 
 
 def test_solution_outputs_are_views_and_kept_chunks_are_copies():
@@ -168,6 +186,20 @@ def test_compare_with_pr_states_the_source_and_the_device():
 
 
 # ----------------------------------------------------------------------------- wrong versions of 1.1
+
+
+class SlicesPerRequestFromHostSizes(AllPool):  # 2 syncs, right values, but a slice per request
+    def split_hidden_states(self, hidden_states, cursor):
+        sizes = cursor.num_scheduled_tokens_cpu.tolist()
+        if not sizes:
+            return []
+        start = int(cursor.first_token_indices_gpu[0].item())
+        int(cursor.last_token_indices_gpu[-1].item())
+        chunks = []
+        for n in sizes:
+            chunks.append(hidden_states[start:start + n])
+            start += n
+        return chunks
 
 
 class StartsAtRowZero(AllPool):  # forgets that the sub-group's rows start past row 0
@@ -278,7 +310,9 @@ class NoneForFinished(AllPool):  # None for every request, finished or not
 
 
 WRONG_1_1 = [
-    (AllPoolBaseline, "syncs"),
+    (AllPoolBaseline, "host work"),
+    (SlicesPerRequestFromHostSizes, "host work"),
+    (ch1.IteratesDeviceIndices, "syncs"),
     (StartsAtRowZero, "fixed cases"),
     (SplitsTheWholeBatch, "fixed cases"),
     (OffByOneEnd, "fixed cases"),
@@ -354,12 +388,22 @@ class NoSyncCachesByPosition(CachesByPosition):
     split_hidden_states = AllPoolNoSync.split_hidden_states
 
 
+class NoSyncSlicesPerRequest(AllPoolNoSync):  # 0 syncs, right values, a slice per request
+    def split_hidden_states(self, hidden_states, cursor):
+        sizes = cursor.num_scheduled_tokens_cpu.tolist()
+        if hidden_states.shape[0] != sum(sizes):
+            raise ValueError("rows do not match the sizes")
+        offsets = [0, *itertools.accumulate(sizes)]
+        return [hidden_states[a:b] for a, b in zip(offsets, offsets[1:])]
+
+
 class NoSyncCopies(AllPoolNoSync):
     def split_hidden_states(self, hidden_states, cursor):
         return [c.clone() for c in super().split_hidden_states(hidden_states, cursor)]
 
 
 WRONG_1_2 = [
+    (NoSyncSlicesPerRequest, "host work"),
     (NoSyncCopies, "split_hidden_states alone"),
     (AllPool, "0 syncs"),
     (NoSyncWithoutGuard, "do not match"),

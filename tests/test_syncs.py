@@ -255,3 +255,79 @@ def test_an_exception_inside_the_block_still_returns_the_events():
             env.idx.tolist()
             raise RuntimeError("boom")
     assert report.count == 1
+
+
+# ----------------------------------------------------------------------------- allowed regions (vLLM's gpu_sync_allowed)
+
+
+def test_a_sync_inside_gpu_sync_allowed_is_counted_but_not_stray():
+    from synclab.syncs import gpu_sync_allowed
+
+    x = to_device(torch.arange(4))
+    with count_syncs() as report:
+        x.sum().item()
+        with gpu_sync_allowed():
+            x.tolist()
+            with gpu_sync_allowed():  # regions nest
+                x[0].item()
+        x.max().item()  # the region is closed again
+    assert report.count == 4
+    assert [e.allowed for e in report.events] == [False, True, True, False]
+    assert report.stray_count == 2 and "[allowed]" in str(report)
+
+
+def test_an_allowed_region_on_one_thread_allows_nothing_on_another():
+    import threading
+
+    from synclab.syncs import gpu_sync_allowed
+
+    x = to_device(torch.arange(4))
+    seen: list = []
+
+    def other_thread() -> None:
+        with count_syncs() as report:
+            x.sum().item()
+        seen.append(report)
+
+    with gpu_sync_allowed():
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+    (report,) = seen
+    assert report.count == 1 and report.stray_count == 1  # the region belongs to the thread that opened it
+
+
+def test_an_asyncio_task_inherits_the_region_it_was_created_in():
+    import asyncio
+
+    from synclab.syncs import gpu_sync_allowed
+
+    x = to_device(torch.arange(4))
+
+    async def read() -> None:
+        x.sum().item()
+
+    async def main():
+        with count_syncs() as report:
+            with gpu_sync_allowed():
+                task = asyncio.create_task(read())  # created inside: the task copies the context
+            await task
+            x.tolist()  # outside again
+        return report
+
+    report = asyncio.run(main())
+    assert [e.allowed for e in report.events] == [True, False]
+
+
+@pytest.mark.skipif(not has_cuda(), reason="needs a GPU")
+def test_on_cuda_the_debug_mode_count_splits_allowed_from_stray_and_is_restored():
+    from synclab.syncs import gpu_sync_allowed
+
+    x = torch.arange(4.0, device="cuda")
+    before = torch.cuda.get_sync_debug_mode()
+    with count_syncs() as report:
+        x.sum().item()
+        with gpu_sync_allowed():
+            x.max().item()
+    assert report.cuda_reported == 2 and report.cuda_stray == 1, str(report)
+    assert torch.cuda.get_sync_debug_mode() == before  # the process-wide switch is put back

@@ -106,4 +106,6 @@ def test_the_sync_debug_mode_warns_with_the_words_count_syncs_looks_for():
             x.sum().item()
         finally:
             torch.cuda.set_sync_debug_mode(previous)
-    assert any("synchroniz" in str(w.message) for w in caught)
+    from synclab.syncs import _CUDA_SYNC_WARNING
+
+    assert any(_CUDA_SYNC_WARNING in str(w.message) for w in caught), [str(w.message) for w in caught]

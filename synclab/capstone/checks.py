@@ -26,15 +26,16 @@ from synclab.dispatch import count_torch_calls
 from synclab.engine.engine_core import EngineConfig, EngineCore, EngineRunner, SamplingParams
 from synclab.engine.scheduler import SchedulerConfig
 from synclab.reverse_scan import CountingList
-from synclab.syncs import SyncEvent, SyncKind, count_syncs
+from synclab.syncs import SyncEvent, count_syncs
 
 RunnerClass = type[EngineRunner]
-PLANNED_WAIT_SITES = ("update_async_output_token_ids", "get_output")  # waits on last step's copy event
-
-
 def is_planned(event: SyncEvent) -> bool:
-    """The one wait a step may make: on the previous step's output-copy event, with this step queued."""
-    return event.kind is SyncKind.EVENT_SYNC and event.function in PLANNED_WAIT_SITES
+    """The one wait a step may make: the engine marks it with ``gpu_sync_allowed()``, as vLLM does since #44800.
+
+    The engine wraps its wait on the previous step's output-copy event (in the placeholder
+    repair, or when the output is collected) in an allowed region; every other sync is stray.
+    """
+    return event.allowed
 
 
 @dataclass

@@ -40,6 +40,7 @@ from synclab.engine.sampler import Sampler, SamplerBaseline
 from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig, SchedulerOutput
 from synclab.engine.tiny_llm import CPU_MODEL, ModelConfig, TinyDecoder
 from synclab.engine.torch_utils import async_tensor_h2d_baseline
+from synclab.syncs import gpu_sync_allowed
 
 PATTERNS = ("slice_then_split", "lazy_stream", "pinned_uploads", "reverse_scan", "list_cache")
 
@@ -175,7 +176,8 @@ class PendingOutput:
 
     def get_output(self) -> EngineOutput:
         if not self.event.query():  # already waited for (the placeholder repair may have): no second wait
-            self.event.synchronize()
+            with gpu_sync_allowed():  # the step's one planned wait, marked as vLLM marks one (#44800)
+                self.event.synchronize()
         host = self._host
         out = EngineOutput(list(self.req_ids), host["sampled"].tolist() if "sampled" in host else [],
                            stopped=set(self.stopped))
@@ -360,7 +362,8 @@ class EngineRunner:
         batch.prev_req_id_to_index = self.prev_req_id_to_index
         batch.set_async_sampled_token_ids(self.prev_sampled_cpu, self.prev_event)
         self._apply_sampling_extras(logits, reqs)
-        batch.update_async_output_token_ids()  # chapter 4: the history must be real before bad words read it
+        with gpu_sync_allowed():  # its wait on the last step's copy is planned; chapter 4 checks it waits once
+            batch.update_async_output_token_ids()  # chapter 4: the history must be real before bad words read it
         bad_words = {row: [list(w) for w in r.sampling.bad_words] for row, r in enumerate(reqs) if r.sampling.bad_words}
         single = self.components.bad_words_single_batch if self.config.pinned_uploads else \
             _apply_bad_words_single_batch_baseline

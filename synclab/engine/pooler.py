@@ -6,8 +6,8 @@ in the lab's own code:
 
 * :class:`TokenPoolingMethod` — what every pooling method is given, and the
   scheduler settings it reads (chunked prefill, async scheduling);
-* :class:`AllPoolBaseline` — ALL pooling as it was before vLLM PR #41163: one
-  slice per request, each bound read back from the device (2 syncs per request);
+* :class:`AllPoolBaseline` — ALL pooling as it was before vLLM PR #41163: both index
+  tensors read back once (2 syncs per call), then one slice per request;
 * :class:`LastPool` — a sequence-wise pooler (last token), so batches can mix tasks;
 * :class:`SequencePooler` — a model's pooler for one sequence task (chapter 2's runner);
 * :class:`DispatchPooler` — splits a mixed batch into consecutive runs of the
@@ -38,6 +38,10 @@ class TokenPoolingMethod(ABC):
     every returned tensor must own its storage.
     """
 
+    # True for a pooler written for later vLLM's dispatcher, which hands it exactly its sub-group's
+    # rows; False (at #41163) when it gets every row of the batch and a cursor sliced to its sub-group.
+    receives_group_rows: bool = False
+
     def __init__(self, enable_chunked_prefill: bool = True, async_scheduling: bool = False) -> None:
         self.enable_chunked_prefill = enable_chunked_prefill
         self.clone_finished = bool(async_scheduling)
@@ -51,18 +55,31 @@ class TokenPoolingMethod(ABC):
 
 
 class AllPoolBaseline(TokenPoolingMethod):
-    """ALL pooling before PR #41163: correct, with two device reads per request."""
+    """ALL pooling as vLLM had it before PR #41163: both index tensors read once, then one slice per request.
+
+    Two device reads per call (one ``.tolist()`` of each index tensor), whatever the
+    batch size; then one slice per request on host integers. Those N slices are what
+    #41163 replaced: each is a torch call the host dispatches (argument parsing, a new
+    view), so the host's work grows with the batch even though the syncs do not. The
+    finished flags come from ``is_finished()``, a host bool tensor, as at #41163.
+
+    One rule is later vLLM's, not the code's before #41163, which kept and returned
+    views: the clones of chunks that must outlive the hidden-states buffer. The lab's
+    engine overwrites that buffer every step, so without them the baseline would be
+    wrong, not just slow (chapter 1's page says so).
+    """
+
+    def split_hidden_states(self, hidden_states: torch.Tensor, cursor: PoolingCursor) -> list[torch.Tensor]:
+        first = cursor.first_token_indices_gpu.tolist()  # sync 1: the whole index tensor comes back
+        last = cursor.last_token_indices_gpu.tolist()  # sync 2
+        return [hidden_states[f:l + 1] for f, l in zip(first, last)]  # one slice per request: [n_i, hidden] views
 
     def forward(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata) -> PoolerOutput:
         cursor = pooling_metadata.get_pooling_cursor()
-        # Iterating a device tensor yields 0-d device tensors; using one as a slice
-        # bound calls __index__, which reads the value back: 2 syncs per request.
-        chunks = [hidden_states[first:last + 1]  # [num_scheduled_i, hidden] view
-                  for first, last in zip(cursor.first_token_indices_gpu, cursor.last_token_indices_gpu)]
+        chunks = self.split_hidden_states(hidden_states, cursor)
         if not self.enable_chunked_prefill:
-            return [c.clone() for c in chunks] if self.clone_finished else list(chunks)
-
-        finished = cursor.get_finished_mask()
+            return [c.clone() for c in chunks] if self.clone_finished else chunks
+        finished = cursor.is_finished()  # [num_reqs] bool, host: no sync
         for state, chunk, done in zip(pooling_metadata.pooling_states, chunks, finished):
             # a kept chunk must outlive the hidden-states buffer, which the next step overwrites
             owned = (not done) or (self.clone_finished and not state.hidden_states_cache)
