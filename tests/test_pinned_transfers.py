@@ -331,9 +331,27 @@ bincount_sums_prompt_flags = _count_with("bincount_sums_prompt_flags", _scatter_
 bincount_counts_stale_tokens = _count_with("bincount_counts_stale_tokens", _flag,
                                            lambda pos, in_prompt, prefill_len: ~in_prompt)
 bincount_with_torch_bincount = _count_with("bincount_with_torch_bincount", _flag, _output_positions, _torch_bincount)
+bincount_without_guard = _count_with("bincount_without_guard", _flag, _output_positions)  # vLLM's merged kernel
+
+
+def bincount_masks_but_does_not_clamp(idx_mapping, all_token_ids, prompt_len, prefill_len, mask, counts, max_len):
+    """Masks the out-of-range positions, but their index still points into the next row (or past the table)."""
+    idx = idx_mapping.long()
+    mask.index_fill_(0, idx, 0)
+    counts.index_fill_(0, idx, 0)
+    pos = torch.arange(max_len, device=all_token_ids.device)
+    tokens = all_token_ids[idx, :max_len].long()
+    ok = tokens < counts.shape[1]
+    in_prompt = (pos < prompt_len[idx].unsqueeze(1)) & ok
+    in_output = (pos >= prompt_len[idx].unsqueeze(1)) & (pos < prefill_len[idx].unsqueeze(1)) & ok
+    flat = (idx.unsqueeze(1) * counts.shape[1] + tokens).flatten()
+    mask.view(-1).scatter_reduce_(0, flat, in_prompt.flatten().int(), reduce="amax")
+    counts.view(-1).scatter_add_(0, flat, in_output.flatten().int())
 
 
 WRONG_3_5 = [
+    (bincount_without_guard, "vocab_size"),
+    (bincount_masks_but_does_not_clamp, "vocab_size"),
     (bincount_sums_prompt_flags, "flagged once"),
     (bincount_counts_stale_tokens, "flagged once"),
     (bincount_counts_stale_tokens, "random states"),

@@ -8,6 +8,10 @@ space?). Names follow ``vllm/v1/core/encoder_cache_manager.py``; sizes are in
 An item stays cached while a request refers to it. When its last request is done
 with it, it becomes *freeable*: still stored, so a later request with the same
 image hits it, but evicted (oldest first) when a new item needs the space.
+
+References are per request, as at vLLM #40143: a request carrying the same image
+twice holds one reference, and its first ``free_encoder_input`` drops it. Since
+vLLM #54284 the entry stays referenced until the request's last occurrence is freed.
 """
 
 from __future__ import annotations

@@ -7,13 +7,16 @@ rows are rebuilt: zeroed (they hold the previous occupant's counts), then filled
 by a kernel that only ever *adds*.
 
 * :func:`bincount_kernel` — what vLLM's Triton ``_bincount_kernel`` does, in
-  torch ops: set the prompt flags, add the output counts. It never zeroes.
-* :func:`bincount_baseline` — zeroing with ``x[idx] = 0``: advanced-index
-  assignment keeps the Python scalar in host memory and copies it to the device,
-  blocking (vLLM's source: "Use index_fill_ instead of `tensor[idx] = 0` to
-  avoid sync"). The version before that, ``x[idx].zero_()``, did nothing at all:
-  ``x[idx]`` is a copy.
-* :func:`bincount_reference` — plain loops on the host, for the checks.
+  torch ops: set the prompt flags, add the output counts. It never zeroes, and,
+  like the merged kernel, it masks by position only: a token id equal to
+  ``vocab_size`` lands in the next row (vLLM #49081, open, adds the guard).
+* :func:`bincount_baseline` — zeroing with ``x[idx] = 0`` (from vLLM #34662):
+  advanced-index assignment keeps the Python scalar in host memory and copies it
+  to the device, blocking (vLLM's source since #41429: "Use index_fill_ instead of
+  `tensor[idx] = 0` to avoid sync"). #34662's first revision wrote
+  ``x[idx].zero_()``, which zeroes a gathered copy; its review caught that.
+* :func:`bincount_reference` — plain loops on the host, for the checks, with
+  #49081's guard: token ids outside ``[0, vocab_size)`` are neither flagged nor counted.
 
 The reader writes the sync-free ``bincount`` in Exercise 3.5. vLLM packs the
 prompt flags into 32 per int32 word; the lab keeps one int32 flag per token.
@@ -28,6 +31,9 @@ def bincount_kernel(idx_mapping: torch.Tensor, all_token_ids: torch.Tensor, prom
                     prefill_len: torch.Tensor, prompt_bin_mask: torch.Tensor, output_bin_counts: torch.Tensor,
                     max_prefill_len: int) -> None:
     """Add the rows' tokens: flag prompt tokens, count the prefilled output tokens. Never clears anything.
+
+    No guard on the token ids, as in vLLM's merged kernel: an id of ``vocab_size`` or more
+    writes into a later row of the flattened tables (or past their end).
 
     ``idx_mapping`` [n] (device): the slots to update. ``all_token_ids`` [slots, max_len],
     ``prompt_len``/``prefill_len`` [slots] (device). ``prompt_bin_mask``/``output_bin_counts``
@@ -67,6 +73,8 @@ def bincount_reference(slots: list[int], all_token_ids: list[list[int]], prompt_
         counts[s] = [0] * len(counts[s])
         for j in range(prefill_len[s]):
             token = all_token_ids[s][j]
+            if not 0 <= token < len(counts[s]):
+                continue  # #49081's guard: an id outside the vocabulary has no column
             if j < prompt_len[s]:
                 mask[s][token] = 1
             else:

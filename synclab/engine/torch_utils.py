@@ -22,7 +22,7 @@ HostData = Union[Sequence[Any], np.ndarray, torch.Tensor]  # a (nested) list, a 
 
 
 def async_tensor_h2d_baseline(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Before PR #41429: a blocking upload; the host waits until the copy is done."""
+    """What the call sites did before PR #41429 (``torch.tensor(data, device=...)``): the host waits for the copy."""
     if isinstance(data, np.ndarray):
         data = torch.from_numpy(data)
     if isinstance(data, torch.Tensor):

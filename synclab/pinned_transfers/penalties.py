@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.checks import Check, CheckReport, around_first_difference, expect, run_checks
+from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, run_checks
 from synclab.device import to_device
 from synclab.engine.penalties import bincount_reference
 from synclab.pinned_transfers.common import counted, expect_no_syncs
@@ -104,6 +104,31 @@ def _check_bincount_random(impl: BincountFunction, rng: random.Random) -> None:
         _same_tables(impl, state, slots, f"random trial {trial}: {len(slots)} of {slots_total} slots, vocab {vocab}")
 
 
+GUARD_HINT = ("a token id of vocab_size or more has no column: slot * vocab + token then lands in the NEXT slot's row "
+              "(or past the table). Mask such positions out (0 <= token < vocab_size), as vLLM #49081 adds to the "
+              "kernel, and keep the scatter index in range (clamp the token) so the masked positions write nothing")
+
+
+def _check_bincount_out_of_range(impl: BincountFunction, rng: random.Random) -> None:
+    vocab = 8  # the cases of vLLM's tests/v1/sample/test_penalty_bincount_oob.py (#49081), at a vocabulary of 8
+    cases = [([[5, 8], [0, 0]], [2, 0], [2, 0], "a prompt token id equal to vocab_size (8), slot 0 of 2"),
+             ([[3, 8], [0, 0]], [1, 0], [2, 0], "an output token id equal to vocab_size (8), slot 0 of 2"),
+             ([[7, 0], [0, 0]], [1, 0], [1, 0], "the largest valid id, vocab_size - 1"),
+             ([[0, 0], [2, 9]], [0, 1], [0, 2], "an output token id past vocab_size in the LAST slot")]
+    for tokens, prompt_len, prefill_len, case in cases:
+        slot = 0 if prefill_len[0] else 1
+        state = {"all_token_ids": tokens, "prompt_len": prompt_len, "prefill_len": prefill_len,
+                 "prompt_bin_mask": [[0] * vocab, [0] * vocab], "output_bin_counts": [[0] * vocab, [0] * vocab]}
+        try:
+            _same_tables(impl, state, [slot], case)
+        except CheckFailed as failed:
+            raise CheckFailed(failed.message, expected=failed.expected, got=failed.got, case=case,
+                              hint=GUARD_HINT) from None
+        except (RuntimeError, IndexError) as exc:
+            raise CheckFailed("the update raised", expected="the tables updated, the out-of-range id ignored",
+                              got=f"{type(exc).__name__}: {str(exc)[:90]}", case=case, hint=GUARD_HINT) from None
+
+
 def _check_bincount_syncs(impl: BincountFunction, rng: random.Random) -> None:
     state = penalty_state(rng, 16, 300, 20)
     report = _same_tables(impl, state, list(range(0, 16, 2)), "8 new requests in 16 slots")
@@ -118,6 +143,8 @@ CHECKS_3_5 = [
           _check_bincount_repeats),
     Check("3.5", "other rows untouched; no new request changes nothing", _check_bincount_untouched),
     Check("3.5", "same as a plain reference on random states", _check_bincount_random),
+    Check("3.5", "a token id of vocab_size or more is ignored, not written into another row",
+          _check_bincount_out_of_range),
     Check("3.5", "0 syncs", _check_bincount_syncs),
 ]
 

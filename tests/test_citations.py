@@ -1,0 +1,194 @@
+"""One list of what the book cites: data/citations.yaml against the pages and the solution notebooks.
+
+Every vLLM/PyTorch PR or issue number that a page (book/*.md) or a solution notebook's cell source
+(markdown and code, never outputs) cites must be listed in data/citations.yaml; the file's entries
+must be well-formed, sorted and unique, and an entry no page cites must say why it is kept (a note).
+Where a number is cited is computed here (synclab.citations.cited_in), never kept by hand. The
+checker is shown to report an unknown number on a synthetic page, and the citation rule (hex
+colours are not citations; PyTorch's numbers are told from vLLM's) is pinned case by case.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from synclab.citations import (CITATIONS_PATH, PYTORCH, VLLM, Citation, cited_in, cited_numbers, load_citations,
+                               problems, unknown_citations)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _raw() -> list[dict]:
+    return yaml.safe_load(CITATIONS_PATH.read_text())
+
+
+# ----------------------------------------------------------------------------- the data file
+
+
+def test_the_file_is_well_formed() -> None:
+    found = problems(_raw())
+    assert not found, "data/citations.yaml:\n" + "\n".join(found)
+
+
+def test_every_cited_number_is_listed() -> None:
+    unknown = unknown_citations(load_citations(), ROOT)
+    assert not unknown, (f"{len(unknown)} citation(s) not in data/citations.yaml (add an entry, sorted by repo and "
+                         "number):\n" + "\n".join(unknown))
+
+
+def test_an_entry_no_page_cites_says_why() -> None:
+    cited = cited_in(ROOT)
+    silent = [c.label for c in load_citations() if c.key not in cited and not c.note]
+    assert not silent, f"listed but cited nowhere, and no note says why: {silent}"
+
+
+def test_the_file_keeps_no_hand_made_cited_in() -> None:
+    """Where a number is cited is computed from the pages; a hand-kept list would go stale."""
+    assert all("cited_in" not in entry for entry in _raw())
+
+
+def test_the_loader_gives_frozen_citations_with_their_links() -> None:
+    citations = load_citations()
+    first = next(c for c in citations if c.key == (VLLM, 41163))
+    assert first.label == "vLLM #41163" and first.url == "https://github.com/vllm-project/vllm/pull/41163"
+    assert first.kind == "pr" and first.state == "merged" and first.dates.startswith("opened 2026-04-28")
+    issue = next(c for c in citations if c.key == (VLLM, 35631))
+    assert issue.url.endswith("/issues/35631") and issue.state == "closed"
+    with pytest.raises(AttributeError):
+        first.number = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda e: e[0].pop("used_for"), "missing used_for"),
+    (lambda e: e[0].pop("title"), "missing title"),
+    (lambda e: e[0].update(state="landed"), "state 'landed'"),
+    (lambda e: e[1].update(state="merged"), "state 'merged' is not one of"),  # an issue cannot be merged
+    (lambda e: e[0].update(repo="pytorch/vision"), "repo must be one of"),
+    (lambda e: e[0].update(cited_in=["book/x.md"]), "unknown field 'cited_in'"),
+    (lambda e: e[0].update(date={"opened": "28 April"}), "is not YYYY-MM"),
+    (lambda e: e[2].update(date={"merged": "2026-09-01"}), "a merged date, but the state is open"),
+    (lambda e: e.append(dict(e[0])), "listed more than once"),
+    (lambda e: e.reverse(), "not sorted"),
+    (lambda e: e[0].update(verified=False, note=None), "needs a note"),
+])
+def test_malformed_entries_are_reported(edit, expected) -> None:
+    entries = [
+        {"repo": VLLM, "number": 100, "kind": "pr", "title": "a", "state": "merged", "used_for": "x",
+         "date": {"opened": "2026-04-28", "merged": "by 2026-05-01"}},
+        {"repo": VLLM, "number": 200, "kind": "issue", "title": "b", "state": "closed", "used_for": "y"},
+        {"repo": VLLM, "number": 300, "kind": "pr", "title": "c", "state": "open", "used_for": "z"},
+    ]
+    assert problems(entries) == []
+    edit(entries)
+    assert any(expected in line for line in problems(entries)), problems(entries)
+
+
+# ----------------------------------------------------------------------------- the checker can fail
+
+
+def test_an_unknown_number_on_a_page_or_in_a_notebook_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "book").mkdir()
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "book" / "99_made_up.md").write_text(
+        "# A made-up chapter\n\nBefore vLLM PR #41163 the method sliced once per request. A later fix, #99999, "
+        "changed it again.\n\nPyTorch issue #123456 explains why.\n")
+    notebook = {"cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["Since #41163 vLLM splits once.\n"]},
+        {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": ['impls = {"after #88888": 1}\n'],
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": ["see #77777\n"]}]},
+    ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "solutions" / "99_made_up.ipynb").write_text(json.dumps(notebook))
+    known = [Citation(VLLM, 41163, "pr", "used", title="t", state="merged")]
+
+    reported = unknown_citations(known, tmp_path)
+
+    assert len(reported) == 3, reported
+    page_99999, page_pytorch, notebook_88888 = reported
+    assert page_99999.startswith("book/99_made_up.md: vLLM #99999 is not in data/citations.yaml")
+    assert "A later fix, #99999, changed it again" in page_99999  # the context
+    assert page_pytorch.startswith("book/99_made_up.md: PyTorch #123456")
+    assert notebook_88888.startswith("solutions/99_made_up.ipynb cell 1: vLLM #88888")
+    assert not any("77777" in line for line in reported), "a cell's output is not a citation"
+    assert cited_in(tmp_path)[(VLLM, 41163)] == ["book/99_made_up.md", "solutions/99_made_up.ipynb"]
+
+
+# ----------------------------------------------------------------------------- the citation rule
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("as PR #41163 left it", {(VLLM, 41163)}),
+    ("#41163 did more", {(VLLM, 41163)}),
+    ("(vLLM PR #36614)", {(VLLM, 36614)}),
+    ("vLLM issue #35631", {(VLLM, 35631)}),
+    ("`#41163`", {(VLLM, 41163)}),
+    ('impls = {"AllPool (1.1, #41163)": AllPool}', {(VLLM, 41163)}),
+    ("PyTorch issue #126946", {(PYTORCH, 126946)}),
+    ("pytorch #126946", {(PYTORCH, 126946)}),
+    ("(PyTorch maintainers, pytorch#126946)", {(PYTORCH, 126946)}),
+    ("PyTorch issues #126946 and #130785", {(PYTORCH, 126946), (PYTORCH, 130785)}),
+    ("a PyTorch footgun (vLLM PR #41429)", {(VLLM, 41429)}),
+    ("PyTorch pins it. See #41429 for vLLM's use.", {(VLLM, 41429)}),
+    ("a PyTorch pitfall that #34662's review caught", {(VLLM, 34662)}),
+    ("PyTorch's issue #126946, #130785, or #159868", {(PYTORCH, 126946), (PYTORCH, 130785), (PYTORCH, 159868)}),
+    ("pytorch/pytorch#130785 then #45424", {(PYTORCH, 130785), (VLLM, 45424)}),
+    ("| pytorch #159868 | error message | #45424 |", {(PYTORCH, 159868), (VLLM, 45424)}),
+    ("https://github.com/vllm-project/vllm/pull/41163", {(VLLM, 41163)}),
+    ("https://github.com/pytorch/pytorch/issues/130785", {(PYTORCH, 130785)}),
+    ("vLLM #312, 2023", {(VLLM, 312)}),
+    # not citations: colours, entities, anchors, headings, short or long numbers
+    ('fig.update_traces(marker_color="#333")', set()),
+    ("colors = ['#000000', '#111111', \"#d62728\"]", set()),
+    ("<span style=\"color: #333; background: #444444\">x</span>", set()),
+    ("<style>\np { color: #333; }\n</style>", set()),
+    ("```css\n.a { color: #333 }\n```", set()),
+    ("```{raw} html\n<b style=x>#333</b> fill: #555\n```", set()),
+    ("color:#333", set()),
+    ("&#123; and page.html#456", set()),
+    ("## 123 heading ### and ##4567", set()),
+    ("exercise #12, step #7", set()),
+    ("#1234567 and #41163a and #333_x and #fff", set()),
+])
+def test_the_citation_rule(text: str, expected: set) -> None:
+    assert cited_numbers(text) == expected
+
+
+def test_no_page_or_notebook_source_holds_a_colour_that_reads_as_a_citation() -> None:
+    """Every '#digits' the rule takes from the real sources is a listed PR or issue (an unlisted 3-digit one
+    would most likely be a colour: the rule would need tightening, not the data file)."""
+    known = {c.key for c in load_citations()}
+    short = [n for (repo, n) in cited_in(ROOT) if n < 1000 and (repo, n) not in known]
+    assert not short, f"3-digit numbers cited but not listed (colours?): {short}"
+
+
+# ----------------------------------------------------------------------------- the appendix page
+
+
+def test_the_appendix_renders_the_data_file_and_is_in_the_toc() -> None:
+    page = (ROOT / "book" / "appendix_citations.md").read_text()
+    assert "```{citations-table}" in page
+    assert not cited_numbers(page), "the appendix cites nothing by hand: its table comes from the data file"
+    assert "book/appendix_citations" in (ROOT / "_toc.yml").read_text()
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]
+    assert "citations_table" in config["local_extensions"] and "citations_table" in config["config"]["extensions"]
+
+
+def test_the_table_has_one_row_per_entry_with_a_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "book" / "_ext"))
+    sys.modules.pop("citations_table", None)
+    from citations_table import HEADER, citation_rows
+
+    citations = load_citations()
+    rows = citation_rows(citations, cited_in(ROOT))
+    assert len(rows) == len(citations) and all(len(row) == len(HEADER) for row in rows)
+    labels = [row[0][0] for row in rows]
+    assert labels.index("vLLM #41163") < labels.index("PyTorch #126946")  # vLLM first
+    row = rows[labels.index("vLLM #41163")]
+    assert row[0][1] == "https://github.com/vllm-project/vllm/pull/41163"
+    assert row[2] == "merged" and "book/01_slice_then_split.md" in row[5]
+    assert rows[labels.index("vLLM #35631")][2] == "closed issue"
+    assert rows[labels.index("PyTorch #126946")][1:3] == ["(title not verified)", "not verified"]
