@@ -3,8 +3,11 @@
 The reader writes the output path of vLLM's runner after PR #39113: a side stream
 created on first use, ``_pool`` with a CPU path (copy, no stream) and a CUDA path
 (copy on the side stream, return at once), and ``AsyncPoolingOutput.get_output()``
-(wait on the copy's event, drop the device tensors). Exercise 2.2 diagnoses broken
-versions of it.
+(wait on the copy's event, drop the device tensors). ``AsyncPoolingOutput`` is the
+lab's name for V1's ``AsyncGPUPoolingModelRunnerOutput`` (since #31584; Model Runner
+V2's own class, since #35120, is ``AsyncPoolingOutput``). Its event is blocking, as
+in vLLM since #47081 (at #39113 a plain ``torch.Event()``), spelled the CUDA way here.
+Exercise 2.2 diagnoses broken versions of it.
 
 The CUDA path is checked on every machine under :func:`synclab.engine.sim_cuda.simulated_cuda`
 with tensors on the simulated device: its log shows the order of stream operations,
@@ -139,8 +142,8 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
                     raise
                 expect(False, "the CPU platform tried to create a CUDA stream", case=case,
                        got=f"RuntimeError: {exc}", hint="only the CUDA-like path needs the side stream: check "
-                       "current_platform.is_cuda_alike() before asking for it (this is the bug PR #39113's "
-                       "review caught)")
+                       "current_platform.is_cuda_alike() before asking for it, as vLLM's _pool does after "
+                       "#39113")
             expect(isinstance(result, ModelRunnerOutput), "on a CPU platform _pool returns a ModelRunnerOutput",
                    case=case, got=type(result).__name__, hint="CPU and XPU runners copy synchronously and return "
                    "the output itself; there is no event to wait on")

@@ -8,8 +8,8 @@ host. Names follow ``vllm/v1/worker/gpu_model_runner.py``:
 * :func:`_copy_pooler_output_to_cpu` — the non-blocking copy of the finished items;
 * :class:`PoolingModelRunner` — the runner: a small model, ``execute_model``,
   ``_sync_device``; subclasses write ``_pool``;
-* :class:`SyncOutputRunner` — the baseline before PR #39113: copy, then wait for
-  the whole device, every step.
+* :class:`SyncOutputRunner` — the baseline before PR #39113 (without async
+  scheduling): copy, then wait for the whole device, every step.
 
 The reader writes the asynchronous version in the chapter's lab (Exercise 2.1).
 """
@@ -139,7 +139,7 @@ class PoolingModelRunner:
         self.async_output_copy_stream: torch.cuda.Stream | None = None  # created on first use, if ever
 
     def _sync_device(self) -> None:
-        """Wait for all work queued on the device (a no-op on a CPU platform, as in vLLM's CPU runner)."""
+        """Wait for all work queued on the device (in the lab, a no-op on a CPU platform)."""
         if sim_cuda.is_simulating() or has_cuda():
             torch.cuda.synchronize()
 
@@ -153,7 +153,11 @@ class PoolingModelRunner:
 
 
 class SyncOutputRunner(PoolingModelRunner):
-    """``_pool`` before PR #39113 (pooling models run without async scheduling): copy, then wait for the device."""
+    """``_pool`` without async scheduling before PR #39113: copy, then wait for the device.
+
+    At #39113 pooling models ran with async scheduling by default; since #39592 they run without it.
+    The lab's baseline reads the finished flags with ``get_finished_mask()`` (since #53464).
+    """
 
     def _pool(self, hidden_states: torch.Tensor, num_scheduled_tokens: int, batch: PoolingBatch) -> ModelRunnerOutput:
         raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
