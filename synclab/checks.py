@@ -40,6 +40,8 @@ def parse_summary(text: str) -> tuple[int, int, int] | None:
 
 # When set (by ``python -m synclab check``), every report is also appended here as one JSON line.
 REPORT_LOG_ENV = "SYNCLAB_CHECK_LOG"
+# Scales every time limit of the checks (tests of the limits themselves run them at a tenth).
+TIME_SCALE_ENV = "SYNCLAB_CHECK_TIME_SCALE"
 
 
 class CheckFailed(AssertionError):
@@ -118,10 +120,16 @@ class Outcome:
     hint: str = ""
     case: str = ""
     points: int = 1
+    generic_hint: bool = False  # the check's (or the status's) standing hint, not one raised for this failure
 
     @property
     def ok(self) -> bool:
         return self.status == "passed"
+
+    @property
+    def specific(self) -> int:
+        """How much this failure says about the fault: a case with expected and got says most."""
+        return (self.status == "failed") * 4 + bool(self.expected and self.got) * 2 + bool(self.case)
 
     @property
     def earned(self) -> int:
@@ -170,15 +178,35 @@ class CheckReport:
         points = "" if self.points == len(self.outcomes) else f" ({self.earned}/{self.points} points)"
         return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed{points}"
 
+    @property
+    def lead(self) -> Outcome | None:
+        """The failure to start from when several checks failed: the most specific one, else the first."""
+        failed = [o for o in self.outcomes if not o.ok and o.status != "skipped"]
+        if len(failed) < 2:
+            return None
+        return max(failed, key=lambda o: o.specific)  # max keeps the first of equals
+
+    def _details(self, o: Outcome, shown_hints: set[str]) -> list[tuple[str, str]]:
+        """What to print under a failed check: a standing hint only once, and only on the lead failure (if any)."""
+        lead = self.lead
+        hint = o.hint
+        if hint and (hint in shown_hints or (o.generic_hint and lead is not None and o is not lead)):
+            hint = ""
+        if hint:
+            shown_hints.add(hint)
+        return [(k, v) for k, v in (("case", o.case), ("", o.message), ("expected", o.expected), ("got", o.got),
+                                    ("hint", hint)) if v]
+
     def __str__(self) -> str:
         lines = [self.summary]
+        lead, shown = self.lead, set()
+        if lead is not None:
+            lines.append(f"  start with [{lead.task}] {lead.name}: it says most about what went wrong")
         for o in self.outcomes:
             lines.append(f"  {_ICONS[o.status]} [{o.task}] {o.name}" + ("" if o.ok else f": {o.status}"))
             if not o.ok:
-                for label, text in (("case", o.case), ("", o.message), ("expected", o.expected),
-                                    ("got", o.got), ("hint", o.hint)):
-                    if text:
-                        lines.append(f"      {label + ': ' if label else ''}{text}")
+                for label, text in self._details(o, shown):
+                    lines.append(f"      {label + ': ' if label else ''}{text}")
         if self.random_cases_matter:
             lines.append(f"  random cases used seed={self.seed}: to replay them, call the check function with "
                          f"seed={self.seed} in the notebook (e.g. check_...(your_code, seed={self.seed}))")
@@ -189,11 +217,13 @@ class CheckReport:
     def _repr_html_(self) -> str:
         color = "#2e7d32" if self.passed else "#c62828"
         rows = []
+        lead, shown = self.lead, set()
         for o in self.outcomes:
             detail = ""
             if not o.ok:
-                parts = [(k, v) for k, v in (("case", o.case), ("", o.message), ("expected", o.expected),
-                                             ("got", o.got), ("hint", o.hint)) if v]
+                parts = self._details(o, shown)
+                if o is lead:
+                    parts.insert(0, ("start here", "this failure says most about what went wrong"))
                 detail = "<br>".join(f"<b>{k}</b> <code>{escape(v)}</code>" if k else escape(v) for k, v in parts)
             rows.append(
                 f"<tr><td>{_ICONS[o.status]}</td><td>{escape(o.task)}</td><td>{escape(o.name)}</td>"
@@ -245,6 +275,29 @@ def _where_in_user_code(exc: BaseException) -> str:
     return f"in {f.name}, line {f.lineno}: {f.line}" if f.line else f"in {f.name}, line {f.lineno}"
 
 
+def _case_of(exc: BaseException, check: Check) -> str:
+    """The case a check was running when the reader's code raised: its innermost ``case`` string.
+
+    Checks name their inputs in a local ``case`` (``case = f"3 requests of {lens}"``) to report a
+    failure; the same name tells which input made the reader's code raise. Only the frames of
+    synclab and of the check's own module are read, never the reader's.
+    """
+    run = getattr(check.run, "__code__", None)
+    homes = (os.path.dirname(os.path.abspath(__file__)),)
+    if run is not None and os.path.isabs(run.co_filename):  # not a check written in a notebook cell
+        homes += (os.path.dirname(run.co_filename),)
+    found = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename.startswith(homes):
+            case = frame.f_locals.get("case")
+            if isinstance(case, str) and case:
+                found = case
+        tb = tb.tb_next
+    return _short(found, 200)
+
+
 def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:
     base = {"task": check.task, "name": check.name, "points": check.points}
     rng = random.Random(f"{seed}/{check.task}/{check.name}")
@@ -255,17 +308,19 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) 
         return Outcome(**base, status="failed", message=exc.message,
                        expected=_short(exc.expected) if exc.expected is not None else "",
                        got=_short(exc.got) if exc.got is not None else "",
-                       hint=exc.hint or check.hint, case=exc.case)
+                       hint=exc.hint or check.hint, case=exc.case, generic_hint=not exc.hint)
     except NotImplementedError as exc:
         return Outcome(**base, status="not implemented",
                        message=f"not implemented yet ({exc})" if str(exc) else "not implemented yet")
     except CheckTimeout as exc:
         return Outcome(**base, status="timed out", message=exc.message or f"no answer within {limit_s:g} s",
-                       hint=exc.hint or "look for a loop that never ends, or work that grows much faster than the input")
+                       hint=exc.hint or "look for a loop that never ends, or work that grows much faster than the input",
+                       case=_case_of(exc, check), generic_hint=not exc.hint)
     except Exception as exc:  # the reader's code raised: one line, not a traceback
         where = _where_in_user_code(exc)
         message = f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
-        return Outcome(**base, status="crashed", message=message, hint=check.hint)
+        return Outcome(**base, status="crashed", message=message, hint=check.hint, case=_case_of(exc, check),
+                       generic_hint=True)
     return Outcome(**base, status="passed")
 
 
@@ -281,6 +336,8 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
     (for checks that cannot run once one has hung: chapter 3's ranks are stopped by a hang).
     """
     seed = random.SystemRandom().randrange(10**6) if seed is None else seed
+    scale = float(os.environ.get(TIME_SCALE_ENV, "1"))
+    limit_s *= scale
     outcomes: list[Outcome] = []
     started = time.monotonic()
     for check in checks:
@@ -291,13 +348,72 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
                       else f"the exercise's {limit_s:g} s were used up")
             outcomes.append(Outcome(check.task, check.name, "skipped", points=check.points, message=f"not run: {reason}"))
             continue
-        limit = min(check.timeout_s, left)
+        limit = min(check.timeout_s * scale, left)
         if any(o.status == "timed out" for o in outcomes):
-            limit = min(limit, AFTER_TIMEOUT_S)
+            limit = min(limit, AFTER_TIMEOUT_S * scale)
         outcomes.append(_run_one(check, impl, seed, limit))
     report = CheckReport(title=title, outcomes=outcomes, seed=seed)
+    EXERCISE_STATUS.update(exercise_status(outcomes))
     log = os.environ.get(REPORT_LOG_ENV)
     if log:
         with open(log, "a") as f:
             f.write(json.dumps(report.to_dict()) + "\n")
     return report
+
+
+# ----------------------------------------------------------------------------- what the reader has finished
+
+# How each exercise's latest checks ended in this kernel. Profiling cells look here before they call the
+# reader's code: a stub would raise, and an exercise whose checks timed out would hang a second time.
+EXERCISE_STATUS: dict[str, str] = {}
+_TASK_IN_NAME = re.compile(r"\((\d+\.\d+)")  # "AllPool (1.1, #41163)": the variant the reader writes in 1.1
+
+
+def exercise_status(outcomes: list[Outcome]) -> dict[str, str]:
+    """Per task: "passed", or the worst of "timed out", "not implemented", "failed" among its checks."""
+    status: dict[str, str] = {}
+    for task in dict.fromkeys(o.task for o in outcomes):
+        kinds = {o.status for o in outcomes if o.task == task}
+        status[task] = next((k for k in ("timed out", "not implemented") if k in kinds),
+                            "passed" if kinds == {"passed"} else "failed")
+    return status
+
+
+def unfinished(task: str) -> str | None:
+    """Why Exercise ``task`` cannot be profiled yet (one line), or None once it passed its checks."""
+    status = EXERCISE_STATUS.get(task)
+    if status == "passed":
+        return None
+    if status is None:
+        return f"run Exercise {task}'s check cell first"
+    if status == "not implemented":
+        return f"finish Exercise {task} first"
+    if status == "timed out":
+        return f"Exercise {task} timed out in its checks: fix it first (it is not called again here, so nothing hangs)"
+    return f"Exercise {task} does not pass its checks yet: fix it first"
+
+
+def ready(*tasks: str) -> bool:
+    """True when every one of ``tasks`` passed its checks in this kernel; else one line per task that did not."""
+    reasons = [reason for task in tasks if (reason := unfinished(task))]
+    for reason in reasons:
+        print(f"skipped: {reason}.")
+    return not reasons
+
+
+def finished(variants: dict[str, Any]) -> dict[str, Any]:
+    """The variants to profile: those whose name names no exercise ("baseline") or one that passed its checks.
+
+    A name says which exercise adds the variant: ``"AllPool (1.1, #41163)"`` needs 1.1.
+    Each one left out gets one line naming that exercise, so a lab with its core
+    exercises done (and a stretch not) still profiles what it has.
+    """
+    kept = {}
+    for name, impl in variants.items():
+        found = _TASK_IN_NAME.search(name)
+        reason = unfinished(found.group(1)) if found else None
+        if reason:
+            print(f"{name} left out: {reason}.")
+        else:
+            kept[name] = impl
+    return kept

@@ -202,6 +202,12 @@ def _row_order(rows: list[str]) -> list[str]:
     return sorted(set(rows), key=lambda r: (rank.get(r.split(" · ")[-1], 5), r))
 
 
+def _syncs_per_run(syncs: list[tuple[str, Any]], traces: dict[str, Trace]) -> list[tuple[str, int]]:
+    """How many of the marked syncs each stacked run holds (a legend that sums runs misleads)."""
+    counts = {name: sum(row.startswith(f"{name} · ") for row, _ in syncs) for name in traces if name}
+    return list(counts.items()) if counts else [("", len(syncs))]
+
+
 def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler timeline") -> Any:
     """A plotly timeline: one row per host thread / runtime / device stream, syncs in red.
 
@@ -239,7 +245,8 @@ def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler tim
         fig.add_trace(go.Scatter(
             x=[ev.start_us + ev.dur_us / 2 for _, ev in syncs], y=[row for row, _ in syncs], mode="markers",
             marker={"symbol": "line-ns-open", "size": 26, "color": CATEGORY_COLORS["sync"], "line": {"width": 2}},
-            name=f"sync ({len(syncs)} in all)", hovertext=[ev.name for _, ev in syncs], hoverinfo="text",
+            name="sync: " + ", ".join(f"{n} in {run or 'the run'}" for run, n in _syncs_per_run(syncs, traces)),
+            hovertext=[ev.name for _, ev in syncs], hoverinfo="text",
         ))
     provenance = next(iter(traces.values())).provenance.label if traces else ""
     fig.update_layout(

@@ -402,3 +402,43 @@ def test_a_list_difference_is_shown_around_its_first_position_saying_what_is_lef
     expected, got = around_first_difference([1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 0, 3, 4, 5, 6, 7, 8, 9])
     assert expected == "[1, 2, 3, 4, 5, 4 after ...] (length 9; first difference at index 1)"
     assert around_first_difference([5, -1], [5])[1] == "[5] (length 1; first difference at index 1)"
+
+
+# ----------------------------------------------------------------------------- hints that follow the failure
+
+
+def test_when_several_checks_fail_the_report_leads_with_the_most_specific_and_drops_standing_hints():
+    from synclab.checks import Check, CheckFailed, run_checks
+
+    def generic(impl, rng):
+        raise CheckFailed("a new request is skipped")  # no hint of its own: the check's standing hint applies
+
+    def specific(impl, rng):
+        raise CheckFailed("wrong row", expected=[1, 2], got=[1, 3], case="a fixed case: 2 rows")
+
+    checks = [Check("9.1", "a new request is skipped", generic, hint="look at the code that skips new requests"),
+              Check("9.1", "fixed cases", specific)]
+    report = run_checks("Exercise 9.1", checks, lambda: None, seed=0)
+    text = str(report)
+    assert report.lead is report.outcomes[1]  # expected/got and a case: the place to start
+    assert "start with [9.1] fixed cases" in text
+    assert "look at the code that skips new requests" not in text  # a standing hint for another failure
+    only_one = run_checks("Exercise 9.1", checks[:1], lambda: None, seed=0)
+    assert "look at the code that skips new requests" in str(only_one)  # alone, its standing hint is the best lead
+
+
+def test_when_the_readers_code_raises_the_report_names_the_case_it_was_given():
+    from synclab.checks import Check, run_checks
+
+    def check(impl, rng):
+        for rows in ([0, 1], [2, -1]):
+            case = f"rows {rows}"
+            impl(rows)
+
+    def readers(rows):
+        return [["a", "b", "c"][r] for r in rows] if -1 not in rows else [].index(-1)
+
+    report = run_checks("Exercise 9.2", [Check("9.2", "random rows", check)], readers, seed=0)
+    (outcome,) = report.outcomes
+    assert outcome.status == "crashed" and outcome.case == "rows [2, -1]", outcome
+    assert "case: rows [2, -1]" in str(report)

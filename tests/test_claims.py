@@ -91,7 +91,9 @@ def test_elsewhere_a_contradiction_is_a_note_never_a_failure(toy_claim, monkeypa
     sweep = validated("toy.sweep", lambda: runs.append(1) or made_up({"a": [10] * 3, "b": [10] * 3}))
     assert len(runs) == 1  # measured once: a test run stays fast
     assert sweep.claim["holds"] is False
-    assert "contradicts what the page says" in capsys.readouterr().out
+    note = capsys.readouterr().out
+    assert "differ from the page's sentence" in note and "deliberate run on an idle machine" in note
+    assert "make solutions" in note  # says how to re-measure
     assert check_stored(sweep)  # and such a measurement is never accepted as stored
 
 
@@ -211,3 +213,14 @@ def _page(claim_id: str) -> str:
 def test_every_claim_is_said_on_its_page(claim):
     assert claim.text in _page(claim.id), f"book page of {claim.id} does not say: {claim.text}"
 
+
+def test_a_sweep_missing_a_variant_its_claim_names_claims_nothing_in_a_lab(toy_claim, monkeypatch, capsys):
+    """A lab whose exercise is unfinished profiles the baseline alone: no note, no verdict; a storing run refuses."""
+    monkeypatch.delenv(DELIBERATE_ENV, raising=False)
+    sweep = validated("toy.sweep", lambda: made_up({"a": [10] * 3}))
+    assert sweep.claim["holds"] is None and sweep.claim["partial"] is True
+    assert capsys.readouterr().out == ""
+    assert check_stored(sweep)  # never accepted as a stored figure
+    monkeypatch.setenv(DELIBERATE_ENV, "1")
+    with pytest.raises(ClaimContradicted, match="lacks variant"):
+        validated("toy.sweep", lambda: made_up({"a": [10] * 3}))

@@ -7,6 +7,9 @@ notebook in a fresh kernel: marked slow).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -16,9 +19,9 @@ from tests.test_cli import ROOT, SOLUTIONS, solution_regions, synclab
 
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.stem for s in SOLUTIONS])
-def test_check_unfinished_lab_fails_naming_the_exercises(solution):
-    """Every exercise of every lab (profiling cells left out); the primer's whole lab below."""
-    proc = synclab("check", f"labs/{solution.name}", "--checks-only")
+def test_a_fresh_lab_runs_top_to_bottom_naming_the_exercises(solution):
+    """Every cell of every fresh lab runs: the checks say "not implemented", the profiles show the baselines."""
+    proc = synclab("check", f"labs/{solution.name}")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     tasks, _ = solution_regions(nbformat.read(solution, as_version=4))
     for task in tasks:
@@ -26,6 +29,61 @@ def test_check_unfinished_lab_fails_naming_the_exercises(solution):
     assert "SOME CHECKS DID NOT PASS" in proc.stdout
     assert "ALL CHECKS PASSED" not in proc.stdout
     assert "Traceback" not in proc.stdout
+    assert "stopped at an unfinished exercise" not in proc.stdout, proc.stdout  # no profiling cell raised
+    assert "cells that did not finish" not in proc.stdout, proc.stdout
+
+
+def _lab_with(chapter: str, answers: dict[str, str], tmp_name: str) -> Path:
+    """The chapter's fresh lab with the given exercises' stubs replaced by ``answers[task]`` (whole cells)."""
+    lab = nbformat.read(ROOT / "labs" / f"{chapter}.ipynb", as_version=4)
+    for cell in lab.cells:
+        for task, source in answers.items():
+            if f'raise NotImplementedError("Exercise {task}")' in cell.source:
+                cell.source = source
+    path = ROOT / "labs" / f".{tmp_name}_{os.getpid()}.ipynb"  # beside the labs: it finds its solution
+    nbformat.write(lab, path)
+    return path
+
+
+def _solution_cell(chapter: str, task: str) -> str:
+    solution = nbformat.read(ROOT / "solutions" / f"{chapter}.ipynb", as_version=4)
+    source = next(c.source for c in solution.cells if f"### BEGIN SOLUTION {task}" in c.source)
+    return "\n".join(line for line in source.splitlines() if "SOLUTION" not in line)
+
+
+@pytest.mark.slow
+def test_a_lab_with_its_core_exercise_done_profiles_without_the_stretch():
+    """Chapter 1 with 1.1 done and the stretch 1.2 not: every cell runs; the profile leaves 1.2 out in one line."""
+    from synclab.notebook_runner import run_notebook
+
+    path = _lab_with("01_slice_then_split", {"1.1": _solution_cell("01_slice_then_split", "1.1")}, "core_only")
+    try:
+        run = run_notebook(path, cell_timeout_s=120)
+    finally:
+        path.unlink()
+    errors = [e for e in run.errors]
+    assert not errors, errors
+    texts = ["".join(o.get("text", "") for o in c.get("outputs", [])) for c in run.notebook.cells]
+    assert any("AllPoolNoSync (1.2, since #41433) left out: finish Exercise 1.2 first." in t for t in texts), texts
+    assert not any("AllPool (1.1, #41163) left out" in t for t in texts)  # 1.1 passed: it is profiled
+
+
+@pytest.mark.slow
+def test_a_hung_exercise_is_not_waited_for_again_by_the_profiling_cells():
+    """0.1 never returns: its checks time out (limits scaled to a tenth here), and no later cell waits on it."""
+    hang = "def decode_step(batch):\n    while True:\n        _time.sleep(0.01)\n\nimport time as _time\n"
+    path = _lab_with("00_primer", {"0.1": hang}, "hung")
+    env_scale = {"SYNCLAB_CHECK_TIME_SCALE": "0.1"}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "synclab", "check", str(path.relative_to(ROOT))], cwd=ROOT,
+                              env={**{k: v for k, v in os.environ.items() if not k.startswith("SYNCLAB_")},
+                                   **env_scale}, capture_output=True, text=True, timeout=300)
+    finally:
+        path.unlink()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "[0.1]" in proc.stdout and "timed out" in proc.stdout, proc.stdout
+    assert "timed out: ran longer than" not in proc.stdout, proc.stdout  # no cell waited out its own limit
+    assert "cells that did not finish" not in proc.stdout, proc.stdout
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@
 * :mod:`.timeline` — one step's host events in order (counted), the busy-share MODEL, a trace's lanes.
 """
 
-from synclab.capstone.checks import (check_ablation_row, check_sync_hunt, decode_workload, host_work_in_decode_step,
+from synclab.capstone.checks import (ablation_row_reference, check_ablation_row, check_sync_hunt, decode_workload, host_work_in_decode_step,
                                      host_work_per_decode_step, is_planned, step_syncs)
 from synclab.capstone.fixes import load_fixes
 from synclab.capstone.planted import PlantedRunner
@@ -18,7 +18,7 @@ from synclab.capstone.profiling import (ablation_configs, ablation_workload, bus
 from synclab.capstone.timeline import busy_share_model, modelled_busy_share, step_host_events, trace_lanes
 from synclab.capstone.workloads import comparable, first_difference, random_mix, run_engine
 
-__all__ = ["PlantedRunner", "ablation_configs", "ablation_workload", "busy_share", "check_ablation_row",
+__all__ = ["PlantedRunner", "ablation_configs", "ablation_row_reference", "ablation_workload", "busy_share", "check_ablation_row",
            "check_sync_hunt", "comparable", "decode_workload", "first_difference", "gpu_ablation",
            "host_time_sweep", "host_work_in_decode_step", "host_work_per_decode_step", "is_planned", "load_fixes", "random_mix", "run_engine",
            "step_syncs", "sync_table", "busy_share_model", "modelled_busy_share", "step_host_events", "trace_lanes"]
