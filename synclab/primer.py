@@ -129,11 +129,38 @@ def decode_step_reference(batch: DecodeBatch) -> StepOutput:
 DecodeStep = Callable[[DecodeBatch], StepOutput]
 
 
+def _expect_host_values(values: list, kind: type, what: str, case: str, fix: str,
+                        also: tuple[type, ...] = ()) -> None:
+    """Each item of ``values`` is a plain ``kind`` (or one of ``also``), not a tensor only equal to one."""
+    for pos, value in enumerate(values):
+        if type(value) is kind or type(value) in also:
+            continue
+        if isinstance(value, torch.Tensor):
+            raise CheckFailed(f"{what} must hold Python {kind.__name__}s, not tensors", expected=kind.__name__,
+                              got=f"a {value.dim()}-d tensor at index {pos}: {value!r}", case=case,
+                              hint="a 0-d tensor compares equal to its value (tensor(5) == 5 is true), so the values "
+                                   "look right; but the host needs Python values: the engine reads these after the "
+                                   "step (to detokenize, to stop a request), and each read of a 0-d device tensor "
+                                   f"is a sync of its own, later. {fix}")
+        raise CheckFailed(f"{what} must hold Python {kind.__name__}s", expected=kind.__name__,
+                          got=f"{type(value).__name__} {value!r} at index {pos}", case=case,
+                          hint=f"{fix} ({kind.__name__}(x) turns a host value into one)")
+
+
 def _same_step(impl: DecodeStep, batch: DecodeBatch, case: str) -> None:
     mine, ref = copy_batch(batch), copy_batch(batch)
     lists_before = [id(o) for o in mine.output_token_ids]
+    lens_before = [len(o) for o in mine.output_token_ids]
     got, want = impl(mine), decode_step_reference(ref)
     expect(isinstance(got, StepOutput), "decode_step must return a StepOutput", got=type(got).__name__, case=case)
+    # Values alone cannot tell an int from a 0-d tensor holding it: check the types first.
+    ints = "Read the token ids back in the step's one .tolist(): it gives Python ints"
+    _expect_host_values(list(got.sampled_token_ids), int, "sampled_token_ids", case, ints)
+    _expect_host_values(list(got.finished), bool, "finished", case,
+                        "Decide finished on the host, from the ints of the step's one .tolist() and seq_lens_cpu",
+                        also=(int,))  # a 0/1 flag read back with the ids is fine
+    appended = [o[n] for o, n in zip(mine.output_token_ids, lens_before) if len(o) > n]
+    _expect_host_values(appended, int, "the tokens appended to output_token_ids", case, ints)
     expect_equal(list(got.sampled_token_ids), want.sampled_token_ids, what="sampled_token_ids", case=case,
                  hint="the next token is the argmax of each request's logits row")
     expect_equal([bool(f) for f in got.finished], want.finished, what="finished", case=case,

@@ -9,7 +9,7 @@ import torch
 
 from synclab import primer
 from synclab.syncs import count_syncs
-from tests.check_reports import outcome
+from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
 
 decode_step = load_function("solutions/00_primer.ipynb", "decode_step")
@@ -85,23 +85,89 @@ def breaks_on_empty_batch(batch):
     return decode_step(batch)
 
 
-@pytest.mark.parametrize(
-    "wrong,failing_check",
-    [
-        (syncs_per_request, "at most 1 sync"),
-        (copies_logits_to_host, "at most 1 sync"),
-        (new_lists_instead_of_in_place, "fixed cases"),
-        (off_by_one_length_limit, "fixed cases"),
-        (forgets_device_lengths, "fixed cases"),
-        (drops_the_nan_check, "NaN"),
-        (updates_before_nan_check, "NaN"),
-        (breaks_on_empty_batch, "empty batch"),
-    ],
-)
+def returns_0d_tensors(batch):  # one sync, right values, but 0-d tensors where the batch holds ints
+    sampled_gpu = batch.logits.argmax(dim=-1)  # [num_reqs] device
+    has_nan = torch.isnan(batch.logits).any().view(1)  # [1] device
+    *sampled, nan_flag = torch.cat([sampled_gpu, has_nan.to(sampled_gpu.dtype)]).unbind(0)  # 0-d tensors: no sync
+    if nan_flag:  # the one sync
+        raise ValueError("NaN in logits")
+    finished = list(((sampled_gpu == batch.eos_token_id) | (batch.seq_lens_gpu + 1 >= batch.max_model_len)).unbind(0))
+    for output, token in zip(batch.output_token_ids, sampled):
+        output.append(token)  # tensor(5) == 5: the lists look right
+    batch.seq_lens_gpu += 1
+    batch.seq_lens_cpu += 1
+    return primer.StepOutput(sampled, finished)
+
+
+def appends_0d_tensors(batch):  # returns ints, but appends device scalars to the request's lists
+    sampled_gpu = batch.logits.argmax(dim=-1)  # [num_reqs] device
+    has_nan = torch.isnan(batch.logits).any().view(1)
+    *sampled, nan_flag = torch.cat([sampled_gpu, has_nan.to(sampled_gpu.dtype)]).tolist()  # the one sync
+    if nan_flag:
+        raise ValueError("NaN in logits")
+    lens = batch.seq_lens_cpu.tolist()
+    finished = [t == batch.eos_token_id or n + 1 >= batch.max_model_len for t, n in zip(sampled, lens)]
+    for i, output in enumerate(batch.output_token_ids):
+        output.append(sampled_gpu[i])  # a Python index: no sync, but a 0-d device tensor in the history
+    batch.seq_lens_gpu += 1
+    batch.seq_lens_cpu += 1
+    return primer.StepOutput(sampled, finished)
+
+
+def finished_as_device_flags(batch):  # right ids, but finished as 0-d device bools
+    lens_gpu = batch.seq_lens_gpu.clone()
+    out = decode_step(batch)
+    sampled_gpu = batch.logits.argmax(dim=-1)
+    flags = (sampled_gpu == batch.eos_token_id) | (lens_gpu + 1 >= batch.max_model_len)
+    return primer.StepOutput(out.sampled_token_ids, list(flags.unbind(0)))
+
+
+WRONG_0_1 = [
+    (syncs_per_request, "at most 1 sync"),
+    (copies_logits_to_host, "at most 1 sync"),
+    (new_lists_instead_of_in_place, "fixed cases"),
+    (off_by_one_length_limit, "fixed cases"),
+    (forgets_device_lengths, "fixed cases"),
+    (drops_the_nan_check, "NaN"),
+    (updates_before_nan_check, "NaN"),
+    (breaks_on_empty_batch, "empty batch"),
+    (returns_0d_tensors, "fixed cases"),
+    (returns_0d_tensors, "random batches"),
+    (appends_0d_tensors, "fixed cases"),
+    (finished_as_device_flags, "fixed cases"),
+]
+
+
+@pytest.mark.parametrize("wrong,failing_check", WRONG_0_1, ids=[f"{w.__name__}-{c}" for w, c in WRONG_0_1])
 def test_each_check_catches_a_wrong_version(wrong, failing_check):
     report = primer.check_decode_step(wrong)
     assert not report.passed
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+def test_every_check_is_shown_to_fail():
+    assert_every_check_shown_to_fail(primer.CHECKS_0_1, WRONG_0_1)
+
+
+@pytest.mark.parametrize("wrong,message", [
+    (returns_0d_tensors, "sampled_token_ids must hold Python ints, not tensors"),
+    (appends_0d_tensors, "the tokens appended to output_token_ids must hold Python ints, not tensors"),
+    (finished_as_device_flags, "finished must hold Python bools, not tensors"),
+])
+def test_0d_tensors_are_caught_though_they_compare_equal(wrong, message):
+    report = primer.check_decode_step(wrong, seed=0)
+    (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
+    assert fixed.status == "failed" and fixed.message == message, str(report)
+    assert "tensor(5) == 5 is true" in fixed.hint and "a sync of its own" in fixed.hint
+    assert outcome(report, "at most 1 sync") == "passed"  # one sync per step: only the types give it away
+
+
+def test_finished_may_be_read_back_as_0_or_1():
+    def flags_as_ints(batch):
+        out = decode_step(batch)
+        return primer.StepOutput(out.sampled_token_ids, [int(f) for f in out.finished])
+
+    assert primer.check_decode_step(flags_as_ints, seed=0).passed
 
 
 def test_a_stub_reports_not_implemented():

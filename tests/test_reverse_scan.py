@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import math
 import random
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -145,6 +149,52 @@ def host_model_two_points(costs_us, device_step_us):  # a line through the first
     return None if slope <= 0 else int((device_step_us - y0) / slope + x0)
 
 
+def _fit(costs_us, centred=True):
+    """(intercept, slope) of the least-squares line; ``centred``: of the costs minus the first, as the solution."""
+    xs, ys = list(costs_us), list(costs_us.values())
+    base = ys[0] if centred else 0.0
+    rises = [y - base for y in ys]
+    mx, my = sum(xs) / len(xs), sum(rises) / len(rises)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (r - my) for x, r in zip(xs, rises)) / sxx if sxx else 0.0
+    return base + my - slope * mx, slope
+
+
+def floors(costs_us, device_step_us):  # int(): one token short of the crossing
+    a, b = _fit(costs_us)
+    if a >= device_step_us:
+        return 0
+    return None if b <= 0 else int((device_step_us - a) / b)
+
+
+def naive_mean_fit(costs_us, device_step_us):  # the fit on the raw costs: a flat table keeps a ~1e-35 slope
+    a, b = _fit(costs_us, centred=False)
+    if a >= device_step_us:
+        return 0
+    return None if b <= 0 else math.ceil((device_step_us - a) / b)
+
+
+def rounds_to_nearest(costs_us, device_step_us):  # round(), not ceil: a length where the host is still below
+    a, b = _fit(costs_us)
+    if a >= device_step_us:
+        return 0
+    return None if b <= 0 else round((device_step_us - a) / b)
+
+
+def slope_before_intercept(costs_us, device_step_us):  # a flat line above the device step gives None, not 0
+    a, b = _fit(costs_us)
+    if b <= 0:
+        return None
+    return 0 if a >= device_step_us else math.ceil((device_step_us - a) / b)
+
+
+def ignores_tiny_slopes(costs_us, device_step_us):  # a threshold of its own: "nearly flat is flat"
+    a, b = _fit(costs_us)
+    if a >= device_step_us:
+        return 0
+    return None if b <= 1e-4 else math.ceil((device_step_us - a) / b)
+
+
 WRONG_4_1 = [
     (InputBatchBaseline, "fixed cases"),
     (InputBatchBaseline, "random steps"),
@@ -166,10 +216,18 @@ def test_4_1_checks_catch_wrong_versions(wrong, failing_check):
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
 
 
-WRONG_4_2 = [(host_model_two_points, "fixed cost tables"), (host_model_two_points, "random cost tables")]
+WRONG_4_2 = [
+    (host_model_two_points, "fixed cost tables"),
+    (host_model_two_points, "random cost tables"),
+    (naive_mean_fit, "fixed cost tables"),
+    (rounds_to_nearest, "fixed cost tables"),
+    (floors, "fixed cost tables"),
+    (slope_before_intercept, "fixed cost tables"),
+    (ignores_tiny_slopes, "fixed cost tables"),
+]
 
 
-@pytest.mark.parametrize("wrong,failing_check", WRONG_4_2, ids=[c for _, c in WRONG_4_2])
+@pytest.mark.parametrize("wrong,failing_check", WRONG_4_2, ids=[f"{w.__name__}-{c}" for w, c in WRONG_4_2])
 def test_4_2_checks_catch_wrong_versions(wrong, failing_check):
     report = ch4.check_bottleneck_model(wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
@@ -219,3 +277,66 @@ def test_tensors_in_the_token_lists_are_caught_though_they_compare_equal():
     report = ch4.check_update_async_output_token_ids(StoresTensors, seed=0)
     (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
     assert fixed.status == "failed" and fixed.message == "the token lists must hold Python ints", str(report)
+
+
+@pytest.mark.parametrize("wrong,case,got", [
+    (naive_mean_fit, "flat at 43.3 us", lambda got: int(got) > 10**37),  # the rounding residue's crossing
+    (rounds_to_nearest, "round up", lambda got: got == "49722"),
+    (floors, "cost grows 0.18 us per token", lambda got: got == "55277"),  # the first case, with the round-up hint
+    (slope_before_intercept, "flat AND already above the device step", lambda got: got == "None"),
+    (ignores_tiny_slopes, "noisy, nearly flat, fitted slope tiny but positive", lambda got: got == "None"),
+])
+def test_each_4_2_mistake_fails_on_its_own_case_with_its_own_hint(wrong, case, got):
+    report = ch4.check_bottleneck_model(wrong, seed=0)
+    (fixed,) = [o for o in report.outcomes if "fixed cost tables" in o.name]
+    assert fixed.status == "failed" and fixed.case.startswith(case) and got(fixed.got), str(report)
+    assert fixed.hint == (ch4._ROUND_UP_HINT if wrong in (floors, rounds_to_nearest)
+                          else next(h for c, _, _, h in ch4._MODEL_CASES if c.startswith(case)))
+    assert outcome(report, "random cost tables") == "passed", str(report)  # random tables never show these
+
+
+def test_the_4_2_contract_case_by_case():
+    """0 before None; None only for a slope <= 0, exactly 0 for equal costs; otherwise rounded up, however far."""
+    ref = ch4.bottleneck_reference
+    assert ref({100: 68.0, 10_000: 1850.0, 60_000: 10_850.0}, 10_000.0) == 55_278  # 50 + 0.18 L: 55,277.8
+    assert ref({100: 68.0, 10_000: 1850.0, 60_000: 10_850.0}, 9_000.0) == 49_723  # the crossing: 49,722.2
+    assert ref({100: 12_000.0, 60_000: 12_000.0}, 10_000.0) == 0  # flat above: 0, not None
+    assert ref({100: 12_000.0, 60_000: 11_000.0}, 10_000.0) == 0  # falling, but above from the start
+    assert ref({100: 10_000.0, 60_000: 10_000.0}, 10_000.0) == 0  # reaching it is enough
+    assert ref({5_000: 40.0}, 10_000.0) is None and ref({5_000: 12_000.0}, 10_000.0) == 0  # one point: flat
+    for length in ({100, 60_000, 100_000}, {100, 1000, 60_000}, {1000, 60_000, 100_000}):
+        for cost in (0.05, 0.35, 30.4, 43.3, 44.8):
+            flat = dict.fromkeys(sorted(length), cost)
+            assert ref(flat, 10_000.0) is None and host_bottleneck_length(flat, 10_000.0) is None, flat
+    assert naive_mean_fit({100: 43.3, 60_000: 43.3, 100_000: 43.3}, 10_000.0) > 10**37  # what the centring avoids
+    noisy = ch4.NOISY_FLAT_US
+    assert 7e8 < ref(noisy, 10_000.0) < 8e8  # a tiny positive slope: an enormous length, returned as it is
+    assert ref(dict(zip(noisy, reversed(list(noisy.values())))), 10_000.0) is None  # the same noise, negative
+
+
+def test_the_solution_matches_the_reference_on_every_fixed_table():
+    for case, costs, device_us, _ in ch4._MODEL_CASES:
+        assert host_bottleneck_length(dict(costs), device_us) == ch4.bottleneck_reference(costs, device_us), case
+
+
+def _page_table(path):
+    """The worked table of Exercise 4.1's cases on a page (or a notebook's markdown): (before, sampled row, after)."""
+    text = Path(path).read_text()
+    if path.endswith(".ipynb"):
+        text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "markdown")
+    cell = r"`\[([-\d, ]*)\]`"
+    rows = re.findall(rf"^\|[^|\n]*\| {cell} \| {cell} \| {cell} \|", text, flags=re.M)
+    return [tuple([int(t) for t in part.split(",") if t.strip()] for part in row) for row in rows]
+
+
+@pytest.mark.parametrize("page", ["book/04_reverse_placeholder_scans.md", NOTEBOOK,
+                                  "labs/04_reverse_placeholder_scans.ipynb"])
+def test_the_worked_table_of_4_1_is_what_the_code_does(page):
+    rows = _page_table(page)
+    assert len(rows) == 5, rows
+    for before, sampled, after in rows:
+        assert update_reference([before], [sampled], [0]) == [after], (before, sampled)
+        states, report, waits = ch4._run_step(ReverseScanBatch, [list(before)], [sampled], [0])
+        assert states[0].output_token_ids == after, (before, sampled)
+        repairs = bool(before) and before[-1] == PLACEHOLDER
+        assert waits == report.count == int(repairs), (before, sampled)  # no trailing -1: no wait at all

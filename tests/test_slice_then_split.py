@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import random
+import re
 
 import pytest
 import torch
@@ -17,7 +19,7 @@ from synclab.syncs import count_syncs
 from synclab.timing import Sweep, Timing
 from synclab.provenance import Provenance
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
-from tests.notebook_code import load_function
+from tests.notebook_code import ROOT, load_function
 
 NOTEBOOK = "solutions/01_slice_then_split.ipynb"
 _namespace: dict = {}
@@ -309,6 +311,48 @@ class NoneForFinished(AllPool):  # None for every request, finished or not
         return [None for _ in super().forward(hidden_states, pooling_metadata)]
 
 
+class _ChunkedForward(AllPool):
+    """1.1's forward, right but for which chunks it clones (``_owned``); subclasses are wrong versions."""
+
+    def _owned(self, done, cache):
+        return (not done) or (self.clone_finished and not cache)
+
+    def _finished_output(self, cache):
+        return cache[0] if len(cache) == 1 else torch.cat(cache, dim=0)
+
+    def forward(self, hidden_states, pooling_metadata):
+        cursor = pooling_metadata.get_pooling_cursor()
+        chunks = self.split_hidden_states(hidden_states, cursor)
+        if not self.enable_chunked_prefill:
+            return [c.clone() for c in chunks] if self.clone_finished else chunks
+        finished = cursor.get_finished_mask()
+        for state, chunk, done in zip(pooling_metadata.pooling_states, chunks, finished):
+            owned = self._owned(done, state.hidden_states_cache)
+            state.hidden_states_cache.append(chunk.clone() if owned else chunk)
+        out = []
+        for state, done in zip(pooling_metadata.pooling_states, finished):
+            out.append(self._finished_output(state.hidden_states_cache) if done else None)
+            if done:
+                state.clean()
+        return out
+
+
+class ClonesBeforeCat(_ChunkedForward):  # under async scheduling clones every finished chunk, even one cat copies
+    def _owned(self, done, cache):
+        return (not done) or self.clone_finished
+
+
+class ClonesTheConcatenation(_ChunkedForward):  # under async scheduling clones the output torch.cat just made
+    def _finished_output(self, cache):
+        out = super()._finished_output(cache)
+        return out.clone() if self.clone_finished and len(cache) > 1 else out
+
+
+class ClonesAllItCaches(_ChunkedForward):  # "what goes into the cache is cloned": the last chunk too, before cat
+    def _owned(self, done, cache):
+        return (not done) or bool(cache) or self.clone_finished
+
+
 WRONG_1_1 = [
     (AllPoolBaseline, "host work"),
     (SlicesPerRequestFromHostSizes, "host work"),
@@ -322,6 +366,9 @@ WRONG_1_1 = [
     (IgnoresAsyncScheduling, "survive"),
     (ClonesEverything, "needless copies"),
     (AlwaysConcatenates, "needless copies"),
+    (ClonesBeforeCat, "needless copies"),
+    (ClonesTheConcatenation, "needless copies"),
+    (ClonesAllItCaches, "needless copies"),
     (ChunkForUnfinished, "fixed cases"),
     (CachesByPosition, "random batches"),
     (EmptyListForUnfinished, "fixed cases"),
@@ -337,6 +384,29 @@ def test_a_wrong_item_is_the_readers_mistake_not_a_checker_crash(wrong, got):
     assert failed and failed[0].got.startswith(got), str(report)
     if wrong is EmptyListForUnfinished:
         assert "must be None itself (not [] or an empty tensor)" in failed[0].hint
+
+
+@pytest.mark.parametrize("wrong,async_sched,needless", [
+    (ClonesBeforeCat, True, "request 0's chunk (finished this step: its last chunk, after earlier ones)"),
+    (ClonesTheConcatenation, True, "a tensor outside the hidden-states buffer"),
+    (ClonesAllItCaches, False, "request 0's chunk (finished this step: its last chunk, after earlier ones)"),
+])
+def test_a_clone_before_or_after_torch_cat_is_named(wrong, async_sched, needless):
+    report = ch1.check_all_pool(wrong, seed=0)
+    (copies,) = [o for o in report.outcomes if "needless copies" in o.name]
+    assert copies.status == "failed" and f"async scheduling {async_sched}" in copies.case, str(report)
+    assert needless in copies.got, str(report)
+    rule = "ONLY chunk" if async_sched else "goes into torch.cat as a view"
+    assert rule in copies.hint and "torch.cat" in copies.hint, str(report)
+    others = [o.status for o in report.outcomes if "needless copies" not in o.name]
+    assert others == ["passed"] * len(others), str(report)  # the values are right: only the copies give it away
+
+
+def test_the_copy_count_allows_what_must_outlive_the_step():
+    """The solution's clones, counted over chunked runs: exactly the chunks that must own their storage."""
+    for async_sched in (False, True):
+        ch1._copies_per_step(AllPool, ch1.make_requests([6, 2, 5, 1, 9]), async_scheduling=async_sched,
+                             slice_groups=False, token_budget=4, case="", rng=random.Random(1))
 
 
 def test_failure_messages_point_at_the_buffer_hazard():
@@ -357,14 +427,22 @@ class NoSyncWithoutGuard(AllPool):
 
 class NoSyncKeepsViews(KeepsViews):
     split_hidden_states = AllPoolNoSync.split_hidden_states
+    receives_group_rows = True  # profiled as 1.2 is: with its sub-group's rows only
 
 
 class NoSyncNeverCleans(NeverCleans):
     split_hidden_states = AllPoolNoSync.split_hidden_states
+    receives_group_rows = True  # profiled as 1.2 is: with its sub-group's rows only
 
 
 class NoSyncClonesEverything(ClonesEverything):
     split_hidden_states = AllPoolNoSync.split_hidden_states
+    receives_group_rows = True  # profiled as 1.2 is: with its sub-group's rows only
+
+
+class NoSyncClonesBeforeCat(ClonesBeforeCat):
+    split_hidden_states = AllPoolNoSync.split_hidden_states
+    receives_group_rows = True  # profiled as 1.2 is: with its sub-group's rows only
 
 
 class NoSyncNoEmptyGuard(AllPoolNoSync):  # validates against the last offset, which an empty batch lacks
@@ -386,6 +464,7 @@ class NoSyncSplitsByPromptLength(AllPoolNoSync):  # right without chunked prefil
 
 class NoSyncCachesByPosition(CachesByPosition):
     split_hidden_states = AllPoolNoSync.split_hidden_states
+    receives_group_rows = True  # profiled as 1.2 is: with its sub-group's rows only
 
 
 class NoSyncSlicesPerRequest(AllPoolNoSync):  # 0 syncs, right values, a slice per request
@@ -413,6 +492,7 @@ WRONG_1_2 = [
     (NoSyncKeepsViews, "survive"),
     (NoSyncNeverCleans, "cleaned"),
     (NoSyncClonesEverything, "needless copies"),
+    (NoSyncClonesBeforeCat, "needless copies"),
 ]
 
 
@@ -440,3 +520,14 @@ def test_a_stub_reports_not_implemented():
 
     report = ch1.check_all_pool(Stub)
     assert {o.status for o in report.outcomes} == {"not implemented"}
+
+
+def test_the_pitfall_is_still_at_the_line_the_solution_stored():
+    """solutions/01 stores a sync report that names the pitfall's slice as slice_then_split.py:<line>.
+
+    Code added above the pitfall shifts that line and breaks the stored output: put new helpers below it.
+    """
+    stored = set(re.findall(r"slice_then_split\.py:(\d+)", (ROOT / NOTEBOOK).read_text()))
+    lines, first = inspect.getsourcelines(ch1.IteratesDeviceIndices.split_hidden_states)
+    line = first + next(i for i, text in enumerate(lines) if "hidden_states[first:last + 1]" in text)
+    assert stored == {str(line)}, f"the stored report names line(s) {stored}; the slice is now at line {line}"
