@@ -55,7 +55,15 @@ class RankError(RuntimeError):
 
 
 class RankTimeout(RuntimeError):
-    """A rank did not answer in time (a collective that not every rank joined waits forever); all were stopped."""
+    """A rank did not answer in time (a collective that not every rank joined waits forever); all were stopped.
+
+    ``replies``: what the ranks that did answer returned, by rank; ``missing``: the ranks that did not.
+    """
+
+    def __init__(self, message: str, replies: dict[int, Any] | None = None, missing: list[int] | None = None) -> None:
+        super().__init__(message)
+        self.replies = dict(replies or {})
+        self.missing = list(missing or [])
 
 
 def default_backend(world_size: int) -> str:
@@ -168,6 +176,13 @@ class RankGroup:
         self.close()
 
     @property
+    def _group_timeout_s(self) -> float:
+        """The process group's own limit (rendezvous, collectives): past both of ours, so that a slow start
+        still joins, and a collective left waiting is reported by :meth:`run` (naming the ranks that did
+        not answer), never by the backend's timeout error from inside a rank."""
+        return self.start_timeout_s + self.call_timeout_s
+
+    @property
     def running(self) -> bool:
         return bool(self.processes)
 
@@ -187,7 +202,7 @@ class RankGroup:
                 parent_end, child_end = ctx.Pipe()
                 process = ctx.Process(target=_rank_main, name=f"synclab rank {rank}", daemon=True,
                                       args=(rank, self.world_size, self.backend, init_method, child_end,
-                                            os.getpid(), self.call_timeout_s))
+                                            os.getpid(), self._group_timeout_s))
                 with _main_not_reimported():
                     process.start()
                 child_end.close()
@@ -224,8 +239,14 @@ class RankGroup:
 
     # -- work
 
-    def run(self, fn: Callable[..., Any], *args: Any, timeout_s: float | None = None) -> list[Any]:
-        """``fn(rank, *args)`` on every rank; results in rank order. Stops every rank before raising."""
+    def run(self, fn: Callable[..., Any], *args: Any, timeout_s: float | None = None,
+            straggler_s: Callable[[dict[int, Any]], float | None] | None = None) -> list[Any]:
+        """``fn(rank, *args)`` on every rank; results in rank order. Stops every rank before raising.
+
+        ``straggler_s(replies)``, asked whenever a rank answers: how many more seconds the others get,
+        given what the answers so far say (None: the whole ``timeout_s``). A rank that returned without
+        joining a collective leaves the others waiting in it: no need to wait out the whole limit.
+        """
         import cloudpickle
 
         self.start()
@@ -233,23 +254,27 @@ class RankGroup:
         try:
             for conn in self._conns:
                 conn.send(payload)
-            return self._collect("call", self.call_timeout_s if timeout_s is None else timeout_s)
+            return self._collect("call", self.call_timeout_s if timeout_s is None else timeout_s, straggler_s)
         except BaseException:
             self.close(grace_s=0.5)  # a rank that failed may have left the others waiting in a collective
             raise
 
-    def _collect(self, what: str, timeout_s: float) -> list[Any]:
+    def _collect(self, what: str, timeout_s: float,
+                 straggler_s: Callable[[dict[int, Any]], float | None] | None = None) -> list[Any]:
         """One reply per rank, or raise: a rank's error, a rank's death, or the deadline."""
         replies: dict[int, Any] = {}
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline = started + timeout_s
         while len(replies) < self.world_size:
             waiting = {conn: rank for rank, conn in enumerate(self._conns) if rank not in replies}
             sentinels = {self.processes[rank].sentinel: rank for rank in waiting.values()}
             left = deadline - time.monotonic()
             if left <= 0:
                 missing = sorted(set(range(self.world_size)) - set(replies))
-                raise RankTimeout(f"rank(s) {missing} did not answer within {timeout_s:.0f} s ({what}); all ranks "
-                                  "were stopped. A collective that not every rank joins waits forever.")
+                waited = time.monotonic() - started
+                raise RankTimeout(f"rank(s) {missing} did not answer within {waited:.0f} s ({what}); all ranks "
+                                  "were stopped. A collective that not every rank joins waits forever.",
+                                  replies, missing)
             for ready in wait(list(waiting) + list(sentinels), timeout=left):
                 if ready in waiting:
                     rank = waiting[ready]
@@ -260,6 +285,9 @@ class RankGroup:
                     if status == "error":
                         raise RankError(rank, value)
                     replies[rank] = value
+                    more = straggler_s(dict(replies)) if straggler_s is not None else None
+                    if more is not None and len(replies) < self.world_size:
+                        deadline = min(deadline, time.monotonic() + more)
                 elif ready in sentinels and sentinels[ready] not in replies:
                     rank = sentinels[ready]
                     if not self._conns[rank].poll():  # died without a reply

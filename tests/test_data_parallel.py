@@ -13,6 +13,7 @@ import torch.distributed as dist
 from synclab import pinned_transfers as ch3
 from synclab.device import is_host, is_pin_memory_available, pick_device
 from synclab.distributed import RankError, RankGroup, RankTimeout
+from synclab.pinned_transfers.data_parallel import RANK_CALL_TIMEOUT_S
 from synclab.engine.dp_utils import (_get_device_and_group, _run_ar_baseline, _synchronize_dp_ranks_baseline,
                                      post_process)
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
@@ -209,8 +210,103 @@ def run_ar_one_rank_only(should_ubatch, orig, padded, mode, parallel_config):
     return torch.zeros(4, parallel_config.data_parallel_size, dtype=torch.int32)
 
 
+def run_ar_reduces_the_host_table(should_ubatch, orig, padded, mode, parallel_config):
+    """The all-reduce on the pinned host table, then the upload: the CPU group (gloo) takes it, NCCL would raise."""
+    device, group = _get_device_and_group(parallel_config)
+    tensor_cpu = torch.zeros(4, parallel_config.data_parallel_size, dtype=torch.int32,
+                             pin_memory=is_pin_memory_available() and not is_host(device))
+    tensor_cpu[:, parallel_config.data_parallel_rank] = torch.tensor([orig, padded, int(should_ubatch), mode])
+    dist.all_reduce(tensor_cpu, group=group)
+    return tensor_cpu.to(device, non_blocking=True)
+
+
+def run_ar_without_the_group(should_ubatch, orig, padded, mode, parallel_config):
+    """No group=: the world group. Here the world is the DP group, and gloo; in vLLM it is neither."""
+    device, _ = _get_device_and_group(parallel_config)
+    tensor_cpu = torch.zeros(4, parallel_config.data_parallel_size, dtype=torch.int32,
+                             pin_memory=is_pin_memory_available() and not is_host(device))
+    tensor_cpu[:, parallel_config.data_parallel_rank] = torch.tensor([orig, padded, int(should_ubatch), mode])
+    tensor = tensor_cpu.to(device, non_blocking=True)
+    dist.all_reduce(tensor)
+    return tensor
+
+
+def run_ar_skips_an_idle_rank(should_ubatch, orig, padded, mode, parallel_config):
+    if orig == 0:  # "nothing to run, nothing to tell": the other rank waits in all_reduce for this one
+        return torch.zeros(4, parallel_config.data_parallel_size, dtype=torch.int32)
+    return _run_ar(should_ubatch, orig, padded, mode, parallel_config)
+
+
+def sync_swaps_orig_and_padded(num_tokens_unpadded, num_tokens_padded, should_attempt_ubatching, cudagraph_mode,
+                               parallel_config):
+    tensor = _run_ar(should_attempt_ubatching, num_tokens_padded, num_tokens_unpadded, cudagraph_mode, parallel_config)
+    return post_process(tensor.cpu(), parallel_config.num_ubatches)
+
+
+def sync_passes_its_own_order(num_tokens_unpadded, num_tokens_padded, should_attempt_ubatching, cudagraph_mode,
+                              parallel_config):  # _synchronize_dp_ranks' order, positionally, into _run_ar
+    tensor = _run_ar(num_tokens_unpadded, num_tokens_padded, should_attempt_ubatching, cudagraph_mode, parallel_config)
+    return post_process(tensor.cpu(), parallel_config.num_ubatches)
+
+
+def _all_reduced(num_tokens_unpadded, num_tokens_padded, should_attempt_ubatching, cudagraph_mode, parallel_config):
+    return _run_ar(should_ubatch=should_attempt_ubatching, orig_num_tokens_per_ubatch=num_tokens_unpadded,
+                   padded_num_tokens_per_ubatch=num_tokens_padded, cudagraph_mode=cudagraph_mode,
+                   parallel_config=parallel_config)
+
+
+def sync_reads_without_a_wait(*args):
+    parallel_config = args[-1]
+    table = _all_reduced(*args).to("cpu", non_blocking=True)  # returns before the data is there
+    return post_process(table, parallel_config.num_ubatches)
+
+
+def sync_copies_into_pinned_without_a_wait(*args):
+    parallel_config = args[-1]
+    tensor = _all_reduced(*args)
+    table = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=is_pin_memory_available())
+    table.copy_(tensor, non_blocking=True)
+    return post_process(table, parallel_config.num_ubatches)
+
+
+def sync_reads_then_waits_on_the_stream(*args):
+    """Right: a non_blocking read, then a wait on the stream before the host reads (1 sync, as .cpu())."""
+    parallel_config = args[-1]
+    tensor = _all_reduced(*args)
+    table = tensor.to("cpu", non_blocking=True)
+    if not is_host(tensor.device):
+        torch.cuda.current_stream().synchronize()
+    return post_process(table, parallel_config.num_ubatches)
+
+
+def sync_reads_then_waits_on_an_event(*args):
+    parallel_config = args[-1]
+    tensor = _all_reduced(*args)
+    table = tensor.to("cpu", non_blocking=True)
+    if not is_host(tensor.device):
+        done = torch.cuda.Event()
+        done.record()
+        done.synchronize()
+    return post_process(table, parallel_config.num_ubatches)
+
+
+# (run_ar, synchronize_dp_ranks, the check that must catch it, what its message or hint must say)
+NAMED_3_7 = [
+    (run_ar_reduces_the_host_table, _synchronize_dp_ranks, "every rank gets the full table",
+     "NCCL, vLLM's device group, reduces device tensors only"),
+    (run_ar_without_the_group, _synchronize_dp_ranks, "every rank gets the full table", "default (world) group"),
+    (run_ar_without_the_group, _synchronize_dp_ranks, "CPU group", "pass group=group"),
+    (_run_ar, sync_swaps_orig_and_padded, "agrees with the reference",
+     "row 0 (orig_num_tokens) holds the values of row 1 (padded_num_tokens)"),
+    (_run_ar, sync_swaps_orig_and_padded, "CPU group", "Pass the arguments by keyword"),
+    (_run_ar, sync_passes_its_own_order, "agrees with the reference", "the fields landed in the wrong rows"),
+    (_run_ar, sync_passes_its_own_order, "CPU group", "the fields landed in the wrong rows"),
+    (_run_ar, sync_reads_without_a_wait, "exactly 1 sync", "wait (synchronize the stream"),
+    (_run_ar, sync_copies_into_pinned_without_a_wait, "exactly 1 sync", "before you read the host buffer"),
+]
+
 # (run_ar, synchronize_dp_ranks, failing check)
-WRONG_3_7 = [
+WRONG_3_7 = [w[:3] for w in NAMED_3_7] + [
     (_run_ar_baseline, _synchronize_dp_ranks, "0 syncs on every rank"),
     (run_ar_pageable, _synchronize_dp_ranks, "0 syncs on every rank"),
     (run_ar_hard_pinned, _synchronize_dp_ranks, "WSL"),
@@ -232,6 +328,42 @@ def test_each_check_catches_a_wrong_version(run_ar, sync, failing_check, shared_
     report = ch3.check_dp_sync(run_ar, sync, seed=0, ranks=shared_ranks)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
     assert shared_ranks.running  # a wrong answer is no reason to stop the ranks
+
+
+def test_each_new_wrong_version_fails_its_check_alone_and_names_its_fault(shared_ranks):
+    """One group for all of them: each report's failing checks, and the fault its message or hint names."""
+    failing = {}
+    for run_ar, sync, check, fault in NAMED_3_7:
+        key = (run_ar.__name__, sync.__name__)
+        if key not in failing:
+            report = ch3.check_dp_sync(run_ar, sync, seed=0, ranks=shared_ranks)
+            failing[key] = {o.name: f"{o.message}\n{o.hint}" for o in report.outcomes if not o.ok}
+        said = [text for name, text in failing[key].items() if check in name]
+        assert said and fault in said[0], (key, failing[key])
+    listed = {(r.__name__, s.__name__): {c for r2, s2, c, _ in NAMED_3_7 if (r2, s2) == (r, s)}
+              for r, s, _, _ in NAMED_3_7}
+    for key, names in failing.items():  # nothing else fails: only the checks each one is listed with
+        assert {n for n in names if not any(c in n for c in listed[key])} == set(), (key, names)
+    swapped = failing[("_run_ar", "sync_swaps_orig_and_padded")]
+    assert "pad every rank" not in next(text for name, text in swapped.items() if "agrees" in name)
+
+
+def test_a_non_blocking_read_with_a_wait_passes(shared_ranks):
+    """The wait the hint asks for works on any machine: simulated streams on the ranks of a CPU-only one."""
+    for sync in (sync_reads_then_waits_on_the_stream, sync_reads_then_waits_on_an_event):
+        report = ch3.check_dp_sync(_run_ar, sync, seed=0, ranks=shared_ranks)
+        assert report.passed, str(report)
+
+
+def test_a_rank_that_skips_the_collective_is_named_within_seconds(shared_ranks):
+    started = time.monotonic()
+    report = ch3.check_dp_sync(run_ar_skips_an_idle_rank, _synchronize_dp_ranks, seed=0, ranks=shared_ranks)
+    first = report.outcomes[0]
+    assert first.status == "timed out", str(report)
+    assert "rank 1 never reached dist.all_reduce" in first.message and "rank 0 waited in all_reduce" in first.message
+    assert "loop" not in first.hint and "every rank joins the all-reduce" in first.hint
+    assert {o.status for o in report.outcomes[1:]} == {"skipped"}, str(report)
+    assert time.monotonic() - started < RANK_CALL_TIMEOUT_S  # no waiting out the limits
 
 
 def test_a_stub_reports_not_implemented(shared_ranks):

@@ -12,7 +12,7 @@ from synclab import pinned_transfers as ch3
 from synclab.device import has_cuda
 from synclab.engine.model_inputs import GPUModelRunnerBaseline
 from synclab.engine.penalties import bincount_baseline, bincount_kernel
-from synclab.engine.sampler import Sampler, SamplerBaseline, compute_token_logprobs
+from synclab.engine.sampler import LogprobsTensors, Sampler, SamplerBaseline, compute_token_logprobs
 from synclab.engine.torch_utils import async_tensor_h2d_baseline
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
@@ -157,7 +157,34 @@ class HardPinnedSampler(PinnedSampler):
         self.pin_memory = True
 
 
+class PersistentPinnedBuffers(PinnedSampler):
+    """One pinned id matrix and mask kept across calls and refilled: the next call may come before the upload ran."""
+
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        if not logprob_token_ids:
+            return None
+        batch_size, device = logits.shape[0], logits.device
+        width = max(len(t) for t in logprob_token_ids.values()) + 1
+        if getattr(self, "_ids_cpu", None) is None:  # sized once, for the largest batch this step
+            self._ids_cpu = torch.zeros(64, 16, dtype=torch.int64, pin_memory=self.pin_memory)
+            self._mask_cpu = torch.zeros(64, 16, dtype=torch.bool, pin_memory=self.pin_memory)
+        ids_cpu, mask_cpu = self._ids_cpu[:batch_size, :width], self._mask_cpu[:batch_size, :width]
+        ids_cpu.zero_()
+        mask_cpu.zero_()
+        mask_cpu[:, 0] = True
+        for row, token_ids in logprob_token_ids.items():
+            ids_cpu[row, 1:len(token_ids) + 1] = torch.as_tensor(token_ids, dtype=torch.int64)
+            mask_cpu[row, 1:len(token_ids) + 1] = True
+        ids = ids_cpu.to(device, non_blocking=True)
+        mask = mask_cpu.to(device, non_blocking=True)
+        ids[:, 0] = sampled
+        logprobs = compute_token_logprobs(logits, ids).masked_fill(~mask, float("-inf"))
+        ranks = (logits > logits.gather(-1, sampled.unsqueeze(-1))).sum(dim=-1)
+        return LogprobsTensors(ids.to(torch.int32), logprobs, ranks)
+
+
 WRONG_3_2 = [
+    (PersistentPinnedBuffers, "no pinned buffer written before its upload ran"),
     (SamplerBaseline, "0 syncs"),
     (SampledFromHost, "0 syncs"),
     (NoPaddingMask, "fixed cases"),
@@ -349,7 +376,55 @@ def bincount_masks_but_does_not_clamp(idx_mapping, all_token_ids, prompt_len, pr
     counts.view(-1).scatter_add_(0, flat, in_output.flatten().int())
 
 
-WRONG_3_5 = [
+def _bincount_variant(name, zero=("mask", "counts"), read_at="slot", write_at="slot", flags="amax"):
+    """The solution's bincount with one thing done the way a learner might: which tables it zeroes, which rows
+    it reads the requests' tokens and lengths from and scatters into (each request's slot, or its batch position
+    0..n-1), and how it writes the prompt flags (scatter_reduce_ 'amax', or a plain scatter_)."""
+    def wrong(idx_mapping, all_token_ids, prompt_len, prefill_len, mask, counts, max_len):
+        idx = idx_mapping.long()
+        position = torch.arange(idx.shape[0], device=idx.device)  # the batch positions
+        read, write = (idx if read_at == "slot" else position), (idx if write_at == "slot" else position)
+        if "mask" in zero:
+            mask.index_fill_(0, idx, 0)
+        if "counts" in zero:
+            counts.index_fill_(0, idx, 0)
+        vocab = counts.shape[1]
+        pos = torch.arange(max_len, device=all_token_ids.device)
+        tokens = all_token_ids[read, :max_len].long()
+        ok = (tokens >= 0) & (tokens < vocab)
+        in_prompt = (pos < prompt_len[read].unsqueeze(1)) & ok
+        in_output = (pos >= prompt_len[read].unsqueeze(1)) & (pos < prefill_len[read].unsqueeze(1)) & ok
+        flat = (write.unsqueeze(1) * vocab + tokens.clamp(0, vocab - 1)).flatten()
+        if flags == "amax":
+            mask.view(-1).scatter_reduce_(0, flat, in_prompt.flatten().int(), reduce="amax")
+        else:  # every position writes its 0 or 1: a later 0 overwrites an earlier 1
+            mask.view(-1).scatter_(0, flat, in_prompt.flatten().int())
+        counts.view(-1).scatter_add_(0, flat, in_output.flatten().int())
+    wrong.__name__ = name
+    return wrong
+
+
+bincount_reads_batch_positions = _bincount_variant("bincount_reads_batch_positions", read_at="position")
+bincount_writes_batch_positions = _bincount_variant("bincount_writes_batch_positions", write_at="position")
+bincount_flags_with_scatter = _bincount_variant("bincount_flags_with_scatter", flags="scatter_")
+bincount_zeroes_only_the_mask = _bincount_variant("bincount_zeroes_only_the_mask", zero=("mask",))
+bincount_zeroes_only_the_counts = _bincount_variant("bincount_zeroes_only_the_counts", zero=("counts",))
+
+# (wrong version, the check that must catch it, what its hint must say: the learner's own fault)
+NAMED_3_5 = [
+    (bincount_reads_batch_positions, "really zeroed", "not by its batch position"),
+    (bincount_reads_batch_positions, "random states", "read its tokens and lengths at row i"),
+    (bincount_reads_batch_positions, "vocab_size", "rows mixed up by batch position and slot"),  # not the guard
+    (bincount_writes_batch_positions, "really zeroed", "was scattered into row i"),
+    (bincount_writes_batch_positions, "untouched", "not by its batch position"),
+    (bincount_flags_with_scatter, "flagged once", "wrote a 0 over the flag"),
+    (bincount_flags_with_scatter, "random states", "scatter_reduce_(..., reduce='amax')"),
+    (bincount_zeroes_only_the_mask, "really zeroed", "output_bin_counts was not zeroed (prompt_bin_mask was)"),
+    (bincount_zeroes_only_the_counts, "really zeroed", "prompt_bin_mask was not zeroed (output_bin_counts was)"),
+    (bincount_noop_zero, "really zeroed", "x[idx].zero_() zeroes a copy"),  # both tables: the copy is the fault
+]
+
+WRONG_3_5 = [(wrong, check) for wrong, check, _ in NAMED_3_5] + [
     (bincount_without_guard, "vocab_size"),
     (bincount_masks_but_does_not_clamp, "vocab_size"),
     (bincount_sums_prompt_flags, "flagged once"),
@@ -376,6 +451,32 @@ CASES = [(task, wrong, name) for task, (_, wrongs) in CHECKERS.items() for wrong
 def test_each_check_catches_a_wrong_version(task, wrong, failing_check):
     report = CHECKERS[task][0](wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+
+
+def hint_of(report, name_part):
+    """The hint (and message) the one failing check whose name contains ``name_part`` printed."""
+    (match,) = [o for o in report.outcomes if name_part in o.name]
+    assert match.status in ("failed", "crashed", "timed out"), str(report)
+    return f"{match.message}\n{match.hint}"
+
+
+@pytest.mark.parametrize("wrong,failing_check,fault", NAMED_3_5,
+                         ids=[f"{w.__name__}-{c}" for w, c, _ in NAMED_3_5])
+def test_bincount_hints_name_the_fault(wrong, failing_check, fault):
+    report = ch3.check_bincount(wrong, seed=0)
+    said = hint_of(report, failing_check)
+    assert fault in said, said
+    assert "flag tokens at positions j < prompt_len" not in said  # no more blaming the prompt positions
+
+
+def test_a_pinned_buffer_refilled_before_its_upload_ran_is_the_race_and_nothing_else():
+    report = ch3.check_gather_specific_token_logprobs(PersistentPinnedBuffers, seed=0)
+    assert [o.name for o in report.outcomes if not o.ok] == [ch3.CHECKS_3_2[4].name], str(report)
+    said = hint_of(report, "no pinned buffer written before its upload ran")
+    assert "a host write into a pinned buffer an upload still needs" in said
+    assert "new pinned tensors on every call" in said
+    got = next(o.got for o in report.outcomes if not o.ok)
+    assert "ids_cpu.to(device, non_blocking=True)" in got  # the upload whose source was refilled, by its line
 
 
 def test_every_check_is_shown_to_fail():

@@ -74,3 +74,24 @@ def test_the_answer_is_restored_after_the_block():
 @pytest.mark.skipif(has_cuda(), reason="a GPU has no simulated device")
 def test_simulated_device_is_the_cpu_stand_in():
     assert pick_device() == SIM_DEVICE
+
+
+def test_a_non_blocking_read_nothing_waited_for_is_listed_until_a_wait_covers_it():
+    """Chapter 3's watch for a read-back used too early (3.7); the simulated streams' waits work without CUDA."""
+    from synclab.engine.sim_cuda import simulated_cuda
+    from synclab.pinned_transfers.common import unwaited, watch_async_reads
+
+    x = to_device(torch.arange(8.0), SIM_DEVICE)
+    with simulated_pinning(True), simulated_cuda(async_copies=False), count_syncs(simulate=True) as report, \
+            watch_async_reads(report) as reads:
+        early = x.to("cpu", non_blocking=True)  # torch's own pinned destination: returns before the data
+        torch.empty(8, pin_memory=True).copy_(x, non_blocking=True)
+        assert [w.split(" ", 1)[1] for w in unwaited(reads, report)] == [
+            '`early = x.to("cpu", non_blocking=True)  # torch\'s own pinned destination: returns before the data`',
+            "`torch.empty(8, pin_memory=True).copy_(x, non_blocking=True)`"]
+        torch.cuda.current_stream().synchronize()  # simulated: counted as a wait, no CUDA needed
+        assert unwaited(reads, report) == []
+        torch.empty(8).copy_(x, non_blocking=True)  # into pageable memory it waits itself: nothing to list
+    assert early.tolist() == list(range(8))  # async_copies=False: the copy landed at once
+    assert [e.kind for e in report.events] == [SyncKind.STREAM_SYNC, SyncKind.PAGEABLE_D2H]
+    assert len(reads) == 2

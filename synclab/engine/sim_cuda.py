@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -208,13 +208,16 @@ def _synchronize(device: Any = None) -> None:
 
 
 @contextmanager
-def simulated_cuda() -> Iterator[_SimDevice]:
+def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
     """Replace ``torch.cuda``'s streams and events by simulated ones for the block.
 
     Yields the simulated device: ``.log`` lists what was done, ``.streams_created``
     counts the streams the code under test created. Use it with tensors on the
     simulated device (``synclab.device.SIM_DEVICE``) and ``count_syncs(simulate=True)``;
     on a GPU machine too, real CUDA work must stay outside the block.
+
+    ``async_copies=False`` keeps the reader's own ``non_blocking`` copies as a CPU runs them (done on
+    return): the waits still work and are counted, for checks that find an unwaited copy another way.
     """
     device = _SimDevice()
     patches: dict[str, Callable[..., Any] | type] = {
@@ -226,7 +229,7 @@ def simulated_cuda() -> Iterator[_SimDevice]:
     for name, value in patches.items():
         setattr(torch.cuda, name, value)
     try:
-        with _AsyncCopies():
+        with _AsyncCopies() if async_copies else nullcontext():
             yield device
     finally:
         for name, value in originals.items():

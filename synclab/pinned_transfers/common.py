@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
 
 from synclab.checks import CheckFailed, expect
+from synclab.device import is_device_tensor, is_pinned_host
 from synclab.engine.sim_pinning import PinnedMemoryUnavailable
-from synclab.syncs import SyncReport, count_syncs
+from synclab.syncs import SyncReport, _target_is_device, _user_frame, attribute_syncs_to_callers, count_syncs
+
+attribute_syncs_to_callers(__file__)  # a copy seen by a watcher here belongs to the reader's line that made it
 
 PIN_HINT = ("build the host tensor in pinned memory (pin_memory=<is_pin_memory_available()>, or t.pin_memory()) "
             "and upload it with .to(device, non_blocking=True)")
@@ -40,3 +49,54 @@ def on_wsl(fn: Callable[[], Any], case: str) -> tuple[Any, SyncReport]:
     except PinnedMemoryUnavailable as exc:
         raise CheckFailed("asked for pinned memory where the platform has none", got=str(exc).split(":")[0],
                           hint=WSL_HINT, case=case) from None
+
+
+WAIT_HINT = ("a non_blocking device-to-host copy returns before the data is there: wait (synchronize the stream, "
+             "or an event recorded after the copy) before you read the host buffer; or read it back with "
+             "tensor.cpu(), which waits by itself")
+
+
+@dataclass
+class AsyncRead:
+    """A ``non_blocking`` device-to-host copy into pinned memory: it returns before the data has landed."""
+
+    where: str  # the reader's line
+    syncs_before: int  # the report's device waits when it was made: a later one covers it
+
+
+class _AsyncReads(TorchFunctionMode):
+    def __init__(self, reads: list[AsyncRead], report: SyncReport) -> None:
+        super().__init__()
+        self.reads, self.report = reads, report
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        non_blocking = bool(kwargs.get("non_blocking")) or any(a is True for a in args[1:])
+        if non_blocking and args and isinstance(args[0], torch.Tensor):
+            if name == "to" and is_device_tensor(args[0]) and _target_is_device(args[1:], kwargs) is False:
+                self._add()  # torch gives it a pinned destination: asynchronous
+            elif (name == "copy_" and len(args) >= 2 and isinstance(args[1], torch.Tensor) and is_device_tensor(args[1])
+                  and not is_device_tensor(args[0]) and is_pinned_host(args[0])):
+                self._add()  # into pageable memory it would wait (a PAGEABLE_D2H sync): no hazard then
+        return func(*args, **kwargs)
+
+    def _add(self) -> None:
+        filename, lineno, _, code = _user_frame()
+        self.reads.append(AsyncRead(f"{os.path.basename(filename)}:{lineno} `{code}`", len(self.report.events)))
+
+
+@contextmanager
+def watch_async_reads(report: SyncReport) -> Iterator[list[AsyncRead]]:
+    """The ``non_blocking`` device-to-host copies made in the block (inside ``count_syncs``, as ``report``).
+
+    After the block, :func:`unwaited` tells which of them no wait covered.
+    """
+    reads: list[AsyncRead] = []
+    with _AsyncReads(reads, report):
+        yield reads
+
+
+def unwaited(reads: list[AsyncRead], report: SyncReport) -> list[str]:
+    """Where each read was made that no device wait followed: its host buffer may not hold the data yet."""
+    return [r.where for r in reads if not any(e.kind.waits_for_device for e in report.events[r.syncs_before:])]

@@ -3,24 +3,33 @@
 Every check calls the reader's ``_run_ar`` / ``_synchronize_dp_ranks`` on every rank of
 a :class:`synclab.distributed.RankGroup` (two spawned processes, gloo on a CPU-only
 machine) with a different contribution per rank, counts the syncs on each rank, and
-compares what each rank got with the plain-Python reference. The group is started
+compares what each rank got with the plain-Python reference. Each rank also watches its
+``dist.all_reduce`` calls (which tensor, which group, the reduced table: NCCL's rules hold even
+where gloo would let them pass) and any ``non_blocking`` read-back no wait covered. A rank that
+returns without joining the all-reduce is named as such within seconds. The group is started
 once per ``check_dp_sync`` call and always stopped, however the reader's code ends.
 """
 
 from __future__ import annotations
 
+import linecache
+import os
 import random
+import sys
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from synclab.checks import Check, CheckFailed, CheckReport, CheckTimeout, expect, run_checks
-from synclab.device import is_device_tensor
-from synclab.distributed import CALL_TIMEOUT_S, RankError, RankGroup, RankTimeout
-from synclab.engine.dp_utils import Contribution, ParallelConfig, dp_reference, run_ar_reference
+from synclab.device import has_cuda, is_device_tensor, unmark_device
+from synclab.distributed import RankError, RankGroup, RankTimeout
+from synclab.engine import sim_cuda
+from synclab.engine.dp_utils import FIELDS, Contribution, ParallelConfig, _get_device_and_group, dp_reference, \
+    run_ar_reference
 from synclab.engine.sim_pinning import PinnedMemoryUnavailable, simulated_pinning
-from synclab.pinned_transfers.common import PIN_HINT, WSL_HINT
+from synclab.pinned_transfers.common import PIN_HINT, WAIT_HINT, WSL_HINT, unwaited, watch_async_reads
 from synclab.syncs import SyncKind, count_syncs
 
 RunArFunction = Callable[..., Any]
@@ -32,6 +41,21 @@ FIELD_WRITE_HINT = ("tensor[f][rank] = value on a device tensor copies each valu
 ONE_READ_HINT = ("read the reduced table back once (tensor.cpu()), then run vLLM's readers on the host copy "
                  "(synclab.engine.dp_utils.post_process): .item() on a host tensor waits for nothing")
 COLLECTIVE_HINT = "every rank must call dist.all_reduce on the group from _get_device_and_group, with the same shape"
+SKIPPED_HINT = ("every rank joins the all-reduce on every step, even one with nothing to run (0 tokens: vLLM runs a "
+                "dummy step): its column of zeros is its part of the sum, and the others wait in all_reduce until "
+                "every rank of the group has called it")
+NCCL_HINT = ("the CPU (gloo) group accepts host tensors, NCCL does not (it reduces device memory only): upload the "
+             "host table first, tensor = tensor_cpu.to(device, non_blocking=True), then dist.all_reduce(tensor, "
+             "group=group) on the device copy")
+GROUP_HINT = ("pass group=group from _get_device_and_group(parallel_config): without it all_reduce runs on the "
+              "default (world) group, which in vLLM holds every rank of every parallel dimension (tensor, pipeline "
+              "and data parallel), and on NCCL even with disable_nccl_for_dp_synchronization")
+ORDER_HINT = ("_run_ar(should_ubatch, orig_num_tokens_per_ubatch, padded_num_tokens_per_ubatch, cudagraph_mode, "
+              "parallel_config) writes rows orig, padded, should_ubatch, cudagraph_mode; _synchronize_dp_ranks gets "
+              "(num_tokens_unpadded, num_tokens_padded, should_attempt_ubatching, ...): a different order. Pass "
+              "the arguments by keyword, as vLLM does, and write each field into its own row")
+RANK_CALL_TIMEOUT_S = 20.0  # below a check's own 30 s: a hang is reported by the ranks, naming the collective
+STRAGGLER_S = 3.0  # how long the other ranks get once one has returned without joining the all-reduce
 
 
 @dataclass
@@ -41,18 +65,55 @@ class DPImpl:
     run_ar: RunArFunction
     synchronize_dp_ranks: SyncRanksFunction
     ranks: RankGroup
+    call_timeout_s: float = RANK_CALL_TIMEOUT_S
 
 
 # ----------------------------------------------------------------------------- on each rank
 
 
+@contextmanager
+def _watch_all_reduce(expected_group: Any) -> Iterator[list[dict[str, Any]]]:
+    """Every ``dist.all_reduce`` the block makes: on which tensor, on which group, where; and the result."""
+    import torch.distributed as dist
+
+    calls: list[dict[str, Any]] = []
+    original = dist.all_reduce
+
+    def all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        frame = sys._getframe(1)
+        code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        group = kwargs["group"] if "group" in kwargs else args[1] if len(args) > 1 else None
+        call = {"on_device": isinstance(tensor, torch.Tensor) and is_device_tensor(tensor),
+                "group": "expected" if group is expected_group else "default" if group is None else "other",
+                "where": f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} `{code}`"}
+        calls.append(call)
+        out = original(tensor, *args, **kwargs)
+        if isinstance(tensor, torch.Tensor) and out is None:  # async_op=True: not reduced until its wait()
+            call["after"] = tensor.detach().clone()  # read back once the counted block is over
+        return out
+
+    dist.all_reduce = all_reduce
+    try:
+        yield calls
+    finally:
+        dist.all_reduce = original
+
+
 def rank_call(rank: int, fn: Callable[..., Any], what: str, contributions: Sequence[Contribution],
               num_ubatches: int, cpu_group: bool, pinning: bool) -> dict[str, Any]:
-    """On one rank: call the reader's function with this rank's contribution, counted. Plain data back."""
+    """On one rank: call the reader's function with this rank's contribution, counted. Plain data back.
+
+    On a CPU-only machine the call runs on simulated streams (a wait on a stream or an event works, and
+    counts, as on a GPU); the reader's ``non_blocking`` copies still land at once, and one read before
+    any wait is listed (``unwaited_reads``) instead.
+    """
     should_ubatch, orig, padded, mode = contributions[rank]
     config = ParallelConfig(len(contributions), rank, num_ubatches, cpu_group)
+    _, expected_group = _get_device_and_group(config)
+    streams = sim_cuda.simulated_cuda(async_copies=False) if not has_cuda() else nullcontext()
     try:
-        with simulated_pinning(pinning), count_syncs() as report:
+        with simulated_pinning(pinning), streams, _watch_all_reduce(expected_group) as collectives, \
+                count_syncs() as report, watch_async_reads(report) as reads:
             if what == "run_ar":
                 out = fn(should_ubatch, orig, padded, mode, config)
             else:  # vLLM's order: unpadded, padded, should_attempt_ubatching, cudagraph_mode, config
@@ -61,10 +122,15 @@ def rank_call(rank: int, fn: Callable[..., Any], what: str, contributions: Seque
         return {"pinning_refused": str(exc).split(":")[0]}
     except NotImplementedError as exc:  # a stub: not a crash, the ranks stay up for the next check
         return {"not_implemented": str(exc)}
+    for call in collectives:
+        after = call.pop("after", None)
+        if after is not None:
+            call["values"] = unmark_device(after).cpu().tolist()
     result: dict[str, Any] = {"syncs": report.count, "staged": report.staged_count,
                               "kinds": sorted({e.kind.value for e in report.events}),
                               "events": [f"{e.kind.value} at {e.where} `{e.code}`" for e in report.events],
-                              "staged_at": [f"{e.where} `{e.code}`" for e in report.staged]}
+                              "staged_at": [f"{e.where} `{e.code}`" for e in report.staged],
+                              "all_reduces": collectives, "unwaited_reads": unwaited(reads, report)}
     if what == "run_ar":
         result.update(_tensor_summary(out))
     else:
@@ -90,9 +156,20 @@ def _on_ranks(impl: DPImpl, what: str, contributions: Sequence[Contribution], ca
               cpu_group: bool = False, pinning: bool = True) -> list[dict[str, Any]]:
     fn = impl.run_ar if what == "run_ar" else impl.synchronize_dp_ranks
     try:
-        results = impl.ranks.run(rank_call, fn, what, list(contributions), num_ubatches, cpu_group, pinning)
+        results = impl.ranks.run(rank_call, fn, what, list(contributions), num_ubatches, cpu_group, pinning,
+                                 timeout_s=impl.call_timeout_s, straggler_s=_straggler_s)
     except RankTimeout as exc:  # the ranks were stopped; the exercise's other checks are skipped
-        raise CheckTimeout(f"{what} did not return on every rank ({case}): {exc}", hint=COLLECTIVE_HINT) from None
+        skipped = sorted(rank for rank, reply in exc.replies.items() if _skipped_all_reduce(reply))
+        if skipped:
+            others = ", ".join(str(r) for r in exc.missing)
+            raise CheckTimeout(f"{what}: rank {', '.join(map(str, skipped))} never reached dist.all_reduce (it "
+                               f"returned without calling it), so rank {others} waited in all_reduce for it "
+                               f"({case}). {exc}", hint=SKIPPED_HINT) from None
+        done = "; ".join(f"rank {rank} returned after {len(reply['all_reduces'])} all_reduce call(s)"
+                         for rank, reply in sorted(exc.replies.items())
+                         if isinstance(reply, dict) and "all_reduces" in reply)
+        raise CheckTimeout(f"{what} did not return on every rank ({case}): {exc}" + (f" ({done})" if done else ""),
+                           hint=COLLECTIVE_HINT) from None
     except RankError as exc:
         raise CheckFailed(f"{what} raised on rank {exc.rank}", got=exc.detail.strip().splitlines()[-1],
                           hint="the full traceback:\n" + exc.detail, case=case) from None
@@ -103,6 +180,16 @@ def _on_ranks(impl: DPImpl, what: str, contributions: Sequence[Contribution], ca
             raise CheckFailed("asked for pinned memory where the platform has none", got=result["pinning_refused"],
                               hint=WSL_HINT, case=f"{case}, rank {rank}")
     return results
+
+
+def _skipped_all_reduce(reply: Any) -> bool:
+    """A rank's answer says it returned without calling dist.all_reduce (a stub's answer says nothing)."""
+    return isinstance(reply, dict) and reply.get("all_reduces") == []
+
+
+def _straggler_s(replies: dict[int, Any]) -> float | None:
+    """Once a rank has returned without joining the all-reduce, the others are waiting in it for nothing."""
+    return STRAGGLER_S if any(_skipped_all_reduce(reply) for reply in replies.values()) else None
 
 
 def _random_contributions(rng: random.Random, n: int = WORLD_SIZE) -> list[Contribution]:
@@ -123,18 +210,45 @@ FIXED_CASES: list[tuple[str, list[Contribution]]] = [
 ]
 
 
+def misplaced_rows(got: Any, want: list[list[int]]) -> str:
+    """Which rows of the table hold another field's values (the arguments in the wrong order); else ""."""
+    if not (isinstance(got, list) and len(got) == len(want) and all(isinstance(r, list) for r in got)):
+        return ""
+    moved = []
+    for i, row in enumerate(got):
+        if row != want[i]:
+            j = next((j for j, w in enumerate(want) if j != i and w == row and any(w)), None)  # a row of 0s says nothing
+            if j is not None:
+                moved.append(f"row {i} ({FIELDS[i]}) holds the values of row {j} ({FIELDS[j]})")
+    return "; ".join(moved)
+
+
 def _expect_table(result: dict[str, Any], contributions: Sequence[Contribution], case: str, device: bool) -> None:
     expect(result.get("type") == "Tensor", "_run_ar returns the reduced tensor", got=result.get("type"), case=case)
     expect(result["dtype"] == "int32", "the table is int32, as vLLM's", got=result["dtype"], case=case)
     want = run_ar_reference(contributions)
-    expect(result["values"] == want, "the reduced table differs",
-           expected=want, got=result["values"],
-           hint="a [4, dp_size] table of zeros, this rank's column filled with its four fields "
-                "(orig, padded, should_ubatch as 0/1, cudagraph_mode), then one all_reduce (a sum)", case=case)
+    moved = misplaced_rows(result["values"], want)
+    expect(result["values"] == want, "the fields landed in the wrong rows: " + moved if moved
+           else "the reduced table differs", expected=want, got=result["values"],
+           hint=ORDER_HINT if moved else
+           "a [4, dp_size] table of zeros, this rank's column filled with its four fields "
+           "(orig, padded, should_ubatch as 0/1, cudagraph_mode), then one all_reduce (a sum)", case=case)
     where = "on the device" if device else "in host memory (the CPU group's collective runs on the host)"
     expect(result["on_device"] == device, f"the reduced table must be {where}",
            got="on the device" if result["on_device"] else "in host memory",
            hint="use the device and group from _get_device_and_group(parallel_config)", case=case)
+
+
+def _expect_collective(result: dict[str, Any], case: str, device: bool) -> None:
+    """What the reader passed to dist.all_reduce: the DP group, and (NCCL's rule) device memory on the device group."""
+    for call in result.get("all_reduces", []):
+        expect(call["group"] == "expected", "dist.all_reduce did not run on the group from _get_device_and_group"
+               + (": no group= given, so it ran on the default (world) group" if call["group"] == "default" else ""),
+               expected="group=group", got=call["where"], hint=GROUP_HINT, case=case)
+        if device:
+            expect(call["on_device"], "dist.all_reduce was given a host tensor: NCCL, vLLM's device group, reduces "
+                   "device tensors only (gloo took it here; NCCL would raise)", expected="the device table",
+                   got=call["where"], hint=NCCL_HINT, case=case)
 
 
 def _check_run_ar_values(impl: DPImpl, rng: random.Random) -> None:
@@ -142,6 +256,7 @@ def _check_run_ar_values(impl: DPImpl, rng: random.Random) -> None:
     for case, contributions in cases:
         for rank, result in enumerate(_on_ranks(impl, "run_ar", contributions, case)):
             _expect_table(result, contributions, f"{case}, rank {rank}", device=True)
+            _expect_collective(result, f"{case}, rank {rank}", device=True)
 
 
 def _check_run_ar_syncs(impl: DPImpl, rng: random.Random) -> None:
@@ -162,6 +277,18 @@ def _expect_agreement(result: dict[str, Any], contributions: Sequence[Contributi
     expect(result["returned"] == "tuple", "return (should_ubatch, num_tokens_after_padding, cudagraph_mode)",
            got=result["returned"], case=case)
     ubatch, padding, mode = dp_reference(contributions, num_ubatches)
+    right = (result["cudagraph_mode"] == mode and result["should_ubatch"] == ubatch
+             and result["padding"].get("values") == padding)
+    if not right and result["unwaited_reads"]:
+        expect(False, "the reduced table was read through a non_blocking copy nothing waited for: its values had not "
+               "arrived yet", got=result["unwaited_reads"][0], hint=WAIT_HINT, case=case)
+    tables = [call["values"] for call in result["all_reduces"] if "values" in call]
+    want = run_ar_reference(contributions)
+    if tables and tables[-1] != want:
+        moved = misplaced_rows(tables[-1], want)
+        expect(False, ("the fields landed in the wrong rows of the table _run_ar all-reduced: " + moved) if moved
+               else "the table _run_ar all-reduced differs", expected=want, got=tables[-1],
+               hint=ORDER_HINT if moved else "call _run_ar with this rank's four values, by keyword", case=case)
     got_padding = result["padding"]
     expect(result["cudagraph_mode"] == mode, "the CUDA-graph mode differs (the lowest any rank asked for)",
            expected=mode, got=result["cudagraph_mode"], case=case)
@@ -187,6 +314,11 @@ def _check_sync_values(impl: DPImpl, rng: random.Random) -> None:
 def _check_sync_one_read(impl: DPImpl, rng: random.Random) -> None:
     for case, contributions in FIXED_CASES[:2]:
         for rank, result in enumerate(_on_ranks(impl, "sync", contributions, case)):
+            if result["syncs"] == 0 and result["unwaited_reads"]:
+                expect(False, "the reduced table was read through a non_blocking copy that nothing waited for",
+                       expected="1 sync: a wait before the host reads the copy",
+                       got="0 syncs; the copy at " + result["unwaited_reads"][0], hint=WAIT_HINT,
+                       case=f"{case}, rank {rank}")
             expect(result["syncs"] == 1, "_synchronize_dp_ranks must read the reduced table back exactly once",
                    expected="1 sync", got=f"{result['syncs']}: " + "; ".join(result["events"][:6]),
                    hint=ONE_READ_HINT if result["syncs"] > 1 else "the result lives on the host: read it back",
@@ -197,6 +329,7 @@ def _check_cpu_group(impl: DPImpl, rng: random.Random) -> None:
     case, contributions = "disable_nccl_for_dp_synchronization: host tensors over the CPU group", FIXED_CASES[1][1]
     for rank, result in enumerate(_on_ranks(impl, "run_ar", contributions, case, cpu_group=True)):
         _expect_table(result, contributions, f"{case}, rank {rank}", device=False)
+        _expect_collective(result, f"{case}, rank {rank}", device=False)
     for rank, result in enumerate(_on_ranks(impl, "sync", contributions, case, cpu_group=True)):
         _expect_agreement(result, contributions, 2, f"{case}, rank {rank}")
         expect(result["syncs"] == 0, "on the CPU group nothing lives on the device: no sync at all",
@@ -226,18 +359,20 @@ CHECKS_3_7 = [
 
 
 def check_dp_sync(run_ar: RunArFunction, synchronize_dp_ranks: SyncRanksFunction, seed: int | None = None,
-                  timeout_s: float = CALL_TIMEOUT_S, ranks: RankGroup | None = None) -> CheckReport:
+                  timeout_s: float = RANK_CALL_TIMEOUT_S, ranks: RankGroup | None = None) -> CheckReport:
     """Exercise 3.7: run every check against the reader's ``_run_ar`` and ``_synchronize_dp_ranks`` on 2 ranks.
 
-    A call that does not return on every rank within ``timeout_s`` stops the ranks and the remaining checks.
+    A call that does not return on every rank within ``timeout_s`` (below a check's own limit, so the
+    report names the collective, not an endless loop) stops the ranks and the remaining checks; so does
+    a rank that returns without joining the all-reduce, after :data:`STRAGGLER_S`.
     ``ranks``: a running group to use (and leave running); by default one is started and stopped here.
     """
     title = "Exercise 3.7 — _run_ar on a process group"
     if ranks is not None:
-        return run_checks(title, CHECKS_3_7, DPImpl(run_ar, synchronize_dp_ranks, ranks), seed=seed,
+        return run_checks(title, CHECKS_3_7, DPImpl(run_ar, synchronize_dp_ranks, ranks, timeout_s), seed=seed,
                           skip_after_timeout=True)
     with RankGroup(WORLD_SIZE, call_timeout_s=timeout_s) as own:  # a hang stops the ranks: nothing left to run on
-        return run_checks(title, CHECKS_3_7, DPImpl(run_ar, synchronize_dp_ranks, own), seed=seed,
+        return run_checks(title, CHECKS_3_7, DPImpl(run_ar, synchronize_dp_ranks, own, timeout_s), seed=seed,
                           skip_after_timeout=True)
 
 

@@ -24,7 +24,9 @@ BincountFunction = Callable[..., None]
 ZEROING_HINT = "x[idx].zero_() zeroes a copy: x[idx] gathers the rows into a new tensor; use index_fill_(0, idx, 0)"
 COUNTING_HINT = ("count over positions prompt_len <= j < prefill_len only, into row*vocab + token of the flattened "
                  "table (scatter_add_ of ones)")
-FLAG_HINT = "a prompt token is flagged 1 however often it occurs: scatter 1s (scatter_ or scatter_reduce_ 'amax'), not a sum"
+FLAG_HINT = ("a prompt token is flagged 1 however often it occurs: scatter_reduce_ 'amax' (a flag is the max), or "
+             "scatter_ of 1s at the prompt positions only (a plain scatter_ of every position lets a later 0 win); "
+             "not a sum")
 
 
 def penalty_state(rng: random.Random, num_slots: int, vocab_size: int, max_len: int) -> dict[str, Any]:
@@ -54,10 +56,115 @@ def run_bincount(impl: BincountFunction, state: dict[str, Any], slots: list[int]
     return dev["prompt_bin_mask"].cpu().tolist(), dev["output_bin_counts"].cpu().tolist(), report
 
 
-def _row_hint(state: dict[str, Any], slot: int, table: str, got: list[int], want: list[int]) -> str:
-    """Name the likely fault from how a new request's row differs."""
+TABLES = ("prompt_bin_mask", "output_bin_counts")
+MIXUP = "rows mixed up by batch position and slot:"  # how a slot/position hint begins
+
+
+def _rebuilt_row(state: dict[str, Any], table: str, tokens_of: int, lens_of: int, limit: int) -> list[int]:
+    """A freshly rebuilt row of ``table`` from slot ``tokens_of``'s tokens and slot ``lens_of``'s lengths.
+
+    Positions past ``limit`` (the call's ``max_prefill_len``) are not read, as in the reader's code;
+    ids outside the vocabulary are skipped (#49081's guard).
+    """
+    vocab = len(state[table][0])
+    row = [0] * vocab
+    tokens = state["all_token_ids"][tokens_of]
+    prompt = state["prompt_len"][lens_of]
+    for j in range(min(state["prefill_len"][lens_of], limit, len(tokens))):
+        token = tokens[j]
+        if not 0 <= token < vocab:
+            continue
+        if j < prompt and table == "prompt_bin_mask":
+            row[token] = 1
+        elif j >= prompt and table == "output_bin_counts":
+            row[token] += 1
+    return row
+
+
+def _on_top(table: str, base: list[int], written: list[int]) -> list[int]:
+    """``written`` scattered into a row that held ``base``: flags keep the max, counts add up."""
+    if table == "prompt_bin_mask":
+        return [max(b, w) for b, w in zip(base, written)]
+    return [b + w for b, w in zip(base, written)]
+
+
+def _not_zeroed(state: dict[str, Any], table: str, slot: int, got: list[int], want: list[int]) -> bool:
+    """The row kept the previous occupant's values, and the new ones went on top (or nothing was written)."""
     stale = state[table][slot]
-    if got == stale:
+    return got != want and got in (_on_top(table, stale, want), stale)
+
+
+def _slot_mixups(state: dict[str, Any], slots: list[int], limit: int) -> list[tuple[dict[str, list[list[int]]], str]]:
+    """Both tables as they come out when the request at batch position i is taken for slot i, with how.
+
+    The rows of ``slots`` are zeroed (index_fill_ with idx, as taught); then the request at batch
+    position i reads its tokens and/or lengths at row i instead of row ``slots[i]``, or is scattered
+    into row i.
+    """
+    out = []
+    read_parts = [(True, True, "its tokens and lengths"), (True, False, "its tokens"), (False, True, "its lengths")]
+    for read_tokens, read_lens, read_what in read_parts + [(False, False, "")]:
+        for write_at_position in (False, True):
+            if not (read_tokens or read_lens or write_at_position):
+                continue  # that is the right way
+            tables = {t: [list(row) for row in state[t]] for t in TABLES}
+            for t in TABLES:
+                for s in slots:
+                    tables[t][s] = [0] * len(tables[t][s])
+            for i, s in enumerate(slots):
+                target = i if write_at_position else s
+                for t in TABLES:
+                    row = _rebuilt_row(state, t, i if read_tokens else s, i if read_lens else s, limit)
+                    tables[t][target] = _on_top(t, tables[t][target], row)
+            how = " and ".join(part for part in (f"read {read_what} at row i" if read_what else "",
+                                                 "was scattered into row i" if write_at_position else "") if part)
+            out.append((tables, how))
+    return out
+
+
+def _slot_mixup(state: dict[str, Any], got: dict[str, list[list[int]]], slots: list[int], limit: int) -> str:
+    """The hint when both tables are exactly what a batch-position/slot mix-up gives; else ""."""
+    if not any(s != i for i, s in enumerate(slots)):
+        return ""  # slots 0..n-1: position and slot agree, nothing to tell apart
+    for tables, how in _slot_mixups(state, slots, limit):
+        if tables == got:
+            return (f"{MIXUP} the request at batch position i (slot "
+                    f"idx_mapping[i]) {how}. Index by the request's slot, idx = idx_mapping[i], not by its batch "
+                    "position i (torch.arange(n), [:n]): read all_token_ids, prompt_len and prefill_len at rows "
+                    "idx, and scatter into rows idx of the tables (idx * vocab + token)")
+    return ""
+
+
+def _overwritten_flags(state: dict[str, Any], slot: int, got: list[int], want: list[int], limit: int) -> str:
+    """Flags a later 0 overwrote (scatter_ instead of a max), if that is all that went wrong; else ""."""
+    if any(g > w for g, w in zip(got, want)):
+        return ""
+    lost = [t for t, (g, w) in enumerate(zip(got, want)) if w and not g]
+    tokens, prompt = state["all_token_ids"][slot], state["prompt_len"][slot]
+    later = {t: next((j for j in range(prompt, min(limit, len(tokens))) if tokens[j] == t), None) for t in lost}
+    if not lost or any(j is None for j in later.values()):
+        return ""
+    t, j = lost[0], later[lost[0]]
+    return (f"token {t} is in the prompt, and occurs again at position {j}, past the prompt: that later position "
+            "wrote a 0 over the flag. scatter_ writes every position's value and the last write wins; use "
+            "scatter_reduce_(..., reduce='amax') (a flag is the max), or scatter only the prompt positions")
+
+
+def _row_hint(state: dict[str, Any], slot: int, table: str, got: list[int], want: list[int], slots: list[int],
+              limit: int, unzeroed: set[str]) -> str:
+    """Name the likely fault from how a row differs (``unzeroed``: the tables whose new rows kept stale values)."""
+    if slot not in slots:
+        return "only the new requests' rows may change"
+    if table == "prompt_bin_mask":
+        overwritten = _overwritten_flags(state, slot, got, want, limit)
+        if overwritten:
+            return overwritten
+    if _not_zeroed(state, table, slot, got, want):
+        if unzeroed == {table}:
+            other = next(t for t in TABLES if t != table)
+            return (f"{table} was not zeroed ({other} was): its row still holds the previous occupant's values, "
+                    f"the new ones added on top. Zero both tables' rows: {table}.index_fill_(0, idx, 0) too "
+                    "(the scatter only ever adds)")
         return "the row still holds the previous occupant's values: " + ZEROING_HINT
     if table == "prompt_bin_mask":
         return FLAG_HINT if max(got, default=0) > 1 else "flag tokens at positions j < prompt_len"
@@ -66,15 +173,22 @@ def _row_hint(state: dict[str, Any], slot: int, table: str, got: list[int], want
 
 def _same_tables(impl: BincountFunction, state: dict[str, Any], slots: list[int], case: str) -> SyncReport:
     mask, counts, report = run_bincount(impl, state, slots)
-    want = dict(zip(("prompt_bin_mask", "output_bin_counts"), bincount_reference(slots, **state)))
-    for table, got_rows in (("prompt_bin_mask", mask), ("output_bin_counts", counts)):
-        for s, (got, expected) in enumerate(zip(got_rows, want[table])):
-            kind = "new request" if s in slots else "untouched"
-            hint = _row_hint(state, s, table, got, expected) if s in slots else "only the new requests' rows may change"
-            if got != expected:
-                want_text, got_text = around_first_difference(expected, got)
+    want = dict(zip(TABLES, bincount_reference(slots, **state)))
+    got = dict(zip(TABLES, (mask, counts)))
+    if got == want:
+        return report
+    limit = max((state["prefill_len"][s] for s in slots), default=0)
+    unzeroed = {t for t in TABLES if any(got[t][s] != want[t][s] for s in slots)
+                and all(got[t][s] == want[t][s] or _not_zeroed(state, t, s, got[t][s], want[t][s]) for s in slots)}
+    mixup = _slot_mixup(state, got, slots, limit)
+    for table in TABLES:
+        for s, (got_row, expected) in enumerate(zip(got[table], want[table])):
+            if got_row != expected:
+                kind = "new request" if s in slots else "untouched"
+                want_text, got_text = around_first_difference(expected, got_row)
                 expect(False, f"{table} row {s} ({kind}) differs (index = token id)", expected=want_text,
-                       got=got_text, hint=hint, case=case)
+                       got=got_text, hint=mixup or _row_hint(state, s, table, got_row, expected, slots, limit, unzeroed),
+                       case=case)
     return report
 
 
@@ -121,9 +235,9 @@ def _check_bincount_out_of_range(impl: BincountFunction, rng: random.Random) -> 
                  "prompt_bin_mask": [[0] * vocab, [0] * vocab], "output_bin_counts": [[0] * vocab, [0] * vocab]}
         try:
             _same_tables(impl, state, [slot], case)
-        except CheckFailed as failed:
+        except CheckFailed as failed:  # the guard, unless the rows were mixed up (a fault of its own)
             raise CheckFailed(failed.message, expected=failed.expected, got=failed.got, case=case,
-                              hint=GUARD_HINT) from None
+                              hint=failed.hint if failed.hint.startswith(MIXUP) else GUARD_HINT) from None
         except (RuntimeError, IndexError) as exc:
             raise CheckFailed("the update raised", expected="the tables updated, the out-of-range id ignored",
                               got=f"{type(exc).__name__}: {str(exc)[:90]}", case=case, hint=GUARD_HINT) from None

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
-from synclab.device import is_device_tensor, pick_device, to_device
+from synclab.device import SIM_DEVICE, is_device_tensor, pick_device, to_device
+from synclab.engine import sim_cuda
 from synclab.engine.model_inputs import GPUModelRunner, fast_prefill_reference, token_type_ids_reference
 from synclab.engine.pool_metadata import PoolingParams
 from synclab.engine.sampler import LogprobsTensors, Sampler, gather_reference
@@ -104,14 +105,18 @@ def check_async_tensor_h2d(impl: H2DFunction, seed: int | None = None) -> CheckR
 
 
 def logprob_case(rng: random.Random, batch_size: int, vocab_size: int, max_ids: int = 6,
-                 share_with_ids: float = 0.7) -> tuple[torch.Tensor, dict[int, list[int]], torch.Tensor]:
-    """Device logits [batch, vocab], the requested ids per request (some requests ask for none), device sampled [batch]."""
+                 share_with_ids: float = 0.7,
+                 device: Any = None) -> tuple[torch.Tensor, dict[int, list[int]], torch.Tensor]:
+    """Device logits [batch, vocab], the requested ids per request (some requests ask for none), device sampled [batch].
+
+    ``device``: where the tensors live (default ``pick_device()``; ``SIM_DEVICE`` under simulated streams).
+    """
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     logits = torch.randn(batch_size, vocab_size, generator=gen) * 3  # [batch, vocab]
     ids = {r: [rng.randrange(vocab_size) for _ in range(rng.randint(0, max_ids))]
            for r in range(batch_size) if rng.random() < share_with_ids}
     sampled = torch.tensor([rng.randrange(vocab_size) for _ in range(batch_size)])  # [batch]
-    return to_device(logits), ids, to_device(sampled)
+    return to_device(logits, device), ids, to_device(sampled, device)
 
 
 def _same_logprobs(got: Any, logits: torch.Tensor, ids: dict[int, list[int]], sampled: torch.Tensor,
@@ -189,6 +194,26 @@ def _check_gather_syncs(sampler_cls: SamplerClass, rng: random.Random) -> None:
                          "64 requests, all with ids")
 
 
+RACE_MESSAGE = "a host write into a pinned buffer an upload still needs"
+GATHER_RACE_HINT = ("a non_blocking upload reads its pinned source when the stream gets to it, not when .to() returns, "
+                    "and the next call can come first (nothing waits between two steps): build the id matrix and "
+                    "the mask in new pinned tensors on every call (torch.zeros(..., pin_memory=self.pin_memory)); "
+                    "torch's pinned allocator hands that memory out again only once the copy has run")
+
+
+def _check_gather_races(sampler_cls: SamplerClass, rng: random.Random) -> None:
+    """Back-to-back calls on the simulated streams, no wait between them, as in an engine loop that runs ahead."""
+    calls = [(8, 64), (3, 64), (8, 64)]  # the largest first: a buffer kept from the first call is refilled after
+    with simulated_pinning(True), sim_cuda.simulated_cuda() as device:
+        sampler = sampler_cls()
+        for batch, vocab in calls:
+            logits, ids, sampled = logprob_case(rng, batch, vocab, share_with_ids=1.0, device=SIM_DEVICE)
+            counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled), simulate=True)
+    expect(not device.races, f"{RACE_MESSAGE}: a later call refilled it before that upload had run",
+           got=device.races[0] if device.races else "", hint=GATHER_RACE_HINT,
+           case=" then ".join(f"{b} requests" for b, _ in calls) + ", no wait between the calls")
+
+
 def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
     with simulated_pinning(False):
         sampler = sampler_cls()
@@ -206,6 +231,8 @@ CHECKS_3_2 = [
           _check_gather_random),
     Check("3.2", "0 syncs: the id matrix and the mask built on pinned host memory, uploaded non_blocking",
           _check_gather_syncs),
+    Check("3.2", "no pinned buffer written before its upload ran (back-to-back calls, simulated streams)",
+          _check_gather_races),
     Check("3.2", "WSL (no pinned memory): no error, same result", _check_gather_wsl),
 ]
 
