@@ -244,14 +244,54 @@ def cells_for_task(lab: NotebookNode, solution: NotebookNode, task: str) -> set[
     if task not in checks:
         raise LabgenError(f"no exercise {task} in this lab; its exercises: {', '.join(sorted(checks)) or 'none'}")
     wanted: set[int] = set()
+    setup: list[int] = []
     for index, cell in enumerate(lab.cells):
         role, cell_task = roles.get(cell.get("id", ""), ("other", ""))
-        if role in ("setup", "exercise"):
+        if role == "setup":
+            setup.append(index)
+        elif role == "exercise":
             wanted.add(index)
         elif role == "check" and cell_task == task:
             wanted.add(index)
-            return wanted
+            return wanted | _setup_needed(lab, setup, wanted)
     raise LabgenError(f"the check cell of exercise {task} is missing from this lab (was it deleted?)")
+
+
+def _names(source: str) -> tuple[set[str], set[str]] | None:
+    """(names a cell binds, names it reads), or None when it does not parse or imports (kept, to be safe)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    bound, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, (ast.Store, ast.Del)) else read).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            return None  # an import may matter for what it does, not only for the names it binds
+    return bound, read
+
+
+def _setup_needed(lab: NotebookNode, setup: list[int], chosen: set[int]) -> set[int]:
+    """The setup cells the chosen cells need: imports, and cells binding a name they (or a needed one) read.
+
+    The walk-throughs before the first exercise (a baseline run, a table) run only in full runs.
+    """
+    needed: set[int] = set()
+    reads: set[str] = set()
+    for index in chosen:
+        found = _names(_source(lab.cells[index]))
+        reads |= found[1] if found else set()
+    for index in reversed(setup):  # later setup cells may read what earlier ones bind
+        found = _names(_source(lab.cells[index]))
+        if found is None or found[0] & reads:
+            needed.add(index)
+            reads |= found[1] if found else set()
+    return needed
 
 
 def cells_for_checks(lab: NotebookNode, solution: NotebookNode) -> set[int]:

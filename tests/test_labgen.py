@@ -309,6 +309,17 @@ def test_cells_for_a_task_are_setup_exercises_so_far_and_its_check():
         labgen.cells_for_task(nb, nb, "1.3")
 
 
+def test_a_task_leaves_out_the_walkthroughs_its_cells_do_not_read():
+    nb = v4.new_notebook(cells=[
+        v4.new_code_cell("import x"), v4.new_code_cell("demo = x.run()\ndemo"), v4.new_code_cell("size = 4"),
+        v4.new_markdown_cell("## Exercise 1.1"),
+        v4.new_code_cell("### BEGIN SOLUTION 1.1\na = size\n### END SOLUTION"), v4.new_code_cell("ch.check_a(a)"),
+    ])
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"c{i}"
+    assert labgen.cells_for_task(nb, nb, "1.1") == {0, 2, 4, 5}  # the demo (cell 1) binds nothing they read
+
+
 def test_cells_for_checks_keep_exercises_and_checks_and_leave_profiling_out():
     from synclab.labgen import cells_for_checks
 
