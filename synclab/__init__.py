@@ -1,13 +1,30 @@
-"""Sync Lab's support package: count syncs, time, profile, check, and generate labs.
+"""Sync Lab's support package. A map of the house, from the bottom up:
 
-Every notebook imports from here; nothing here is pasted into a notebook.
-Modules: device, syncs, timing, profiling, checks, figures, provenance,
-reference, timeline_model, labgen; one module per chapter (primer, ...);
-engine/ holds the parts of vLLM the chapters stand on.
+* the base every chapter uses: :mod:`.device` (which device; CPU tensors standing for device
+  memory), :mod:`.syncs` (``count_syncs``, ``gpu_sync_allowed``), :mod:`.dispatch` (torch calls
+  and host work counted), :mod:`.provenance` and :mod:`.timing` (``benchmark``, ``sweep``),
+  :mod:`.profiling` (``torch.profiler`` timelines), :mod:`.checks` (``run_checks``, what the reader
+  finished), :mod:`.claims` (what a timing figure says), :mod:`.figures`, :mod:`.reference`
+  (results stored by a GPU run), :mod:`.timeline_model` (chapter 0's host/device model);
+* :mod:`.sim` — the simulated device: CUDA streams and events, pinned memory;
+* :mod:`.engine` — the parts of vLLM the chapters stand on, with vLLM's names, and their baselines;
+* one package per chapter, each with the same rooms (``workloads``, ``checks``, ``profiling``):
+  :mod:`.primer`, :mod:`.slice_then_split`, :mod:`.lazy_streams`, :mod:`.pinned_transfers`,
+  :mod:`.reverse_scan`, :mod:`.list_caches`, :mod:`.capstone`;
+* :mod:`.lab` — the lab's machinery: the command line, lab generation, notebook runs, nbgrader.
+
+Imports go down this list, never up. Every notebook imports from here; nothing here is pasted
+into a notebook. A module that moved keeps answering to its old name (:data:`MOVED`), with a
+warning that names the new one, so a lab a reader edited before the move still runs.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
 from typing import Any
 
 __all__ = ["count_syncs", "pick_device", "syncs_per_call", "to_device"]
@@ -16,11 +33,50 @@ __version__ = "0.1.0"
 _EXPORTS = {"count_syncs": "synclab.syncs", "syncs_per_call": "synclab.syncs",
             "pick_device": "synclab.device", "to_device": "synclab.device"}
 
+MOVED = {  # old module -> where it lives now
+    "synclab.engine.sim_cuda": "synclab.sim.cuda",
+    "synclab.engine.sim_pinning": "synclab.sim.pinning",
+    "synclab.labgen": "synclab.lab.labgen",
+    "synclab.notebook_runner": "synclab.lab.notebook_runner",
+    "synclab.notebook_code": "synclab.lab.notebook_code",
+    "synclab.nbgrader_source": "synclab.lab.nbgrader_source",
+    "synclab.nbgrader_run": "synclab.lab.nbgrader_run",
+    "synclab.grading": "synclab.lab.grading",
+    "synclab.citations": "synclab.lab.citations",
+    "synclab.distributed": "synclab.pinned_transfers.ranks",
+    "synclab.capstone.fixes": "synclab.capstone.workloads",
+    "synclab.capstone.timeline": "synclab.capstone.profiling",
+}
+
+
+class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers an old module name with the module at its new place (and says where that is)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in MOVED:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    _KEPT = ("__name__", "__spec__", "__loader__", "__package__", "__file__", "__path__")
+
+    def create_module(self, spec: Any) -> Any:
+        new = MOVED[spec.name]
+        warnings.warn(f"{spec.name} moved to {new}: this import still works, but update it", FutureWarning,
+                      stacklevel=2)
+        module = importlib.import_module(new)
+        self._identity = {k: module.__dict__[k] for k in self._KEPT if k in module.__dict__}
+        return module
+
+    def exec_module(self, module: Any) -> None:
+        module.__dict__.update(self._identity)  # the import system stamped the old name on it: put its own back
+
+
+if not any(isinstance(f, _Moved) for f in sys.meta_path):
+    sys.meta_path.insert(0, _Moved())
+
 
 def __getattr__(name: str) -> Any:
     """Import torch only when a name needs it: ``python -m synclab check`` starts in a second, not three."""
     if name in _EXPORTS:
-        import importlib
-
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'synclab' has no attribute {name!r}")

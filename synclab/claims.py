@@ -165,15 +165,16 @@ def declare(id: str, *, cpu: tuple[str, Sequence[Rule]] | None = None,
 
 
 def claim_for(id: str, is_gpu: bool) -> Claim | None:
-    all_claims()  # the chapter modules declare theirs when imported
+    """The claim declared for ``id`` on this kind of device, if its chapter's package was imported."""
     return REGISTRY.get((id, "gpu" if is_gpu else "cpu"))
 
 
 def all_claims() -> list[Claim]:
-    """Every declared claim (imports the chapter modules, which declare them)."""
-    from synclab import (capstone, lazy_streams, list_caches, pinned_transfers, primer,  # noqa: F401
-                         reverse_scan, slice_then_split)
+    """The claims declared so far: a chapter declares its own when its package is imported.
 
+    This module imports no chapter (it sits below them). To have every claim, import every
+    chapter first: ``synclab.lab.chapters.import_all()``.
+    """
     return list(REGISTRY.values())
 
 
@@ -188,7 +189,8 @@ def check_stored(sweep: Sweep) -> list[str]:
         return ["no claim is stored with this measurement"]
     claim = claim_for(stored["id"], sweep.provenance.is_gpu)
     if claim is None:
-        return [f"no claim is declared for {stored['id']!r} on a {'GPU' if sweep.provenance.is_gpu else 'CPU'}"]
+        return [f"no claim is declared for {stored['id']!r} on a {'GPU' if sweep.provenance.is_gpu else 'CPU'} "
+                "(a chapter declares its claims when its package is imported: synclab.lab.chapters.import_all())"]
     if stored.get("claim") != claim.to_dict():
         return [f"{stored['id']}: stored against another claim than the one declared now; re-measure"]
     return claim.problems(sweep)

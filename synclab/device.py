@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Union
+from typing import Callable, Union
 
 import torch
 
@@ -85,13 +85,13 @@ def _probe_pin_memory() -> bool:
     return True
 
 
-_FORCED_PINNING: list[bool] = []  # set by synclab.engine.sim_pinning.simulated_pinning (innermost last)
+_FORCED_PINNING: list[bool] = []  # set by synclab.sim.pinning.simulated_pinning (innermost last)
 
 
 def is_pin_memory_available() -> bool:
     """Whether page-locked host memory can be allocated (vLLM: false on WSL and without a GPU).
 
-    Inside :func:`synclab.engine.sim_pinning.simulated_pinning` the answer is the one
+    Inside :func:`synclab.sim.pinning.simulated_pinning` the answer is the one
     that block simulates (chapter 3 checks both a GPU machine and the WSL case).
     """
     if _FORCED_PINNING:
@@ -115,6 +115,11 @@ def is_pinned_host(tensor: torch.Tensor) -> bool:
     return tensor.device.type == "cpu" and tensor.is_pinned()
 
 
+# Called with (source, non_blocking) for each simulated upload. synclab.syncs adds its recorder here:
+# this module sits below it and imports nothing of it.
+UPLOAD_OBSERVERS: list[Callable[[torch.Tensor, bool], None]] = []
+
+
 def to_device(tensor: torch.Tensor, device: DeviceLike | None = None, non_blocking: bool = False) -> torch.Tensor:
     """Put ``tensor`` in device memory: a real copy to CUDA, or a marked copy on the CPU.
 
@@ -125,10 +130,9 @@ def to_device(tensor: torch.Tensor, device: DeviceLike | None = None, non_blocki
     """
     device = pick_device() if device is None else device
     if is_simulated(device) or torch.device(device).type == "cpu":
-        from synclab.syncs import record_simulated_upload  # syncs imports this module
-
         if not is_device_tensor(tensor):
-            record_simulated_upload(tensor, non_blocking)  # inside count_syncs: the copy a GPU would make
+            for observe in UPLOAD_OBSERVERS:  # count_syncs: the copy a GPU would make
+                observe(tensor, non_blocking)
         out = tensor.detach().clone()
         setattr(out, _MARK, True)
         return out

@@ -184,7 +184,7 @@ PHASE_COLORS = {"schedule": "#b279a2", "inputs": "#f58518", "forward": "#54a24b"
 
 
 def host_events_figure(rows: dict[str, Sequence[Any]], title: str) -> go.Figure:
-    """COUNTED, not timed: each row is one step's host events in order (``synclab.capstone.timeline.HostEvent``).
+    """COUNTED, not timed: each row is one step's host events in order (``synclab.capstone.profiling.HostEvent``).
 
     The x axis counts the host's torch calls; a bar is a run of calls in one part of the step, a
     red cross a stray sync, an orange diamond the planned wait.
@@ -227,7 +227,7 @@ def trace_timeline_figure(traces: dict[str, dict[str, Sequence[Sequence[float]]]
     """A real profiler trace, two lanes per configuration: the device's kernels and the host's sync calls.
 
     ``traces[config]`` holds ``"kernels"`` and ``"syncs"``, ``(begin, end)`` pairs in µs
-    (``synclab.capstone.timeline.trace_lanes``).
+    (``synclab.capstone.profiling.trace_lanes``).
     """
     fig = go.Figure()
     for lane, color, name in (("kernels", COLORS["device"], "device: kernel"), ("syncs", COLORS["wait"], "host: waiting (sync call)")):

@@ -9,7 +9,7 @@ V2's own class, since #35120, is ``AsyncPoolingOutput``). Its event is blocking,
 in vLLM since #47081 (at #39113 a plain ``torch.Event()``), spelled the CUDA way here.
 Exercise 2.2 diagnoses broken versions of it.
 
-The CUDA path is checked on every machine under :func:`synclab.engine.sim_cuda.simulated_cuda`
+The CUDA path is checked on every machine under :func:`synclab.sim.cuda.simulated_cuda`
 with tensors on the simulated device: its log shows the order of stream operations,
 a copy read too early shows garbage, and every wait is counted.
 """
@@ -28,7 +28,7 @@ import torch
 
 from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
 from synclab.device import SIM_DEVICE, has_cuda, is_pinned_host, synchronize
-from synclab.engine import sim_cuda
+from synclab.sim import cuda as sim_cuda
 from synclab.engine.model_runner import (
     ModelRunnerOutput,
     PoolingBatch,

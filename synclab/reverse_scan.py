@@ -16,69 +16,19 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from synclab.checks import Check, CheckFailed, around_first_difference, CheckReport, expect, expect_equal, run_checks
 from synclab.device import mark_device
-from synclab.engine import sim_cuda
+from synclab.dispatch import CountingList
+from synclab.sim import cuda as sim_cuda
 from synclab.engine.input_batch import PLACEHOLDER, CachedRequestState, InputBatch, update_reference
 from synclab.claims import Faster, Flat, Grows, declare, validated
 from synclab.syncs import count_syncs
 
 BatchClass = type[InputBatch]
-
-
-class CountingList(list):
-    """A list that counts the elements Python code touches (``touched``), and by which operation (``by_op``)."""
-
-    touched = 0
-    by_op: Counter[str] = Counter()
-
-    @staticmethod
-    def _add(op: str, n: int) -> None:
-        CountingList.touched += n
-        CountingList.by_op[op] += n
-
-    def __getitem__(self, key: Any) -> Any:
-        item = super().__getitem__(key)
-        if isinstance(key, slice):
-            self._add("slicing (x[a:b] copies the slice)", len(item))
-        else:
-            self._add("reading items one by one (x[i])", 1)
-        return item
-
-    def index(self, value: Any, *args: Any) -> int:
-        position = super().index(value, *args)
-        self._add(f"list.index({value!r}) (scans from the start)", position + 1 - (args[0] if args else 0))
-        return position
-
-    def count(self, value: Any) -> int:
-        self._add(f"list.count({value!r}) (reads every element)", len(self))
-        return super().count(value)
-
-    def __contains__(self, value: Any) -> bool:
-        self._add(f"`{value!r} in x` (reads every element)", len(self))
-        return super().__contains__(value)
-
-    def __iter__(self) -> Iterator[Any]:
-        for item in super().__iter__():
-            self._add("iterating over the list from the start", 1)
-            yield item
-
-    def __reversed__(self) -> Iterator[Any]:
-        for item in super().__reversed__():
-            self._add("iterating backwards (reversed(x))", 1)
-            yield item
-
-    def copy(self) -> list:
-        self._add("x.copy() (copies the whole list)", len(self))
-        return list(super().__iter__())
-
-    def __add__(self, other: Any) -> list:
-        self._add("x + y (builds a new list of every element)", len(self) + len(other))
-        return list.__add__(self, other)
 
 
 # ----------------------------------------------------------------------------- building a step

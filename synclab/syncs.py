@@ -566,7 +566,7 @@ _ACTIVE_SIMULATED: list[_Observer] = []  # the simulated count_syncs blocks now 
 
 
 def record_simulated_wait(kind: SyncKind, label: str) -> None:
-    """Count an explicit wait of the simulated device (``synclab.engine.sim_cuda``): one of ``EXPLICIT_WAITS``."""
+    """Count an explicit wait of the simulated device (``synclab.sim.cuda``): one of ``EXPLICIT_WAITS``."""
     if kind not in EXPLICIT_WAITS:
         raise ValueError(f"{kind} is not an explicit wait")
     for obs in _ACTIVE_SIMULATED:
@@ -583,6 +583,9 @@ def record_simulated_upload(source: torch.Tensor, non_blocking: bool) -> None:
         return
     for obs in _ACTIVE_SIMULATED:
         obs.record(kind, "to_device")
+
+
+_device_module.UPLOAD_OBSERVERS.append(record_simulated_upload)
 
 
 # ----------------------------------------------------------------------------- allowed regions and CUDA's arming

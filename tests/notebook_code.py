@@ -1,5 +1,5 @@
-"""Tests load solution code through the package's loader (``synclab.notebook_code``)."""
+"""Tests load solution code through the package's loader (``synclab.lab.notebook_code``)."""
 
-from synclab.notebook_code import ROOT, load_function
+from synclab.lab.notebook_code import ROOT, load_function
 
 __all__ = ["ROOT", "load_function"]

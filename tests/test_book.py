@@ -387,9 +387,9 @@ def test_chapters_2_and_3_show_the_vllm_code_before_and_after():
 def test_instructors_page_lists_each_chapters_points_and_the_stored_times(built_book: Path) -> None:
     import json
 
-    from synclab.__main__ import CHAPTERS
-    from synclab.nbgrader_run import GRADING_DIR
-    from synclab.nbgrader_source import points_by_chapter
+    from synclab.lab.cli import CHAPTERS
+    from synclab.lab.nbgrader_run import GRADING_DIR
+    from synclab.lab.nbgrader_source import points_by_chapter
 
     html = (built_book / "book" / "instructors.html").read_text()
     stored = GRADING_DIR / "autograde.json"

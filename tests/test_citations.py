@@ -3,7 +3,7 @@
 Every vLLM/PyTorch PR or issue number that a page (book/*.md) or a solution notebook's cell source
 (markdown and code, never outputs) cites must be listed in data/citations.yaml; the file's entries
 must be well-formed, sorted and unique, and an entry no page cites must say why it is kept (a note).
-Where a number is cited is computed here (synclab.citations.cited_in), never kept by hand. The
+Where a number is cited is computed here (synclab.lab.citations.cited_in), never kept by hand. The
 checker is shown to report an unknown number on a synthetic page, and the citation rule (hex
 colours are not citations; PyTorch's numbers are told from vLLM's) is pinned case by case.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synclab.citations import (CITATIONS_PATH, PYTORCH, VLLM, Citation, cited_in, cited_numbers, load_citations,
+from synclab.lab.citations import (CITATIONS_PATH, PYTORCH, VLLM, Citation, cited_in, cited_numbers, load_citations,
                                problems, unknown_citations)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,6 +18,9 @@ from synclab.claims import (ClaimContradicted, Faster, Flat, Grows, Within, all_
                             stored_problems, validated)
 from synclab.provenance import Provenance
 from synclab.reference import REFERENCE_DIR
+from synclab.lab.chapters import import_all
+
+import_all()  # the chapters declare their claims when imported
 from synclab.timing import DELIBERATE_ENV, Sweep, Timing
 
 ROOT = Path(__file__).resolve().parents[1]

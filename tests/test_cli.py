@@ -158,7 +158,7 @@ def test_bench_keeps_what_was_recorded_around_a_failing_cell(tmp_path, capsys):
     """A GPU half hour is too short to lose: every record is written, the failure listed, the exit non-zero."""
     import json
 
-    from synclab.__main__ import bench_notebook
+    from synclab.lab.cli import bench_notebook
     from synclab.provenance import Provenance
 
     nb = v4.new_notebook(cells=[
@@ -180,7 +180,7 @@ def test_bench_keeps_what_was_recorded_around_a_failing_cell(tmp_path, capsys):
 
 
 def test_bench_with_nothing_recorded_fails_and_writes_nothing(tmp_path, capsys):
-    from synclab.__main__ import bench_notebook
+    from synclab.lab.cli import bench_notebook
 
     notebook = tmp_path / "ch9.ipynb"
     nbformat.write(v4.new_notebook(cells=[v4.new_code_cell("x = 1")]), notebook)

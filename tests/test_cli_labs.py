@@ -54,7 +54,7 @@ def _solution_cell(chapter: str, task: str) -> str:
 @pytest.mark.slow
 def test_a_lab_with_its_core_exercise_done_profiles_without_the_stretch():
     """Chapter 1 with 1.1 done and the stretch 1.2 not: every cell runs; the profile leaves 1.2 out in one line."""
-    from synclab.notebook_runner import run_notebook
+    from synclab.lab.notebook_runner import run_notebook
 
     path = _lab_with("01_slice_then_split", {"1.1": _solution_cell("01_slice_then_split", "1.1")}, "core_only")
     try:

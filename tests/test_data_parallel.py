@@ -12,7 +12,7 @@ import torch.distributed as dist
 
 from synclab import pinned_transfers as ch3
 from synclab.device import is_host, is_pin_memory_available, pick_device
-from synclab.distributed import RankError, RankGroup, RankTimeout
+from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout
 from synclab.pinned_transfers.data_parallel import RANK_CALL_TIMEOUT_S
 from synclab.engine.dp_utils import (_get_device_and_group, _run_ar_baseline, _synchronize_dp_ranks_baseline,
                                      post_process)
@@ -133,7 +133,7 @@ def test_a_rank_dies_with_its_parent():
     import subprocess
     import sys
 
-    code = ("from synclab.distributed import RankGroup\n"
+    code = ("from synclab.pinned_transfers.ranks import RankGroup\n"
             "g = RankGroup(); g.start(); print(*g.pids, flush=True)\n"
             "import time; time.sleep(600)\n")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

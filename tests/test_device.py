@@ -81,7 +81,7 @@ def test_no_pinned_memory_without_cuda():
 
 def test_host_wait_events_sleep_rather_than_spin():
     from synclab.device import host_wait_event
-    from synclab.engine import sim_cuda
+    from synclab.sim import cuda as sim_cuda
 
     with sim_cuda.simulated_cuda():
         assert host_wait_event().blocking and host_wait_event(enable_timing=True).blocking

@@ -1,4 +1,4 @@
-"""Tests for synclab.labgen: solution notebooks -> lab notebooks, never losing work."""
+"""Tests for synclab.lab.labgen: solution notebooks -> lab notebooks, never losing work."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import nbformat
 import pytest
 from nbformat import v4
 
-from synclab import labgen
-from synclab.labgen import (LabgenError, LabWouldOverwriteWork, check_lab_fresh, generate_lab,
+from synclab.lab import labgen
+from synclab.lab.labgen import (LabgenError, LabWouldOverwriteWork, check_lab_fresh, generate_lab,
                             lab_path_for, leaked_solution, main, write_lab)
 
 SOLUTION_CODE = """\
@@ -321,7 +321,7 @@ def test_a_task_leaves_out_the_walkthroughs_its_cells_do_not_read():
 
 
 def test_cells_for_checks_keep_exercises_and_checks_and_leave_profiling_out():
-    from synclab.labgen import cells_for_checks
+    from synclab.lab.labgen import cells_for_checks
 
     root = Path(__file__).resolve().parent.parent
     solution = nbformat.read(root / "solutions" / "06_capstone_engine_step.ipynb", as_version=4)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from synclab.device import SIM_DEVICE, has_cuda, is_pinned_host, to_device
-from synclab.engine import sim_cuda
+from synclab.sim import cuda as sim_cuda
 from synclab.engine.model_runner import (
     ModelRunnerOutput,
     SyncOutputRunner,
@@ -180,7 +180,7 @@ def test_the_output_copy_refuses_a_mismatched_mask():
 
 
 def _pinned(values):
-    from synclab.engine.sim_pinning import simulated_pinning
+    from synclab.sim.pinning import simulated_pinning
 
     with simulated_pinning(True):
         return torch.tensor(values, dtype=torch.float32).pin_memory()

@@ -13,12 +13,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from synclab.__main__ import CHAPTERS
+from synclab.lab.cli import CHAPTERS
 from synclab.checks import Check, expect, run_checks
-from synclab.grading import GradingError, graded
-from synclab.labgen import LabgenError
-from synclab.nbgrader_run import autograde, hand_in, release, solved
-from synclab.nbgrader_source import exercise_points, nbgrader_notebook, points_by_chapter
+from synclab.lab.grading import GradingError, graded
+from synclab.lab.labgen import LabgenError
+from synclab.lab.nbgrader_run import autograde, hand_in, release, solved
+from synclab.lab.nbgrader_source import exercise_points, nbgrader_notebook, points_by_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbformat import v4
 
-from synclab.notebook_runner import run_notebook
+from synclab.lab.notebook_runner import run_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from synclab.device import SIM_DEVICE, has_cuda, is_pin_memory_available, is_pinned_host, pick_device, to_device
-from synclab.engine.sim_pinning import PinnedMemoryUnavailable, simulated_pinning
+from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning
 from synclab.syncs import SyncKind, count_syncs
 
 
@@ -78,7 +78,7 @@ def test_simulated_device_is_the_cpu_stand_in():
 
 def test_a_non_blocking_read_nothing_waited_for_is_listed_until_a_wait_covers_it():
     """Chapter 3's watch for a read-back used too early (3.7); the simulated streams' waits work without CUDA."""
-    from synclab.engine.sim_cuda import simulated_cuda
+    from synclab.sim.cuda import simulated_cuda
     from synclab.pinned_transfers.common import unwaited, watch_async_reads
 
     x = to_device(torch.arange(8.0), SIM_DEVICE)

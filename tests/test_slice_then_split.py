@@ -12,7 +12,7 @@ import torch
 
 from synclab import slice_then_split as ch1
 from synclab.device import is_device_tensor, pick_device, to_device
-from synclab.engine.sim_pinning import simulated_pinning
+from synclab.sim.pinning import simulated_pinning
 from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates
 from synclab.engine.pooler import AllPoolBaseline, DispatchPooler, LastPool
 from synclab.syncs import count_syncs

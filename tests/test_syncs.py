@@ -1,7 +1,7 @@
 """count_syncs: a table of operations with the number of host-device syncs each performs.
 
 On a CPU-only machine the counts are the simulated ones (tensors marked by to_device,
-streams and events from synclab.engine.sim_cuda). On a GPU the same table runs twice
+streams and events from synclab.sim.cuda). On a GPU the same table runs twice
 more: against CUDA's own sync debug mode, and against the device itself (did the host
 return before the work queued ahead of it was done?).
 
@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from synclab.device import has_cuda, is_device_tensor, is_pin_memory_available, pick_device, to_device
-from synclab.engine import sim_cuda
+from synclab.sim import cuda as sim_cuda
 from synclab.syncs import SyncKind, count_syncs, syncs_per_call
 
 

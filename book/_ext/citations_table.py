@@ -1,7 +1,7 @@
 """``{citations-table}``: the appendix's table of cited PRs and issues, read from ``data/citations.yaml``.
 
 Nothing is typed into the page and nothing is fetched: each row is an entry of the data file
-(``synclab.citations.load_citations``) with a plain link to its GitHub thread, and "cited in"
+(``synclab.lab.citations.load_citations``) with a plain link to its GitHub thread, and "cited in"
 is computed from the pages and the solution notebooks' cell sources, the same way
 ``tests/test_citations.py`` finds citations. Usage in a page::
 
@@ -22,7 +22,7 @@ HEADER = ["PR / issue", "title", "state", "date", "used for", "cited in"]
 
 def citation_rows(citations: list[Any], cited: dict[tuple[str, int], list[str]]) -> list[list[Any]]:
     """One row per entry, vLLM first, then PyTorch: ``[(label, url), title, state, date, used for, cited in]``."""
-    from synclab.citations import VLLM
+    from synclab.lab.citations import VLLM
 
     rows = []
     for c in sorted(citations, key=lambda c: (c.repo != VLLM, c.number)):
@@ -53,7 +53,7 @@ def _cell(value: Any) -> nodes.entry:
 
 class CitationsTableDirective(SphinxDirective):
     def run(self) -> list[nodes.Node]:
-        from synclab.citations import CITATIONS_PATH, ROOT, cited_in, load_citations
+        from synclab.lab.citations import CITATIONS_PATH, ROOT, cited_in, load_citations
 
         self.env.note_dependency(str(CITATIONS_PATH))
         for path in sorted((ROOT / "book").glob("*.md")) + sorted((ROOT / "solutions").glob("*.ipynb")):

@@ -26,7 +26,10 @@ class GpuReferenceDirective(SphinxDirective):
     option_spec = {"title": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
+        from synclab.lab.chapters import import_all
         from synclab.reference import REFERENCE_DIR, headline_figures
+
+        import_all()  # a stored figure is checked against its chapter's claim
 
         chapter, name = self.arguments
         for path in REFERENCE_DIR.glob(f"*/{chapter}.json"):

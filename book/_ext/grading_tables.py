@@ -1,7 +1,7 @@
 """``{grading-tables}``: the instructors' page's two tables, read from files, never typed in.
 
 * points: each chapter's exercises and points, from the solutions' stored check reports
-  (``synclab.nbgrader_source.points_by_chapter``, the same numbers nbgrader's cells get);
+  (``synclab.lab.nbgrader_source.points_by_chapter``, the same numbers nbgrader's cells get);
 * autograde time per notebook: what ``python -m synclab autograde-times`` stored in
   ``data/grading/autograde.json`` (with the machine, torch version and date), or one line
   saying how to record it.
@@ -37,9 +37,9 @@ def _table(header: list[str], rows: list[list[str]]) -> nodes.table:
 
 class GradingTablesDirective(SphinxDirective):
     def run(self) -> list[nodes.Node]:
-        from synclab.__main__ import CHAPTERS, ROOT
-        from synclab.nbgrader_run import GRADING_DIR
-        from synclab.nbgrader_source import points_by_chapter
+        from synclab.lab.cli import CHAPTERS, ROOT
+        from synclab.lab.nbgrader_run import GRADING_DIR
+        from synclab.lab.nbgrader_source import points_by_chapter
         from synclab.provenance import Provenance
 
         for stem in CHAPTERS.values():

@@ -1,24 +1,28 @@
 """Chapter 6 — the capstone: one engine step with all five patterns, a sync hunt and an ablation.
 
-* :mod:`synclab.engine.engine_core` — the engine (and :mod:`synclab.engine.tiny_llm`, its model);
-* :mod:`.fixes` — the chapters' fixes, loaded from their notebooks;
-* :mod:`.workloads` — request mixes, running the engine;
-* :mod:`.planted` — the runner of Exercise 6.1, with three features and their syncs;
-* :mod:`.checks` — 6.1 and 6.2's checks, the step's sync and host-work counts;
-* :mod:`.profiling` — the ablation's measurements and the device's busy share;
-* :mod:`.timeline` — one step's host events in order (counted), the busy-share MODEL, a trace's lanes.
+What the notebook imports. The rooms, as in every chapter:
+
+* :mod:`.workloads` — request mixes, the chapters' fixes loaded from their notebooks, running the
+  engine, and what a run counts (syncs per step, host work per decode step);
+* :mod:`.checks` — the checks of 6.1 and 6.2;
+* :mod:`.planted` — the runner Exercise 6.1 starts from, with three features and their syncs (what the
+  reader hunts, as the engine is what the other chapters' readers fix);
+* :mod:`.profiling` — the ablation's measurements, the device's busy share, one step's timeline.
+
+The engine itself is :mod:`synclab.engine.engine_core` (and :mod:`synclab.engine.tiny_llm`, its model).
 """
 
-from synclab.capstone.checks import (ablation_row_reference, check_ablation_row, check_sync_hunt, decode_workload, host_work_in_decode_step,
-                                     host_work_per_decode_step, is_planned, step_syncs)
-from synclab.capstone.fixes import load_fixes
+from synclab.capstone.checks import check_ablation_row, check_sync_hunt
 from synclab.capstone.planted import PlantedRunner
-from synclab.capstone.profiling import (ablation_configs, ablation_workload, busy_share, gpu_ablation, host_time_sweep,
-                                        sync_table)
-from synclab.capstone.timeline import busy_share_model, modelled_busy_share, step_host_events, trace_lanes
-from synclab.capstone.workloads import comparable, first_difference, random_mix, run_engine
+from synclab.capstone.profiling import (busy_share, busy_share_model, gpu_ablation, host_time_sweep,
+                                        modelled_busy_share, step_host_events, sync_table, trace_lanes)
+from synclab.capstone.workloads import (ablation_configs, ablation_row_reference, ablation_workload, comparable,
+                                        decode_workload, first_difference, host_work_in_decode_step,
+                                        host_work_per_decode_step, is_planned, load_fixes, random_mix, run_engine,
+                                        step_syncs)
 
-__all__ = ["PlantedRunner", "ablation_configs", "ablation_row_reference", "ablation_workload", "busy_share", "check_ablation_row",
-           "check_sync_hunt", "comparable", "decode_workload", "first_difference", "gpu_ablation",
-           "host_time_sweep", "host_work_in_decode_step", "host_work_per_decode_step", "is_planned", "load_fixes", "random_mix", "run_engine",
-           "step_syncs", "sync_table", "busy_share_model", "modelled_busy_share", "step_host_events", "trace_lanes"]
+__all__ = ["PlantedRunner", "ablation_configs", "ablation_row_reference", "ablation_workload", "busy_share",
+           "busy_share_model", "check_ablation_row", "check_sync_hunt", "comparable", "decode_workload",
+           "first_difference", "gpu_ablation", "host_time_sweep", "host_work_in_decode_step",
+           "host_work_per_decode_step", "is_planned", "load_fixes", "modelled_busy_share", "random_mix",
+           "run_engine", "step_host_events", "step_syncs", "sync_table", "trace_lanes"]

@@ -1,142 +1,20 @@
 """Chapter 6's checks: the sync hunt (6.1) and the ablation's counts (6.2).
 
-Taught in chapter 6 (the capstone). Every check counts; none times anything:
-
-* a step's syncs, split into the **planned wait** (the placeholder repair or the output
-  collection waiting on the previous step's copy event, while this step is already
-  queued) and **stray syncs** (everything else: each one drains the device's queue);
-* the host's work per decode step: torch calls made on the host plus elements of the
-  output histories touched (chapter 4's :class:`~synclab.reverse_scan.CountingList`),
-  which must stay flat as outputs grow and as requests carry more images.
+Taught in chapter 6 (the capstone). Every check counts; none times anything. The runner
+the hunt starts from is :class:`synclab.capstone.planted.PlantedRunner`.
 """
 
 from __future__ import annotations
 
 import random
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Callable
 
-from synclab.capstone.fixes import load_fixes
-from synclab.capstone.planted import PlantedRunner
-from synclab.capstone.workloads import (RequestSpec, Workload, comparable, first_difference, framed_image, random_mix,
-                                        run_engine)
+from synclab.capstone.workloads import (RunnerClass, Workload, ablation_row_reference,
+                                        ablation_workload, comparable, first_difference,
+                                        host_work_in_decode_step, load_fixes, random_mix, run_engine, step_syncs)
 from synclab.checks import Check, CheckReport, expect, run_checks
-from synclab.dispatch import count_torch_calls
-from synclab.engine.engine_core import EngineConfig, EngineCore, EngineRunner, SamplingParams
-from synclab.engine.scheduler import SchedulerConfig
-from synclab.reverse_scan import CountingList
-from synclab.syncs import SyncEvent, count_syncs
-
-RunnerClass = type[EngineRunner]
-def is_planned(event: SyncEvent) -> bool:
-    """The one wait a step may make: the engine marks it with ``gpu_sync_allowed()``, as vLLM does since #44800.
-
-    The engine wraps its wait on the previous step's output-copy event (in the placeholder
-    repair, or when the output is collected) in an allowed region; every other sync is stray.
-    """
-    return event.allowed
-
-
-@dataclass
-class StepSyncs:
-    """What ``count_syncs`` saw in each step of a run."""
-
-    stray: list[list[SyncEvent]]  # per step
-    planned: list[int]  # per step
-
-    @property
-    def stray_per_step(self) -> float:
-        return sum(map(len, self.stray)) / max(len(self.stray), 1)
-
-    @property
-    def syncs_per_step(self) -> float:
-        return (sum(map(len, self.stray)) + sum(self.planned)) / max(len(self.stray), 1)
-
-    def first_stray(self) -> SyncEvent | None:
-        return next((e for step in self.stray for e in step), None)
-
-
-def step_syncs(workload: Workload, config: EngineConfig, runner_cls: RunnerClass = EngineRunner,
-               components: Any = None) -> tuple[StepSyncs, dict]:
-    """Run ``workload`` to the end, counting each step's syncs; returns them and the results."""
-    stray: list[list[SyncEvent]] = []
-    planned: list[int] = []
-
-    @contextmanager
-    def counted(engine: EngineCore) -> Iterator[None]:
-        with count_syncs() as report:
-            yield
-        stray.append([e for e in report.events if not is_planned(e)])
-        planned.append(sum(map(is_planned, report.events)))
-
-    results = run_engine(workload, config, components or load_fixes(), runner_cls, each_step=counted)
-    return StepSyncs(stray, planned), results
-
-
-def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddings: int = 0,
-                    hunt_features: bool = False) -> Workload:
-    """Requests resumed with ``output_len`` tokens already out and ``images`` images each, decoding 6 tokens.
-
-    Every other one asks for logprobs; ``embeddings`` embedding requests (12-token prompts) join them.
-    ``hunt_features`` gives each a logit bias and a stop token banned by ``min_tokens`` for the whole
-    run (6.1's features, exercised in every step without ending a request early).
-    """
-    specs = [RequestSpec(f"embed-{i}", tuple(range(1, 13))) for i in range(embeddings)]
-    extras = {"logit_bias": ((4, 0.5),), "stop_token_ids": (9,), "min_tokens": 1_000} if hunt_features else {}
-    for i in range(num_requests):
-        prompt: list[int] = [1, 2]
-        ims = []
-        for j in range(images):
-            ims.append(framed_image(f"img-{i}-{j}", len(prompt), 6))
-            prompt += [0] * 6 + [3]
-        sampling = SamplingParams(max_tokens=6, bad_words=((5, 7),), logprob_token_ids=(1, 2) if i % 2 else (),
-                                  **extras)
-        specs.append(RequestSpec(f"gen-{i}", tuple(prompt), sampling,
-                                 tuple(ims), tuple((i + k) % 50 + 8 for k in range(output_len))))
-    return Workload(tuple(specs), SchedulerConfig(max_num_batched_tokens=2048, max_num_encoder_input_tokens=4096,
-                                                  encoder_cache_size=4096))
-
-
-@dataclass
-class HostWork:
-    """One decode step's host work: torch calls plus history elements touched, and what dominated."""
-
-    total: int
-    torch_calls: dict[str, int]
-    history: dict[str, int]  # elements touched, by list operation
-
-    def largest(self) -> str:
-        parts = [(n, f"history: {op}") for op, n in self.history.items()]
-        parts += [(n, f"torch: {name}") for name, n in self.torch_calls.items()]
-        return ", ".join(f"{what} x{n}" for n, what in sorted(parts, reverse=True)[:3])
-
-
-def host_work_in_decode_step(runner_cls: RunnerClass, config: EngineConfig, output_len: int, images: int,
-                             components: Any = None, hunt_features: bool = False) -> HostWork:
-    """:class:`HostWork` of the last decode step of :func:`decode_workload`."""
-    per_step: list[HostWork] = []
-
-    class Counted(runner_cls):  # type: ignore[misc, valid-type]
-        history_type = CountingList
-
-    @contextmanager
-    def counted(engine: EngineCore) -> Iterator[None]:
-        CountingList.touched = 0
-        CountingList.by_op.clear()
-        with count_torch_calls() as calls:
-            yield
-        per_step.append(HostWork(calls.count + CountingList.touched, dict(calls.by_name), dict(CountingList.by_op)))
-
-    run_engine(decode_workload(output_len, images, hunt_features=hunt_features), config,
-               components or load_fixes(), Counted, each_step=counted)
-    return per_step[-2]  # the last step that queued work (the final one only collects)
-
-
-def host_work_per_decode_step(runner_cls: RunnerClass, config: EngineConfig, output_len: int, images: int,
-                              components: Any = None, hunt_features: bool = False) -> int:
-    """Host torch calls plus history elements touched, in the last decode step of :func:`decode_workload`."""
-    return host_work_in_decode_step(runner_cls, config, output_len, images, components, hunt_features).total
+from synclab.capstone.planted import PlantedRunner
+from synclab.engine.engine_core import EngineConfig
 
 
 FLAT_BOUND = 1.5  # host work may grow by at most this factor while outputs grow 16x or images 8x
@@ -214,16 +92,7 @@ AblationRow = Callable[[EngineConfig, Workload], dict[str, float]]
 ROW_KEYS = ("steps", "tokens", "stray_per_step", "planned_per_step")
 
 
-def ablation_row_reference(config: EngineConfig, workload: Workload) -> dict[str, float]:
-    """The lab's own answer to Exercise 6.2: what the checks compare with, and what the page draws until 6.2 passes."""
-    syncs, results = step_syncs(workload, config)
-    return {"steps": len(syncs.stray), "tokens": sum(len(r.token_ids) for r in results.values()),
-            "stray_per_step": syncs.stray_per_step, "planned_per_step": sum(syncs.planned) / len(syncs.planned)}
-
-
 def _check_row(fn: AblationRow, rng: random.Random) -> None:
-    from synclab.capstone.profiling import ablation_workload
-
     workload = ablation_workload(16)
     combos = list(EngineConfig.all_combinations())
     for config in [EngineConfig.baseline(), EngineConfig(), *rng.sample(combos, 2)]:

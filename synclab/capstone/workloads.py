@@ -1,24 +1,41 @@
-"""Request mixes for chapter 6's engine, and running the engine over one.
+"""Chapter 6's workloads: request mixes, the chapters' fixes, running the engine, and what a run counts.
 
-Taught in chapter 6 (the capstone). A mix is plain data (:class:`RequestSpec`), so the
-same mix can be built for any :class:`~synclab.engine.engine_core.EngineConfig`: each
-config needs its own ``PlaceholderRange`` class and fresh request objects.
+Taught in chapter 6 (the capstone).
+
+* request mixes (:class:`RequestSpec`, :func:`random_mix`, :func:`decode_workload`,
+  :func:`ablation_workload`): plain data, so one mix can be built for any
+  :class:`~synclab.engine.engine_core.EngineConfig`, each config with its own
+  ``PlaceholderRange`` class and fresh request objects;
+* :func:`load_fixes` — the code each fix runs, taken from the chapters' notebooks, never written
+  twice (``load_fixes("labs")`` takes yours instead, from the labs you completed);
+* :func:`run_engine` — the engine over a mix;
+* what a run counts: each step's syncs, split into the **planned wait** (marked with
+  ``gpu_sync_allowed()``) and **stray syncs** (:func:`step_syncs`), and the host's work per decode
+  step (:func:`host_work_in_decode_step`: torch calls plus history elements touched), which must stay
+  flat as outputs grow and as requests carry more images.
 """
+
 
 from __future__ import annotations
 
 import random
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager
+from functools import lru_cache
+from typing import Any, Callable, ContextManager, Iterator
 
 from synclab.device import has_cuda
-from synclab.engine import sim_cuda
-from synclab.engine.engine_core import (Components, EngineConfig, EngineCore, EngineRequest, EngineRunner, ImageInput,
-                                        RequestResult, SamplingParams, make_request)
+from synclab.dispatch import CountingList, count_torch_calls
+from synclab.engine.engine_core import (PATTERNS, Components, EngineConfig, EngineCore, EngineRequest, EngineRunner,
+                                        ImageInput, RequestResult, SamplingParams, make_request)
 from synclab.engine.mm_inputs import PlaceholderRangeBaseline
 from synclab.engine.scheduler import SchedulerConfig
 from synclab.engine.tiny_llm import CPU_MODEL, ModelConfig
+from synclab.lab.notebook_code import ROOT, load_function
+from synclab.sim import cuda as sim_cuda
+from synclab.syncs import SyncEvent, count_syncs
+
+RunnerClass = type[EngineRunner]
 
 
 @dataclass(frozen=True)
@@ -140,3 +157,167 @@ def first_difference(got: dict[str, Any], want: dict[str, Any]) -> str | None:
                 return f"{req_id}: {what} {str(g)[:120]} != expected {str(w)[:120]}"
     return None
 
+
+# ----------------------------------------------------------------------------- the chapters' fixes
+
+NOTEBOOKS = {1: "01_slice_then_split", 2: "02_lazy_streams", 3: "03_pinned_transfers",
+             4: "04_reverse_placeholder_scans", 5: "05_list_based_caches"}
+
+
+@lru_cache(maxsize=2)
+def load_fixes(source: str = "solutions") -> Components:
+    """Every fix of chapters 1-5, from ``solutions/`` (default) or ``labs/`` (your own code)."""
+    if source not in ("solutions", "labs"):
+        raise ValueError(f"load_fixes takes 'solutions' or 'labs', not {source!r}")
+
+    def load(chapter: int, name: str, namespace: dict | None = None):
+        notebook = ROOT / source / f"{NOTEBOOKS[chapter]}.ipynb"
+        if not notebook.exists():
+            raise FileNotFoundError(f"{notebook} is missing: chapter 6 runs chapter {chapter}'s {name} from it")
+        return load_function(str(notebook.relative_to(ROOT)), name, namespace)
+
+    ch1: dict = {}
+    load(1, "AllPool", ch1)
+    ch3: dict = {}
+    return Components(
+        all_pool=load(1, "AllPoolNoSync", ch1),
+        output_copy_stream=load(2, "AsyncOutputRunner")._get_or_create_async_output_copy_stream,
+        async_tensor_h2d=load(3, "async_tensor_h2d", ch3),
+        sampler=load(3, "PinnedSampler", ch3),
+        bad_words_single_batch=load(3, "_apply_bad_words_single_batch", ch3),
+        input_batch=load(4, "ReverseScanBatch"),
+        placeholder_range=load(5, "ListCachedRange"),
+        scheduler=load(5, "EncoderScheduler"),
+    )
+
+
+# ----------------------------------------------------------------------------- what a run counts
+
+def is_planned(event: SyncEvent) -> bool:
+    """The one wait a step may make: the engine marks it with ``gpu_sync_allowed()``, as vLLM does since #44800.
+
+    The engine wraps its wait on the previous step's output-copy event (in the placeholder
+    repair, or when the output is collected) in an allowed region; every other sync is stray.
+    """
+    return event.allowed
+
+
+@dataclass
+class StepSyncs:
+    """What ``count_syncs`` saw in each step of a run."""
+
+    stray: list[list[SyncEvent]]  # per step
+    planned: list[int]  # per step
+
+    @property
+    def stray_per_step(self) -> float:
+        return sum(map(len, self.stray)) / max(len(self.stray), 1)
+
+    @property
+    def syncs_per_step(self) -> float:
+        return (sum(map(len, self.stray)) + sum(self.planned)) / max(len(self.stray), 1)
+
+    def first_stray(self) -> SyncEvent | None:
+        return next((e for step in self.stray for e in step), None)
+
+
+def step_syncs(workload: Workload, config: EngineConfig, runner_cls: RunnerClass = EngineRunner,
+               components: Any = None) -> tuple[StepSyncs, dict]:
+    """Run ``workload`` to the end, counting each step's syncs; returns them and the results."""
+    stray: list[list[SyncEvent]] = []
+    planned: list[int] = []
+
+    @contextmanager
+    def counted(engine: EngineCore) -> Iterator[None]:
+        with count_syncs() as report:
+            yield
+        stray.append([e for e in report.events if not is_planned(e)])
+        planned.append(sum(map(is_planned, report.events)))
+
+    results = run_engine(workload, config, components or load_fixes(), runner_cls, each_step=counted)
+    return StepSyncs(stray, planned), results
+
+
+def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddings: int = 0,
+                    hunt_features: bool = False) -> Workload:
+    """Requests resumed with ``output_len`` tokens already out and ``images`` images each, decoding 6 tokens.
+
+    Every other one asks for logprobs; ``embeddings`` embedding requests (12-token prompts) join them.
+    ``hunt_features`` gives each a logit bias and a stop token banned by ``min_tokens`` for the whole
+    run (6.1's features, exercised in every step without ending a request early).
+    """
+    specs = [RequestSpec(f"embed-{i}", tuple(range(1, 13))) for i in range(embeddings)]
+    extras = {"logit_bias": ((4, 0.5),), "stop_token_ids": (9,), "min_tokens": 1_000} if hunt_features else {}
+    for i in range(num_requests):
+        prompt: list[int] = [1, 2]
+        ims = []
+        for j in range(images):
+            ims.append(framed_image(f"img-{i}-{j}", len(prompt), 6))
+            prompt += [0] * 6 + [3]
+        sampling = SamplingParams(max_tokens=6, bad_words=((5, 7),), logprob_token_ids=(1, 2) if i % 2 else (),
+                                  **extras)
+        specs.append(RequestSpec(f"gen-{i}", tuple(prompt), sampling,
+                                 tuple(ims), tuple((i + k) % 50 + 8 for k in range(output_len))))
+    return Workload(tuple(specs), SchedulerConfig(max_num_batched_tokens=2048, max_num_encoder_input_tokens=4096,
+                                                  encoder_cache_size=4096))
+
+
+@dataclass
+class HostWork:
+    """One decode step's host work: torch calls plus history elements touched, and what dominated."""
+
+    total: int
+    torch_calls: dict[str, int]
+    history: dict[str, int]  # elements touched, by list operation
+
+    def largest(self) -> str:
+        parts = [(n, f"history: {op}") for op, n in self.history.items()]
+        parts += [(n, f"torch: {name}") for name, n in self.torch_calls.items()]
+        return ", ".join(f"{what} x{n}" for n, what in sorted(parts, reverse=True)[:3])
+
+
+def host_work_in_decode_step(runner_cls: RunnerClass, config: EngineConfig, output_len: int, images: int,
+                             components: Any = None, hunt_features: bool = False) -> HostWork:
+    """:class:`HostWork` of the last decode step of :func:`decode_workload`."""
+    per_step: list[HostWork] = []
+
+    class Counted(runner_cls):  # type: ignore[misc, valid-type]
+        history_type = CountingList
+
+    @contextmanager
+    def counted(engine: EngineCore) -> Iterator[None]:
+        CountingList.touched = 0
+        CountingList.by_op.clear()
+        with count_torch_calls() as calls:
+            yield
+        per_step.append(HostWork(calls.count + CountingList.touched, dict(calls.by_name), dict(CountingList.by_op)))
+
+    run_engine(decode_workload(output_len, images, hunt_features=hunt_features), config,
+               components or load_fixes(), Counted, each_step=counted)
+    return per_step[-2]  # the last step that queued work (the final one only collects)
+
+
+def host_work_per_decode_step(runner_cls: RunnerClass, config: EngineConfig, output_len: int, images: int,
+                              components: Any = None, hunt_features: bool = False) -> int:
+    """Host torch calls plus history elements touched, in the last decode step of :func:`decode_workload`."""
+    return host_work_in_decode_step(runner_cls, config, output_len, images, components, hunt_features).total
+
+
+def ablation_row_reference(config: EngineConfig, workload: Workload) -> dict[str, float]:
+    """The lab's own answer to Exercise 6.2: what the checks compare with, and what the page draws until 6.2 passes."""
+    syncs, results = step_syncs(workload, config)
+    return {"steps": len(syncs.stray), "tokens": sum(len(r.token_ids) for r in results.values()),
+            "stray_per_step": syncs.stray_per_step, "planned_per_step": sum(syncs.planned) / len(syncs.planned)}
+
+
+def ablation_configs() -> list[EngineConfig]:
+    """Baseline, then each fix alone (in chapter order), then all five."""
+    return [EngineConfig.baseline(), *(EngineConfig.only(p) for p in PATTERNS), EngineConfig()]
+
+
+ABLATION_LENGTHS = (16, 64)  # tokens each request has already produced (decode_workload)
+
+
+def ablation_workload(length: int = 64) -> Workload:
+    """4 decoding requests with 4 images each (2 of them asking for logprobs) and 2 embedding requests."""
+    return decode_workload(length, images=4, embeddings=2)

@@ -18,7 +18,7 @@ agree on micro-batching, padding and the CUDA-graph mode.
 The reader writes ``_run_ar`` (fields written into a pinned host tensor, one
 ``non_blocking`` upload, the all-reduce) and ``_synchronize_dp_ranks`` (one read back,
 then the same readers on the host copy). The process group comes from
-:class:`synclab.distributed.RankGroup`, which sets the group returned by :func:`get_dp_group`.
+:class:`synclab.pinned_transfers.ranks.RankGroup`, which sets the group returned by :func:`get_dp_group`.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ _DP_GROUP: list[DPGroup] = []
 
 
 def set_dp_group(group: DPGroup | None) -> None:
-    """Install this process's DP group (``synclab.distributed`` does, in each rank)."""
+    """Install this process's DP group (``synclab.pinned_transfers.ranks`` does, in each rank)."""
     _DP_GROUP.clear()
     if group is not None:
         _DP_GROUP.append(group)
@@ -68,7 +68,7 @@ def set_dp_group(group: DPGroup | None) -> None:
 def get_dp_group() -> DPGroup:
     if not _DP_GROUP:
         raise RuntimeError("no data-parallel group in this process: the DP functions run inside the ranks of "
-                           "synclab.distributed.RankGroup (the chapter 3 checks start one)")
+                           "synclab.pinned_transfers.ranks.RankGroup (the chapter 3 checks start one)")
     return _DP_GROUP[0]
 
 

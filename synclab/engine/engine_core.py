@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from synclab.device import DeviceLike, mark_device, pick_device
-from synclab.engine import sim_cuda
+from synclab.sim import cuda as sim_cuda
 from synclab.engine.bad_words import SingleBatchFunction, _apply_bad_words_single_batch_baseline, apply_bad_words
 from synclab.engine.input_batch import CachedRequestState, InputBatch, InputBatchBaseline, append_placeholders
 from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline, make_mask

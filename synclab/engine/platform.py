@@ -3,7 +3,7 @@
 Taught in chapter 2 (lazy streams). CUDA and ROCm have streams and events, so
 the runner can copy its outputs on a side stream; CPU and XPU runners cannot.
 Checks force the answer (:func:`forced_platform`) to test the CPU path on a GPU
-machine too, and :mod:`synclab.engine.sim_cuda` makes a CPU machine CUDA-like
+machine too, and :mod:`synclab.sim.cuda` makes a CPU machine CUDA-like
 for the duration of a simulation.
 """
 
@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from synclab.device import has_cuda
-from synclab.engine import sim_cuda
+from synclab.sim import cuda as sim_cuda
 
 
 class Platform:

@@ -12,7 +12,7 @@ from torch.overrides import TorchFunctionMode
 
 from synclab.checks import CheckFailed, expect
 from synclab.device import is_device_tensor, is_pinned_host
-from synclab.engine.sim_pinning import PinnedMemoryUnavailable
+from synclab.sim.pinning import PinnedMemoryUnavailable
 from synclab.syncs import SyncReport, _target_is_device, _user_frame, attribute_syncs_to_callers, count_syncs
 
 attribute_syncs_to_callers(__file__)  # a copy seen by a watcher here belongs to the reader's line that made it

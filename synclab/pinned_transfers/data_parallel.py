@@ -1,7 +1,7 @@
 """Chapter 3, Exercise 3.7: the data-parallel all-reduce on a real process group, and its checks.
 
 Every check calls the reader's ``_run_ar`` / ``_synchronize_dp_ranks`` on every rank of
-a :class:`synclab.distributed.RankGroup` (two spawned processes, gloo on a CPU-only
+a :class:`synclab.pinned_transfers.ranks.RankGroup` (two spawned processes, gloo on a CPU-only
 machine) with a different contribution per rank, counts the syncs on each rank, and
 compares what each rank got with the plain-Python reference. Each rank also watches its
 ``dist.all_reduce`` calls (which tensor, which group, the reduced table: NCCL's rules hold even
@@ -24,11 +24,11 @@ import torch
 
 from synclab.checks import Check, CheckFailed, CheckReport, CheckTimeout, expect, run_checks
 from synclab.device import has_cuda, is_device_tensor, unmark_device
-from synclab.distributed import RankError, RankGroup, RankTimeout
-from synclab.engine import sim_cuda
+from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout
+from synclab.sim import cuda as sim_cuda
 from synclab.engine.dp_utils import FIELDS, Contribution, ParallelConfig, _get_device_and_group, dp_reference, \
     run_ar_reference
-from synclab.engine.sim_pinning import PinnedMemoryUnavailable, simulated_pinning
+from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning
 from synclab.pinned_transfers.common import PIN_HINT, WAIT_HINT, WSL_HINT, unwaited, watch_async_reads
 from synclab.syncs import SyncKind, count_syncs
 

@@ -17,10 +17,10 @@ import torch
 
 from synclab.checks import Check, CheckReport, expect, run_checks
 from synclab.device import SIM_DEVICE, DeviceLike, is_pin_memory_available, pick_device, to_device
-from synclab.engine import sim_cuda
+from synclab.sim import cuda as sim_cuda
 from synclab.engine.bad_words import apply_bad_words, bad_words_reference
 from synclab.engine.ngram_proposer_gpu import CachedRequestState, NgramInputBatch
-from synclab.engine.sim_pinning import simulated_pinning
+from synclab.sim.pinning import simulated_pinning
 from synclab.pinned_transfers.common import PIN_HINT, counted, expect_no_syncs, on_wsl
 from synclab.syncs import SyncReport
 

@@ -10,7 +10,7 @@ import torch
 from synclab.checks import finished, unfinished
 from synclab.claims import Faster, Within, declare, validated
 from synclab.device import pick_device, to_device
-from synclab.engine.sim_pinning import simulated_pinning
+from synclab.sim.pinning import simulated_pinning
 from synclab.pinned_transfers.common import counted
 from synclab.pinned_transfers.data_parallel import dp_sync_counts
 from synclab.pinned_transfers.ngram import count_bad_words, count_reorder_step
@@ -209,7 +209,7 @@ def stale_read(num_elements: int = 1 << 24) -> dict[str, Any]:
     buffer holds ``GARBAGE`` until its event is waited for (a model of ordering).
     """
     from synclab.device import has_cuda
-    from synclab.engine import sim_cuda
+    from synclab.sim import cuda as sim_cuda
     from synclab.reference import record
 
     if has_cuda():

@@ -16,11 +16,11 @@ import torch
 
 from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
 from synclab.device import SIM_DEVICE, is_device_tensor, pick_device, to_device
-from synclab.engine import sim_cuda
+from synclab.sim import cuda as sim_cuda
 from synclab.engine.model_inputs import GPUModelRunner, fast_prefill_reference, token_type_ids_reference
 from synclab.engine.pool_metadata import PoolingParams
 from synclab.engine.sampler import LogprobsTensors, Sampler, gather_reference
-from synclab.engine.sim_pinning import simulated_pinning
+from synclab.sim.pinning import simulated_pinning
 from synclab.engine.torch_utils import host_reference
 from synclab.pinned_transfers.common import PIN_HINT, counted, expect_no_syncs, on_wsl
 from synclab.syncs import SyncReport

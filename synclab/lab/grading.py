@@ -1,7 +1,7 @@
 """Grades from the chapters' checks: what nbgrader's autograded cells run.
 
 Used by the instructors' page (running the lab for a class with nbgrader). A check cell of an
-nbgrader assignment (written by :mod:`synclab.nbgrader_source`) reads::
+nbgrader assignment (written by :mod:`synclab.lab.nbgrader_source`) reads::
 
     graded(lambda: ch6.check_sync_hunt(clean_runner), points=4)
 

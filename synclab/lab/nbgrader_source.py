@@ -7,14 +7,14 @@ notebook becomes ``DIR/source/<chapter>/<notebook>.ipynb``, an nbgrader *source*
 * an exercise cell (``### BEGIN SOLUTION X.Y``) is an **autograded answer**; nbgrader replaces
   the region by its stub, after our hint line ``# Exercise X.Y: YOUR CODE HERE (~N lines)``;
 * an exercise's check cell is an **autograder test**, locked, worth the points of its checks,
-  rewritten as ``graded(lambda: <the check call>, points=N)`` (:mod:`synclab.grading`);
+  rewritten as ``graded(lambda: <the check call>, points=N)`` (:mod:`synclab.lab.grading`);
 * a written answer (``<!-- BEGIN SOLUTION -->`` in markdown) is a **manually graded answer**
   worth 0 points: the lab's checks do not grade prose, so nor does the assignment;
 * every other cell is **read-only**; cells tagged ``solution-only`` are left out, as in the lab.
 
 An exercise's points are read from the solution's stored check output ("5/5 checks passed"),
 which ``pytest --nbval`` keeps equal to what the checks report today; a check cell whose
-checks later change refuses to grade (:class:`synclab.grading.GradingError`) until the
+checks later change refuses to grade (:class:`synclab.lab.grading.GradingError`) until the
 assignment is regenerated. The regular labs do not change.
 """
 
@@ -28,7 +28,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from synclab.checks import parse_summary
-from synclab.labgen import (_BEGIN, _END, _MD_REGION, SOLUTION_ONLY_TAG, LabgenError, _lab_title, _source,
+from synclab.lab.labgen import (_BEGIN, _END, _MD_REGION, SOLUTION_ONLY_TAG, LabgenError, _lab_title, _source,
                             cell_roles, size_hint)
 
 SCHEMA_VERSION = 3
@@ -94,7 +94,7 @@ def _graded_call(source: str, points: int, where: str) -> str:
         ast.parse(source.strip(), mode="eval")
     except SyntaxError:
         raise LabgenError(f"{where}: a check cell must be one expression (the check call) to be graded") from None
-    return f"from synclab.grading import graded\n\ngraded(lambda: {source.strip()}, points={points})"
+    return f"from synclab.lab.grading import graded\n\ngraded(lambda: {source.strip()}, points={points})"
 
 
 def nbgrader_notebook(solution: NotebookNode, source_name: str) -> NotebookNode:

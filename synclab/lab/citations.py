@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CITATIONS_PATH = ROOT / "data" / "citations.yaml"
 
 VLLM = "vllm-project/vllm"

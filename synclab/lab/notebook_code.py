@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent  # the repository: notebooks are named relative to it
+ROOT = Path(__file__).resolve().parents[2]  # the repository: notebooks are named relative to it
 
 
 def _defines(source: str, name: str) -> bool:

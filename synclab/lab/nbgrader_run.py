@@ -1,4 +1,4 @@
-"""Drive the real nbgrader on a course written by :mod:`synclab.nbgrader_source`.
+"""Drive the real nbgrader on a course written by :mod:`synclab.lab.nbgrader_source`.
 
 Used by the instructors' page and ``tests/test_nbgrader.py``: generate a chapter's assignment,
 hand in submissions (the solution, the untouched release, a planted bug), autograde them and
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import nbformat
 
-from synclab.nbgrader_source import write_course
+from synclab.lab.nbgrader_source import write_course
 
-GRADING_DIR = Path(__file__).resolve().parent.parent / "data" / "grading"
+GRADING_DIR = Path(__file__).resolve().parents[2] / "data" / "grading"
 Scores = dict[str, tuple[float, float]]  # grade cell id -> (score, max score)
 
 

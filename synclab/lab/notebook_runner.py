@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 GRACE_S = 10.0
-_QUIET = logging.getLogger("synclab.notebook_runner.nbclient")  # nbclient's log: the run's report says it better
+_QUIET = logging.getLogger("synclab.lab.notebook_runner.nbclient")  # nbclient's log: the run's report says it better
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False  # after an interrupt, how long a kernel may take before it is shut down
 

@@ -181,7 +181,7 @@ _DEVICE: list[_SimDevice] = []  # the device of the innermost simulated_cuda() b
 
 def _current_device() -> _SimDevice:
     if not _DEVICE:
-        raise RuntimeError("simulated streams exist only inside synclab.engine.sim_cuda.simulated_cuda()")
+        raise RuntimeError("simulated streams exist only inside synclab.sim.cuda.simulated_cuda()")
     return _DEVICE[-1]
 
 

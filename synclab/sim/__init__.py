@@ -1,0 +1,10 @@
+"""The simulated device: what lets a CPU-only machine show what a GPU would do.
+
+* :mod:`.cuda` — simulated CUDA streams and events, with the order of their operations
+  (chapters 2, 3 and 4 check stream code with it on any machine);
+* :mod:`.pinning` — simulated pinned memory, on a GPU machine or on WSL (chapter 3).
+
+:mod:`synclab.device` marks the CPU tensors that stand for device memory; these two
+modules add the streams and the pinned allocator. vLLM has neither: its parts live in
+:mod:`synclab.engine`.
+"""

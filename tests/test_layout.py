@@ -1,0 +1,135 @@
+"""The house plan, read from synclab's own imports: no circle, nothing below a chapter imports one, old paths answer.
+
+Imports are read with ``ast`` (those inside functions too), so an import hidden in a function
+still counts as a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import synclab
+from synclab.lab.chapters import PACKAGES
+
+SYNCLAB = Path(synclab.__file__).parent
+CHAPTERS = set(PACKAGES.values())
+ALLOWED_CIRCLES = [{"synclab.engine.scheduler", "synclab.engine.encoder_cache_manager"}]  # as in vLLM itself
+ABOVE_THE_CHAPTERS = {"synclab.__main__", "synclab.lab.cli", "synclab.lab.chapters"}  # they run every chapter
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SYNCLAB.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in SYNCLAB.rglob("*.py")}
+
+
+def _imports(name: str) -> set[str]:
+    """The synclab modules ``name`` imports (a package's ``from pkg import mod`` counts as the submodule)."""
+    found = set()
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("synclab"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in MODULES else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("synclab"))
+    return {m for m in found if m in MODULES and m != name}
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+def _chapter_of(name: str) -> str | None:
+    return next((c for c in CHAPTERS if name == c or name.startswith(c + ".")), None)
+
+
+def _circles() -> list[set[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def _importers_of_chapters() -> dict[str, set[str]]:
+    wrong: dict[str, set[str]] = defaultdict(set)
+    for name, imported in GRAPH.items():
+        mine = _chapter_of(name)
+        for target in imported:
+            theirs = _chapter_of(target)
+            if theirs is not None and theirs != mine and name not in ABOVE_THE_CHAPTERS:
+                wrong[name].add(target)
+    return dict(wrong)
+
+
+def test_no_import_circle_but_the_one_vllm_has():
+    assert [c for c in _circles() if c not in ALLOWED_CIRCLES] == []
+
+
+def test_nothing_below_the_chapters_imports_one_and_no_chapter_imports_another():
+    assert _importers_of_chapters() == {}
+
+
+def test_the_checks_catch_an_upward_import_and_a_circle(monkeypatch):
+    monkeypatch.setitem(GRAPH, "synclab.claims", GRAPH["synclab.claims"] | {"synclab.capstone"})
+    assert "synclab.claims" in _importers_of_chapters()
+    monkeypatch.setitem(GRAPH, "synclab.syncs", GRAPH["synclab.syncs"] | {"synclab.claims"})
+    monkeypatch.setitem(GRAPH, "synclab.claims", GRAPH["synclab.claims"] | {"synclab.syncs"})
+    assert any({"synclab.syncs", "synclab.claims"} <= c for c in _circles())
+
+
+@pytest.mark.xfail(strict=True, reason="chapters 0, 1, 2, 4 and 5 are single modules still: they become packages next")
+def test_the_top_level_is_small_enough_to_read_in_a_minute():
+    top = sorted(p.stem for p in SYNCLAB.glob("*.py") if p.stem != "__init__")
+    assert len(top) <= 12, top
+
+
+def test_the_simulated_device_and_the_lab_machinery_have_rooms_of_their_own():
+    assert not list((SYNCLAB / "engine").glob("sim_*.py"))  # engine/ holds vLLM's parts and their baselines
+    assert {p.stem for p in (SYNCLAB / "sim").glob("*.py")} >= {"cuda", "pinning"}
+    assert {p.stem for p in (SYNCLAB / "lab").glob("*.py")} >= {"cli", "labgen", "notebook_runner", "grading"}
+
+
+@pytest.mark.parametrize("old", sorted(synclab.MOVED))
+def test_an_old_import_path_still_works_and_names_the_new_one(old):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(synclab.MOVED[old])
+    assert module.__name__ == synclab.MOVED[old]  # the module keeps its own name
+    assert any(synclab.MOVED[old] in str(w.message) for w in caught), [str(w.message) for w in caught]
