@@ -46,6 +46,8 @@ MOVED = {  # old module -> where it lives now
     "synclab.distributed": "synclab.pinned_transfers.ranks",
     "synclab.capstone.fixes": "synclab.capstone.workloads",
     "synclab.capstone.timeline": "synclab.capstone.profiling",
+    **{f"synclab.pinned_transfers.{m}": f"synclab.pinned_transfers.checks.{m}"
+       for m in ("uploads", "penalties", "data_parallel", "ngram", "snippets", "common")},
 }
 
 

@@ -237,9 +237,14 @@ def attribute_syncs_to_callers(filename: str) -> None:
 attribute_syncs_to_callers(_device_module.__file__)  # to_device's simulated copy belongs to its caller
 
 
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def _short_filename(filename: str) -> str:
     if "ipykernel_" in filename or filename.startswith("<ipython-input"):
         return "<cell>"
+    if os.path.abspath(filename).startswith(os.path.join(_PACKAGE_PARENT, "synclab") + os.sep):
+        return os.path.relpath(filename, _PACKAGE_PARENT)  # synclab/<chapter>/<room>.py: which room of which chapter
     try:
         rel = os.path.relpath(filename)
     except ValueError:

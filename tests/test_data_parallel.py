@@ -13,7 +13,7 @@ import torch.distributed as dist
 from synclab import pinned_transfers as ch3
 from synclab.device import is_host, is_pin_memory_available, pick_device
 from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout
-from synclab.pinned_transfers.data_parallel import RANK_CALL_TIMEOUT_S
+from synclab.pinned_transfers.checks.data_parallel import RANK_CALL_TIMEOUT_S
 from synclab.engine.dp_utils import (_get_device_and_group, _run_ar_baseline, _synchronize_dp_ranks_baseline,
                                      post_process)
 from tests.check_reports import assert_every_check_shown_to_fail, outcome

@@ -113,10 +113,30 @@ def test_the_checks_catch_an_upward_import_and_a_circle(monkeypatch):
     assert any({"synclab.syncs", "synclab.claims"} <= c for c in _circles())
 
 
-@pytest.mark.xfail(strict=True, reason="chapters 0, 1, 2, 4 and 5 are single modules still: they become packages next")
 def test_the_top_level_is_small_enough_to_read_in_a_minute():
     top = sorted(p.stem for p in SYNCLAB.glob("*.py") if p.stem != "__init__")
     assert len(top) <= 12, top
+
+
+TEMPLATE = SYNCLAB.parent / "templates" / "chapter"
+
+
+def _rooms(package: Path) -> set[str]:
+    return {p.stem for p in package.glob("*.py") if p.stem != "__init__"} | \
+           {p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_every_chapter_is_a_package_with_the_templates_rooms(chapter):
+    package = SYNCLAB.parent / Path(*chapter.split("."))
+    assert (package / "__init__.py").exists(), f"{chapter} is not a package"
+    assert _rooms(TEMPLATE) <= _rooms(package), f"{chapter} lacks rooms {_rooms(TEMPLATE) - _rooms(package)}"
+    assert (importlib.import_module(chapter).__doc__ or "").strip(), f"{chapter}'s __init__ has no docstring"
+
+
+def test_the_template_is_what_the_recipe_copies():
+    assert _rooms(TEMPLATE) == {"workloads", "checks", "profiling"}
+    assert "templates/chapter" in (SYNCLAB.parent / "CONTRIBUTING.md").read_text()
 
 
 def test_the_simulated_device_and_the_lab_machinery_have_rooms_of_their_own():

@@ -11,7 +11,8 @@ import torch
 from synclab import list_caches as ch5
 from synclab.dispatch import count_torch_calls
 from synclab.engine.encoder_cache_manager import EncoderCacheManager
-from synclab.engine.mm_inputs import PlaceholderRange, PlaceholderRangeBaseline, PlaceholderRangeReference, make_mask
+from synclab.engine.mm_inputs import (MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline,
+                                     PlaceholderRangeReference, make_mask)
 from synclab.engine.scheduler import Request, SchedulerConfig
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
@@ -65,7 +66,7 @@ def test_placeholder_ranges_compare_by_value():
 
 def test_encoder_cache_evicts_freeable_items_oldest_first():
     def request(rid, ident, n):
-        return Request(rid, 100, [ch5.MultiModalFeatureSpec(ident, PlaceholderRangeReference(0, n))])
+        return Request(rid, 100, [MultiModalFeatureSpec(ident, PlaceholderRangeReference(0, n))])
 
     m = EncoderCacheManager(10)
     a, b, c = request("r1", "A", 4), request("r2", "B", 4), request("r3", "C", 6)
@@ -181,7 +182,7 @@ class BudgetInTokens(EncoderScheduler):  # charges the placeholder tokens, not t
 
 class NoEmbedsCheck(EncoderScheduler):  # encodes an item as soon as the window touches its span
     def _try_schedule_encoder_inputs(self, request, num_computed_tokens, num_new_tokens, encoder_compute_budget):
-        patched = [ch5.MultiModalFeatureSpec(f.identifier, _AllEmbeds(f.mm_position)) for f in request.mm_features]
+        patched = [MultiModalFeatureSpec(f.identifier, _AllEmbeds(f.mm_position)) for f in request.mm_features]
         shadow = Request(request.request_id, request.num_prompt_tokens, patched, request.max_tokens,
                          request.num_computed_tokens, request.num_output_tokens)
         return super()._try_schedule_encoder_inputs(shadow, num_computed_tokens, num_new_tokens,

@@ -12,7 +12,7 @@ from synclab import pinned_transfers as ch3
 from synclab.device import is_pin_memory_available
 from synclab.engine.bad_words import _SMALLEST_LOGIT, _apply_bad_words_single_batch_baseline
 from synclab.engine.ngram_proposer_gpu import update_ngram_gpu_tensors_incremental_baseline
-from synclab.pinned_transfers.ngram import count_bad_words, count_reorder_step
+from synclab.pinned_transfers.checks.ngram import count_bad_words, count_reorder_step
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from synclab import reverse_scan as ch4
+from synclab.reverse_scan import checks as ch4_checks
 from synclab.engine.input_batch import PLACEHOLDER, InputBatchBaseline, update_reference
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
@@ -290,8 +291,8 @@ def test_each_4_2_mistake_fails_on_its_own_case_with_its_own_hint(wrong, case, g
     report = ch4.check_bottleneck_model(wrong, seed=0)
     (fixed,) = [o for o in report.outcomes if "fixed cost tables" in o.name]
     assert fixed.status == "failed" and fixed.case.startswith(case) and got(fixed.got), str(report)
-    assert fixed.hint == (ch4._ROUND_UP_HINT if wrong in (floors, rounds_to_nearest)
-                          else next(h for c, _, _, h in ch4._MODEL_CASES if c.startswith(case)))
+    assert fixed.hint == (ch4_checks._ROUND_UP_HINT if wrong in (floors, rounds_to_nearest)
+                          else next(h for c, _, _, h in ch4_checks._MODEL_CASES if c.startswith(case)))
     assert outcome(report, "random cost tables") == "passed", str(report)  # random tables never show these
 
 
@@ -315,7 +316,7 @@ def test_the_4_2_contract_case_by_case():
 
 
 def test_the_solution_matches_the_reference_on_every_fixed_table():
-    for case, costs, device_us, _ in ch4._MODEL_CASES:
+    for case, costs, device_us, _ in ch4_checks._MODEL_CASES:
         assert host_bottleneck_length(dict(costs), device_us) == ch4.bottleneck_reference(costs, device_us), case
 
 
@@ -336,7 +337,7 @@ def test_the_worked_table_of_4_1_is_what_the_code_does(page):
     assert len(rows) == 5, rows
     for before, sampled, after in rows:
         assert update_reference([before], [sampled], [0]) == [after], (before, sampled)
-        states, report, waits = ch4._run_step(ReverseScanBatch, [list(before)], [sampled], [0])
+        states, report, waits = ch4_checks._run_step(ReverseScanBatch, [list(before)], [sampled], [0])
         assert states[0].output_token_ids == after, (before, sampled)
         repairs = bool(before) and before[-1] == PLACEHOLDER
         assert waits == report.count == int(repairs), (before, sampled)  # no trailing -1: no wait at all

@@ -79,7 +79,7 @@ def test_simulated_device_is_the_cpu_stand_in():
 def test_a_non_blocking_read_nothing_waited_for_is_listed_until_a_wait_covers_it():
     """Chapter 3's watch for a read-back used too early (3.7); the simulated streams' waits work without CUDA."""
     from synclab.sim.cuda import simulated_cuda
-    from synclab.pinned_transfers.common import unwaited, watch_async_reads
+    from synclab.pinned_transfers.checks.common import unwaited, watch_async_reads
 
     x = to_device(torch.arange(8.0), SIM_DEVICE)
     with simulated_pinning(True), simulated_cuda(async_copies=False), count_syncs(simulate=True) as report, \

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from synclab import slice_then_split as ch1
+from synclab.slice_then_split import checks as ch1_checks
 from synclab.device import is_device_tensor, pick_device, to_device
 from synclab.sim.pinning import simulated_pinning
 from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates
@@ -405,7 +406,7 @@ def test_a_clone_before_or_after_torch_cat_is_named(wrong, async_sched, needless
 def test_the_copy_count_allows_what_must_outlive_the_step():
     """The solution's clones, counted over chunked runs: exactly the chunks that must own their storage."""
     for async_sched in (False, True):
-        ch1._copies_per_step(AllPool, ch1.make_requests([6, 2, 5, 1, 9]), async_scheduling=async_sched,
+        ch1_checks._copies_per_step(AllPool, ch1.make_requests([6, 2, 5, 1, 9]), async_scheduling=async_sched,
                              slice_groups=False, token_budget=4, case="", rng=random.Random(1))
 
 
@@ -523,11 +524,11 @@ def test_a_stub_reports_not_implemented():
 
 
 def test_the_pitfall_is_still_at_the_line_the_solution_stored():
-    """solutions/01 stores a sync report that names the pitfall's slice as slice_then_split.py:<line>.
+    """solutions/01 stores a sync report that names the pitfall's slice as synclab/slice_then_split/profiling.py:<line>.
 
     Code added above the pitfall shifts that line and breaks the stored output: put new helpers below it.
     """
-    stored = set(re.findall(r"slice_then_split\.py:(\d+)", (ROOT / NOTEBOOK).read_text()))
+    stored = set(re.findall(r"slice_then_split/profiling\.py:(\d+)", (ROOT / NOTEBOOK).read_text()))
     lines, first = inspect.getsourcelines(ch1.IteratesDeviceIndices.split_hidden_states)
     line = first + next(i for i, text in enumerate(lines) if "hidden_states[first:last + 1]" in text)
     assert stored == {str(line)}, f"the stored report names line(s) {stored}; the slice is now at line {line}"

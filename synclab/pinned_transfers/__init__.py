@@ -14,24 +14,25 @@ The seven sites of the PR, each with its baseline in ``synclab/engine/``:
   ``_apply_bad_words_single_batch`` (``engine/bad_words.py``): index uploads through ``async_tensor_h2d``,
   a banned token written through a slice.
 
-One module per concern: ``uploads`` (3.1–3.4), ``penalties`` (3.5), ``snippets`` (3.6),
-``data_parallel`` (3.7), ``ngram`` (3.8), ``profiling``. Every check runs as on a GPU
-machine with pinned memory (``simulated_pinning(True)``) and, where memory gets
-pinned, once more as on WSL (``simulated_pinning(False)``).
+The package's rooms, as in every chapter: :mod:`.workloads` (the batches the checks and the profiles
+share), :mod:`.checks` (one module per group of sites) and :mod:`.profiling` (counts, timings, bandwidth);
+:mod:`.ranks` runs 3.7's real process group. Every check runs as on a GPU machine with pinned memory
+(``simulated_pinning(True)``) and, where memory gets pinned, once more as on WSL (``simulated_pinning(False)``).
+This module says what the notebook imports.
 """
 
 from synclab.device import to_device
-from synclab.pinned_transfers.data_parallel import CHECKS_3_7, check_dp_sync, dp_sync_counts
-from synclab.pinned_transfers.ngram import CHECKS_3_8, check_bad_words, check_ngram_and_bad_words, check_ngram_update
-from synclab.pinned_transfers.penalties import CHECKS_3_5, check_bincount, penalty_state, run_bincount
+from synclab.pinned_transfers.checks import (CHECKS_3_1, CHECKS_3_2, CHECKS_3_3, CHECKS_3_4, CHECKS_3_5, CHECKS_3_7,
+                                             CHECKS_3_8, SNIPPETS, check_async_tensor_h2d, check_bad_words,
+                                             check_bincount, check_dp_sync, check_fast_prefill,
+                                             check_gather_specific_token_logprobs, check_init_model_kwargs,
+                                             check_ngram_and_bad_words, check_ngram_update, check_sync_predictions,
+                                             dp_sync_counts, measure_snippet_syncs, run_bincount)
 from synclab.pinned_transfers.profiling import (BANDWIDTH_SIZES, BATCH_SIZES, COPY_VARIANTS, PROFILE_VOCAB,
                                                 bandwidth_figures, bandwidth_sweep, component_calls, gather_sweep,
                                                 per_step, profile_gather, stale_read, sync_counts,
                                                 sync_table)
-from synclab.pinned_transfers.snippets import SNIPPETS, check_sync_predictions, measure_snippet_syncs
-from synclab.pinned_transfers.uploads import (CHECKS_3_1, CHECKS_3_2, CHECKS_3_3, CHECKS_3_4, check_async_tensor_h2d,
-                                              check_fast_prefill, check_gather_specific_token_logprobs,
-                                              check_init_model_kwargs, logprob_case, token_type_case)
+from synclab.pinned_transfers.workloads import logprob_case, penalty_state, token_type_case
 
 __all__ = [
     "BANDWIDTH_SIZES", "BATCH_SIZES", "CHECKS_3_1", "CHECKS_3_2", "CHECKS_3_3", "CHECKS_3_4", "CHECKS_3_5",

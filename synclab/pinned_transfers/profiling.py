@@ -11,11 +11,11 @@ from synclab.checks import finished, unfinished
 from synclab.claims import Faster, Within, declare, validated
 from synclab.device import pick_device, to_device
 from synclab.sim.pinning import simulated_pinning
-from synclab.pinned_transfers.common import counted
-from synclab.pinned_transfers.data_parallel import dp_sync_counts
-from synclab.pinned_transfers.ngram import count_bad_words, count_reorder_step
-from synclab.pinned_transfers.penalties import device_state, penalty_state
-from synclab.pinned_transfers.uploads import SamplerClass, logprob_case, runner_for, token_type_case
+from synclab.pinned_transfers.checks.common import counted
+from synclab.pinned_transfers.checks.data_parallel import dp_sync_counts
+from synclab.pinned_transfers.checks.ngram import count_bad_words, count_reorder_step
+from synclab.pinned_transfers.workloads import (SamplerClass, device_state, logprob_case, penalty_state, runner_for,
+                                               token_type_case)
 
 BATCH_SIZES = (1, 4, 16, 64, 256)
 PROFILE_VOCAB = 4096

@@ -1,130 +1,23 @@
-"""Chapter 0 (the primer): a small decode step, its syncs, and the checks for Exercise 0.1 / 0.2.
+"""Chapter 0 (the primer): the checks of the chapter's exercises, each a Check that names the reader's fault.
 
-The workload is the bookkeeping an LLM engine does after every forward pass:
-pick each request's next token (greedy), append it to the request's output
-list, and decide which requests are finished (end-of-sequence token, or the
-length limit). :func:`decode_step_baseline` does it the obvious way, one request
-at a time, reading values back from the device as it goes: about two syncs per
-request. The reader's :func:`decode_step` (Exercise 0.1) must return the same
-thing with at most one sync per step, whatever the batch size.
+A room of :mod:`synclab.primer` (its docstring tells the chapter).
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks
 from synclab.device import DeviceLike, pick_device, to_device
-from synclab.profiling import Trace, profile
-from synclab.reference import record
+from synclab.primer.workloads import DecodeBatch, StepOutput, copy_batch, decode_step_reference, make_batch
 from synclab.syncs import count_syncs
-from synclab.claims import Faster, declare, validated
-from synclab.timing import Sweep, run_time, sweep
-
-
-@dataclass
-class DecodeBatch:
-    """The state one decode step reads and updates (names follow vLLM's InputBatch)."""
-
-    logits: torch.Tensor  # [num_reqs, vocab_size] device: this step's model output
-    seq_lens_gpu: torch.Tensor  # [num_reqs] int64 device: tokens so far, as the model saw them
-    seq_lens_cpu: torch.Tensor  # [num_reqs] int64 host: the same lengths, kept on the host
-    output_token_ids: list[list[int]]  # per request: generated tokens so far (host lists)
-    max_model_len: int  # a request is finished when it reaches this many tokens
-    eos_token_id: int
-
-    @property
-    def num_reqs(self) -> int:
-        return len(self.output_token_ids)
-
-
-@dataclass
-class StepOutput:
-    sampled_token_ids: list[int]  # [num_reqs]
-    finished: list[bool]  # [num_reqs]
-
-
-def make_batch(
-    num_reqs: int,
-    vocab_size: int = 128,
-    *,
-    rng: random.Random | None = None,
-    eos_token_id: int = 0,
-    max_model_len: int = 64,
-    device: DeviceLike | None = None,
-) -> DecodeBatch:
-    """A random decode batch: some requests hit EOS, some hit the length limit."""
-    rng = rng or random.Random(0)
-    gen = torch.Generator().manual_seed(rng.randrange(2**31))
-    logits = torch.randn(num_reqs, vocab_size, generator=gen)  # [num_reqs, vocab_size]
-    for i in range(num_reqs):
-        if rng.random() < 0.2:  # make EOS the argmax for about one request in five
-            logits[i, eos_token_id] = logits[i].max() + 1.0
-    seq_lens = [rng.randrange(1, max_model_len) for _ in range(num_reqs)]
-    outputs = [[rng.randrange(1, vocab_size) for _ in range(rng.randrange(0, 4))] for _ in range(num_reqs)]
-    seq_lens_cpu = torch.tensor(seq_lens, dtype=torch.int64).reshape(num_reqs)
-    return DecodeBatch(
-        logits=to_device(logits, device),
-        seq_lens_gpu=to_device(seq_lens_cpu, device),
-        seq_lens_cpu=seq_lens_cpu.clone(),
-        output_token_ids=outputs,
-        max_model_len=max_model_len,
-        eos_token_id=eos_token_id,
-    )
-
-
-def copy_batch(batch: DecodeBatch) -> DecodeBatch:
-    """An independent copy (decode steps mutate their batch)."""
-    def device_copy(t: torch.Tensor) -> torch.Tensor:
-        return to_device(t.detach().cpu(), t.device if t.is_cuda else None)
-
-    return DecodeBatch(
-        logits=device_copy(batch.logits),
-        seq_lens_gpu=device_copy(batch.seq_lens_gpu),
-        seq_lens_cpu=batch.seq_lens_cpu.clone(),
-        output_token_ids=[list(o) for o in batch.output_token_ids],
-        max_model_len=batch.max_model_len,
-        eos_token_id=batch.eos_token_id,
-    )
-
-
-def decode_step_baseline(batch: DecodeBatch) -> StepOutput:
-    """The step written the obvious way: correct, and about 2 syncs per request + 1."""
-    if torch.isnan(batch.logits).any():  # sync: `if` needs the value on the host
-        raise ValueError("NaN in logits")
-    sampled, finished = [], []
-    for i in range(batch.num_reqs):
-        token = int(batch.logits[i].argmax())  # sync per request: the host waits for the argmax
-        seq_len = int(batch.seq_lens_gpu[i])  # sync per request: a length the host already knows
-        done = token == batch.eos_token_id or seq_len + 1 >= batch.max_model_len
-        batch.output_token_ids[i].append(token)
-        sampled.append(token)
-        finished.append(done)
-    batch.seq_lens_gpu += 1  # device-side update: queued, no sync
-    batch.seq_lens_cpu += 1
-    return StepOutput(sampled, finished)
-
-
-def decode_step_reference(batch: DecodeBatch) -> StepOutput:
-    """A plain host-side reference for the checks: everything copied to Python first."""
-    logits = batch.logits.cpu()
-    if torch.isnan(logits).any():
-        raise ValueError("NaN in logits")
-    sampled = [int(row.argmax()) for row in logits] if batch.num_reqs else []
-    lens = batch.seq_lens_cpu.tolist()
-    finished = [t == batch.eos_token_id or n + 1 >= batch.max_model_len for t, n in zip(sampled, lens)]
-    for out, t in zip(batch.output_token_ids, sampled):
-        out.append(t)
-    batch.seq_lens_gpu += 1
-    batch.seq_lens_cpu += 1
-    return StepOutput(sampled, finished)
 
 
 # ----------------------------------------------------------------------------- checks for Exercise 0.1
+
 
 DecodeStep = Callable[[DecodeBatch], StepOutput]
 
@@ -290,59 +183,3 @@ def check_predictions(predict: Callable[[], dict[str, int]], seed: int | None = 
 
     check = Check("0.2", "predicted sync counts match count_syncs", run)
     return run_checks("Exercise 0.2 — predict the syncs", [check], predict, seed=seed)
-
-
-# ----------------------------------------------------------------------------- profiling helpers
-
-BATCH_SIZES = (1, 4, 16, 64, 256)
-PROFILE_VOCAB = 1024  # small enough that the host's per-request work, not the argmax, dominates on a CPU
-
-
-def sync_counts(impls: dict[str, DecodeStep], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> dict[str, list[int]]:
-    """Syncs per step of each implementation at each batch size (counted, so the same on any machine)."""
-    counts: dict[str, list[int]] = {}
-    for name, impl in impls.items():
-        counts[name] = []
-        for n in batch_sizes:
-            batch = make_batch(n, PROFILE_VOCAB, rng=random.Random(n))
-            with count_syncs() as report:
-                impl(batch)
-            counts[name].append(report.count)
-    record("ch0", "sync_counts", {"batch_sizes": list(batch_sizes), "counts": counts})
-    return counts
-
-
-declare("ch0.timing",
-        cpu=("On this CPU the solution is at least 1.5× faster than the baseline from 16 requests up, and at least "
-             "2× from 64 up.",
-             [Faster(fast=-1, slow=0, by=1.5, from_value=16), Faster(fast=-1, slow=0, by=2.0, from_value=64)]),
-        gpu=("On a GPU the solution is at least 2× faster than the baseline from 16 requests up.",
-             [Faster(fast=-1, slow=0, by=2.0, from_value=16)]))
-
-
-def timing_sweep(impls: dict[str, DecodeStep], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> Sweep:
-    """Median time of one decode step per implementation and batch size, on this device."""
-
-    def factory(impl: DecodeStep) -> Callable[[int], Callable[[], StepOutput]]:
-        def build(n: int) -> Callable[[], StepOutput]:
-            batch = make_batch(n, PROFILE_VOCAB, rng=random.Random(n), max_model_len=2**62)
-            return lambda: impl(batch)
-
-        return build
-
-    variants = {name: factory(impl) for name, impl in impls.items()}
-    result = validated("ch0.timing", lambda: sweep(variants, "batch size", batch_sizes,
-                                                   min_run_time=run_time(0.1, 0.5), reference=next(iter(impls))))
-    record("ch0", "timing", result.to_dict())
-    return result
-
-
-def profile_steps(impls: dict[str, DecodeStep], batch_size: int = 16) -> dict[str, Trace]:
-    """One profiled decode step per implementation (same batch size), ready for ``timeline_figure``."""
-    traces = {}
-    for name, impl in impls.items():
-        batch = make_batch(batch_size, PROFILE_VOCAB, rng=random.Random(batch_size), max_model_len=2**62)
-        traces[name] = profile(impl, batch, warmup=2)
-    record("ch0", "profile", {name: {"duration_us": t.duration_us, "host_syncs": t.count("sync")}
-                              for name, t in traces.items()})
-    return traces

@@ -29,7 +29,7 @@ from synclab.sim import cuda as sim_cuda
 from synclab.engine.dp_utils import FIELDS, Contribution, ParallelConfig, _get_device_and_group, dp_reference, \
     run_ar_reference
 from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning
-from synclab.pinned_transfers.common import PIN_HINT, WAIT_HINT, WSL_HINT, unwaited, watch_async_reads
+from synclab.pinned_transfers.checks.common import PIN_HINT, WAIT_HINT, WSL_HINT, unwaited, watch_async_reads
 from synclab.syncs import SyncKind, count_syncs
 
 RunArFunction = Callable[..., Any]

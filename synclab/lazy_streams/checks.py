@@ -1,130 +1,23 @@
-"""Chapter 2 (lazy streams): the checks of Exercises 2.1 / 2.2 and the helpers the chapter's profile calls.
+"""Chapter 2 (lazy streams): the checks of the chapter's exercises, each a Check that names the reader's fault.
 
-The reader writes the output path of vLLM's runner after PR #39113: a side stream
-created on first use, ``_pool`` with a CPU path (copy, no stream) and a CUDA path
-(copy on the side stream, return at once), and ``AsyncPoolingOutput.get_output()``
-(wait on the copy's event, drop the device tensors). ``AsyncPoolingOutput`` is the
-lab's name for V1's ``AsyncGPUPoolingModelRunnerOutput`` (since #31584; Model Runner
-V2's own class, since #35120, is ``AsyncPoolingOutput``). Its event is blocking, as
-in vLLM since #47081 (at #39113 a plain ``torch.Event()``), spelled the CUDA way here.
-Exercise 2.2 diagnoses broken versions of it.
-
-The CUDA path is checked on every machine under :func:`synclab.sim.cuda.simulated_cuda`
-with tensors on the simulated device: its log shows the order of stream operations,
-a copy read too early shows garbage, and every wait is counted.
+A room of :mod:`synclab.lazy_streams` (its docstring tells the chapter).
 """
 
 from __future__ import annotations
 
 import gc
 import random
-import statistics
-import time
-import weakref
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
-from synclab.device import SIM_DEVICE, has_cuda, is_pinned_host, synchronize
+from synclab.device import SIM_DEVICE, is_pinned_host
+from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, PoolingModelRunner, _copy_pooler_output_to_cpu, make_pooling_batch, pool_reference
+from synclab.lazy_streams.workloads import (RunnerClass, _batches, _describe, _model, _same, cpu_platform, resolve,
+                                            watch_pooler_outputs)
 from synclab.sim import cuda as sim_cuda
-from synclab.engine.model_runner import (
-    ModelRunnerOutput,
-    PoolingBatch,
-    PoolingModelRunner,
-    TinyPoolingModel,
-    _copy_pooler_output_to_cpu,
-    make_pooling_batch,
-    pool_reference,
-)
-from synclab.engine.platform import forced_platform
-from synclab.profiling import Trace, profile
-from synclab.provenance import Provenance
-from synclab.reference import record
 from synclab.syncs import count_syncs
-from synclab.claims import Faster, Within, declare, validated
-from synclab.timing import Sweep, run_time, sweep
-
-RunnerClass = Callable[[TinyPoolingModel], PoolingModelRunner]
-
-
-# ----------------------------------------------------------------------------- running the reader's runner
-
-
-def _same(got: list, want: list) -> bool:
-    return len(got) == len(want) and all(
-        (g is None and w is None) or (isinstance(g, torch.Tensor) and w is not None and g.shape == w.shape
-                                      and torch.equal(g, w)) for g, w in zip(got, want))
-
-
-def _describe(items: list) -> str:
-    def one(t: Any) -> str:
-        if t is None:
-            return "None"
-        if isinstance(t, torch.Tensor) and bool((t == sim_cuda.GARBAGE).all()):
-            return "garbage (copy not landed)"
-        return type(t).__name__ if not isinstance(t, torch.Tensor) else f"tensor{list(t.shape)}"
-    return "[" + ", ".join(one(t) for t in items[:4]) + (", ..." if len(items) > 4 else "") + "]"
-
-
-def resolve(result: Any) -> ModelRunnerOutput:
-    """What the engine does with ``execute_model``'s result: wait for it if it is asynchronous."""
-    return result.get_output() if hasattr(result, "get_output") else result
-
-
-class _StreamSpy:
-    """Stands for ``torch.cuda.Stream`` on a CPU platform: counts attempts and fails as torch does without CUDA."""
-
-    created = 0
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        type(self).created += 1
-        raise RuntimeError("torch.cuda.Stream requires CUDA support")
-
-
-@contextmanager
-def cpu_platform() -> Iterator[type[_StreamSpy]]:
-    """A CPU platform, on any machine: ``is_cuda_alike()`` is False and creating a CUDA stream is recorded and fails."""
-    spy = type("StreamSpy", (_StreamSpy,), {"created": 0})
-    original = torch.cuda.Stream
-    torch.cuda.Stream = spy  # type: ignore[misc, assignment]
-    try:
-        with forced_platform(False):
-            yield spy
-    finally:
-        torch.cuda.Stream = original  # type: ignore[misc]
-
-
-@contextmanager
-def watch_pooler_outputs(model: TinyPoolingModel) -> Iterator[list[weakref.ref]]:
-    """Weak references to every device tensor the model's pooler returns in the block: are they freed, and when?"""
-    refs: list[weakref.ref] = []
-    pooler = model.pooler
-
-    def watched(hidden_states: torch.Tensor, metadata: Any) -> torch.Tensor | list:
-        raw = pooler(hidden_states, metadata)
-        items = [raw] if isinstance(raw, torch.Tensor) else [t for t in raw if t is not None]
-        refs.extend(weakref.ref(t) for t in items)
-        return raw
-
-    model.pooler = watched  # type: ignore[assignment]
-    try:
-        yield refs
-    finally:
-        model.pooler = pooler
-
-
-def _batches(rng: random.Random, trials: int) -> Iterator[tuple[str, PoolingBatch]]:
-    for trial in range(trials):
-        num_reqs = rng.choice([0, 1, 2, rng.randrange(1, 65)])
-        partial = rng.choice([0.0, 0.3, 1.0])
-        yield (f"random batch #{trial}: {num_reqs} requests, about {partial:.0%} unfinished chunks",
-               make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=SIM_DEVICE))
-
-
-def _model() -> TinyPoolingModel:
-    return TinyPoolingModel(device=SIM_DEVICE)
 
 
 # ----------------------------------------------------------------------------- checks of Exercise 2.1
@@ -274,9 +167,6 @@ def check_runner(runner_cls: RunnerClass, seed: int | None = None) -> CheckRepor
 
 
 # ----------------------------------------------------------------------------- Exercise 2.2: spot the bug
-#
-# Five runners that each get one thing wrong. They are written out in full so the
-# reader can read them; do Exercise 2.1 first.
 
 
 class _SpotTheBugOutput:
@@ -354,6 +244,7 @@ class RunnerE(_SpotTheBugRunner):
 
 SPOT_THE_BUG = {"A": RunnerA, "B": RunnerB, "C": RunnerC, "D": RunnerD, "E": RunnerE}
 
+
 BUG_LABELS = {
     "early read": "the host reads the outputs before the copy has landed",
     "pageable": "a non_blocking copy into pageable memory: a hidden sync inside _pool",
@@ -421,120 +312,3 @@ def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None
 
     check = Check("2.2", "each broken runner's bug named from the evidence", run, timeout_s=60)
     return run_checks("Exercise 2.2 — spot the bug", [check], my_diagnosis, seed=seed)
-
-
-# ----------------------------------------------------------------------------- profiling helpers
-
-BATCH_SIZES = (1, 8, 64)
-LOOP_STEPS = 8
-# The PR's own figures (vLLM PR #39113's description): pooling-model benchmark, GPU not stated here.
-PR_THROUGHPUT_GAIN = 0.037
-PR_LATENCY_DROP_MS = 4.0
-
-
-def where_the_host_waits(impls: dict[str, RunnerClass], num_reqs: int = 16) -> dict[str, dict[str, int]]:
-    """Syncs per step in ``execute_model`` and in ``get_output()``, counted under simulated CUDA (any machine)."""
-    counts = {}
-    for name, runner_cls in impls.items():
-        evidence = inspect_runner(runner_cls, num_reqs=num_reqs)
-        counts[name] = {"in execute_model (_pool)": len(evidence["syncs in _pool"]),
-                        "in get_output()": len(evidence["waits in get_output"])}
-    record("ch2", "where_the_host_waits", counts)
-    return counts
-
-
-def profile_model() -> TinyPoolingModel:
-    """On a GPU, enough device work per step for the copy to overlap; on a CPU, small enough to run in seconds."""
-    if has_cuda():
-        return TinyPoolingModel(vocab_size=4096, hidden_size=1024, num_layers=8)
-    return TinyPoolingModel(vocab_size=4096, hidden_size=128, num_layers=2)
-
-
-def step_loop(runner: PoolingModelRunner, batches: list[PoolingBatch], steps: int = LOOP_STEPS,
-              consume: Callable[[Any], ModelRunnerOutput] = resolve) -> list:
-    """The engine's loop: queue step i, then consume step i-1's output while step i runs on the device."""
-    outputs, pending = [], None
-    for i in range(steps):
-        result = runner.execute_model(batches[i % len(batches)])
-        if pending is not None:
-            outputs.append(consume(pending).pooler_output)
-        pending = result
-    outputs.append(consume(pending).pooler_output)
-    return outputs
-
-
-declare("ch2.loop",
-        cpu=("On a CPU the two lines agree within 10% at every batch size.", [Within(a=0, b=1, factor=1.1)]),
-        gpu=("On a GPU the asynchronous runner is never more than 5% slower than the synchronous one, at any "
-             "batch size.", [Faster(fast=1, slow=0, by=0.95)]))
-
-
-def loop_sweep(impls: dict[str, RunnerClass], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> Sweep:
-    """Time of one :func:`step_loop` call (LOOP_STEPS steps) per runner and batch size, on this machine's real platform."""
-    model = profile_model()
-
-    def factory(runner_cls: RunnerClass) -> Callable[[int], Callable[[], Any]]:
-        def build(num_reqs: int) -> Callable[[], Any]:
-            rng = random.Random(num_reqs)
-            batches = [make_pooling_batch(num_reqs, rng=rng, vocab_size=4096, max_len=64) for _ in range(2)]
-            runner = runner_cls(model)
-            return lambda: step_loop(runner, batches)
-
-        return build
-
-    variants = {name: factory(cls) for name, cls in impls.items()}
-    result = validated("ch2.loop", lambda: sweep(variants, "requests per step", batch_sizes,
-                                                 min_run_time=run_time(0.1, 0.5), reference=next(iter(impls))))
-    record("ch2", "loop", result.to_dict())
-    return result
-
-
-def host_blocked(impls: dict[str, RunnerClass], num_reqs: int = 64, steps: int = 20,
-                 repeats: int = 7) -> dict[str, dict[str, float]]:
-    """Per step: wall time, and time the host spent waiting (in ``_sync_device`` and ``get_output``), in us.
-
-    Medians over ``repeats`` runs of ``steps`` steps.
-    """
-    model = profile_model()
-    rng = random.Random(num_reqs)
-    batches = [make_pooling_batch(num_reqs, rng=rng, vocab_size=4096, max_len=64) for _ in range(2)]
-    result = {}
-    for name, runner_cls in impls.items():
-        runner = runner_cls(model)
-        step_loop(runner, batches, 3)  # warm-up, and the lazy stream
-        waited = [0.0]
-
-        def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                start = time.perf_counter()
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    waited[0] += time.perf_counter() - start
-            return wrapper
-
-        runner._sync_device = timed(runner._sync_device)  # type: ignore[method-assign]
-        walls, waits = [], []
-        for _ in range(repeats):  # the median of several runs: one run is at the mercy of the machine
-            waited[0] = 0.0
-            synchronize()
-            start = time.perf_counter()
-            step_loop(runner, batches, steps, consume=timed(resolve))
-            synchronize()
-            walls.append(time.perf_counter() - start)
-            waits.append(waited[0])
-        result[name] = {"step_us": statistics.median(walls) / steps * 1e6,
-                        "host_waiting_us": statistics.median(waits) / steps * 1e6}
-    record("ch2", "host_blocked", {"num_reqs": num_reqs, "steps": steps, "repeats": repeats, "results": result,
-                                   "provenance": Provenance.here().to_dict()})
-    return result
-
-
-def profile_loop(impls: dict[str, RunnerClass], num_reqs: int = 64, steps: int = 3) -> dict[str, Trace]:
-    """A profiled loop of ``steps`` steps per runner: on a GPU, the side stream's copies get a row of their own."""
-    model = profile_model()
-    rng = random.Random(num_reqs)
-    batches = [make_pooling_batch(num_reqs, rng=rng, vocab_size=4096, max_len=64) for _ in range(2)]
-    traces = {name: profile(step_loop, cls(model), batches, steps, warmup=1) for name, cls in impls.items()}
-    record("ch2", "profile", {name: {"duration_us": t.duration_us} for name, t in traces.items()})
-    return traces

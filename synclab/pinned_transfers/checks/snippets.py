@@ -10,7 +10,7 @@ import torch
 from synclab.checks import Check, CheckReport, expect, run_checks
 from synclab.device import is_pin_memory_available, pick_device, to_device
 from synclab.sim.pinning import simulated_pinning
-from synclab.pinned_transfers.common import counted
+from synclab.pinned_transfers.checks.common import counted
 
 
 def _snippets(device: Any = None) -> dict[str, Callable[[], object]]:

@@ -16,7 +16,8 @@ import torch
 from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, run_checks
 from synclab.device import to_device
 from synclab.engine.penalties import bincount_reference
-from synclab.pinned_transfers.common import counted, expect_no_syncs
+from synclab.pinned_transfers.checks.common import counted, expect_no_syncs
+from synclab.pinned_transfers.workloads import device_state, penalty_state
 from synclab.syncs import SyncReport
 
 BincountFunction = Callable[..., None]
@@ -27,23 +28,6 @@ COUNTING_HINT = ("count over positions prompt_len <= j < prefill_len only, into 
 FLAG_HINT = ("a prompt token is flagged 1 however often it occurs: scatter_reduce_ 'amax' (a flag is the max), or "
              "scatter_ of 1s at the prompt positions only (a plain scatter_ of every position lets a later 0 win); "
              "not a sum")
-
-
-def penalty_state(rng: random.Random, num_slots: int, vocab_size: int, max_len: int) -> dict[str, Any]:
-    """Host lists for every slot: tokens, prompt and prefill lengths, and stale tables left by earlier requests."""
-    prompt_len = [rng.randint(0, max_len) for _ in range(num_slots)]
-    prefill_len = [rng.randint(p, max_len) for p in prompt_len]
-    return {
-        "all_token_ids": [[rng.randrange(vocab_size) for _ in range(max_len)] for _ in range(num_slots)],
-        "prompt_len": prompt_len, "prefill_len": prefill_len,
-        "prompt_bin_mask": [[int(rng.random() < 0.3) for _ in range(vocab_size)] for _ in range(num_slots)],
-        "output_bin_counts": [[rng.randint(0, 4) for _ in range(vocab_size)] for _ in range(num_slots)],
-    }
-
-
-def device_state(state: dict[str, Any]) -> dict[str, torch.Tensor]:
-    """The host lists of :func:`penalty_state` as int32 device tensors."""
-    return {k: to_device(torch.tensor(v, dtype=torch.int32)) for k, v in state.items()}
 
 
 def run_bincount(impl: BincountFunction, state: dict[str, Any], slots: list[int]) -> tuple[list, list, SyncReport]:

@@ -1,14 +1,6 @@
-"""Chapter 4 — reverse placeholder scans: workloads, checks and profiling helpers.
+"""Chapter 4: the checks of the chapter's exercises, each a Check that names the reader's fault.
 
-* 4.1 ``InputBatch.update_async_output_token_ids`` (``engine/input_batch.py``):
-  replace the trailing ``-1`` placeholders with last step's sampled ids, finding
-  them from the end of the list (PR #42938), not with ``list.index(-1)``;
-* 4.2 the async decode loop's cost model: at which output length does the host's
-  per-step bookkeeping outgrow the device's step?
-
-The complexity check counts list elements touched (:class:`CountingList`), not
-time: the PR's own timing test was dropped in review as flaky, and a count is the
-same on every machine.
+A room of :mod:`synclab.reverse_scan` (its docstring tells the chapter).
 """
 
 from __future__ import annotations
@@ -20,82 +12,12 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.checks import Check, CheckFailed, around_first_difference, CheckReport, expect, expect_equal, run_checks
-from synclab.device import mark_device
+from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, expect_equal, run_checks
 from synclab.dispatch import CountingList
+from synclab.engine.input_batch import PLACEHOLDER, update_reference
+from synclab.reverse_scan.workloads import BatchClass, _run_step, build_step, random_step
 from synclab.sim import cuda as sim_cuda
-from synclab.engine.input_batch import PLACEHOLDER, CachedRequestState, InputBatch, update_reference
-from synclab.claims import Faster, Flat, Grows, declare, validated
 from synclab.syncs import count_syncs
-
-BatchClass = type[InputBatch]
-
-
-# ----------------------------------------------------------------------------- building a step
-
-
-class ReadyEvent:
-    """An event whose copy has already landed: for examples and host-only benchmarks (no device to wait for)."""
-
-    def synchronize(self) -> None:
-        pass
-
-
-def build_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[list[int]], rows: list[int | None],
-               event: Any, history_needed: bool = True, counting: bool = False
-               ) -> tuple[InputBatch, list[CachedRequestState]]:
-    """A batch whose requests hold ``outputs`` and whose last step sampled ``sampled`` (rows ``rows``; None: new)."""
-    batch = batch_cls()
-    make = CountingList if counting else list
-    states = [CachedRequestState(f"req-{i}", [1, 2, 3], make(ids)) for i, ids in enumerate(outputs)]
-    for state in states:
-        batch.add_request(state)
-    if not history_needed:  # no sampler feature reads the history: vLLM passes an empty list
-        batch.sampling_metadata.output_token_ids = []
-    batch.prev_req_id_to_index = {s.req_id: row for s, row in zip(states, rows) if row is not None}
-    width = max((len(r) for r in sampled), default=1)
-    padded = [r + [PLACEHOLDER] * (width - len(r)) for r in sampled] or [[PLACEHOLDER]]
-    sampled_cpu = torch.tensor(padded, dtype=torch.int64)  # [num_rows, width]
-    if isinstance(event, sim_cuda.SimEvent):
-        # As the runner hands them over: a non-blocking copy from the device, then the event. Until the
-        # event is waited on, the host tensor holds garbage, so reading it early shows.
-        sampled_cpu = sim_cuda.copy_to_host_async(mark_device(sampled_cpu))
-        event.record()
-    batch.set_async_sampled_token_ids(sampled_cpu, event)
-    return batch, states
-
-
-def random_step(rng: random.Random, num_reqs: int, max_len: int = 40, max_spec: int = 3, strays: bool = True
-                ) -> tuple[list[list[int]], list[list[int]], list[int | None]]:
-    """Outputs with 0 to 1+max_spec trailing placeholders, last step's rows (shuffled, -1 padded), new requests."""
-    width = 1 + rng.randint(0, max_spec)
-    outputs, rows = [], []
-    order = list(range(num_reqs))
-    rng.shuffle(order)
-    for i in range(num_reqs):
-        history = [rng.randrange(1000) for _ in range(rng.randint(0, max_len))]
-        if strays and history and rng.random() < 0.1:
-            history[rng.randrange(len(history))] = PLACEHOLDER  # a stray -1 inside the history
-        placeholders = rng.choice([0, 1, width, rng.randint(1, width + 1)])
-        outputs.append(history + [PLACEHOLDER] * placeholders)
-        rows.append(None if rng.random() < 0.1 else order[i])
-    sampled = []
-    for _ in range(num_reqs):
-        accepted = rng.randint(0, width)
-        sampled.append([rng.randrange(1000) for _ in range(accepted)] + [PLACEHOLDER] * (width - accepted))
-    return outputs, sampled, rows
-
-
-def _run_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[list[int]], rows: list[int | None],
-              history_needed: bool = True, counting: bool = False) -> tuple[list[CachedRequestState], Any, int]:
-    """Run one repair under simulated CUDA; the request states, the sync report, and the waits on the event."""
-    with sim_cuda.simulated_cuda() as device, count_syncs(simulate=True) as report:
-        event = torch.cuda.Event()
-        event.record()
-        batch, states = build_step(batch_cls, outputs, sampled, rows, event, history_needed, counting)
-        batch.update_async_output_token_ids()
-    waits = sum(op == "host waits" for op in device.log.ops())
-    return states, report, waits
 
 
 # ----------------------------------------------------------------------------- Exercise 4.1
@@ -112,6 +34,8 @@ FIXED_CASES = [
     ("no valid sampled id (the row is all -1): every placeholder removed", [5, 6, -1, -1], [-1, -1], [5, 6]),
     ("every draft accepted: a row with no -1 padding, all valid", [5, 6, -1, -1, -1], [7, 8, 9], [5, 6, 7, 8, 9]),
 ]
+
+
 # What each fixed case tests, when the general hint does not say it.
 _FIXED_HINTS = {
     FIXED_CASES[-2][0]: "a row that starts with -1 has 0 valid ids: replace min(0, placeholders) = 0 of them, i.e. "
@@ -295,9 +219,14 @@ def bottleneck_reference(costs_us: dict[int, float], device_step_us: float) -> i
 # The stored run's reverse-scan medians (solutions/04, rounded to 0.1 us): flat within noise, a tiny positive slope.
 NOISY_FLAT_US = {100: 48.1, 1_000: 50.8, 10_000: 51.4, 60_000: 51.1, 100_000: 51.1}
 
+
 _FIT_HINT = "fit host_us = a + b * length (least squares); solve a + b * L >= device_step_us"
+
+
 _ROUND_UP_HINT = ("return the first whole length at which the line has reached the device step: round UP (math.ceil); "
                   "int() and round() can give a length where the host is still below it")
+
+
 _MODEL_CASES: list[tuple[str, dict[int, float], float, str]] = [
     ("cost grows 0.18 us per token from 50 us; device step 10 ms", {100: 68.0, 10_000: 1850.0, 60_000: 10_850.0},
      10_000.0, _FIT_HINT),
@@ -367,94 +296,3 @@ CHECKS_4_2 = [
 def check_bottleneck_model(model: Callable[..., Any], seed: int | None = None) -> CheckReport:
     """Exercise 4.2: run every check against the reader's ``host_bottleneck_length``."""
     return run_checks("Exercise 4.2 — when does the host become the bottleneck?", CHECKS_4_2, model, seed=seed)
-
-
-# ----------------------------------------------------------------------------- profiling helpers
-
-OUTPUT_LENGTHS = (100, 1_000, 10_000, 60_000, 100_000)
-PROFILE_REQS = 128
-PR_TOKENS_PER_S = {"before #42938": 1_937.0, "after": 12_178.0}  # PR #42938: 128 requests, 4,096 in / 60,000 out
-PR_TPOT_MS = {"before #42938": 65.0, "after": 10.0}
-
-
-def decode_step(batch_cls: BatchClass, output_len: int, num_reqs: int = PROFILE_REQS) -> Callable[[], list[int]]:
-    """One step of the async loop's host bookkeeping, repeatable: append a placeholder to each request, repair.
-
-    Returns a callable whose result (each request's last token) lets ``sweep`` compare variants.
-    """
-    outputs = [[3] * output_len for _ in range(num_reqs)]  # small ints: one shared object, ~8 bytes per slot
-    batch, states = build_step(batch_cls, outputs, [[7]] * num_reqs, list(range(num_reqs)), ReadyEvent())
-
-    def step() -> list[int]:
-        for state in states:
-            state.output_token_ids.append(PLACEHOLDER)  # _bookkeeping_sync: the token in flight
-        batch.update_async_output_token_ids()
-        last = [state.output_token_ids[-1] for state in states]
-        for state in states:  # back to output_len tokens: a timed run repeats the step thousands of times, and
-            state.output_token_ids.pop()  # the length on the chart must be the length measured (O(1), both variants)
-        return last
-
-    step.states = states  # type: ignore[attr-defined]  # the requests it works on, for tests
-    return step
-
-
-_CH4_COST = ("From 100 to 100,000 tokens the forward scan's cost grows at least 50× and the reverse scan's stays "
-             "within 1.5×; at 60,000 tokens the reverse scan is at least 100× faster.",
-             [Grows(variant=0, by=50.0), Flat(variant=1, within=1.5), Faster(fast=1, slow=0, by=100.0, from_value=60_000)])
-declare("ch4.cost_sweep", cpu=_CH4_COST, gpu=_CH4_COST)  # host-only work: the same sentence on any machine
-
-
-def cost_sweep(impls: dict[str, BatchClass], lengths: tuple[int, ...] = OUTPUT_LENGTHS,
-               num_reqs: int = PROFILE_REQS) -> Any:
-    """Host time per step of the bookkeeping (append + repair) over output lengths, on this machine."""
-    from synclab.reference import record
-    from synclab.timing import run_time, sweep
-
-    variants = {name: (lambda cls: lambda n: decode_step(cls, n, num_reqs))(cls) for name, cls in impls.items()}
-    result = validated("ch4.cost_sweep", lambda: sweep(variants, "output tokens per request", lengths,
-                                                       min_run_time=run_time(0.05, 0.3), reference=next(iter(impls))))
-    record("ch4", "cost_sweep", result.to_dict())
-    return result
-
-
-def loop_model(host_us: dict[str, list[float]], lengths: tuple[int, ...], device_step_us: float,
-               num_reqs: int = PROFILE_REQS) -> dict[str, list[float]]:
-    """MODEL: tokens/s of an async decode loop whose step takes max(host, device) (perfect overlap otherwise)."""
-    return {name: [num_reqs / max(h, device_step_us) * 1e6 for h in costs] for name, costs in host_us.items()}
-
-
-def gpu_loop(batch_cls: BatchClass, output_len: int, steps: int = 30, num_reqs: int = PROFILE_REQS,
-             hidden: int = 4096, layers: int = 8) -> dict[str, float] | None:
-    """A real async decode loop on a GPU: queue step i's forward, then do step i-1's bookkeeping. None without a GPU.
-
-    The forward is ``layers`` matmuls of [num_reqs, hidden] x [hidden, hidden]; the sampled ids go to
-    pinned host memory on the compute stream and an event marks them. Returns tokens/s and ms per step.
-    """
-    import time
-
-    from synclab.device import has_cuda, host_wait_event
-
-    if not has_cuda():
-        return None
-    weights = [torch.randn(hidden, hidden, device="cuda") / hidden ** 0.5 for _ in range(layers)]
-    x = torch.randn(num_reqs, hidden, device="cuda")
-    outputs = [[3] * output_len for _ in range(num_reqs)]
-    batch, states = build_step(batch_cls, outputs, [[7]] * num_reqs, list(range(num_reqs)), None)
-    host_ids = torch.empty(num_reqs, 1, dtype=torch.int64, pin_memory=True)
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(steps):
-        h = x
-        for w in weights:
-            h = torch.tanh(h @ w)
-        sampled = h.argmax(dim=-1, keepdim=True)  # [num_reqs, 1] device
-        event = host_wait_event()  # the repair waits on it: a sleeping wait, as chapter 2 teaches
-        batch.update_async_output_token_ids()  # step i-1's repair runs while step i's forward is queued
-        host_ids.copy_(sampled, non_blocking=True)
-        event.record()
-        batch.set_async_sampled_token_ids(host_ids, event)
-        for state in states:
-            state.output_token_ids.append(PLACEHOLDER)
-    torch.cuda.synchronize()
-    elapsed = time.perf_counter() - start
-    return {"tokens_per_s": steps * num_reqs / elapsed, "ms_per_step": elapsed / steps * 1e3}

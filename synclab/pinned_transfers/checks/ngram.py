@@ -21,7 +21,7 @@ from synclab.sim import cuda as sim_cuda
 from synclab.engine.bad_words import apply_bad_words, bad_words_reference
 from synclab.engine.ngram_proposer_gpu import CachedRequestState, NgramInputBatch
 from synclab.sim.pinning import simulated_pinning
-from synclab.pinned_transfers.common import PIN_HINT, counted, expect_no_syncs, on_wsl
+from synclab.pinned_transfers.checks.common import PIN_HINT, counted, expect_no_syncs, on_wsl
 from synclab.syncs import SyncReport
 
 UpdateFunction = Callable[..., None]

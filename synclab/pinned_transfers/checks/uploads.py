@@ -19,15 +19,14 @@ from synclab.device import SIM_DEVICE, is_device_tensor, pick_device, to_device
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.model_inputs import GPUModelRunner, fast_prefill_reference, token_type_ids_reference
 from synclab.engine.pool_metadata import PoolingParams
-from synclab.engine.sampler import LogprobsTensors, Sampler, gather_reference
+from synclab.engine.sampler import LogprobsTensors, gather_reference
 from synclab.sim.pinning import simulated_pinning
 from synclab.engine.torch_utils import host_reference
-from synclab.pinned_transfers.common import PIN_HINT, counted, expect_no_syncs, on_wsl
+from synclab.pinned_transfers.checks.common import PIN_HINT, counted, expect_no_syncs, on_wsl
+from synclab.pinned_transfers.workloads import RunnerClass, SamplerClass, logprob_case, runner_for, token_type_case
 from synclab.syncs import SyncReport
 
 H2DFunction = Callable[..., torch.Tensor]
-SamplerClass = type[Sampler]
-RunnerClass = type[GPUModelRunner]
 
 # ----------------------------------------------------------------------------- Exercise 3.1: async_tensor_h2d
 
@@ -102,21 +101,6 @@ def check_async_tensor_h2d(impl: H2DFunction, seed: int | None = None) -> CheckR
 
 
 # ----------------------------------------------------------------------------- Exercise 3.2: gather_specific_token_logprobs
-
-
-def logprob_case(rng: random.Random, batch_size: int, vocab_size: int, max_ids: int = 6,
-                 share_with_ids: float = 0.7,
-                 device: Any = None) -> tuple[torch.Tensor, dict[int, list[int]], torch.Tensor]:
-    """Device logits [batch, vocab], the requested ids per request (some requests ask for none), device sampled [batch].
-
-    ``device``: where the tensors live (default ``pick_device()``; ``SIM_DEVICE`` under simulated streams).
-    """
-    gen = torch.Generator().manual_seed(rng.randrange(2**31))
-    logits = torch.randn(batch_size, vocab_size, generator=gen) * 3  # [batch, vocab]
-    ids = {r: [rng.randrange(vocab_size) for _ in range(rng.randint(0, max_ids))]
-           for r in range(batch_size) if rng.random() < share_with_ids}
-    sampled = torch.tensor([rng.randrange(vocab_size) for _ in range(batch_size)])  # [batch]
-    return to_device(logits, device), ids, to_device(sampled, device)
 
 
 def _same_logprobs(got: Any, logits: torch.Tensor, ids: dict[int, list[int]], sampled: torch.Tensor,
@@ -243,23 +227,6 @@ def check_gather_specific_token_logprobs(sampler_cls: SamplerClass, seed: int | 
 
 
 # ----------------------------------------------------------------------------- Exercise 3.3: _init_model_kwargs
-
-
-def token_type_case(rng: random.Random, num_reqs: int, share_with_types: float = 0.5,
-                    max_len: int = 64) -> tuple[list[PoolingParams], list[int]]:
-    """Requests (some with a compressed token-type boundary in ``0..len``) and their sequence lengths."""
-    lens = [rng.randint(1, max_len) for _ in range(num_reqs)]
-    params = [PoolingParams("classify", {"compressed_token_type_ids": rng.randint(0, n)})
-              if rng.random() < share_with_types else PoolingParams("classify") for n in lens]
-    return params, lens
-
-
-def runner_for(runner_cls: RunnerClass, params: list[PoolingParams], lens: list[int],
-               **kwargs: Any) -> GPUModelRunner:
-    """A runner of ``runner_cls`` holding these requests."""
-    runner = runner_cls(**kwargs)
-    runner.set_requests(params, lens)
-    return runner
 
 
 def _same_token_types(got: Any, params: list[PoolingParams], lens: list[int], case: str) -> None:

@@ -1,0 +1,143 @@
+"""Chapter 2 (lazy streams): the chapter's measurements: counts, timings (each with its declared claim) and traces.
+
+A room of :mod:`synclab.lazy_streams` (its docstring tells the chapter).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from typing import Any, Callable
+
+from synclab.claims import Faster, Within, declare, validated
+from synclab.device import has_cuda, synchronize
+from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, PoolingModelRunner, TinyPoolingModel, make_pooling_batch
+from synclab.lazy_streams.checks import inspect_runner
+from synclab.lazy_streams.workloads import RunnerClass, resolve
+from synclab.profiling import Trace, profile
+from synclab.provenance import Provenance
+from synclab.reference import record
+from synclab.timing import Sweep, run_time, sweep
+
+
+# ----------------------------------------------------------------------------- profiling helpers
+
+
+BATCH_SIZES = (1, 8, 64)
+LOOP_STEPS = 8
+
+
+# The PR's own figures (vLLM PR #39113's description): pooling-model benchmark, GPU not stated here.
+PR_THROUGHPUT_GAIN = 0.037
+
+
+PR_LATENCY_DROP_MS = 4.0
+
+
+def where_the_host_waits(impls: dict[str, RunnerClass], num_reqs: int = 16) -> dict[str, dict[str, int]]:
+    """Syncs per step in ``execute_model`` and in ``get_output()``, counted under simulated CUDA (any machine)."""
+    counts = {}
+    for name, runner_cls in impls.items():
+        evidence = inspect_runner(runner_cls, num_reqs=num_reqs)
+        counts[name] = {"in execute_model (_pool)": len(evidence["syncs in _pool"]),
+                        "in get_output()": len(evidence["waits in get_output"])}
+    record("ch2", "where_the_host_waits", counts)
+    return counts
+
+
+def profile_model() -> TinyPoolingModel:
+    """On a GPU, enough device work per step for the copy to overlap; on a CPU, small enough to run in seconds."""
+    if has_cuda():
+        return TinyPoolingModel(vocab_size=4096, hidden_size=1024, num_layers=8)
+    return TinyPoolingModel(vocab_size=4096, hidden_size=128, num_layers=2)
+
+
+def step_loop(runner: PoolingModelRunner, batches: list[PoolingBatch], steps: int = LOOP_STEPS,
+              consume: Callable[[Any], ModelRunnerOutput] = resolve) -> list:
+    """The engine's loop: queue step i, then consume step i-1's output while step i runs on the device."""
+    outputs, pending = [], None
+    for i in range(steps):
+        result = runner.execute_model(batches[i % len(batches)])
+        if pending is not None:
+            outputs.append(consume(pending).pooler_output)
+        pending = result
+    outputs.append(consume(pending).pooler_output)
+    return outputs
+
+
+declare("ch2.loop",
+        cpu=("On a CPU the two lines agree within 10% at every batch size.", [Within(a=0, b=1, factor=1.1)]),
+        gpu=("On a GPU the asynchronous runner is never more than 5% slower than the synchronous one, at any "
+             "batch size.", [Faster(fast=1, slow=0, by=0.95)]))
+
+
+def loop_sweep(impls: dict[str, RunnerClass], batch_sizes: tuple[int, ...] = BATCH_SIZES) -> Sweep:
+    """Time of one :func:`step_loop` call (LOOP_STEPS steps) per runner and batch size, on this machine's real platform."""
+    model = profile_model()
+
+    def factory(runner_cls: RunnerClass) -> Callable[[int], Callable[[], Any]]:
+        def build(num_reqs: int) -> Callable[[], Any]:
+            rng = random.Random(num_reqs)
+            batches = [make_pooling_batch(num_reqs, rng=rng, vocab_size=4096, max_len=64) for _ in range(2)]
+            runner = runner_cls(model)
+            return lambda: step_loop(runner, batches)
+
+        return build
+
+    variants = {name: factory(cls) for name, cls in impls.items()}
+    result = validated("ch2.loop", lambda: sweep(variants, "requests per step", batch_sizes,
+                                                 min_run_time=run_time(0.1, 0.5), reference=next(iter(impls))))
+    record("ch2", "loop", result.to_dict())
+    return result
+
+
+def host_blocked(impls: dict[str, RunnerClass], num_reqs: int = 64, steps: int = 20,
+                 repeats: int = 7) -> dict[str, dict[str, float]]:
+    """Per step: wall time, and time the host spent waiting (in ``_sync_device`` and ``get_output``), in us.
+
+    Medians over ``repeats`` runs of ``steps`` steps.
+    """
+    model = profile_model()
+    rng = random.Random(num_reqs)
+    batches = [make_pooling_batch(num_reqs, rng=rng, vocab_size=4096, max_len=64) for _ in range(2)]
+    result = {}
+    for name, runner_cls in impls.items():
+        runner = runner_cls(model)
+        step_loop(runner, batches, 3)  # warm-up, and the lazy stream
+        waited = [0.0]
+
+        def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    waited[0] += time.perf_counter() - start
+            return wrapper
+
+        runner._sync_device = timed(runner._sync_device)  # type: ignore[method-assign]
+        walls, waits = [], []
+        for _ in range(repeats):  # the median of several runs: one run is at the mercy of the machine
+            waited[0] = 0.0
+            synchronize()
+            start = time.perf_counter()
+            step_loop(runner, batches, steps, consume=timed(resolve))
+            synchronize()
+            walls.append(time.perf_counter() - start)
+            waits.append(waited[0])
+        result[name] = {"step_us": statistics.median(walls) / steps * 1e6,
+                        "host_waiting_us": statistics.median(waits) / steps * 1e6}
+    record("ch2", "host_blocked", {"num_reqs": num_reqs, "steps": steps, "repeats": repeats, "results": result,
+                                   "provenance": Provenance.here().to_dict()})
+    return result
+
+
+def profile_loop(impls: dict[str, RunnerClass], num_reqs: int = 64, steps: int = 3) -> dict[str, Trace]:
+    """A profiled loop of ``steps`` steps per runner: on a GPU, the side stream's copies get a row of their own."""
+    model = profile_model()
+    rng = random.Random(num_reqs)
+    batches = [make_pooling_batch(num_reqs, rng=rng, vocab_size=4096, max_len=64) for _ in range(2)]
+    traces = {name: profile(step_loop, cls(model), batches, steps, warmup=1) for name, cls in impls.items()}
+    record("ch2", "profile", {name: {"duration_us": t.duration_us} for name, t in traces.items()})
+    return traces

@@ -1,0 +1,99 @@
+"""Chapter 2 (lazy streams): what the chapter runs: the inputs, the batches and steps, the runs the checks and the profiles share.
+
+A room of :mod:`synclab.lazy_streams` (its docstring tells the chapter).
+"""
+
+from __future__ import annotations
+
+import random
+import weakref
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import torch
+
+from synclab.device import SIM_DEVICE
+from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, PoolingModelRunner, TinyPoolingModel, make_pooling_batch
+from synclab.engine.platform import forced_platform
+from synclab.sim import cuda as sim_cuda
+
+
+RunnerClass = Callable[[TinyPoolingModel], PoolingModelRunner]
+
+
+# ----------------------------------------------------------------------------- running the reader's runner
+
+
+def _same(got: list, want: list) -> bool:
+    return len(got) == len(want) and all(
+        (g is None and w is None) or (isinstance(g, torch.Tensor) and w is not None and g.shape == w.shape
+                                      and torch.equal(g, w)) for g, w in zip(got, want))
+
+
+def _describe(items: list) -> str:
+    def one(t: Any) -> str:
+        if t is None:
+            return "None"
+        if isinstance(t, torch.Tensor) and bool((t == sim_cuda.GARBAGE).all()):
+            return "garbage (copy not landed)"
+        return type(t).__name__ if not isinstance(t, torch.Tensor) else f"tensor{list(t.shape)}"
+    return "[" + ", ".join(one(t) for t in items[:4]) + (", ..." if len(items) > 4 else "") + "]"
+
+
+def resolve(result: Any) -> ModelRunnerOutput:
+    """What the engine does with ``execute_model``'s result: wait for it if it is asynchronous."""
+    return result.get_output() if hasattr(result, "get_output") else result
+
+
+class _StreamSpy:
+    """Stands for ``torch.cuda.Stream`` on a CPU platform: counts attempts and fails as torch does without CUDA."""
+
+    created = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        type(self).created += 1
+        raise RuntimeError("torch.cuda.Stream requires CUDA support")
+
+
+@contextmanager
+def cpu_platform() -> Iterator[type[_StreamSpy]]:
+    """A CPU platform, on any machine: ``is_cuda_alike()`` is False and creating a CUDA stream is recorded and fails."""
+    spy = type("StreamSpy", (_StreamSpy,), {"created": 0})
+    original = torch.cuda.Stream
+    torch.cuda.Stream = spy  # type: ignore[misc, assignment]
+    try:
+        with forced_platform(False):
+            yield spy
+    finally:
+        torch.cuda.Stream = original  # type: ignore[misc]
+
+
+@contextmanager
+def watch_pooler_outputs(model: TinyPoolingModel) -> Iterator[list[weakref.ref]]:
+    """Weak references to every device tensor the model's pooler returns in the block: are they freed, and when?"""
+    refs: list[weakref.ref] = []
+    pooler = model.pooler
+
+    def watched(hidden_states: torch.Tensor, metadata: Any) -> torch.Tensor | list:
+        raw = pooler(hidden_states, metadata)
+        items = [raw] if isinstance(raw, torch.Tensor) else [t for t in raw if t is not None]
+        refs.extend(weakref.ref(t) for t in items)
+        return raw
+
+    model.pooler = watched  # type: ignore[assignment]
+    try:
+        yield refs
+    finally:
+        model.pooler = pooler
+
+
+def _batches(rng: random.Random, trials: int) -> Iterator[tuple[str, PoolingBatch]]:
+    for trial in range(trials):
+        num_reqs = rng.choice([0, 1, 2, rng.randrange(1, 65)])
+        partial = rng.choice([0.0, 0.3, 1.0])
+        yield (f"random batch #{trial}: {num_reqs} requests, about {partial:.0%} unfinished chunks",
+               make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=SIM_DEVICE))
+
+
+def _model() -> TinyPoolingModel:
+    return TinyPoolingModel(device=SIM_DEVICE)

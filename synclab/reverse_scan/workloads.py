@@ -1,0 +1,87 @@
+"""Chapter 4: what the chapter runs: the inputs, the batches and steps, the runs the checks and the profiles share.
+
+A room of :mod:`synclab.reverse_scan` (its docstring tells the chapter).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+
+from synclab.device import mark_device
+from synclab.dispatch import CountingList
+from synclab.engine.input_batch import CachedRequestState, InputBatch, PLACEHOLDER
+from synclab.sim import cuda as sim_cuda
+from synclab.syncs import count_syncs
+
+
+BatchClass = type[InputBatch]
+
+
+# ----------------------------------------------------------------------------- building a step
+
+
+class ReadyEvent:
+    """An event whose copy has already landed: for examples and host-only benchmarks (no device to wait for)."""
+
+    def synchronize(self) -> None:
+        pass
+
+
+def build_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[list[int]], rows: list[int | None],
+               event: Any, history_needed: bool = True, counting: bool = False
+               ) -> tuple[InputBatch, list[CachedRequestState]]:
+    """A batch whose requests hold ``outputs`` and whose last step sampled ``sampled`` (rows ``rows``; None: new)."""
+    batch = batch_cls()
+    make = CountingList if counting else list
+    states = [CachedRequestState(f"req-{i}", [1, 2, 3], make(ids)) for i, ids in enumerate(outputs)]
+    for state in states:
+        batch.add_request(state)
+    if not history_needed:  # no sampler feature reads the history: vLLM passes an empty list
+        batch.sampling_metadata.output_token_ids = []
+    batch.prev_req_id_to_index = {s.req_id: row for s, row in zip(states, rows) if row is not None}
+    width = max((len(r) for r in sampled), default=1)
+    padded = [r + [PLACEHOLDER] * (width - len(r)) for r in sampled] or [[PLACEHOLDER]]
+    sampled_cpu = torch.tensor(padded, dtype=torch.int64)  # [num_rows, width]
+    if isinstance(event, sim_cuda.SimEvent):
+        # As the runner hands them over: a non-blocking copy from the device, then the event. Until the
+        # event is waited on, the host tensor holds garbage, so reading it early shows.
+        sampled_cpu = sim_cuda.copy_to_host_async(mark_device(sampled_cpu))
+        event.record()
+    batch.set_async_sampled_token_ids(sampled_cpu, event)
+    return batch, states
+
+
+def random_step(rng: random.Random, num_reqs: int, max_len: int = 40, max_spec: int = 3, strays: bool = True
+                ) -> tuple[list[list[int]], list[list[int]], list[int | None]]:
+    """Outputs with 0 to 1+max_spec trailing placeholders, last step's rows (shuffled, -1 padded), new requests."""
+    width = 1 + rng.randint(0, max_spec)
+    outputs, rows = [], []
+    order = list(range(num_reqs))
+    rng.shuffle(order)
+    for i in range(num_reqs):
+        history = [rng.randrange(1000) for _ in range(rng.randint(0, max_len))]
+        if strays and history and rng.random() < 0.1:
+            history[rng.randrange(len(history))] = PLACEHOLDER  # a stray -1 inside the history
+        placeholders = rng.choice([0, 1, width, rng.randint(1, width + 1)])
+        outputs.append(history + [PLACEHOLDER] * placeholders)
+        rows.append(None if rng.random() < 0.1 else order[i])
+    sampled = []
+    for _ in range(num_reqs):
+        accepted = rng.randint(0, width)
+        sampled.append([rng.randrange(1000) for _ in range(accepted)] + [PLACEHOLDER] * (width - accepted))
+    return outputs, sampled, rows
+
+
+def _run_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[list[int]], rows: list[int | None],
+              history_needed: bool = True, counting: bool = False) -> tuple[list[CachedRequestState], Any, int]:
+    """Run one repair under simulated CUDA; the request states, the sync report, and the waits on the event."""
+    with sim_cuda.simulated_cuda() as device, count_syncs(simulate=True) as report:
+        event = torch.cuda.Event()
+        event.record()
+        batch, states = build_step(batch_cls, outputs, sampled, rows, event, history_needed, counting)
+        batch.update_async_output_token_ids()
+    waits = sum(op == "host waits" for op in device.log.ops())
+    return states, report, waits
