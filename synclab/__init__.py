@@ -61,16 +61,20 @@ class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     _KEPT = ("__name__", "__spec__", "__loader__", "__package__", "__file__", "__path__")
 
+    def __init__(self) -> None:
+        self._own: dict[str, dict[str, Any]] = {}  # new name -> the module's own identity
+
     def create_module(self, spec: Any) -> Any:
         new = MOVED[spec.name]
         warnings.warn(f"{spec.name} moved to {new}: this import still works, but update it", FutureWarning,
                       stacklevel=2)
         module = importlib.import_module(new)
-        self._identity = {k: module.__dict__[k] for k in self._KEPT if k in module.__dict__}
+        self._own[spec.name] = {k: module.__dict__[k] for k in self._KEPT if k in module.__dict__}
         return module
 
     def exec_module(self, module: Any) -> None:
-        module.__dict__.update(self._identity)  # the import system stamped the old name on it: put its own back
+        # the import system stamped the old name on the module: put its own back
+        module.__dict__.update(self._own.pop(module.__spec__.name))
 
 
 if not any(isinstance(f, _Moved) for f in sys.meta_path):

@@ -35,7 +35,15 @@ def test_solution_passes_every_check():
     assert ch3.check_sync_predictions(my_predictions).passed
 
 
-def test_sync_counts_before_and_after():
+def _passed(monkeypatch, *tasks):
+    """The profiles use what passed its checks in this process: say so, whatever ran before."""
+    from synclab import checks
+
+    monkeypatch.setattr(checks, "EXERCISE_STATUS", {t: "passed" for t in tasks})
+
+
+def test_sync_counts_before_and_after(monkeypatch):
+    _passed(monkeypatch, "3.1", "3.2", "3.3", "3.4", "3.5", "3.7", "3.8")
     before = {"async_tensor_h2d": async_tensor_h2d_baseline, "sampler": SamplerBaseline,
               "runner": GPUModelRunnerBaseline, "bincount": bincount_baseline}
     after = {"async_tensor_h2d": async_tensor_h2d, "sampler": PinnedSampler, "runner": PinnedInputsRunner,
@@ -47,6 +55,26 @@ def test_sync_counts_before_and_after():
     assert counts["bincount"] == {"before": [2, 2], "after": [0, 0]}
     assert counts["async_tensor_h2d"] == {"before": [1, 1], "after": [0, 0]}
     assert "16 -> 0" in ch3.sync_table(counts, (1, 16))
+
+
+def test_sync_counts_leave_out_both_rows_of_a_class_whose_second_exercise_is_unfinished(monkeypatch, capsys):
+    """PinnedInputsRunner holds 3.3 and 3.4: with 3.4 a stub, neither row may run the reader's class."""
+    _passed(monkeypatch, "3.1", "3.2", "3.3", "3.5", "3.7", "3.8")
+
+    class HalfDone(PinnedInputsRunner):
+        def _prepare_kv_sharing_fast_prefill(self, logits_indices):
+            raise NotImplementedError("Exercise 3.4")
+
+    before = {"async_tensor_h2d": async_tensor_h2d_baseline, "sampler": SamplerBaseline,
+              "runner": GPUModelRunnerBaseline, "bincount": bincount_baseline}
+    after = {"async_tensor_h2d": async_tensor_h2d, "sampler": PinnedSampler, "runner": HalfDone, "bincount": bincount}
+    from synclab import checks
+
+    checks.EXERCISE_STATUS["3.4"] = "not implemented"
+    counts = ch3.sync_counts(before, after, batch_sizes=(1,))
+    assert "_prepare_kv_sharing_fast_prefill" not in counts and "_init_model_kwargs" not in counts
+    assert counts["bincount"] == {"before": [2], "after": [0]}
+    assert "finish Exercise 3.4 first" in capsys.readouterr().out
 
 
 def test_snippets_measure_what_the_book_says():

@@ -49,9 +49,9 @@ def component_calls(impls: dict[str, Any], num_reqs: int, rng: random.Random) ->
     }
 
 
-# The exercise that writes each "after" implementation, and the rows of the table it fills.
-IMPL_TASKS = {"async_tensor_h2d": "3.1", "sampler": "3.2", "runner": "3.3", "bincount": "3.5", "ngram": "3.8",
-              "bad_words": "3.8", "run_ar": "3.7", "synchronize_dp_ranks": "3.7"}
+# The exercises that write each "after" implementation (one class may hold two), and the rows each one fills.
+IMPL_TASKS = {"async_tensor_h2d": ("3.1",), "sampler": ("3.2",), "runner": ("3.3", "3.4"), "bincount": ("3.5",),
+              "ngram": ("3.8",), "bad_words": ("3.8",), "run_ar": ("3.7",), "synchronize_dp_ranks": ("3.7",)}
 ROW_TASKS = {"async_tensor_h2d": "3.1", "gather_specific_token_logprobs": "3.2", "_init_model_kwargs": "3.3",
              "_prepare_kv_sharing_fast_prefill": "3.4", "bincount": "3.5",
              "update_ngram_gpu_tensors_incremental": "3.8", "apply_bad_words": "3.8",
@@ -72,8 +72,10 @@ def sync_counts(before: dict[str, Any], after: dict[str, Any],
     left_out = {task: reason for task in dict.fromkeys(ROW_TASKS.values()) if (reason := unfinished(task))}
     for reason in left_out.values():
         print(f"left out: {reason}.")
-    # an unfinished exercise's site runs its baseline on both sides, and its row is dropped below
-    after = {key: before[key] if IMPL_TASKS.get(key) in left_out else impl for key, impl in after.items()}
+    # an implementation with an unfinished exercise runs its baseline on both sides, and all its rows are dropped
+    stubbed = {key for key in after if set(IMPL_TASKS.get(key, ())) & set(left_out)}
+    dropped = set(left_out).union(*(IMPL_TASKS[key] for key in stubbed))
+    after = {key: before[key] if key in stubbed else impl for key, impl in after.items()}
     counts: dict[str, dict[str, list[int]]] = {}
 
     def add(site: str, label: str, value: int) -> None:
@@ -89,13 +91,13 @@ def sync_counts(before: dict[str, Any], after: dict[str, Any],
                         count_reorder_step(impls["ngram"], n, random.Random(n)))
                 if "bad_words" in impls:
                     add("apply_bad_words", label, count_bad_words(impls["bad_words"], n))
-    if "run_ar" in before and "run_ar" in after and "3.7" not in left_out:
+    if "run_ar" in before and "run_ar" in after and "3.7" not in dropped:
         dp = dp_sync_counts(after["run_ar"], after["synchronize_dp_ranks"],
                             (before["run_ar"], before["synchronize_dp_ranks"]))
         for label in ("before", "after"):
             counts.setdefault("_synchronize_dp_ranks (rank 0 of 2)", {})[label] = \
                 [dp["_synchronize_dp_ranks"][label]] * len(batch_sizes)
-    counts = {row: c for row, c in counts.items() if ROW_TASKS.get(row) not in left_out}
+    counts = {row: c for row, c in counts.items() if ROW_TASKS.get(row) not in dropped}
     record("ch3", "sync_counts", {"batch_sizes": list(batch_sizes), "counts": counts})
     return counts
 
