@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from html import escape
 from typing import Any, Callable, Iterator
 
+from synclab.lab.answer_keys import answer_in, checking
+
 # CheckReport.summary, read back: "...: 4/5 checks passed" or "...: 3/4 checks passed (3/5 points)".
 _SUMMARY = re.compile(r": (?P<ok>\d+)/(?P<n>\d+) checks passed(?: \((?P<earned>\d+)/(?P<points>\d+) points\))?")
 
@@ -298,7 +300,7 @@ def _case_of(exc: BaseException, check: Check) -> str:
     return _short(found, 200)
 
 
-def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:
+def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:
     base = {"task": check.task, "name": check.name, "points": check.points}
     rng = random.Random(f"{seed}/{check.task}/{check.name}")
     try:
@@ -322,6 +324,21 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) 
         return Outcome(**base, status="crashed", message=message, hint=check.hint, case=_case_of(exc, check),
                        generic_hint=True)
     return Outcome(**base, status="passed")
+
+
+def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:
+    """One check, with the exercise's answers out of the reader's reach (:mod:`synclab.lab.answer_keys`)."""
+    handed = answer_in(impl, check.task)
+    if handed is not None:  # the answer itself handed to the check
+        return Outcome(check.task, check.name, "failed", message=handed.message(handed=True), hint=handed.hint(),
+                       points=check.points)
+    with checking(check.task) as watch:
+        outcome = _run_guarded(check, impl, seed, limit_s)
+    if watch.refused:  # even if the reader's code caught the refusal
+        key = watch.refused[0]
+        return Outcome(check.task, check.name, "failed", message=key.message(), hint=key.hint(),
+                       points=check.points, case=outcome.case)
+    return outcome
 
 
 def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: int | None = None,

@@ -347,7 +347,6 @@ def model_explorer(host_us: float = 40.0, device_us: float = 60.0, syncs: int = 
     Live notebooks only: a static page has no kernel to redraw the figure.
     """
     import ipywidgets as widgets
-    from IPython.display import display
 
     host = widgets.IntSlider(value=int(host_us), min=0, max=200, step=5, description="host us/step")
     device = widgets.IntSlider(value=int(device_us), min=5, max=200, step=5, description="device us/step")
@@ -355,9 +354,10 @@ def model_explorer(host_us: float = 40.0, device_us: float = 60.0, syncs: int = 
     out = widgets.Output()
 
     def redraw(_: Any = None) -> None:
-        with out:
-            out.clear_output(wait=True)
-            display(model_figure(simulate(host.value, device.value, n_syncs.value)))
+        # The figure goes into the widget's outputs directly: no capture of the kernel's display hooks
+        # (``with out:``), which a busy kernel can leave waiting on its output stream.
+        fig = model_figure(simulate(host.value, device.value, n_syncs.value))
+        out.outputs = ({"output_type": "display_data", "data": _PlotlyBundle(fig, {}).bundle, "metadata": {}},)
 
     for w in (host, device, n_syncs):
         w.observe(redraw, names="value")

@@ -301,7 +301,21 @@ def _target_is_device(args: tuple, kwargs: dict) -> bool | None:
 _SCALAR_READS = {"item": SyncKind.ITEM, "__int__": SyncKind.ITEM, "__float__": SyncKind.ITEM,
                  "__index__": SyncKind.ITEM, "__complex__": SyncKind.ITEM, "tolist": SyncKind.TOLIST,
                  "__bool__": SyncKind.BOOL, "__repr__": SyncKind.PRINT, "__str__": SyncKind.PRINT,
-                 "__format__": SyncKind.PRINT, "numpy": SyncKind.D2H_COPY}
+                 "__format__": SyncKind.PRINT, "__contains__": SyncKind.BOOL}
+# Reads of one value: on a tensor of any other size they raise on the host, before any copy (no sync).
+_ONE_VALUE = {"item", "__int__", "__float__", "__index__", "__complex__", "__bool__"}
+# Routes to a device tensor's bytes that CUDA refuses: numpy reads host memory only. The simulated device
+# refuses them the same way (with the message CUDA's tensors give, where PyTorch's is known).
+_CUDA_NUMPY = ("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host "
+               "memory first.")
+_REFUSED_ON_CUDA = {"numpy": (TypeError, _CUDA_NUMPY), "__array__": (TypeError, _CUDA_NUMPY),
+                    "__dlpack__": (BufferError, "numpy's from_dlpack takes host memory only: a DLPack capsule of "
+                                                "a cuda:0 tensor is refused. Use Tensor.cpu() first.")}
+# Routes that copy a device tensor's bytes to the host without an aten op the dispatch level would see: pickling
+# saves the storage through a host copy; a storage read on the host copies its bytes (the simulated device sees
+# the storage being taken, not the read, so it counts the taking: data_ptr() alone would be no sync on CUDA).
+_HIDDEN_READS = {"__reduce_ex__": SyncKind.D2H_COPY, "untyped_storage": SyncKind.D2H_COPY,
+                 "storage": SyncKind.D2H_COPY, "_typed_storage": SyncKind.D2H_COPY}
 _CREATE_FROM_DATA = {"tensor", "as_tensor"}
 _READS_BACK = {SyncKind.ITEM, SyncKind.TOLIST, SyncKind.BOOL, SyncKind.PRINT, SyncKind.D2H_COPY}
 
@@ -351,8 +365,14 @@ class _FunctionLevel(TorchFunctionMode):
 
         kind = None
         sim_copy_to: bool | None = None  # on the CPU, a transfer must produce a new tensor
-        if name in _SCALAR_READS and args and isinstance(args[0], torch.Tensor) and is_device_tensor(args[0]):
+        on_device = bool(args) and isinstance(args[0], torch.Tensor) and is_device_tensor(args[0])
+        if obs.simulated and on_device and name in _REFUSED_ON_CUDA:
+            error, message = _REFUSED_ON_CUDA[name]
+            raise error(message)
+        if on_device and name in _SCALAR_READS and (name not in _ONE_VALUE or args[0].numel() == 1):
             kind = _SCALAR_READS[name]
+        elif obs.simulated and on_device and name in _HIDDEN_READS:
+            kind = _HIDDEN_READS[name]
         elif name in ("to", "cpu", "cuda") and args and isinstance(args[0], torch.Tensor):
             src = args[0]
             target = False if name == "cpu" else True if name == "cuda" else _target_is_device(args[1:], kwargs)

@@ -375,6 +375,33 @@ def test_after_code_on_a_page_is_the_solutions_own(page):
         assert not missing, f"{page.name}: not in the solution: {missing}"
 
 
+def _folded(html: str) -> tuple[list[str], list[str]]:
+    """The code blocks of a built page that show an exercise's answer: those folded shut, those shown open."""
+    from bs4 import BeautifulSoup
+
+    folded, shown = [], []
+    for pre in BeautifulSoup(html, "html.parser").find_all("pre"):
+        text = pre.get_text()
+        if not re.search(r"# After \(Exercise \d\.\d", text):
+            continue
+        details = pre.find_parent("details")
+        (folded if details is not None and not details.has_attr("open") else shown).append(text.splitlines()[0])
+    return folded, shown
+
+
+def test_no_chapter_page_shows_an_exercises_answer_unfolded(built_book: Path) -> None:
+    """Each "after" block that answers an exercise sits in a dropdown, closed until the reader opens it."""
+    counted = 0
+    for page in sorted((ROOT / "book").glob("0*.md")):
+        folded, shown = _folded((built_book / "book" / f"{page.stem}.html").read_text())
+        assert shown == [], f"{page.name} shows an answer unfolded: {shown}"
+        assert all("(Exercise" in line for line in folded)
+        counted += len(folded)
+    assert counted >= 11  # 2.1, 3.1-3.5, 3.7, 3.8 twice, 4.1, 5.1
+    html = '<details class="sd-dropdown"><pre># After (Exercise 9.9)\nx</pre></details><pre># After (Exercise 9.8)</pre>'
+    assert _folded(html) == (["# After (Exercise 9.9)"], ["# After (Exercise 9.8)"])  # the test can fail
+
+
 def test_chapters_2_and_3_show_the_vllm_code_before_and_after():
     root = Path(__file__).resolve().parent.parent
     for page, wanted in (("02_lazy_streams", 1), ("03_pinned_transfers", 8)):

@@ -9,9 +9,11 @@ import pytest
 import torch
 
 from synclab import capstone as ch6
-from synclab.capstone import PlantedRunner, load_fixes
+from synclab.capstone import PlantedRunner
+from synclab.capstone.workloads import book_fixes
 from synclab.engine.engine_core import PATTERNS, EngineConfig
 from synclab.syncs import count_syncs
+from tests.check_reports import copied
 from tests.notebook_code import load_function
 
 SOLUTION = "solutions/06_capstone_engine_step.ipynb"
@@ -23,7 +25,7 @@ def solution(name: str):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_all_32_configurations_compute_the_same_outputs(seed):
-    fixes = load_fixes()
+    fixes = book_fixes()
     mix = ch6.random_mix(random.Random(seed), num_requests=7)
     want = ch6.comparable(ch6.run_engine(mix, EngineConfig.baseline(), fixes))
     assert any(tokens for tokens, _, _ in want.values()) and any(e for _, _, e in want.values())
@@ -33,7 +35,7 @@ def test_all_32_configurations_compute_the_same_outputs(seed):
 
 
 def test_each_fix_removes_syncs_and_all_five_leave_none_stray():
-    table = ch6.sync_table(ch6.ablation_workload(16))
+    table = ch6.sync_table(ch6.ablation_workload(16), components=book_fixes())
     base = table["baseline"][0]
     for pattern in PATTERNS:
         if pattern not in ("reverse_scan", "list_cache"):  # host work, not syncs (chapters 4 and 5)
@@ -63,7 +65,7 @@ def test_sync_hunt_passes_on_the_solution():
 
 
 def test_sync_hunt_fails_on_the_planted_runner():
-    report = ch6.check_sync_hunt(lambda: PlantedRunner, seed=3)
+    report = ch6.check_sync_hunt(lambda: copied(PlantedRunner), seed=3)  # on its merits: its syncs
     failed = {o.name for o in report.outcomes if not o.ok}
     assert failed == {"0 stray syncs per step, at most 1 planned wait"}, report
     assert "planted.py" in str(report)
@@ -156,7 +158,7 @@ def test_ablation_row_passes_on_the_solution():
     assert report.passed, report
 
 
-def _counts_everything_as_stray(config, workload):
+def _counts_everything_as_stray(config, workload, fixes):
     events, steps = [], []
 
     @contextmanager
@@ -165,15 +167,15 @@ def _counts_everything_as_stray(config, workload):
             yield
         events.append(report.count)
 
-    results = ch6.run_engine(workload, config, load_fixes(), each_step=counted)
+    results = ch6.run_engine(workload, config, fixes, each_step=counted)
     n = len(events)
     return {"steps": n, "tokens": sum(len(r.token_ids) for r in results.values()),
             "stray_per_step": sum(events) / n, "planned_per_step": 0.0}
 
 
-def _one_block(config, workload):
+def _one_block(config, workload, fixes):
     with count_syncs() as report:
-        results = ch6.run_engine(workload, config, load_fixes())
+        results = ch6.run_engine(workload, config, fixes)
     stray = sum(not ch6.is_planned(e) for e in report.events)
     return {"steps": 1, "tokens": sum(len(r.token_ids) for r in results.values()),
             "stray_per_step": stray, "planned_per_step": report.count - stray}
@@ -190,25 +192,26 @@ def test_ablation_row_fails_on_wrong_counts(wrong):
 
 def test_step_host_events_place_each_sync_in_its_part_of_the_step():
     workload = ch6.ablation_workload(16)
-    base = ch6.step_host_events(workload, EngineConfig.baseline(), step=2)
+    fixes = book_fixes()
+    base = ch6.step_host_events(workload, EngineConfig.baseline(), step=2, components=fixes)
     stray = [e for e in base if e.kind == "stray"]
-    syncs, _ = ch6.step_syncs(workload, EngineConfig.baseline())
+    syncs, _ = ch6.step_syncs(workload, EngineConfig.baseline(), components=fixes)
     assert len(stray) == len(syncs.stray[2])  # the same syncs count_syncs counts per step
     # blocking uploads of inputs and of the logprobs' token ids; the device-wide wait at the end
     assert {e.phase for e in stray} == {"inputs", "sample", "copy"}
     assert all("async_tensor_h2d_baseline" in e.name for e in stray if e.phase == "inputs")
 
-    fixed = ch6.step_host_events(workload, EngineConfig(), step=2)
+    fixed = ch6.step_host_events(workload, EngineConfig(), step=2, components=fixes)
     kinds = [e.kind for e in fixed]
     assert "stray" not in kinds and kinds.count("planned") == 1
     last_forward = max(i for i, e in enumerate(fixed) if e.phase == "forward")
     assert kinds.index("planned") > last_forward  # the wait comes after the forward is queued
 
     planted = ch6.step_host_events(ch6.random_mix(random.Random(1), hunt_features=True), EngineConfig(), step=2,
-                                   runner_cls=PlantedRunner)
+                                   runner_cls=PlantedRunner, components=fixes)
     assert {e.phase for e in planted if e.kind == "stray"} == {"sample"}  # all three planted syncs are in sampling
     with pytest.raises(ValueError, match="before step 99"):
-        ch6.step_host_events(workload, EngineConfig(), step=99)
+        ch6.step_host_events(workload, EngineConfig(), step=99, components=fixes)
 
 
 def test_modelled_busy_share():

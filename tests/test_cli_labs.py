@@ -134,3 +134,31 @@ def test_check_json_reports_points_per_check_and_scores_a_broken_exercise_zero(t
     (prediction,) = by_task["0.2"]
     assert (prediction["status"], prediction["points"], prediction["earned"]) == ("passed", 1, 1)
     assert report["cells_not_finished"]
+
+
+@pytest.mark.slow
+def test_a_cell_that_raises_after_the_checks_passed_fails_the_run_and_is_named():
+    """0.2 answered right, then a walkthrough cell raises: the checks all pass, yet the run does not (exit 1)."""
+    import json
+
+    solution = nbformat.read(ROOT / "solutions" / "00_primer.ipynb", as_version=4)
+    setup = next(c.source for c in solution.cells if c.cell_type == "code")
+    answer = _solution_cell("00_primer", "0.2")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup), nbformat.v4.new_code_cell(answer),
+                                         nbformat.v4.new_code_cell("primer.check_predictions(my_predictions)"),
+                                         nbformat.v4.new_code_cell("[1, 2, 3][7]  # a walkthrough that breaks")])
+    nb.metadata["synclab"] = {"generated_from": "solutions/00_primer.ipynb"}  # as a generated lab records
+    path = ROOT / "labs" / f".test_raises_{os.getpid()}.ipynb"
+    nbformat.write(nb, path)
+    try:
+        text, as_json = synclab("check", str(path.relative_to(ROOT))), synclab("check", str(path.relative_to(ROOT)),
+                                                                              "--json")
+    finally:
+        path.unlink()
+    assert text.returncode == 1 and as_json.returncode == 1, text.stdout + text.stderr
+    assert "1/1 checks passed" in text.stdout and "ALL CHECKS PASSED" not in text.stdout, text.stdout
+    assert "cell 3 (after Exercise 0.2) raised IndexError: list index out of range" in text.stdout, text.stdout
+    report = json.loads(as_json.stdout)
+    assert report["passed"] is False
+    assert report["cells_raised"] == [{"cell": 3, "exercise": "after Exercise 0.2",
+                                       "error": "IndexError: list index out of range"}]

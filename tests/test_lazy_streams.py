@@ -12,6 +12,7 @@ from synclab import lazy_streams as ch2
 from synclab.engine.model_runner import (ModelRunnerOutput, SyncOutputRunner, _copy_pooler_output_to_cpu,
                                          make_pooling_batch)
 from synclab.engine.platform import current_platform
+from synclab.lazy_streams.checks import _diagnose
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
 
@@ -36,7 +37,7 @@ def test_where_the_host_waits():
 def test_each_spot_the_bug_runner_breaks_one_check_of_2_1():
     for name, runner in ch2.SPOT_THE_BUG.items():
         assert not ch2.check_runner(runner, seed=0).passed, name
-    assert ch2.diagnose(ch2.inspect_runner(AsyncOutputRunner)) == "no bug"
+    assert _diagnose(ch2.inspect_runner(AsyncOutputRunner)) == "no bug"
 
 
 def test_step_loop_consumes_every_step_once():
@@ -220,7 +221,11 @@ def test_wrong_diagnoses_fail_with_the_runner_named():
         return answers
 
     report = ch2.check_diagnosis(wrong)
-    assert not report.passed and "A: you said 'early read', the evidence says 'unordered'" in str(report)
+    text = str(report)
+    assert not report.passed and "A: you said 'early read', but the evidence shows no such thing (outputs right: " \
+        "True)" in text
+    assert "C: you said 'unordered', but the evidence shows no such thing (the stream log has wait_stream)" in text
+    assert "the evidence says" not in text  # the evidence that rules a label out, never the right label
     assert not ch2.check_diagnosis(lambda: {"A": "early read"}).passed
     assert not ch2.check_diagnosis(lambda: {k: "typo" for k in ch2.SPOT_THE_BUG}).passed
 

@@ -11,8 +11,8 @@ import torch
 from synclab import list_caches as ch5
 from synclab.dispatch import count_torch_calls
 from synclab.engine.encoder_cache_manager import EncoderCacheManager
-from synclab.engine.mm_inputs import (MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline,
-                                     PlaceholderRangeReference, make_mask)
+from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline, make_mask
+from synclab.list_caches.checks import _PlaceholderRangeReference
 from synclab.engine.scheduler import Request, SchedulerConfig
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
@@ -66,7 +66,7 @@ def test_placeholder_ranges_compare_by_value():
 
 def test_encoder_cache_evicts_freeable_items_oldest_first():
     def request(rid, ident, n):
-        return Request(rid, 100, [MultiModalFeatureSpec(ident, PlaceholderRangeReference(0, n))])
+        return Request(rid, 100, [MultiModalFeatureSpec(ident, _PlaceholderRangeReference(0, n))])
 
     m = EncoderCacheManager(10)
     a, b, c = request("r1", "A", 4), request("r2", "B", 4), request("r3", "C", 6)
@@ -189,7 +189,7 @@ class NoEmbedsCheck(EncoderScheduler):  # encodes an item as soon as the window 
                                                     encoder_compute_budget)
 
 
-class _AllEmbeds(PlaceholderRangeReference):
+class _AllEmbeds(_PlaceholderRangeReference):
     def __init__(self, pos):
         super().__init__(pos.offset, pos.length, pos.is_embed)
 
@@ -253,6 +253,30 @@ WRONG_5_2 = [
     (ForgetsScheduledEmbeds, "fixed cases"),
     (ReadsTheMask, "no torch call of its own"),
 ]
+
+
+def _unclamped() -> type:
+    """5.2 without the clamp of its window to the item: a negative start, an end past the item's length."""
+    import nbformat
+
+    from tests.notebook_code import ROOT
+
+    source = next(c.source for c in nbformat.read(ROOT / NOTEBOOK, as_version=4).cells
+                  if "### BEGIN SOLUTION 5.2" in c.source)
+    wrong = source.replace("max(0, num_computed_tokens - start_pos)", "num_computed_tokens - start_pos") \
+                  .replace("min(num_encoder_tokens, window_end - start_pos)", "window_end - start_pos")
+    assert wrong != source
+    namespace = dict(_namespace)
+    exec(wrong.replace("class EncoderScheduler(", "class Unclamped("), namespace)
+    return namespace["Unclamped"]
+
+
+def test_5_2_an_unclamped_window_breaks_vllms_contract_inside_the_checks():
+    """The checks hand 5.2 a range that holds vLLM's contract, so the fault fails a check, not a later cell."""
+    report = ch5.check_encoder_scheduler(_unclamped(), seed=0)
+    assert outcome(report, "fixed cases") == "failed", str(report)
+    fixed = next(o for o in report.outcomes if "fixed cases" in o.name)
+    assert "get_embeds_indices_in_range(" in fixed.message and "clamp the window" in fixed.hint, str(report)
 
 
 @pytest.mark.parametrize("wrong,failing_check", WRONG_5_2, ids=[f"{w.__name__}-{c}" for w, c in WRONG_5_2])

@@ -15,9 +15,9 @@ from synclab.engine.model_runner import (
     TinyPoolingModel,
     _copy_pooler_output_to_cpu,
     make_pooling_batch,
-    pool_reference,
 )
 from synclab.engine.platform import current_platform, forced_platform
+from synclab.lazy_streams.checks import _pool_reference as pool_reference
 from synclab.syncs import SyncKind, count_syncs
 
 

@@ -14,6 +14,7 @@ from synclab.engine.model_inputs import GPUModelRunnerBaseline
 from synclab.engine.penalties import bincount_baseline, bincount_kernel
 from synclab.engine.sampler import LogprobsTensors, Sampler, SamplerBaseline, compute_token_logprobs
 from synclab.engine.torch_utils import async_tensor_h2d_baseline
+from synclab.pinned_transfers.checks.snippets import _measure_snippet_syncs
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
 
@@ -78,7 +79,7 @@ def test_sync_counts_leave_out_both_rows_of_a_class_whose_second_exercise_is_unf
 
 
 def test_snippets_measure_what_the_book_says():
-    measured = ch3.measure_snippet_syncs()
+    measured = _measure_snippet_syncs()
     assert list(measured) == ch3.SNIPPETS
     assert measured["f: rows[idx] = 0"] == "synchronous host-to-device copy"
     assert measured["g: rows.index_fill_(0, idx, 0)"] == "none"

@@ -13,8 +13,9 @@ import torch
 
 from synclab import reverse_scan as ch4
 from synclab.reverse_scan import checks as ch4_checks
-from synclab.engine.input_batch import PLACEHOLDER, InputBatchBaseline, update_reference
-from tests.check_reports import assert_every_check_shown_to_fail, outcome
+from synclab.engine.input_batch import PLACEHOLDER, InputBatchBaseline
+from synclab.reverse_scan.checks import _bottleneck_reference, _update_reference as update_reference
+from tests.check_reports import assert_every_check_shown_to_fail, copied, outcome
 from tests.notebook_code import load_function
 
 NOTEBOOK = "solutions/04_reverse_placeholder_scans.ipynb"
@@ -197,9 +198,9 @@ def ignores_tiny_slopes(costs_us, device_step_us):  # a threshold of its own: "n
 
 
 WRONG_4_1 = [
-    (InputBatchBaseline, "fixed cases"),
-    (InputBatchBaseline, "random steps"),
-    (InputBatchBaseline, "work per step"),
+    (copied(InputBatchBaseline), "fixed cases"),
+    (copied(InputBatchBaseline), "random steps"),
+    (copied(InputBatchBaseline), "work per step"),
     (ReplacesOnlyOne, "fixed cases"),
     (Rebuilds, "in place"),
     (WaitsPerRequest, "at most one wait"),
@@ -254,7 +255,7 @@ def test_the_work_check_names_what_grew():
     (work,) = [o for o in report.outcomes if "work per step" in o.name]
     assert work.status == "failed" and "slicing (x[a:b] copies the slice)" in work.got, str(report)
     assert "list.index" not in work.hint  # the old hint blamed a call this code never makes
-    baseline = ch4.check_update_async_output_token_ids(InputBatchBaseline, seed=0)
+    baseline = ch4.check_update_async_output_token_ids(copied(InputBatchBaseline), seed=0)
     (work,) = [o for o in baseline.outcomes if "work per step" in o.name]
     assert "list.index(-1) (scans from the start)" in work.got, str(baseline)
 
@@ -298,7 +299,7 @@ def test_each_4_2_mistake_fails_on_its_own_case_with_its_own_hint(wrong, case, g
 
 def test_the_4_2_contract_case_by_case():
     """0 before None; None only for a slope <= 0, exactly 0 for equal costs; otherwise rounded up, however far."""
-    ref = ch4.bottleneck_reference
+    ref = _bottleneck_reference
     assert ref({100: 68.0, 10_000: 1850.0, 60_000: 10_850.0}, 10_000.0) == 55_278  # 50 + 0.18 L: 55,277.8
     assert ref({100: 68.0, 10_000: 1850.0, 60_000: 10_850.0}, 9_000.0) == 49_723  # the crossing: 49,722.2
     assert ref({100: 12_000.0, 60_000: 12_000.0}, 10_000.0) == 0  # flat above: 0, not None
@@ -317,7 +318,7 @@ def test_the_4_2_contract_case_by_case():
 
 def test_the_solution_matches_the_reference_on_every_fixed_table():
     for case, costs, device_us, _ in ch4_checks._MODEL_CASES:
-        assert host_bottleneck_length(dict(costs), device_us) == ch4.bottleneck_reference(costs, device_us), case
+        assert host_bottleneck_length(dict(costs), device_us) == _bottleneck_reference(costs, device_us), case
 
 
 def _page_table(path):

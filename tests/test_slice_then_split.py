@@ -19,7 +19,7 @@ from synclab.engine.pooler import AllPoolBaseline, DispatchPooler, LastPool
 from synclab.syncs import count_syncs
 from synclab.timing import Sweep, Timing
 from synclab.provenance import Provenance
-from tests.check_reports import assert_every_check_shown_to_fail, outcome
+from tests.check_reports import assert_every_check_shown_to_fail, copied, outcome
 from tests.notebook_code import ROOT, load_function
 
 NOTEBOOK = "solutions/01_slice_then_split.ipynb"
@@ -134,7 +134,7 @@ def test_solution_passes_every_check():
 
 
 def test_baseline_is_vllm_before_41163_right_values_two_syncs_and_a_slice_per_request():
-    report = ch1.check_all_pool(AllPoolBaseline)
+    report = ch1.check_all_pool(copied(AllPoolBaseline))
     assert [o.status for o in report.outcomes if "host work" not in o.name] == ["passed"] * 7, str(report)
     assert outcome(report, "host work") == "failed"
     assert "__getitem__ x8 -> x48" in str(report)  # names what grew: the per-request slices
@@ -355,7 +355,7 @@ class ClonesAllItCaches(_ChunkedForward):  # "what goes into the cache is cloned
 
 
 WRONG_1_1 = [
-    (AllPoolBaseline, "host work"),
+    (copied(AllPoolBaseline), "host work"),
     (SlicesPerRequestFromHostSizes, "host work"),
     (ch1.IteratesDeviceIndices, "syncs"),
     (StartsAtRowZero, "fixed cases"),

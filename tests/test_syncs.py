@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
+import pickle
+
+import numpy as np
 import pytest
 import torch
 
@@ -165,9 +168,13 @@ def test_sync_table_against_the_device(name, op, expected, kinds):
     ``event.query()`` says whether the host got past the row before the kernel ended.
     A staging copy from pageable memory must not wait (CUDA: it returns once staged).
     """
-    env = make_env()
-    op(env)  # warm-up: allocations, lazy initialisation
-    env = make_env()
+    op(make_env())  # warm-up: allocations, lazy initialisation
+    waited = _host_waited(op, make_env())
+    assert waited == (expected > 0), f"{name}: the host {'waited' if waited else 'did not wait'} for queued work"
+
+
+def _host_waited(op: Callable[[Env], object], env: Env) -> bool:
+    """Whether ``op`` returned only after a long kernel queued before it had ended (no clock involved)."""
     torch.cuda.synchronize()
     torch.cuda._sleep(SLEEP_CYCLES)
     queued = torch.cuda.Event()
@@ -175,7 +182,82 @@ def test_sync_table_against_the_device(name, op, expected, kinds):
     op(env)
     waited = queued.query()
     torch.cuda.synchronize()
-    assert waited == (expected > 0), f"{name}: the host {'waited' if waited else 'did not wait'} for queued work"
+    return waited
+
+
+# Every way to read a device tensor on the host, and what CUDA does with it: refuses it (an exception type), or
+# waits for the device (the number of syncs the simulated device counts). A CPU tensor standing for device memory
+# would let numpy read it silently; the simulated device refuses and counts as CUDA does.
+ROUTES: list[tuple[str, Callable[[Env], object], type[BaseException] | int, set[SyncKind]]] = [
+    ("np.asarray(t)", lambda e: np.asarray(e.x), TypeError, set()),
+    ("np.array(t)", lambda e: np.array(e.x, copy=None), TypeError, set()),
+    ("t.__array__()", lambda e: e.x.__array__(), TypeError, set()),
+    ("t.numpy()", lambda e: e.x.numpy(), TypeError, set()),
+    ("np.from_dlpack(t)", lambda e: np.from_dlpack(e.x), BufferError, set()),
+    ("memoryview(t) (no buffer protocol, host or device)", lambda e: memoryview(e.x), TypeError, set()),
+    # a storage read copies bytes to the host; the simulated device counts taking the storage (it cannot see
+    # the read), CUDA at least one wait
+    ("t.untyped_storage().tolist()", lambda e: e.x.untyped_storage().tolist(), 1, {SyncKind.D2H_COPY}),
+    ("pickle.dumps(t) (the storage saved through a host copy)", lambda e: pickle.dumps(e.x), 1, {SyncKind.D2H_COPY}),
+    ("bytes(t): one __index__ per element", lambda e: bytes(e.idx), 2, {SyncKind.ITEM}),
+    ("str(t)", lambda e: str(e.x), 1, {SyncKind.PRINT}),
+    ("repr(t)", lambda e: repr(e.x), 1, {SyncKind.PRINT}),
+    ("format(t)", lambda e: format(e.x), 1, {SyncKind.PRINT}),
+    ("iterating t (0-d device tensors, nothing read)", lambda e: list(iter(e.x)), 0, set()),
+    ("__index__: a list indexed by t[0]", lambda e: list(range(16))[e.idx[0]], 1, {SyncKind.ITEM}),
+    ("__bool__: bool(t[0])", lambda e: bool(e.idx[0]), 1, {SyncKind.BOOL}),
+    ("__float__: float(t[0])", lambda e: float(e.x[0]), 1, {SyncKind.ITEM}),
+    ("__int__ of a 2-element tensor (refused on the host, nothing read)", lambda e: _raises(int, e.idx), 0, set()),
+    ("comparison with a Python number (a device tensor)", lambda e: e.x > 3, 0, set()),
+    ("if t[0] > 3: (the comparison's __bool__)", lambda e: bool(e.x[0] > 3), 1, {SyncKind.BOOL}),
+    ("3 in t", lambda e: 3 in e.x, 1, {SyncKind.BOOL}),
+    ("max(t) (Python's max: one __bool__ per comparison)", lambda e: max(e.idx), 1, {SyncKind.BOOL}),
+]
+
+
+def _raises(fn: Callable[[Any], object], arg: Any) -> None:
+    with pytest.raises((TypeError, ValueError, RuntimeError)):
+        fn(arg)
+
+
+@pytest.mark.parametrize("name,op,cuda,kinds", ROUTES, ids=[row[0] for row in ROUTES])
+def test_every_route_to_a_device_tensors_bytes_behaves_as_on_cuda(name, op, cuda, kinds):
+    env = make_env()
+    with _streams(), count_syncs() as report:
+        if isinstance(cuda, type):
+            with pytest.raises(cuda) as raised:
+                op(env)
+            if "memoryview" not in name and cuda is TypeError:
+                assert "can't convert cuda:0 device type tensor to numpy" in str(raised.value)
+        else:
+            op(env)
+    expected = 0 if isinstance(cuda, type) else cuda
+    assert report.count == expected, str(report)
+    assert {e.kind for e in report.events} == kinds
+
+
+def test_the_route_table_fails_on_a_route_that_slips_through(monkeypatch):
+    """Without the simulated device's refusals, numpy reads the CPU tensor that stands for device memory: caught."""
+    import synclab.syncs
+
+    monkeypatch.setattr(synclab.syncs, "_REFUSED_ON_CUDA", {})
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        test_every_route_to_a_device_tensors_bytes_behaves_as_on_cuda(*ROUTES[0])
+    monkeypatch.setattr(synclab.syncs, "_HIDDEN_READS", {})
+    with pytest.raises(AssertionError):
+        test_every_route_to_a_device_tensors_bytes_behaves_as_on_cuda(*ROUTES[7])  # pickle, no longer counted
+
+
+@pytest.mark.skipif(not has_cuda(), reason="needs a GPU: checks each route against CUDA itself")
+@pytest.mark.parametrize("name,op,cuda,kinds", ROUTES, ids=[row[0] for row in ROUTES])
+def test_every_route_on_cuda(name, op, cuda, kinds):
+    env = make_env()
+    if isinstance(cuda, type):
+        with pytest.raises(cuda):
+            op(env)
+        return
+    waited = _host_waited(op, env)
+    assert waited == (cuda > 0), f"{name}: the host {'waited' if waited else 'did not wait'} for queued work"
 
 
 def test_table_is_large_and_has_both_kinds():
@@ -315,7 +397,12 @@ def test_an_asyncio_task_inherits_the_region_it_was_created_in():
             x.tolist()  # outside again
         return report
 
-    report = asyncio.run(main())
+    # A loop of its own, on a thread of its own: in one pytest process another plugin's loop may be running
+    # on this thread, and asyncio.run refuses to start inside a running loop.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        report = pool.submit(asyncio.run, main()).result()
     assert [e.allowed for e in report.events] == [True, False]
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from synclab.capstone.workloads import (RunnerClass, Workload, ablation_row_reference,
-                                        ablation_workload, comparable, first_difference,
-                                        host_work_in_decode_step, load_fixes, random_mix, run_engine, step_syncs)
+from synclab.capstone.workloads import (RunnerClass, Workload, ablation_workload, comparable, first_difference,
+                                        book_fixes, host_work_in_decode_step, random_mix, run_engine,
+                                        step_syncs)
 from synclab.checks import Check, CheckReport, expect, run_checks
 from synclab.capstone.planted import PlantedRunner
-from synclab.engine.engine_core import EngineConfig
+from synclab.engine.engine_core import Components, EngineConfig, EngineRunner
+from synclab.lab.answer_keys import answer_in, answer_key, refuse
 
 
 FLAT_BOUND = 1.5  # host work may grow by at most this factor while outputs grow 16x or images 8x
@@ -29,9 +30,21 @@ def _hunt_mixes(rng: random.Random) -> list[Workload]:
     return [random_mix(rng, num_requests=rng.randint(3, 7), hunt_features=True) for _ in range(HUNT_CASES)]
 
 
-def _check_same_outputs(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
+def _runner(factory: Callable[[], RunnerClass]) -> RunnerClass:
+    """The reader's runner class: their own, not the planted one handed back nor the engine's plain runner."""
     runner_cls = factory()
-    fixes = load_fixes()
+    key = answer_in(runner_cls, "6.1")
+    if key is not None:
+        raise refuse(key)
+    expect(runner_cls is not EngineRunner, "clean_runner() returned the engine's plain EngineRunner",
+           got="EngineRunner", hint="EngineRunner has none of the three features; subclass PlantedRunner and "
+                                    "rewrite its hooks without the syncs")
+    return runner_cls
+
+
+def _check_same_outputs(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
+    runner_cls = _runner(factory)
+    fixes = book_fixes()  # 6.1 is about the runner: the fixes are the book's
     for i, mix in enumerate(_hunt_mixes(rng)):
         want = comparable(run_engine(mix, EngineConfig(), fixes, PlantedRunner))
         got = comparable(run_engine(mix, EngineConfig(), fixes, runner_cls))
@@ -45,9 +58,9 @@ def _check_same_outputs(factory: Callable[[], RunnerClass], rng: random.Random) 
 
 
 def _check_no_stray_syncs(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
-    runner_cls = factory()
+    runner_cls = _runner(factory)
     for i, mix in enumerate(_hunt_mixes(rng)):
-        syncs, _ = step_syncs(mix, EngineConfig(), runner_cls)
+        syncs, _ = step_syncs(mix, EngineConfig(), runner_cls, book_fixes())
         first = syncs.first_stray()
         expect(first is None, f"{sum(map(len, syncs.stray))} stray sync(s) in {len(syncs.stray)} steps",
                expected="0 per step", got=str(first), case=f"random mix {i + 1} of {HUNT_CASES}",
@@ -59,9 +72,10 @@ def _check_no_stray_syncs(factory: Callable[[], RunnerClass], rng: random.Random
 
 def _check_flat_in(parameter: str) -> Callable[[Callable[[], RunnerClass], random.Random], None]:
     def check(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
-        runner_cls = factory()
+        runner_cls = _runner(factory)
         small, large = ((16, 256), (2, 2)) if parameter == "output length" else ((16, 16), (2, 16))
-        work = [host_work_in_decode_step(runner_cls, EngineConfig(), n, m, hunt_features=True)
+        work = [host_work_in_decode_step(runner_cls, EngineConfig(), n, m, book_fixes(),
+                                         hunt_features=True)
                 for n, m in zip(small, large)]
         expect(work[1].total <= FLAT_BOUND * work[0].total, f"host work per decode step grows with {parameter}",
                expected=f"at most {FLAT_BOUND}x",
@@ -88,16 +102,25 @@ def check_sync_hunt(clean_runner: Callable[[], RunnerClass], seed: int | None = 
 
 # ----------------------------------------------------------------------------- 6.2 the ablation's counts
 
-AblationRow = Callable[[EngineConfig, Workload], dict[str, float]]
+AblationRow = Callable[[EngineConfig, Workload, Components], dict[str, float]]
 ROW_KEYS = ("steps", "tokens", "stray_per_step", "planned_per_step")
+
+
+@answer_key("6.2", role="answer (the lab's own counts)")
+def _ablation_row_reference(config: EngineConfig, workload: Workload, components: Components) -> dict[str, float]:
+    """The lab's own answer to Exercise 6.2: what the checks compare with."""
+    syncs, results = step_syncs(workload, config, components=components)
+    return {"steps": len(syncs.stray), "tokens": sum(len(r.token_ids) for r in results.values()),
+            "stray_per_step": syncs.stray_per_step, "planned_per_step": sum(syncs.planned) / len(syncs.planned)}
 
 
 def _check_row(fn: AblationRow, rng: random.Random) -> None:
     workload = ablation_workload(16)
     combos = list(EngineConfig.all_combinations())
+    fixes = book_fixes()  # 6.2 counts; the fixes are the book's, handed to both
     for config in [EngineConfig.baseline(), EngineConfig(), *rng.sample(combos, 2)]:
-        want = ablation_row_reference(config, workload)
-        got = fn(config, workload)
+        want = _ablation_row_reference(config, workload, fixes)
+        got = fn(config, workload, fixes)
         expect(isinstance(got, dict) and set(ROW_KEYS) <= set(got), "the row must be a dict with every key",
                expected=list(ROW_KEYS), got=sorted(got) if isinstance(got, dict) else type(got).__name__)
         for key in ROW_KEYS:
@@ -110,5 +133,5 @@ ABLATION_CHECKS = [Check("6.2", "counts per configuration", _check_row, timeout_
 
 
 def check_ablation_row(fn: AblationRow, seed: int | None = None) -> CheckReport:
-    """Exercise 6.2: ``fn(config, workload)`` counts one configuration's run."""
+    """Exercise 6.2: ``fn(config, workload, fixes)`` counts one configuration's run."""
     return run_checks("Exercise 6.2 (the ablation's counts)", ABLATION_CHECKS, fn, seed=seed, limit_s=90)

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Sequence
 from torch.overrides import TorchFunctionMode
 
 from synclab.capstone.workloads import (ABLATION_LENGTHS, Workload, ablation_configs, ablation_workload, is_planned,
-                                        load_fixes, run_engine, step_syncs)
+                                        current_fixes, run_engine, step_syncs)
 from synclab.claims import Faster, Within, declare, validated
 from synclab.device import has_cuda
 from synclab.engine.engine_core import EngineConfig, EngineCore, EngineRunner
@@ -53,11 +53,11 @@ def busy_share(kernels: Sequence[tuple[float, float]], start: float, end: float)
 
 
 def sync_table(workload: Workload, configs: list[EngineConfig] | None = None,
-               runner_cls: type[EngineRunner] = EngineRunner) -> dict[str, tuple[float, float]]:
+               runner_cls: type[EngineRunner] = EngineRunner, components: Any = None) -> dict[str, tuple[float, float]]:
     """Per configuration: (stray syncs per step, planned waits per step), counted (the same on any machine)."""
     table = {}
     for config in configs or ablation_configs():
-        syncs, _ = step_syncs(workload, config, runner_cls)
+        syncs, _ = step_syncs(workload, config, runner_cls, components)
         table[config.label] = (syncs.stray_per_step, sum(syncs.planned) / max(len(syncs.planned), 1))
     return table
 
@@ -79,7 +79,7 @@ def host_time_sweep(configs: list[EngineConfig] | None = None, lengths: tuple[in
     from synclab.reference import record
     from synclab.timing import run_time, sweep
 
-    fixes = load_fixes()
+    fixes = current_fixes()
     configs = configs or ablation_configs()
 
     def factory(config: EngineConfig) -> Callable[[int], Callable[[], Any]]:
@@ -114,7 +114,7 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, length: int = 64) ->
     from synclab.engine.tiny_llm import GPU_MODEL
     from synclab.reference import record
 
-    fixes = load_fixes()
+    fixes = current_fixes()
     workload = ablation_workload(length)
     workload = Workload(workload.requests, workload.scheduler, GPU_MODEL)
     out: dict[str, Any] = {"model": repr(GPU_MODEL), "output_length": length, "configs": {}}
@@ -224,7 +224,7 @@ def step_host_events(workload: Workload, config: EngineConfig, step: int,
                 yield
             recording.flush_syncs("collect")
 
-    run_engine(workload, config, components or load_fixes(), runner_cls, each_step=record)
+    run_engine(workload, config, components or current_fixes(), runner_cls, each_step=record)
     if not events:
         raise ValueError(f"the run ended before step {step}")
     return events

@@ -7,7 +7,8 @@ Taught in chapter 6 (the capstone).
   :class:`~synclab.engine.engine_core.EngineConfig`, each config with its own
   ``PlaceholderRange`` class and fresh request objects;
 * :func:`load_fixes` — the code each fix runs, taken from the chapters' notebooks, never written
-  twice (``load_fixes("labs")`` takes yours instead, from the labs you completed);
+  twice: your labs by default (an exercise not written yet is named, and the code before its PR
+  runs instead), ``load_fixes("solutions")`` the book's;
 * :func:`run_engine` — the engine over a mix;
 * what a run counts: each step's syncs, split into the **planned wait** (marked with
   ``gpu_sync_allowed()``) and **stray syncs** (:func:`step_syncs`), and the host's work per decode
@@ -19,10 +20,14 @@ Taught in chapter 6 (the capstone).
 from __future__ import annotations
 
 import random
+import re
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator
+
+import nbformat
 
 from synclab.device import has_cuda
 from synclab.dispatch import CountingList, count_torch_calls
@@ -107,6 +112,7 @@ def _hunt_params(rng: random.Random, vocab: int) -> dict[str, Any]:
 
 
 def build_requests(workload: Workload, config: EngineConfig, components: Components) -> list[EngineRequest]:
+    config = components.effective(config)
     range_cls = components.placeholder_range if config.list_cache else PlaceholderRangeBaseline
     return [make_request(s.request_id, list(s.prompt_token_ids), range_cls, s.sampling, s.images,
                          list(s.prior_output_token_ids)) for s in workload.requests]
@@ -164,31 +170,101 @@ NOTEBOOKS = {1: "01_slice_then_split", 2: "02_lazy_streams", 3: "03_pinned_trans
              4: "04_reverse_placeholder_scans", 5: "05_list_based_caches"}
 
 
-@lru_cache(maxsize=2)
-def load_fixes(source: str = "solutions") -> Components:
-    """Every fix of chapters 1-5, from ``solutions/`` (default) or ``labs/`` (your own code)."""
-    if source not in ("solutions", "labs"):
-        raise ValueError(f"load_fixes takes 'solutions' or 'labs', not {source!r}")
+# Each fix: the Components field, the chapter and the name its notebook defines, the exercise, the engine's pattern
+# it belongs to (None: the engine has no code before it) and the PR whose code runs while it is not written.
+FIXES = [
+    ("all_pool", 1, "AllPoolNoSync", "1.1 and 1.2", "slice_then_split", "#41163"),
+    ("output_copy_stream", 2, "AsyncOutputRunner", "2.1", "lazy_stream", "#39113"),
+    ("async_tensor_h2d", 3, "async_tensor_h2d", "3.1", "pinned_uploads", "#41429"),
+    ("sampler", 3, "PinnedSampler", "3.2", "pinned_uploads", "#41429"),
+    ("bad_words_single_batch", 3, "_apply_bad_words_single_batch", "3.8", "pinned_uploads", "#41429"),
+    ("input_batch", 4, "ReverseScanBatch", "4.1", "reverse_scan", "#42938"),
+    ("placeholder_range", 5, "ListCachedRange", "5.1", "list_cache", "#40143"),
+    ("scheduler", 5, "EncoderScheduler", "5.2", None, ""),
+]
+_STUB = re.compile(r'raise NotImplementedError\("(Exercise [\d.]+|not done yet)"\)')
+_LOADED: list[Components] = []  # the fixes this process loaded last: what a run given none uses
 
-    def load(chapter: int, name: str, namespace: dict | None = None):
-        notebook = ROOT / source / f"{NOTEBOOKS[chapter]}.ipynb"
+
+def _folder(source: str | Path) -> Path:
+    if source in ("labs", "solutions"):
+        return ROOT / str(source)
+    folder = Path(source).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"load_fixes: {folder} is not a folder of chapter notebooks (or say 'labs' or "
+                                f"'solutions')")
+    return folder.resolve()
+
+
+def _stubbed(notebook: Path, names: list[str]) -> bool:
+    """Whether a cell defining one of ``names`` still holds a stub (the lab's, or nbgrader's)."""
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        if cell.cell_type == "code" and any(re.search(rf"^(class|def) {n}\b", cell.source, re.M) for n in names):
+            if _STUB.search(cell.source):
+                return True
+    return False
+
+
+def load_fixes(source: str | Path = "labs", quiet: bool = False) -> Components:
+    """The code each fix of chapters 1-5 runs: your labs (default), a folder of notebooks, or ``"solutions"``.
+
+    The engine runs what the notebooks define, never a copy. An exercise not written yet (its stub is
+    still there) is named, and the engine runs vLLM's code before that PR in its place (the fix's
+    switch in :class:`EngineConfig` stays off). The scheduler has no such code in the lab, so while
+    Exercise 5.2 is not written the engine runs the book's solution of it, and says so.
+    ``load_fixes("solutions")`` runs the book's solutions of every exercise: the book's own figures do.
+    """
+    folder = _folder(source)
+    stamp = tuple((n, (folder / f"{n}.ipynb").stat().st_mtime_ns if (folder / f"{n}.ipynb").exists() else None)
+                  for n in NOTEBOOKS.values())
+    components, lines = _load_fixes(folder, stamp)
+    if not quiet:
+        for line in lines:
+            print(line)
+    _LOADED[:] = [components]
+    return components
+
+
+@lru_cache(maxsize=4)
+def _load_fixes(folder: Path, stamp: tuple) -> tuple[Components, list[str]]:
+    where = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
+    loaded: dict[str, Any] = {}
+    unfinished: set[str] = set()
+    lines: list[str] = []
+    namespaces: dict[int, dict] = {}
+    for field_name, chapter, name, task, pattern, pr in FIXES:
+        notebook = folder / f"{NOTEBOOKS[chapter]}.ipynb"
         if not notebook.exists():
-            raise FileNotFoundError(f"{notebook} is missing: chapter 6 runs chapter {chapter}'s {name} from it")
-        return load_function(str(notebook.relative_to(ROOT)), name, namespace)
+            raise FileNotFoundError(f"{notebook} is missing: chapter 6 runs Exercise {task} ({name}) from it")
+        needs = ["AllPool", name] if name == "AllPoolNoSync" else [name]
+        if _stubbed(notebook, needs) and pattern is not None:
+            unfinished.add(pattern)
+            exercises = f"Exercises {task} are" if " and " in task else f"Exercise {task} is"
+            lines.append(f"{exercises} not done in {where / notebook.name}: the engine runs vLLM's code before {pr} "
+                         f"for it (the {pattern} switch stays off)")
+            continue
+        if _stubbed(notebook, needs):  # the scheduler: no code before a PR to fall back on
+            notebook = ROOT / "solutions" / notebook.name
+            lines.append(f"Exercise {task} is not done in {where / notebook.name}: the engine needs a scheduler, so "
+                         f"it runs the book's solution of {task} (solutions/{notebook.name}) until yours is written")
+        namespace = namespaces.setdefault(chapter, {})
+        for needed in needs:
+            loaded[field_name] = load_function(str(notebook), needed, namespace)
+    if "output_copy_stream" in loaded:
+        loaded["output_copy_stream"] = loaded["output_copy_stream"]._get_or_create_async_output_copy_stream
+    placeholders = {f: None for f, *_ in FIXES if f not in loaded}
+    return Components(**loaded, **placeholders, unfinished=frozenset(unfinished)), lines  # type: ignore[arg-type]
 
-    ch1: dict = {}
-    load(1, "AllPool", ch1)
-    ch3: dict = {}
-    return Components(
-        all_pool=load(1, "AllPoolNoSync", ch1),
-        output_copy_stream=load(2, "AsyncOutputRunner")._get_or_create_async_output_copy_stream,
-        async_tensor_h2d=load(3, "async_tensor_h2d", ch3),
-        sampler=load(3, "PinnedSampler", ch3),
-        bad_words_single_batch=load(3, "_apply_bad_words_single_batch", ch3),
-        input_batch=load(4, "ReverseScanBatch"),
-        placeholder_range=load(5, "ListCachedRange"),
-        scheduler=load(5, "EncoderScheduler"),
-    )
+
+def book_fixes() -> Components:
+    """The book's solutions of chapters 1-5, for checks that are about something else (6.1's runner)."""
+    folder = ROOT / "solutions"
+    return _load_fixes(folder, tuple((n, (folder / f"{n}.ipynb").stat().st_mtime_ns) for n in NOTEBOOKS.values()))[0]
+
+
+def current_fixes() -> Components:
+    """The fixes this process loaded last (the notebook's ``load_fixes(...)``); your labs' if none yet."""
+    return _LOADED[0] if _LOADED else load_fixes()
 
 
 # ----------------------------------------------------------------------------- what a run counts
@@ -234,7 +310,7 @@ def step_syncs(workload: Workload, config: EngineConfig, runner_cls: RunnerClass
         stray.append([e for e in report.events if not is_planned(e)])
         planned.append(sum(map(is_planned, report.events)))
 
-    results = run_engine(workload, config, components or load_fixes(), runner_cls, each_step=counted)
+    results = run_engine(workload, config, components or current_fixes(), runner_cls, each_step=counted)
     return StepSyncs(stray, planned), results
 
 
@@ -293,7 +369,7 @@ def host_work_in_decode_step(runner_cls: RunnerClass, config: EngineConfig, outp
         per_step.append(HostWork(calls.count + CountingList.touched, dict(calls.by_name), dict(CountingList.by_op)))
 
     run_engine(decode_workload(output_len, images, hunt_features=hunt_features), config,
-               components or load_fixes(), Counted, each_step=counted)
+               components or current_fixes(), Counted, each_step=counted)
     return per_step[-2]  # the last step that queued work (the final one only collects)
 
 
@@ -301,13 +377,6 @@ def host_work_per_decode_step(runner_cls: RunnerClass, config: EngineConfig, out
                               components: Any = None, hunt_features: bool = False) -> int:
     """Host torch calls plus history elements touched, in the last decode step of :func:`decode_workload`."""
     return host_work_in_decode_step(runner_cls, config, output_len, images, components, hunt_features).total
-
-
-def ablation_row_reference(config: EngineConfig, workload: Workload) -> dict[str, float]:
-    """The lab's own answer to Exercise 6.2: what the checks compare with, and what the page draws until 6.2 passes."""
-    syncs, results = step_syncs(workload, config)
-    return {"steps": len(syncs.stray), "tokens": sum(len(r.token_ids) for r in results.values()),
-            "stray_per_step": syncs.stray_per_step, "planned_per_step": sum(syncs.planned) / len(syncs.planned)}
 
 
 def ablation_configs() -> list[EngineConfig]:

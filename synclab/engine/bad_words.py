@@ -10,8 +10,9 @@ a bad word's prefix, the word's last token is banned for this step: its logit be
   value, a 0-d host tensor, to the device: a blocking copy for every banned token.
   PR #41429 writes through a one-element slice, ``logits[token:token + 1]``, where the
   shapes differ and the value becomes a ``fill_`` argument (ATen's ``copy_to``).
-* :func:`apply_bad_words` — every request's row; :func:`bad_words_reference` — the banned
-  ``(row, token)`` pairs in plain Python, for the checks.
+* :func:`apply_bad_words` — every request's row.
+
+The plain reference the checks compare against lives in the chapter's checks room, kept from the reader's code.
 """
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ from typing import Callable
 
 import torch
 
+from synclab.lab.answer_keys import answer_key
+
+
 _SMALLEST_LOGIT = float("-inf")
 
 SingleBatchFunction = Callable[[torch.Tensor, list[list[int]], list[int]], None]
 
 
+@answer_key("3.8", role="vLLM's code before #41429", scope="checks")
 def _apply_bad_words_single_batch_baseline(logits: torch.Tensor, bad_words_token_ids: list[list[int]],
                                            past_tokens_ids: list[int]) -> None:
     """Before PR #41429. ``logits`` [vocab] (device) is one request's row, changed in place."""
@@ -44,16 +49,3 @@ def apply_bad_words(logits: torch.Tensor, bad_words_token_ids: dict[int, list[li
     """Ban the bad words of every request that has some. ``logits`` [batch, vocab] (device), in place."""
     for i, bad_words_ids in bad_words_token_ids.items():
         single_batch(logits[i], bad_words_ids, past_tokens_ids[i])
-
-
-def bad_words_reference(bad_words_token_ids: dict[int, list[list[int]]],
-                        past_tokens_ids: list[list[int]]) -> set[tuple[int, int]]:
-    """The ``(row, token)`` pairs whose logit must be ``-inf`` after :func:`apply_bad_words`."""
-    banned = set()
-    for row, words in bad_words_token_ids.items():
-        past = past_tokens_ids[row]
-        for word in words:
-            prefix = word[:-1]
-            if len(prefix) <= len(past) and (not prefix or past[len(past) - len(prefix):] == prefix):
-                banned.add((row, word[-1]))
-    return banned

@@ -13,7 +13,6 @@ agree on micro-batching, padding and the CUDA-graph mode.
   as a 0-d host tensor and is copied over, blocking: one sync per field.
 * :func:`_synchronize_dp_ranks_baseline` — vLLM's readers, run on the device tensor:
   every ``.item()`` and ``.cpu()`` is one more sync.
-* :func:`dp_reference` — the agreed outcome in plain Python, for the checks.
 
 The reader writes ``_run_ar`` (fields written into a pinned host tensor, one
 ``non_blocking`` upload, the all-reduce) and ``_synchronize_dp_ranks`` (one read back,
@@ -24,12 +23,14 @@ then the same readers on the host copy). The process group comes from
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from synclab.device import DeviceLike
+from synclab.lab.answer_keys import answer_key
+
 
 FIELDS = ("orig_num_tokens", "padded_num_tokens", "should_ubatch", "cudagraph_mode")  # the rows of the tensor
 
@@ -80,6 +81,7 @@ def _get_device_and_group(parallel_config: ParallelConfig) -> tuple[DeviceLike, 
     return group.device, group.device_group
 
 
+@answer_key("3.7", role="vLLM's code before #41429", scope="checks")
 def _run_ar_baseline(should_ubatch: bool, orig_num_tokens_per_ubatch: int, padded_num_tokens_per_ubatch: int,
                      cudagraph_mode: int, parallel_config: ParallelConfig) -> torch.Tensor:
     """Before PR #41429: the table built on the device, one blocking copy per field written."""
@@ -135,6 +137,7 @@ def post_process(tensor: torch.Tensor, num_ubatches: int) -> tuple[bool, torch.T
     return should_ubatch, num_tokens_after_padding, synced_cudagraph_mode
 
 
+@answer_key("3.7", role="vLLM's code before #41429", scope="checks")
 def _synchronize_dp_ranks_baseline(num_tokens_unpadded: int, num_tokens_padded: int, should_attempt_ubatching: bool,
                                    cudagraph_mode: int,
                                    parallel_config: ParallelConfig) -> tuple[bool, torch.Tensor, int]:
@@ -147,19 +150,3 @@ def _synchronize_dp_ranks_baseline(num_tokens_unpadded: int, num_tokens_padded: 
 
 
 Contribution = tuple[bool, int, int, int]  # (should_ubatch, orig_num_tokens, padded_num_tokens, cudagraph_mode)
-
-
-def run_ar_reference(contributions: Sequence[Contribution]) -> list[list[int]]:
-    """The all-reduced table ``[4][dp_size]`` as lists: column r holds rank r's four fields."""
-    return [[int(c[1]) for c in contributions], [int(c[2]) for c in contributions],
-            [int(bool(c[0])) for c in contributions], [int(c[3]) for c in contributions]]
-
-
-def dp_reference(contributions: Sequence[Contribution], num_ubatches: int) -> tuple[bool, list[int], int]:
-    """What every rank must agree on: (micro-batch?, tokens per rank after padding, CUDA-graph mode)."""
-    orig = [c[1] for c in contributions]
-    padded = [c[2] for c in contributions]
-    mode = min(c[3] for c in contributions)
-    ubatch = all(c[0] for c in contributions) and not is_last_ubatch_empty(min(orig), max(padded), num_ubatches)
-    pad = mode != 0 or ubatch
-    return ubatch, [max(padded)] * len(padded) if pad else padded, mode

@@ -29,6 +29,9 @@ from typing import Any
 
 import torch
 
+from synclab.lab.answer_keys import answer_key
+
+
 PLACEHOLDER = -1  # a real token id is never -1
 
 
@@ -82,6 +85,7 @@ def append_placeholders(request: CachedRequestState, num_tokens: int = 1) -> Non
 class InputBatchBaseline(InputBatch):
     """Before PR #42938: the first placeholder is found by a forward scan of the whole output."""
 
+    @answer_key("4.1", role="vLLM's code before #42938", scope="checks", name="InputBatchBaseline.update_async_output_token_ids")
     def update_async_output_token_ids(self) -> None:
         output_token_ids = self.sampling_metadata.output_token_ids
         if self.sampled_token_ids_cpu is None or not output_token_ids:
@@ -106,19 +110,3 @@ class InputBatchBaseline(InputBatch):
             num_to_replace = min(num_sampled_ids, num_placeholders)
             del new_ids[num_to_replace:]
             req_output_token_ids[first_placeholder:] = new_ids
-
-
-def update_reference(outputs: list[list[int]], sampled: list[list[int]], rows: list[int | None]) -> list[list[int]]:
-    """The lists after the repair, computed on copies: ``rows[i]`` is request i's row in ``sampled`` (None: new)."""
-    result = []
-    for ids, row in zip(outputs, rows):
-        ids = list(ids)
-        trailing = 0
-        while trailing < len(ids) and ids[len(ids) - 1 - trailing] == PLACEHOLDER:
-            trailing += 1
-        if row is not None and trailing and sampled[row]:
-            new = sampled[row]
-            valid = new.index(PLACEHOLDER) if PLACEHOLDER in new else len(new)
-            ids[len(ids) - trailing:] = new[:min(valid, trailing)]
-        result.append(ids)
-    return result

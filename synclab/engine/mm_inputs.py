@@ -19,7 +19,6 @@ through a cumulative sum of the mask cached on the instance:
 * :class:`PlaceholderRangeBaseline` — the code before PR #40143: the cumsum
   cached as a CPU tensor, so every query indexes a tensor and converts with
   ``int()``;
-* :class:`PlaceholderRangeReference` — plain loops over the mask, for checks;
 * :class:`MultiModalFeatureSpec` — one item of a request: its identifier (a
   content hash: the same image in two requests has the same one) and its range.
 """
@@ -31,6 +30,8 @@ from functools import cached_property
 from typing import Any
 
 import torch
+
+from synclab.lab.answer_keys import answer_key
 
 
 @dataclass(frozen=True)
@@ -82,38 +83,23 @@ class PlaceholderRangeBaseline(PlaceholderRange):
     """
 
     @cached_property
+    @answer_key("5.1", role="vLLM's code before #40143", scope="checks", name="PlaceholderRangeBaseline.embeds_cumsum")
     def embeds_cumsum(self) -> torch.Tensor | None:
         return None if self.is_embed is None else self.is_embed.cumsum(dim=0)  # [length] int64
 
+    @answer_key("5.1", role="vLLM's code before #40143", scope="checks", name="PlaceholderRangeBaseline.get_num_embeds")
     def get_num_embeds(self) -> int:
         if self.embeds_cumsum is None:
             return self.length
         return int(self.embeds_cumsum[-1])
 
+    @answer_key("5.1", role="vLLM's code before #40143", scope="checks", name="PlaceholderRangeBaseline.get_embeds_indices_in_range")
     def get_embeds_indices_in_range(self, start_idx: int, end_idx: int) -> tuple[int, int]:
         if self.embeds_cumsum is None:
             return start_idx, end_idx
         embeds_start_idx = int(self.embeds_cumsum[start_idx - 1]) if start_idx > 0 else 0
         embeds_end_idx = int(self.embeds_cumsum[end_idx - 1])
         return embeds_start_idx, embeds_end_idx
-
-
-class PlaceholderRangeReference(PlaceholderRange):
-    """Plain counting over the mask read once as a list of bools: slow (O(length) per query) and obviously right.
-
-    Its queries make no torch call once the mask is read, so the scheduler's checks
-    can tell the scheduler's own torch calls apart. It has no ``embeds_cumsum``.
-    """
-
-    @cached_property
-    def mask(self) -> list[bool]:
-        return [True] * self.length if self.is_embed is None else self.is_embed.tolist()
-
-    def get_num_embeds(self) -> int:
-        return sum(self.mask)
-
-    def get_embeds_indices_in_range(self, start_idx: int, end_idx: int) -> tuple[int, int]:
-        return sum(self.mask[:start_idx]), sum(self.mask[:end_idx])
 
 
 @dataclass

@@ -32,6 +32,8 @@ import torch
 
 from synclab.device import DeviceLike, is_pin_memory_available, pick_device, to_device
 from synclab.engine.pool_metadata import PoolingParams
+from synclab.lab.answer_keys import answer_key
+
 
 CUDAGRAPH_CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
@@ -98,6 +100,7 @@ class GPUModelRunner:
 class GPUModelRunnerBaseline(GPUModelRunner):
     """Before PR #41429."""
 
+    @answer_key("3.3", role="vLLM's code before #41429", scope="checks", name="GPUModelRunnerBaseline._init_model_kwargs")
     def _init_model_kwargs(self) -> dict[str, Any]:
         model_kwargs: dict[str, Any] = {}
         if not self.is_pooling_model:
@@ -116,6 +119,7 @@ class GPUModelRunnerBaseline(GPUModelRunner):
         model_kwargs["token_type_ids"] = torch.concat(token_type_ids).to(device=self.device)  # blocking upload
         return model_kwargs
 
+    @answer_key("3.4", role="vLLM's code before #41429", scope="checks", name="GPUModelRunnerBaseline._prepare_kv_sharing_fast_prefill")
     def _prepare_kv_sharing_fast_prefill(self, logits_indices: torch.Tensor) -> torch.Tensor:
         num_logits = logits_indices.shape[0]
         assert num_logits > 0
@@ -123,16 +127,3 @@ class GPUModelRunnerBaseline(GPUModelRunner):
         buf[:num_logits].copy_(logits_indices)
         buf[num_logits:].fill_(logits_indices[-1].item())  # .item(): the host waits for the device
         return buf[:self.pad_for_cudagraph(num_logits)]
-
-
-def token_type_ids_reference(pooling_params: Sequence[PoolingParams], seq_lens: Sequence[int]) -> list[int] | None:
-    """The flat token types as a list (None: no request carries them, so no kwarg)."""
-    bounds = [(p.extra_kwargs or {}).get("compressed_token_type_ids") for p in pooling_params]
-    if all(b is None for b in bounds):
-        return None
-    return [int(b is not None and j >= b) for b, n in zip(bounds, seq_lens) for j in range(n)]
-
-
-def fast_prefill_reference(logits_indices: Sequence[int], padded_len: int) -> list[int]:
-    """The indices, then the last one repeated up to ``padded_len``."""
-    return list(logits_indices) + [logits_indices[-1]] * (padded_len - len(logits_indices))

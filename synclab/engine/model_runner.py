@@ -26,6 +26,7 @@ from synclab.device import DeviceLike, has_cuda, is_pin_memory_available, pick_d
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates, query_start_loc_cpu
 from synclab.engine.pooler import LastPool, SequencePooler
+from synclab.lab.answer_keys import answer_key
 
 
 @dataclass
@@ -159,6 +160,7 @@ class SyncOutputRunner(PoolingModelRunner):
     The lab's baseline reads the finished flags with ``get_finished_mask()`` (since #53464).
     """
 
+    @answer_key("2.1", role="baseline (vLLM's code before #39113)", scope="checks", name="SyncOutputRunner._pool")
     def _pool(self, hidden_states: torch.Tensor, num_scheduled_tokens: int, batch: PoolingBatch) -> ModelRunnerOutput:
         raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
         finished = batch.metadata.get_pooling_cursor().get_finished_mask()  # host list
@@ -166,11 +168,3 @@ class SyncOutputRunner(PoolingModelRunner):
         output.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
         self._sync_device()  # the host waits for the forward pass AND the copies, every step
         return output
-
-
-def pool_reference(model: TinyPoolingModel, batch: PoolingBatch) -> list[torch.Tensor | None]:
-    """A plain reference: everything brought to the host first, then each finished request's last token."""
-    hidden = model.forward(batch.input_ids).cpu()  # [num_tokens, hidden] host
-    cursor = batch.metadata.get_pooling_cursor()
-    last = cursor.last_token_indices_gpu.cpu().tolist()
-    return [hidden[i].clone() if done else None for i, done in zip(last, cursor.get_finished_mask())]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from synclab.device import DeviceLike, is_pin_memory_available
+from synclab.lab.answer_keys import answer_key
 
 
 @dataclass
@@ -62,6 +63,7 @@ def _upload(values: list[int], dtype: torch.dtype, device: DeviceLike) -> torch.
     return pinned.to(device, non_blocking=True)
 
 
+@answer_key("3.8", role="vLLM's code before #41429", scope="checks")
 def update_ngram_gpu_tensors_incremental_baseline(input_batch: NgramInputBatch, token_ids_gpu_tensor: torch.Tensor,
                                                   num_tokens_no_spec_gpu: torch.Tensor,
                                                   new_reqs: list[CachedRequestState], device: DeviceLike) -> None:

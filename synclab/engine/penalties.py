@@ -15,8 +15,8 @@ by a kernel that only ever *adds*.
   to the device, blocking (vLLM's source since #41429: "Use index_fill_ instead of
   `tensor[idx] = 0` to avoid sync"). #34662's first revision wrote
   ``x[idx].zero_()``, which zeroes a gathered copy; its review caught that.
-* :func:`bincount_reference` — plain loops on the host, for the checks, with
-  #49081's guard: token ids outside ``[0, vocab_size)`` are neither flagged nor counted.
+The checks compare against plain host loops with #49081's guard (token ids outside
+``[0, vocab_size)`` are neither flagged nor counted), kept in the chapter's checks room.
 
 The reader writes the sync-free ``bincount`` in Exercise 3.5. vLLM packs the
 prompt flags into 32 per int32 word; the lab keeps one int32 flag per token.
@@ -25,6 +25,8 @@ prompt flags into 32 per int32 word; the lab keeps one int32 flag per token.
 from __future__ import annotations
 
 import torch
+
+from synclab.lab.answer_keys import answer_key
 
 
 def bincount_kernel(idx_mapping: torch.Tensor, all_token_ids: torch.Tensor, prompt_len: torch.Tensor,
@@ -52,6 +54,7 @@ def bincount_kernel(idx_mapping: torch.Tensor, all_token_ids: torch.Tensor, prom
     output_bin_counts.view(-1).scatter_add_(0, flat, in_output.flatten().to(output_bin_counts.dtype))
 
 
+@answer_key("3.5", role="vLLM's code before #41429", scope="checks")
 def bincount_baseline(expanded_idx_mapping: torch.Tensor, all_token_ids: torch.Tensor, prompt_len: torch.Tensor,
                       prefill_len: torch.Tensor, prompt_bin_mask: torch.Tensor, output_bin_counts: torch.Tensor,
                       max_prefill_len: int) -> None:
@@ -60,23 +63,3 @@ def bincount_baseline(expanded_idx_mapping: torch.Tensor, all_token_ids: torch.T
     prompt_bin_mask[idx] = 0
     output_bin_counts[idx] = 0
     bincount_kernel(idx, all_token_ids, prompt_len, prefill_len, prompt_bin_mask, output_bin_counts, max_prefill_len)
-
-
-def bincount_reference(slots: list[int], all_token_ids: list[list[int]], prompt_len: list[int],
-                       prefill_len: list[int], prompt_bin_mask: list[list[int]],
-                       output_bin_counts: list[list[int]]) -> tuple[list[list[int]], list[list[int]]]:
-    """The two tables after the update, as lists: rebuilt rows for ``slots``, the other rows unchanged."""
-    mask = [list(row) for row in prompt_bin_mask]
-    counts = [list(row) for row in output_bin_counts]
-    for s in slots:
-        mask[s] = [0] * len(mask[s])
-        counts[s] = [0] * len(counts[s])
-        for j in range(prefill_len[s]):
-            token = all_token_ids[s][j]
-            if not 0 <= token < len(counts[s]):
-                continue  # #49081's guard: an id outside the vocabulary has no column
-            if j < prompt_len[s]:
-                mask[s][token] = 1
-            else:
-                counts[s][token] += 1
-    return mask, counts

@@ -25,6 +25,8 @@ from typing import Mapping
 import torch
 
 from synclab.engine.pool_metadata import PoolingCursor, PoolingMetadata
+from synclab.lab.answer_keys import answer_key
+
 
 PoolerOutput = list[torch.Tensor | None]  # one item per request; None: its prompt is not complete yet
 
@@ -69,11 +71,13 @@ class AllPoolBaseline(TokenPoolingMethod):
     wrong, not just slow (chapter 1's page says so).
     """
 
+    @answer_key("1.1", "1.2", role="vLLM's code before #41163", scope="checks", name="AllPoolBaseline.split_hidden_states")
     def split_hidden_states(self, hidden_states: torch.Tensor, cursor: PoolingCursor) -> list[torch.Tensor]:
         first = cursor.first_token_indices_gpu.tolist()  # sync 1: the whole index tensor comes back
         last = cursor.last_token_indices_gpu.tolist()  # sync 2
         return [hidden_states[f:l + 1] for f, l in zip(first, last)]  # one slice per request: [n_i, hidden] views
 
+    @answer_key("1.1", "1.2", role="vLLM's code before #41163", scope="checks", name="AllPoolBaseline.forward")
     def forward(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata) -> PoolerOutput:
         cursor = pooling_metadata.get_pooling_cursor()
         chunks = self.split_hidden_states(hidden_states, cursor)

@@ -8,8 +8,7 @@ requested ids, padding holds token id 0 with logprob ``-inf``.
 * :class:`LogprobsTensors` — the result (device tensors);
 * :class:`Sampler` — holds ``pin_memory``, read once from the platform, as vLLM's does;
 * :class:`SamplerBaseline` — the code before PR #41429: the padded matrix built on
-  the device and filled from Python lists, one blocking upload per request;
-* :func:`gather_reference` — a plain loop on the host, for the checks.
+  the device and filled from Python lists, one blocking upload per request.
 
 The reader writes the pinned version in Exercise 3.2.
 """
@@ -21,6 +20,7 @@ from typing import NamedTuple
 import torch
 
 from synclab.device import is_pin_memory_available
+from synclab.lab.answer_keys import answer_key
 
 
 class LogprobsTensors(NamedTuple):
@@ -51,6 +51,7 @@ class Sampler:
 class SamplerBaseline(Sampler):
     """Before PR #41429: the padded matrix lives on the device and is filled request by request."""
 
+    @answer_key("3.2", role="vLLM's code before #41429", scope="checks", name="SamplerBaseline.gather_specific_token_logprobs")
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
                                        sampled: torch.Tensor) -> LogprobsTensors | None:
         if not logprob_token_ids:
@@ -71,19 +72,3 @@ class SamplerBaseline(Sampler):
         sampled_logits = logits.gather(-1, sampled.unsqueeze(-1))  # [batch, 1]
         token_ranks = (logits > sampled_logits).sum(dim=-1)
         return LogprobsTensors(token_ids_tensor.to(torch.int32), logprobs, token_ranks)
-
-
-def gather_reference(logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
-                     sampled: list[int]) -> tuple[list[list[int]], list[list[float]], list[int]] | None:
-    """The same result as plain lists, computed request by request on the host (``logits`` on the host)."""
-    if not logprob_token_ids:
-        return None
-    width = 1 + max(len(t) for t in logprob_token_ids.values())
-    logprobs = logits.double().log_softmax(dim=-1)
-    ids, values, ranks = [], [], []
-    for row, token in enumerate(sampled):
-        wanted = [token] + list(logprob_token_ids.get(row, []))
-        ids.append(wanted + [0] * (width - len(wanted)))
-        values.append([logprobs[row, t].item() for t in wanted] + [float("-inf")] * (width - len(wanted)))
-        ranks.append(int((logits[row] > logits[row, token]).sum()))
-    return ids, values, ranks

@@ -16,8 +16,8 @@ per step until ``max_tokens``.
 * :class:`Request` and :class:`SchedulerConfig`;
 * :class:`Scheduler` — the step loop; the reader writes ``_try_schedule_encoder_inputs``
   (Exercise 5.2) in a subclass;
-* :func:`try_schedule_reference` and :class:`SchedulerReference` — the same decisions
-  written plainly (embeddings counted position by position), for the checks.
+
+The checks compare the reader's decisions with a plain reference kept in the chapter's checks room.
 """
 
 from __future__ import annotations
@@ -133,49 +133,3 @@ class Scheduler:
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:
         """Which of ``request``'s items must be encoded this step; ``num_new_tokens`` and the budget, adjusted."""
         raise NotImplementedError("Exercise 5.2: _try_schedule_encoder_inputs")
-
-
-def try_schedule_reference(scheduler: Scheduler, request: Request, num_computed_tokens: int, num_new_tokens: int,
-                           encoder_compute_budget: int) -> tuple[list[int], int, int]:
-    """``_try_schedule_encoder_inputs``'s decisions, written plainly: embeddings counted position by position."""
-    if num_new_tokens == 0 or not request.has_encoder_inputs:
-        return [], num_new_tokens, encoder_compute_budget
-    manager = scheduler.encoder_cache_manager
-    window = range(num_computed_tokens, num_computed_tokens + num_new_tokens)
-    chosen: list[int] = []
-    seen: set[str] = set()
-    embeds_chosen = 0
-    for i, feature in enumerate(request.mm_features):
-        pos = feature.mm_position
-        span = range(pos.offset, pos.offset + pos.length)
-        if pos.offset >= window.stop:
-            break  # this item and every later one start after the window
-        if span.stop <= num_computed_tokens:
-            continue  # its tokens are all computed already
-        if feature.identifier in seen or manager.check_and_update_cache(request, i):
-            continue
-        if (scheduler.scheduler_config.disable_chunked_mm_input and num_computed_tokens < pos.offset
-                and window.stop < span.stop):
-            num_new_tokens = pos.offset - num_computed_tokens  # stop just before the item
-            break
-        if not manager.can_allocate(request, i, encoder_compute_budget, embeds_chosen):
-            num_new_tokens = max(pos.offset - num_computed_tokens, 0)
-            break
-        mask = [True] * pos.length if pos.is_embed is None else pos.is_embed.tolist()
-        embeds_in_window = sum(mask[p - pos.offset] for p in window if p in span)
-        if embeds_in_window == 0:
-            continue  # the window holds only this item's non-embedding tokens
-        num_embeds = sum(mask)
-        embeds_chosen += num_embeds
-        encoder_compute_budget -= num_embeds
-        seen.add(feature.identifier)
-        chosen.append(i)
-    return chosen, num_new_tokens, encoder_compute_budget
-
-
-class SchedulerReference(Scheduler):
-    """The scheduler with :func:`try_schedule_reference`: what the checks compare against."""
-
-    def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
-                                     encoder_compute_budget: int) -> tuple[list[int], int, int]:
-        return try_schedule_reference(self, request, num_computed_tokens, num_new_tokens, encoder_compute_budget)

@@ -6,8 +6,10 @@
 * :mod:`.notebook_runner` — a notebook run in a fresh kernel, within time limits that hold;
 * :mod:`.notebook_code` — a function loaded from a notebook (chapter 6 loads the chapters' fixes);
 * :mod:`.nbgrader_source`, :mod:`.nbgrader_run`, :mod:`.grading` — a class with nbgrader;
-* :mod:`.citations` — the pull requests and issues the book cites (the appendix).
+* :mod:`.citations` — the pull requests and issues the book cites (the appendix);
+* :mod:`.answer_keys` — the references the checks compare against, kept from the reader's code.
 
 Nothing in a chapter or below imports this package, except :mod:`.notebook_code`
-(chapter 6) and :mod:`.citations` (the book's appendix), which import no chapter.
+(chapter 6), :mod:`.citations` (the book's appendix) and :mod:`.answer_keys` (every checks room,
+and :mod:`synclab.checks`), which import no chapter.
 """

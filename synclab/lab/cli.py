@@ -70,7 +70,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         data = json.loads(line)
         reports.append(CheckReport(data["title"], [Outcome(**o) for o in data["outcomes"]], data["seed"]))
     summary = json_report(notebook, reports, run, args.task)
-    ok = summary["passed"] and not run.timed_out and not run.not_run
+    crashed = summary["cells_raised"]
+    ok = summary["passed"] and not run.timed_out and not run.not_run and not crashed
     if args.json:
         print(json.dumps(summary, indent=1))
         return 0 if ok else 1
@@ -82,7 +83,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     stubbed = [e for e in run.errors if "NotImplementedError" in e]
     if stubbed:
         print(f"{len(stubbed)} cell(s) stopped at an unfinished exercise: " + "; ".join(stubbed[:3]))
-    other = [e for e in run.errors if "NotImplementedError" not in e]
+    for cell in crashed:  # the reader's code broke in a cell after its checks: the run does not pass
+        print(f"cell {cell['cell']} ({cell['exercise']}) raised {cell['error']}: code that passed its checks "
+              f"broke here, so the run does not pass")
+    other = [e for e in run.errors if "NotImplementedError" not in e
+             and not any(e.startswith(f"cell {c['cell']}: ") for c in crashed)]
     if other:
         print("cells that did not finish: " + "; ".join(other[:5]))
     print(f"({run.seconds:.1f} s)", file=sys.stderr)
@@ -108,6 +113,58 @@ def _expected_points(notebook: Path) -> dict[str, int]:
         return {}
 
 
+def _exercise_of_cells(notebook: Path) -> list[str]:
+    """For each cell of ``notebook``, the last exercise whose code it follows ("" before the first).
+
+    An exercise's cell is known by its markers or stub, or (in a lab the reader finished, where
+    neither is left) by the names its solution's cell defines.
+    """
+    import ast
+    import re
+
+    import nbformat
+
+    lab = nbformat.read(notebook, as_version=4)
+    by_name: dict[str, str] = {}
+    source = lab.metadata.get("synclab", {}).get("generated_from") or f"solutions/{notebook.name}"
+    if (ROOT / source).exists():
+        for cell in nbformat.read(ROOT / source, as_version=4).cells:
+            tasks = re.findall(r"### BEGIN SOLUTION (\d+\.\d+)", cell.source) if cell.cell_type == "code" else []
+            if tasks:
+                for node in ast.parse(cell.source).body:
+                    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                        by_name[node.name] = tasks[-1]
+    last, out = "", []
+    for cell in lab.cells:
+        if cell.cell_type == "code":
+            found = re.findall(r'(?:### BEGIN SOLUTION |NotImplementedError\("Exercise )(\d+\.\d+)', cell.source)
+            try:
+                found += [by_name[n.name] for n in ast.parse(cell.source).body
+                          if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in by_name]
+            except SyntaxError:
+                pass
+            last = found[-1] if found else last
+        out.append(last)
+    return out
+
+
+def cells_raised(notebook: Path, run: Any) -> list[dict[str, Any]]:
+    """The cells that raised (a stub's NotImplementedError aside), each with the exercise whose code it follows."""
+    import re
+
+    raised = []
+    exercise_of: list[str] | None = None
+    for error in run.errors:
+        found = re.match(r"cell (\d+): (?!timed out)(.*)", error)
+        if not found or "NotImplementedError" in found[2]:
+            continue
+        exercise_of = exercise_of or _exercise_of_cells(notebook)
+        task = exercise_of[int(found[1])] if int(found[1]) < len(exercise_of) else ""
+        raised.append({"cell": int(found[1]), "exercise": f"after Exercise {task}" if task else
+                       "before the first exercise", "error": found[2]})
+    return raised
+
+
 def json_report(notebook: Path, reports: list, run: Any, task: str | None) -> dict[str, Any]:
     """``check --json``: one entry per check, with points; an exercise whose checks never ran scores 0."""
     checks = [{"task": o.task, "name": o.name, "status": o.status, "passed": o.ok, "points": o.points,
@@ -118,9 +175,12 @@ def json_report(notebook: Path, reports: list, run: Any, task: str | None) -> di
             reason = "its check cell did not run" + (f" ({run.errors[0]})" if run.errors else "")
             checks.append({"task": missing, "name": "(the exercise's checks)", "status": "not run", "passed": False,
                            "points": points, "earned": 0, "message": reason})
-    return {"notebook": str(notebook), "task": task, "passed": bool(checks) and all(c["passed"] for c in checks),
+    raised = cells_raised(notebook, run)
+    return {"notebook": str(notebook), "task": task,
+            "passed": bool(checks) and all(c["passed"] for c in checks) and not raised,
             "points": sum(c["points"] for c in checks), "earned": sum(c["earned"] for c in checks),
-            "seconds": round(run.seconds, 1), "checks": checks, "cells_not_finished": list(run.errors)}
+            "seconds": round(run.seconds, 1), "checks": checks, "cells_not_finished": list(run.errors),
+            "cells_raised": raised}
 
 
 def cmd_labs(args: argparse.Namespace) -> int:

@@ -17,7 +17,9 @@ Marker syntax, in the solution notebook:
   where N counts the region's non-blank, non-comment lines;
 * markdown cells: ``<!-- BEGIN SOLUTION -->...<!-- END SOLUTION -->`` becomes
   ``*Your answer here.*``;
-* any cell tagged ``solution-only`` (in ``metadata.tags``) is dropped.
+* any cell tagged ``solution-only`` (in ``metadata.tags``) is dropped;
+* a code line ``CODE  ### LAB: OTHER`` runs ``CODE`` in the solution and reads ``OTHER`` in the lab
+  (chapter 6's solution loads the book's fixes, its lab the reader's own).
 
 The lab also loses outputs, execution counts and all cell metadata but ``tags``.
 Its metadata records the solution it came from and the sha256 of its cells'
@@ -51,6 +53,7 @@ _BEGIN = re.compile(r"^(?P<indent>\s*)### BEGIN SOLUTION(?P<rest>.*)$")
 _END = re.compile(r"^\s*### END SOLUTION\s*$")
 _TASK_ID = re.compile(r"^\d+\.\d+$")
 _MD_REGION = re.compile(r"<!-- BEGIN SOLUTION -->.*?<!-- END SOLUTION -->", re.DOTALL)
+_LAB_LINE = re.compile(r"^(?P<indent>\s*)\S.*?\s+### LAB: (?P<lab>\S.*)$")
 # Loose markers: anything that *looks* like a marker. A typo such as
 # "## BEGIN SOLUTION" must not silently ship the solution inside the lab.
 _LOOSE_CODE = re.compile(r"^\s*#+\s*(BEGIN|END)\s+SOLUTION\b", re.IGNORECASE)
@@ -85,6 +88,15 @@ def size_hint(region: list[str]) -> str:
     """``YOUR CODE HERE (~N lines)``: N counts the region's non-blank, non-comment lines."""
     n = max(1, sum(1 for r in region if r.strip() and not r.strip().startswith("#")))
     return f"YOUR CODE HERE (~{n} line{'s' if n > 1 else ''})"
+
+
+def lab_lines(source: str) -> str:
+    """Each ``CODE  ### LAB: OTHER`` line of a code cell as the lab reads it: ``OTHER``, at the same indentation."""
+    out = []
+    for line in source.split("\n"):
+        found = _LAB_LINE.match(line)
+        out.append(f"{found['indent']}{found['lab']}" if found else line)
+    return "\n".join(out)
 
 
 def _stub_code(source: str, where: str) -> str:
@@ -160,7 +172,7 @@ def generate_lab(solution: NotebookNode, source_name: str) -> NotebookNode:
         where = f"{source_name}, cell {index}"
         source = _source(cell)
         if cell.cell_type == "code":
-            source = _stub_code(source, where)
+            source = lab_lines(_stub_code(source, where))
         elif cell.cell_type == "markdown":
             source = _stub_markdown(source, where)
             if not cells or all(c["cell_type"] != "markdown" for c in cells):

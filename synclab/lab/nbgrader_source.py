@@ -29,7 +29,7 @@ from nbformat import NotebookNode
 
 from synclab.checks import parse_summary
 from synclab.lab.labgen import (_BEGIN, _END, _MD_REGION, SOLUTION_ONLY_TAG, LabgenError, _lab_title, _source,
-                            cell_roles, size_hint)
+                            cell_roles, lab_lines, size_hint)
 
 SCHEMA_VERSION = 3
 
@@ -120,6 +120,8 @@ def nbgrader_notebook(solution: NotebookNode, source_name: str) -> NotebookNode:
         else:
             if cell.cell_type == "markdown" and not cells:
                 source = _lab_title(source)
+            if cell.cell_type == "code":
+                source = lab_lines(source)
             meta = _meta(f"cell-{cell_id}", locked=True)
         if role == "exercise":  # an exercise may span cells (two methods): answer-3_8, answer-3_8-2, ...
             base, n = meta["grade_id"], 2

@@ -13,7 +13,11 @@ import torch
 
 from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
 from synclab.device import SIM_DEVICE, is_pinned_host
-from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, PoolingModelRunner, _copy_pooler_output_to_cpu, make_pooling_batch, pool_reference
+from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, TinyPoolingModel, make_pooling_batch
+from synclab.lab.answer_keys import answer_key
+
+
+from synclab.lazy_streams.spot_the_bug import BUG_LABELS, SPOT_THE_BUG
 from synclab.lazy_streams.workloads import (RunnerClass, _batches, _describe, _model, _same, cpu_platform, resolve,
                                             watch_pooler_outputs)
 from synclab.sim import cuda as sim_cuda
@@ -21,6 +25,15 @@ from synclab.syncs import count_syncs
 
 
 # ----------------------------------------------------------------------------- checks of Exercise 2.1
+
+
+@answer_key("2.1")
+def _pool_reference(model: TinyPoolingModel, batch: PoolingBatch) -> list[torch.Tensor | None]:
+    """A plain reference: everything brought to the host first, then each finished request's last token."""
+    hidden = model.forward(batch.input_ids).cpu()  # [num_tokens, hidden] host
+    cursor = batch.metadata.get_pooling_cursor()
+    last = cursor.last_token_indices_gpu.cpu().tolist()
+    return [hidden[i].clone() if done else None for i, done in zip(last, cursor.get_finished_mask())]
 
 
 def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
@@ -40,7 +53,7 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
             expect(isinstance(result, ModelRunnerOutput), "on a CPU platform _pool returns a ModelRunnerOutput",
                    case=case, got=type(result).__name__, hint="CPU and XPU runners copy synchronously and return "
                    "the output itself; there is no event to wait on")
-            want = pool_reference(model, batch)
+            want = _pool_reference(model, batch)
             expect(_same(result.pooler_output, want), "wrong pooler_output", case=case,
                    expected=_describe(want), got=_describe(result.pooler_output))
     expect_equal(spy.created, 0, what="CUDA streams created on a CPU platform", case="10 steps")
@@ -52,7 +65,7 @@ def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
         runner = runner_cls(model)
         for case, batch in _batches(rng, 15):
             output = resolve(runner.execute_model(batch))
-            want = pool_reference(model, batch)
+            want = _pool_reference(model, batch)
             expect(isinstance(output, ModelRunnerOutput), "get_output() must return the ModelRunnerOutput",
                    case=case, got=type(output).__name__)
             expect_equal(output.req_ids, batch.req_ids, what="req_ids", case=case)
@@ -169,96 +182,11 @@ def check_runner(runner_cls: RunnerClass, seed: int | None = None) -> CheckRepor
 # ----------------------------------------------------------------------------- Exercise 2.2: spot the bug
 
 
-class _SpotTheBugOutput:
-    """An async output with switches for the mistakes of Exercise 2.2."""
-
-    def __init__(self, output: ModelRunnerOutput, raw: torch.Tensor, finished: list[bool], stream: Any, *,
-                 wait_for_forward: bool = True, keep_raw: bool = True, pageable: bool = False) -> None:
-        self._output = output
-        self._raw = raw if keep_raw else None
-        self.event = torch.cuda.Event(blocking=True)
-        compute = torch.cuda.current_stream()
-        with torch.cuda.stream(stream):
-            if wait_for_forward:
-                stream.wait_stream(compute)
-            if pageable:  # a host buffer from torch.empty: pageable memory
-                host = torch.empty(raw.shape, dtype=raw.dtype)  # [num_reqs, hidden]
-                host.copy_(raw, non_blocking=True)
-                output.pooler_output = [row if f else None for row, f in zip(host.unbind(0), finished)]
-            else:
-                output.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
-            self.event.record()
-
-    def get_output(self) -> ModelRunnerOutput:
-        self.event.synchronize()
-        self._raw = None
-        return self._output
-
-
-class _SpotTheBugRunner(PoolingModelRunner):
-    options: dict[str, bool] = {}
-
-    def _stream(self) -> Any:
-        if self.async_output_copy_stream is None:
-            self.async_output_copy_stream = torch.cuda.Stream()
-        return self.async_output_copy_stream
-
-    def _pool(self, hidden_states: torch.Tensor, num_scheduled_tokens: int, batch: PoolingBatch) -> Any:
-        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
-        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
-        return _SpotTheBugOutput(ModelRunnerOutput(list(batch.req_ids)), raw, finished, self._stream(),
-                                 **self.options)
-
-
-class RunnerA(_SpotTheBugRunner):
-    options = {"wait_for_forward": False}
-
-
-class RunnerB(_SpotTheBugRunner):
-    options = {"pageable": True}
-
-
-class RunnerC(_SpotTheBugRunner):
-    def _pool(self, hidden_states: torch.Tensor, num_scheduled_tokens: int, batch: PoolingBatch) -> Any:
-        result = super()._pool(hidden_states, num_scheduled_tokens, batch)
-        return result._output  # hands back the output object without its get_output()
-
-
-class RunnerD(_SpotTheBugRunner):
-    options = {"keep_raw": False}
-
-
-class _WaitsForEverything(_SpotTheBugOutput):
-    def get_output(self) -> ModelRunnerOutput:
-        torch.cuda.synchronize()
-        self._raw = None
-        return self._output
-
-
-class RunnerE(_SpotTheBugRunner):
-    def _pool(self, hidden_states: torch.Tensor, num_scheduled_tokens: int, batch: PoolingBatch) -> Any:
-        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
-        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
-        return _WaitsForEverything(ModelRunnerOutput(list(batch.req_ids)), raw, finished, self._stream())
-
-
-SPOT_THE_BUG = {"A": RunnerA, "B": RunnerB, "C": RunnerC, "D": RunnerD, "E": RunnerE}
-
-
-BUG_LABELS = {
-    "early read": "the host reads the outputs before the copy has landed",
-    "pageable": "a non_blocking copy into pageable memory: a hidden sync inside _pool",
-    "unordered": "the copy is not ordered after the forward pass (no wait_stream)",
-    "freed early": "the device tensors may be freed while the copy still reads them",
-    "over-wait": "get_output() waits for the whole device, not just the copy",
-}
-
-
 def inspect_runner(runner_cls: RunnerClass, num_reqs: int = 3, seed: int = 0) -> dict[str, Any]:
     """Run one step of ``runner_cls`` under simulated CUDA and gather the evidence a profiler would show."""
     model = _model()
     batch = make_pooling_batch(num_reqs, rng=random.Random(seed), device=SIM_DEVICE)
-    want = pool_reference(model, batch)
+    want = _pool_reference(model, batch)
     with sim_cuda.simulated_cuda() as device, watch_pooler_outputs(model) as refs:
         runner = runner_cls(model)
         with count_syncs(simulate=True) as in_pool:
@@ -278,20 +206,34 @@ def inspect_runner(runner_cls: RunnerClass, num_reqs: int = 3, seed: int = 0) ->
     }
 
 
-def diagnose(evidence: dict[str, Any]) -> str:
-    """The label the evidence points to (the first that applies), or ``"no bug"``."""
-    if not evidence["outputs right"]:
-        return "early read"
-    if any("pageable" in s for s in evidence["syncs in _pool"]):
-        return "pageable"
-    if "wait_stream" not in evidence["stream ops"]:
-        return "unordered"
+def _symptoms(evidence: dict[str, Any]) -> dict[str, tuple[bool, str]]:
+    """Each label of ``BUG_LABELS``: does its symptom show in the evidence, and the evidence that says so."""
     alive, total = evidence["device tensors alive until get_output"].split(" of ")
-    if alive != total:
-        return "freed early"
-    if evidence["waits in get_output"] != ["Event.synchronize (side stream 1)"]:
-        return "over-wait"
-    return "no bug"
+    waits = evidence["waits in get_output"]
+    ordered = "wait_stream" in evidence["stream ops"]
+    return {
+        "early read": (not evidence["outputs right"], f"outputs right: {evidence['outputs right']}"),
+        "pageable": (any("pageable" in s for s in evidence["syncs in _pool"]),
+                     f"syncs in _pool: {evidence['syncs in _pool'] or 'none'}"),
+        "unordered": (not ordered, f"the stream log {'has' if ordered else 'has no'} wait_stream"),
+        "freed early": (alive != total, f"device tensors alive until get_output: {alive} of {total}"),
+        "over-wait": (waits != ["Event.synchronize (side stream 1)"], f"waits in get_output: {waits or 'none'}"),
+    }
+
+
+@answer_key("2.2", role="answer key")
+def _diagnose(evidence: dict[str, Any]) -> str:
+    """The label the evidence points to: the first of ``BUG_LABELS`` whose symptom shows, or ``"no bug"``."""
+    return next((label for label, (shows, _) in _symptoms(evidence).items() if shows), "no bug")
+
+
+def _why_not(runner: str, label: str, evidence: dict[str, Any]) -> str:
+    """Why ``label`` is not ``runner``'s bug, from its evidence, without naming the right label."""
+    shows, fact = _symptoms(evidence)[label]
+    if not shows:
+        return f"{runner}: you said {label!r}, but the evidence shows no such thing ({fact})"
+    return (f"{runner}: you said {label!r}; that shows ({fact}), but so does a symptom listed before it in "
+            f"BUG_LABELS, and the first one that shows names the bug")
 
 
 def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None = None) -> CheckReport:
@@ -303,10 +245,10 @@ def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None
                expected=sorted(SPOT_THE_BUG), got=sorted(labels) if isinstance(labels, dict) else type(labels).__name__)
         unknown = {k: v for k, v in labels.items() if v not in BUG_LABELS}
         expect(not unknown, "use the labels of ch2.BUG_LABELS", got=unknown, expected=sorted(BUG_LABELS))
-        measured = {name: diagnose(inspect_runner(cls)) for name, cls in SPOT_THE_BUG.items()}
-        wrong = {k: (labels[k], measured[k]) for k in SPOT_THE_BUG if labels[k] != measured[k]}
+        evidence = {name: inspect_runner(cls) for name, cls in SPOT_THE_BUG.items()}
+        wrong = [k for k in SPOT_THE_BUG if labels[k] != _diagnose(evidence[k])]
         expect(not wrong, f"{len(wrong)} diagnosis(es) off",
-               got="; ".join(f"{k}: you said {mine!r}, the evidence says {real!r}" for k, (mine, real) in wrong.items()),
+               got="; ".join(_why_not(k, labels[k], evidence[k]) for k in wrong),
                hint="look at each runner's evidence: are the values right, where are the syncs, what does the "
                     "stream log show, and which waits does get_output() do?")
 

@@ -6,13 +6,97 @@ A room of :mod:`synclab.list_caches` (its docstring tells the chapter).
 from __future__ import annotations
 
 import random
+from functools import cached_property
 from typing import Any, Callable
 
-from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
+from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks
 from synclab.dispatch import count_torch_calls
-from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline, PlaceholderRangeReference, make_mask
-from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig, SchedulerReference
+from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline, make_mask
+from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig
+from synclab.lab.answer_keys import answer_key
+
+
 from synclab.list_caches.workloads import RangeClass, SchedulerClass, image_mask
+
+
+# ----------------------------------------------------------------------------- the references (kept from the reader)
+
+
+@answer_key("5.1")
+class _PlaceholderRangeReference(PlaceholderRange):
+    """Plain counting over the mask read once as a list of bools: slow (O(length) per query) and obviously right.
+
+    Its queries make no torch call once the mask is read, so the scheduler's checks
+    can tell the scheduler's own torch calls apart. It has no ``embeds_cumsum``.
+    """
+
+    @cached_property
+    def mask(self) -> list[bool]:
+        return [True] * self.length if self.is_embed is None else self.is_embed.tolist()
+
+    def get_num_embeds(self) -> int:
+        return sum(self.mask)
+
+    def get_embeds_indices_in_range(self, start_idx: int, end_idx: int) -> tuple[int, int]:
+        # Exercise 5.2 gets this range as a collaborator: it holds the caller to vLLM's contract, so a
+        # window not clamped to the item fails the check that made it, not a later cell.
+        if not (isinstance(start_idx, int) and isinstance(end_idx, int) and 0 <= start_idx <= end_idx <= self.length):
+            raise CheckFailed(
+                f"get_embeds_indices_in_range({start_idx!r}, {end_idx!r}) asked of an item of length {self.length}",
+                expected=f"Python ints with 0 <= start_idx <= end_idx <= {self.length} (positions inside the item)",
+                got=f"({start_idx!r}, {end_idx!r})",
+                hint="clamp the window to the item before asking: start_idx = max(num_computed_tokens - "
+                     "offset, 0), end_idx = min(num_computed_tokens + num_new_tokens - offset, length); vLLM's "
+                     "list cumsum raises IndexError past the end and reads from the back on a negative index")
+        return sum(self.mask[:start_idx]), sum(self.mask[:end_idx])
+
+
+@answer_key("5.2")
+def _try_schedule_reference(scheduler: Scheduler, request: Request, num_computed_tokens: int, num_new_tokens: int,
+                           encoder_compute_budget: int) -> tuple[list[int], int, int]:
+    """``_try_schedule_encoder_inputs``'s decisions, written plainly: embeddings counted position by position."""
+    if num_new_tokens == 0 or not request.has_encoder_inputs:
+        return [], num_new_tokens, encoder_compute_budget
+    manager = scheduler.encoder_cache_manager
+    window = range(num_computed_tokens, num_computed_tokens + num_new_tokens)
+    chosen: list[int] = []
+    seen: set[str] = set()
+    embeds_chosen = 0
+    for i, feature in enumerate(request.mm_features):
+        pos = feature.mm_position
+        span = range(pos.offset, pos.offset + pos.length)
+        if pos.offset >= window.stop:
+            break  # this item and every later one start after the window
+        if span.stop <= num_computed_tokens:
+            continue  # its tokens are all computed already
+        if feature.identifier in seen or manager.check_and_update_cache(request, i):
+            continue
+        if (scheduler.scheduler_config.disable_chunked_mm_input and num_computed_tokens < pos.offset
+                and window.stop < span.stop):
+            num_new_tokens = pos.offset - num_computed_tokens  # stop just before the item
+            break
+        if not manager.can_allocate(request, i, encoder_compute_budget, embeds_chosen):
+            num_new_tokens = max(pos.offset - num_computed_tokens, 0)
+            break
+        mask = [True] * pos.length if pos.is_embed is None else pos.is_embed.tolist()
+        embeds_in_window = sum(mask[p - pos.offset] for p in window if p in span)
+        if embeds_in_window == 0:
+            continue  # the window holds only this item's non-embedding tokens
+        num_embeds = sum(mask)
+        embeds_chosen += num_embeds
+        encoder_compute_budget -= num_embeds
+        seen.add(feature.identifier)
+        chosen.append(i)
+    return chosen, num_new_tokens, encoder_compute_budget
+
+
+@answer_key("5.2")
+class _SchedulerReference(Scheduler):
+    """The scheduler with :func:`_try_schedule_reference`: what the checks compare against."""
+
+    def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
+                                     encoder_compute_budget: int) -> tuple[list[int], int, int]:
+        return _try_schedule_reference(self, request, num_computed_tokens, num_new_tokens, encoder_compute_budget)
 
 
 # ----------------------------------------------------------------------------- Exercise 5.1
@@ -85,7 +169,7 @@ def _check_random(range_cls: RangeClass, rng: random.Random) -> None:
         end = rng.choice([start, rng.randint(start, length)])
         pattern = None if mask is None else "".join("T" if b else "F" for b in mask.tolist())
         case = f"random case {trial}: mask {pattern!r}, length {length}"
-        ref = PlaceholderRangeReference(pr.offset, length, mask)
+        ref = _PlaceholderRangeReference(pr.offset, length, mask)
         expect_equal(pr.get_num_embeds(), ref.get_num_embeds(), what="get_num_embeds()", case=case)
         expect_equal(pr.get_embeds_indices_in_range(start, end), ref.get_embeds_indices_in_range(start, end),
                      what=f"get_embeds_indices_in_range({start}, {end})", case=case)
@@ -237,7 +321,7 @@ def _pre_cache(scheduler: Scheduler, request: Request, input_ids: list[int]) -> 
 def _check_sched_fixed(scheduler_cls: SchedulerClass, rng: random.Random) -> None:
     for case, features, computed, new, budget, overrides, cached, want, hint in FIXED_SCHEDULES:
         scheduler = _scheduler_for(scheduler_cls, overrides)
-        request = make_request(PlaceholderRangeReference, features, 40, num_computed_tokens=computed)
+        request = make_request(_PlaceholderRangeReference, features, 40, num_computed_tokens=computed)
         _pre_cache(scheduler, request, cached)
         got = scheduler._try_schedule_encoder_inputs(request, computed, new, budget)
         expect_equal(tuple(got), want, what="(inputs to schedule, num_new_tokens, encoder budget)", hint=hint,
@@ -268,7 +352,7 @@ def _check_sched_random(scheduler_cls: SchedulerClass, rng: random.Random) -> No
     for trial in range(150):
         seed = rng.randrange(10**9)
         outcomes = []
-        for cls in (scheduler_cls, SchedulerReference):
+        for cls in (scheduler_cls, _SchedulerReference):
             r = random.Random(seed)
             num_prompt = r.randint(1, 120)
             features = random_features(r, num_prompt, shared=["img-s1", "img-s2"])
@@ -276,7 +360,7 @@ def _check_sched_random(scheduler_cls: SchedulerClass, rng: random.Random) -> No
             scheduler = _scheduler_for(cls, config)
             computed = r.randint(0, num_prompt)
             new = r.randint(0, num_prompt - computed)
-            request = make_request(PlaceholderRangeReference, features, num_prompt, num_computed_tokens=computed)
+            request = make_request(_PlaceholderRangeReference, features, num_prompt, num_computed_tokens=computed)
             _pre_cache(scheduler, request, [i for i in range(len(features)) if r.random() < 0.25])
             budget = r.randint(0, 60)
             result = scheduler._try_schedule_encoder_inputs(request, computed, new, budget)
@@ -327,8 +411,8 @@ def run_mix(scheduler: Scheduler, max_steps: int = 60) -> list[tuple]:
 def _check_sched_mixes(scheduler_cls: SchedulerClass, rng: random.Random) -> None:
     for trial in range(20):
         mix = random_mix(rng)
-        want = run_mix(build_mix(SchedulerReference, PlaceholderRangeReference, mix))
-        got = run_mix(build_mix(scheduler_cls, PlaceholderRangeReference, mix))
+        want = run_mix(build_mix(_SchedulerReference, _PlaceholderRangeReference, mix))
+        got = run_mix(build_mix(scheduler_cls, _PlaceholderRangeReference, mix))
         for step, (g, w) in enumerate(zip(got, want)):
             expect_equal(g, w, what=f"step {step}: (tokens, encoder inputs, encoder budget left, token budget left)",
                          case=f"random mix {trial}: {len(mix[1])} requests, config {mix[0]}")
@@ -338,7 +422,7 @@ def _check_sched_mixes(scheduler_cls: SchedulerClass, rng: random.Random) -> Non
 def _check_sched_no_torch(scheduler_cls: SchedulerClass, rng: random.Random) -> None:
     mix = random_mix(rng)
     mix[1].append((64, [("img-t", 4, 16, "FTTTTTTTTTTTTTTF")], 2))  # at least one item with a mask
-    scheduler = build_mix(scheduler_cls, PlaceholderRangeReference, mix)
+    scheduler = build_mix(scheduler_cls, _PlaceholderRangeReference, mix)
     for request in scheduler.running:
         for feature in request.mm_features:
             feature.mm_position.get_num_embeds()  # read each mask once, before counting

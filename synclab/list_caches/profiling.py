@@ -12,8 +12,8 @@ import torch
 from synclab.claims import Faster, Grows, declare, validated
 from synclab.dispatch import count_torch_calls
 from synclab.engine.mm_inputs import make_mask
-from synclab.engine.scheduler import SchedulerConfig, SchedulerReference
-from synclab.list_caches.checks import make_request
+from synclab.engine.scheduler import SchedulerConfig
+from synclab.list_caches.checks import _SchedulerReference, make_request
 from synclab.list_caches.workloads import RangeClass, SchedulerClass, framed
 
 
@@ -118,7 +118,7 @@ def scheduler_to_profile(reader_scheduler: SchedulerClass) -> SchedulerClass:
     if reason is None:
         return reader_scheduler
     print(f"the scheduler steps below run the lab's reference scheduler: {reason}.")
-    return SchedulerReference
+    return _SchedulerReference
 
 
 def calls_per_step(variants: dict[str, tuple[SchedulerClass, RangeClass]], num_reqs: int = 128,

@@ -13,12 +13,10 @@ The package's rooms, as in every chapter: :mod:`.workloads` (what the chapter ru
 says what the notebook imports.
 """
 
-from synclab.primer.workloads import (DecodeBatch, StepOutput, copy_batch, decode_step_baseline,
-                                      decode_step_reference, make_batch)
-from synclab.primer.checks import (CHECKS_0_1, DecodeStep, SNIPPETS, check_decode_step, check_predictions,
-                                   measure_snippet_syncs)
+from synclab.primer.workloads import DecodeBatch, StepOutput, copy_batch, decode_step_baseline, make_batch
+from synclab.primer.checks import CHECKS_0_1, DecodeStep, SNIPPETS, check_decode_step, check_predictions
 from synclab.primer.profiling import (BATCH_SIZES, PROFILE_VOCAB, profile_steps, sync_counts, timing_sweep)
 
 __all__ = ['BATCH_SIZES', 'CHECKS_0_1', 'DecodeBatch', 'DecodeStep', 'PROFILE_VOCAB', 'SNIPPETS', 'StepOutput',
-           'check_decode_step', 'check_predictions', 'copy_batch', 'decode_step_baseline', 'decode_step_reference',
-           'make_batch', 'measure_snippet_syncs', 'profile_steps', 'sync_counts', 'timing_sweep']
+           'check_decode_step', 'check_predictions', 'copy_batch', 'decode_step_baseline',
+           'make_batch', 'profile_steps', 'sync_counts', 'timing_sweep']

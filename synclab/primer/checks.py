@@ -12,7 +12,10 @@ import torch
 
 from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks
 from synclab.device import DeviceLike, pick_device, to_device
-from synclab.primer.workloads import DecodeBatch, StepOutput, copy_batch, decode_step_reference, make_batch
+from synclab.lab.answer_keys import answer_key
+
+
+from synclab.primer.workloads import DecodeBatch, StepOutput, copy_batch, make_batch
 from synclab.syncs import count_syncs
 
 
@@ -20,6 +23,22 @@ from synclab.syncs import count_syncs
 
 
 DecodeStep = Callable[[DecodeBatch], StepOutput]
+
+
+@answer_key("0.1")
+def _decode_step_reference(batch: DecodeBatch) -> StepOutput:
+    """A plain host-side reference for the checks: everything copied to Python first."""
+    logits = batch.logits.cpu()
+    if torch.isnan(logits).any():
+        raise ValueError("NaN in logits")
+    sampled = [int(row.argmax()) for row in logits] if batch.num_reqs else []
+    lens = batch.seq_lens_cpu.tolist()
+    finished = [t == batch.eos_token_id or n + 1 >= batch.max_model_len for t, n in zip(sampled, lens)]
+    for out, t in zip(batch.output_token_ids, sampled):
+        out.append(t)
+    batch.seq_lens_gpu += 1
+    batch.seq_lens_cpu += 1
+    return StepOutput(sampled, finished)
 
 
 def _expect_host_values(values: list, kind: type, what: str, case: str, fix: str,
@@ -44,7 +63,7 @@ def _same_step(impl: DecodeStep, batch: DecodeBatch, case: str) -> None:
     mine, ref = copy_batch(batch), copy_batch(batch)
     lists_before = [id(o) for o in mine.output_token_ids]
     lens_before = [len(o) for o in mine.output_token_ids]
-    got, want = impl(mine), decode_step_reference(ref)
+    got, want = impl(mine), _decode_step_reference(ref)
     expect(isinstance(got, StepOutput), "decode_step must return a StepOutput", got=type(got).__name__, case=case)
     # Values alone cannot tell an int from a 0-d tensor holding it: check the types first.
     ints = "Read the token ids back in the step's one .tolist(): it gives Python ints"
@@ -157,7 +176,8 @@ def _snippets(device: DeviceLike) -> dict[str, Callable[[], object]]:
 SNIPPETS = list(_snippets("cpu"))
 
 
-def measure_snippet_syncs(device: DeviceLike | None = None) -> dict[str, int]:
+@answer_key("0.2", role="prediction measurer")
+def _measure_snippet_syncs(device: DeviceLike | None = None) -> dict[str, int]:
     """How many syncs each snippet of Exercise 0.2 really performs, counted with ``count_syncs``."""
     counts = {}
     for name, snippet in _snippets(device or pick_device()).items():
@@ -175,7 +195,7 @@ def check_predictions(predict: Callable[[], dict[str, int]], seed: int | None = 
         expect(isinstance(preds, dict), "my_predictions() must return a dict", got=type(preds).__name__)
         expect(set(preds) == set(SNIPPETS), "predict every snippet, by its name",
                expected=sorted(SNIPPETS), got=sorted(preds))
-        measured = measure_snippet_syncs()
+        measured = _measure_snippet_syncs()
         wrong = {k: (preds[k], measured[k]) for k in SNIPPETS if preds[k] != measured[k]}
         expect(not wrong, f"{len(wrong)} prediction(s) off",
                got="; ".join(f"{k}: you said {p}, measured {m}" for k, (p, m) in wrong.items()),

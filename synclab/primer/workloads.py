@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from synclab.device import DeviceLike, to_device
+from synclab.lab.answer_keys import answer_key
 
 
 @dataclass
@@ -79,6 +80,8 @@ def copy_batch(batch: DecodeBatch) -> DecodeBatch:
     )
 
 
+@answer_key("0.1", role="baseline (the obvious step: 2 syncs per request)", scope="checks",
+            name="primer.decode_step_baseline")
 def decode_step_baseline(batch: DecodeBatch) -> StepOutput:
     """The step written the obvious way: correct, and about 2 syncs per request + 1."""
     if torch.isnan(batch.logits).any():  # sync: `if` needs the value on the host
@@ -92,20 +95,5 @@ def decode_step_baseline(batch: DecodeBatch) -> StepOutput:
         sampled.append(token)
         finished.append(done)
     batch.seq_lens_gpu += 1  # device-side update: queued, no sync
-    batch.seq_lens_cpu += 1
-    return StepOutput(sampled, finished)
-
-
-def decode_step_reference(batch: DecodeBatch) -> StepOutput:
-    """A plain host-side reference for the checks: everything copied to Python first."""
-    logits = batch.logits.cpu()
-    if torch.isnan(logits).any():
-        raise ValueError("NaN in logits")
-    sampled = [int(row.argmax()) for row in logits] if batch.num_reqs else []
-    lens = batch.seq_lens_cpu.tolist()
-    finished = [t == batch.eos_token_id or n + 1 >= batch.max_model_len for t, n in zip(sampled, lens)]
-    for out, t in zip(batch.output_token_ids, sampled):
-        out.append(t)
-    batch.seq_lens_gpu += 1
     batch.seq_lens_cpu += 1
     return StepOutput(sampled, finished)

@@ -14,7 +14,10 @@ import torch
 
 from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, expect_equal, run_checks
 from synclab.dispatch import CountingList
-from synclab.engine.input_batch import PLACEHOLDER, update_reference
+from synclab.engine.input_batch import PLACEHOLDER
+from synclab.lab.answer_keys import answer_key
+
+
 from synclab.reverse_scan.workloads import BatchClass, _run_step, build_step, random_step
 from synclab.sim import cuda as sim_cuda
 from synclab.syncs import count_syncs
@@ -90,7 +93,7 @@ def _check_new_request(batch_cls: BatchClass, rng: random.Random) -> None:
 def _check_random(batch_cls: BatchClass, rng: random.Random) -> None:
     for trial in range(25):
         outputs, sampled, rows = random_step(rng, rng.randint(0, 48))
-        want = update_reference(outputs, sampled, rows)
+        want = _update_reference(outputs, sampled, rows)
         states, _, _ = _run_step(batch_cls, [list(o) for o in outputs], sampled, rows)
         for i, (state, w) in enumerate(zip(states, want)):
             _expect_python_ints(state.output_token_ids, f"random step {trial}, request {i}")
@@ -192,7 +195,8 @@ def check_update_async_output_token_ids(batch_cls: BatchClass, seed: int | None 
 # ----------------------------------------------------------------------------- Exercise 4.2: the cost model
 
 
-def bottleneck_reference(costs_us: dict[int, float], device_step_us: float) -> int | None:
+@answer_key("4.2")
+def _bottleneck_reference(costs_us: dict[int, float], device_step_us: float) -> int | None:
     """Least-squares line through (output length, host us per step); the first length where it reaches the device step.
 
     The contract, case by case: 0 when the line starts at or above the device step (whatever its slope, flat
@@ -266,7 +270,7 @@ def _same_length(got: Any, want: int | None) -> bool:
 
 def _check_model_fixed(model: Callable[..., Any], rng: random.Random) -> None:
     for case, costs, device_us, hint in _MODEL_CASES:
-        want = bottleneck_reference(costs, device_us)
+        want = _bottleneck_reference(costs, device_us)
         got = model(dict(costs), device_us)
         if want and isinstance(got, (int, float)) and 0 < want - got <= 1:
             hint = _ROUND_UP_HINT  # one short of the crossing: rounded down, or to the nearest
@@ -280,7 +284,7 @@ def _check_model_random(model: Callable[..., Any], rng: random.Random) -> None:
         lengths = sorted(rng.sample(range(100, 200_000), rng.randint(3, 8)))
         costs = {n: a + b * n + rng.uniform(-1, 1) for n in lengths}
         device_us = rng.uniform(1_000, 50_000)
-        want = bottleneck_reference(costs, device_us)
+        want = _bottleneck_reference(costs, device_us)
         got = model(costs, device_us)
         close = got == want or (want is not None and got is not None and abs(got - want) <= max(2, 1e-6 * want))
         expect(close, "output length where the host becomes the bottleneck", expected=repr(want), got=repr(got),
@@ -296,3 +300,20 @@ CHECKS_4_2 = [
 def check_bottleneck_model(model: Callable[..., Any], seed: int | None = None) -> CheckReport:
     """Exercise 4.2: run every check against the reader's ``host_bottleneck_length``."""
     return run_checks("Exercise 4.2 — when does the host become the bottleneck?", CHECKS_4_2, model, seed=seed)
+
+
+@answer_key("4.1")
+def _update_reference(outputs: list[list[int]], sampled: list[list[int]], rows: list[int | None]) -> list[list[int]]:
+    """The lists after the repair, computed on copies: ``rows[i]`` is request i's row in ``sampled`` (None: new)."""
+    result = []
+    for ids, row in zip(outputs, rows):
+        ids = list(ids)
+        trailing = 0
+        while trailing < len(ids) and ids[len(ids) - 1 - trailing] == PLACEHOLDER:
+            trailing += 1
+        if row is not None and trailing and sampled[row]:
+            new = sampled[row]
+            valid = new.index(PLACEHOLDER) if PLACEHOLDER in new else len(new)
+            ids[len(ids) - trailing:] = new[:min(valid, trailing)]
+        result.append(ids)
+    return result

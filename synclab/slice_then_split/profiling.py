@@ -15,6 +15,7 @@ from synclab import figures
 from synclab.claims import Faster, declare, validated
 from synclab.engine.pool_metadata import PoolingCursor
 from synclab.engine.pooler import AllPoolBaseline, PoolerOutput
+from synclab.lab.answer_keys import answer_key
 from synclab.profiling import Trace, profile
 from synclab.reference import record
 from synclab.slice_then_split.checks import host_calls_per_call
@@ -36,6 +37,7 @@ class IteratesDeviceIndices(AllPoolBaseline):
     index tensor once with ``.tolist()``.
     """
 
+    @answer_key("1.1", "1.2", role="pitfall (it iterates the device indices)", scope="checks", name="IteratesDeviceIndices.split_hidden_states")
     def split_hidden_states(self, hidden_states: torch.Tensor, cursor: PoolingCursor) -> list[torch.Tensor]:
         return [hidden_states[first:last + 1]  # each bound: a scalar read from the device
                 for first, last in zip(cursor.first_token_indices_gpu, cursor.last_token_indices_gpu)]

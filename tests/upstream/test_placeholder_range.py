@@ -10,7 +10,7 @@ Sources:
   ``test_placeholder_range_get_embeds_indices_in_range``, cases as at #40143 (unchanged since).
 
 Classes under test: Exercise 5.1's ``ListCachedRange`` (the lab's #40143 range), the lab's
-``PlaceholderRangeReference`` (plain loops; it has no ``embeds_cumsum``) and
+``_PlaceholderRangeReference`` (plain loops; it has no ``embeds_cumsum``) and
 ``PlaceholderRangeBaseline`` (before #40143: a tensor cumsum).
 
 Not translated: ``test_placeholder_range_extract_embeds_range``. The lab's ``PlaceholderRange``
@@ -24,11 +24,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from synclab.engine.mm_inputs import PlaceholderRange, PlaceholderRangeBaseline, PlaceholderRangeReference
+from synclab.engine.mm_inputs import PlaceholderRange, PlaceholderRangeBaseline
+from synclab.list_caches.checks import _PlaceholderRangeReference
 from tests.upstream.adapters import list_cached_range
 
 ListCachedRange = list_cached_range()
-QUERY_CLASSES = [ListCachedRange, PlaceholderRangeReference, PlaceholderRangeBaseline]
+QUERY_CLASSES = [ListCachedRange, _PlaceholderRangeReference, PlaceholderRangeBaseline]
 
 
 def _range(cls: type[PlaceholderRange], is_embed: torch.Tensor | None, offset: int = 0) -> PlaceholderRange:
@@ -102,7 +103,7 @@ def test_placeholder_range_get_embeds_indices_in_range(cls: type[PlaceholderRang
     assert all(type(x) is int for x in got)
 
 
-@pytest.mark.parametrize("cls", [ListCachedRange, PlaceholderRangeReference], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [ListCachedRange, _PlaceholderRangeReference], ids=lambda c: c.__name__)
 def test_guards_added_by_40143(cls: type[PlaceholderRange]) -> None:
     """Not an upstream test case: the two guards #40143's review added (vLLM has no case for them).
 

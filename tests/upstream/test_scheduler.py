@@ -3,7 +3,7 @@
 Translated: ``test_schedule_multimodal_requests``, ``test_schedule_partial_requests`` and
 ``test_no_mm_input_chunking``, with the cases and numbers as at vLLM PR #40143 (unchanged on
 vLLM main in Aug 2026). Schedulers under test: Exercise 5.2's ``EncoderScheduler`` and the
-lab's ``SchedulerReference`` (``synclab/engine/scheduler.py``); item ranges are Exercise
+lab's ``_SchedulerReference`` (``synclab/list_caches/checks.py``); item ranges are Exercise
 5.1's ``ListCachedRange``.
 
 Adapted:
@@ -31,11 +31,12 @@ from __future__ import annotations
 import pytest
 
 from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange
-from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig, SchedulerReference
+from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig
+from synclab.list_caches.checks import _SchedulerReference
 from tests.upstream.adapters import create_requests, list_cached_range, solution
 
 LLAVA_MAX_TOKENS_PER_ITEM = 576  # what vLLM's budgets are raised to for llava-1.5 (encoder_cache_manager.py)
-SCHEDULERS = [solution(5, "EncoderScheduler"), SchedulerReference]
+SCHEDULERS = [solution(5, "EncoderScheduler"), _SchedulerReference]
 
 
 def _config(max_num_batched_tokens: int = 8192, disable_chunked_mm_input: bool = False) -> SchedulerConfig:

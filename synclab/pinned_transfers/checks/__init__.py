@@ -10,7 +10,7 @@ from synclab.pinned_transfers.checks.data_parallel import CHECKS_3_7, check_dp_s
 from synclab.pinned_transfers.checks.ngram import (CHECKS_3_8, check_bad_words, check_ngram_and_bad_words,
                                                    check_ngram_update)
 from synclab.pinned_transfers.checks.penalties import CHECKS_3_5, check_bincount, run_bincount
-from synclab.pinned_transfers.checks.snippets import SNIPPETS, check_sync_predictions, measure_snippet_syncs
+from synclab.pinned_transfers.checks.snippets import SNIPPETS, check_sync_predictions
 from synclab.pinned_transfers.checks.uploads import (CHECKS_3_1, CHECKS_3_2, CHECKS_3_3, CHECKS_3_4,
                                                      check_async_tensor_h2d, check_fast_prefill,
                                                      check_gather_specific_token_logprobs, check_init_model_kwargs)
@@ -18,4 +18,4 @@ from synclab.pinned_transfers.checks.uploads import (CHECKS_3_1, CHECKS_3_2, CHE
 __all__ = ["CHECKS_3_1", "CHECKS_3_2", "CHECKS_3_3", "CHECKS_3_4", "CHECKS_3_5", "CHECKS_3_7", "CHECKS_3_8", "SNIPPETS",
            "check_async_tensor_h2d", "check_bad_words", "check_bincount", "check_dp_sync", "check_fast_prefill",
            "check_gather_specific_token_logprobs", "check_init_model_kwargs", "check_ngram_and_bad_words",
-           "check_ngram_update", "check_sync_predictions", "dp_sync_counts", "measure_snippet_syncs", "run_bincount"]
+           "check_ngram_update", "check_sync_predictions", "dp_sync_counts", "run_bincount"]

@@ -26,8 +26,10 @@ from synclab.checks import Check, CheckFailed, CheckReport, CheckTimeout, expect
 from synclab.device import has_cuda, is_device_tensor, unmark_device
 from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout
 from synclab.sim import cuda as sim_cuda
-from synclab.engine.dp_utils import FIELDS, Contribution, ParallelConfig, _get_device_and_group, dp_reference, \
-    run_ar_reference
+from synclab.engine.dp_utils import FIELDS, Contribution, ParallelConfig, _get_device_and_group, is_last_ubatch_empty
+from synclab.lab.answer_keys import AnswerKeyRefused, answer_key, checking, refuse
+
+
 from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning
 from synclab.pinned_transfers.checks.common import PIN_HINT, WAIT_HINT, WSL_HINT, unwaited, watch_async_reads
 from synclab.syncs import SyncKind, count_syncs
@@ -112,7 +114,7 @@ def rank_call(rank: int, fn: Callable[..., Any], what: str, contributions: Seque
     _, expected_group = _get_device_and_group(config)
     streams = sim_cuda.simulated_cuda(async_copies=False) if not has_cuda() else nullcontext()
     try:
-        with simulated_pinning(pinning), streams, _watch_all_reduce(expected_group) as collectives, \
+        with checking("3.7") as watch, simulated_pinning(pinning), streams, _watch_all_reduce(expected_group) as collectives, \
                 count_syncs() as report, watch_async_reads(report) as reads:
             if what == "run_ar":
                 out = fn(should_ubatch, orig, padded, mode, config)
@@ -122,6 +124,10 @@ def rank_call(rank: int, fn: Callable[..., Any], what: str, contributions: Seque
         return {"pinning_refused": str(exc).split(":")[0]}
     except NotImplementedError as exc:  # a stub: not a crash, the ranks stay up for the next check
         return {"not_implemented": str(exc)}
+    except AnswerKeyRefused as exc:  # the reader's code called the package's answer: the checking process says so
+        return {"refused": exc.key}
+    if watch.refused:  # even if the reader's code caught the refusal
+        return {"refused": watch.refused[0]}
     for call in collectives:
         after = call.pop("after", None)
         if after is not None:
@@ -176,6 +182,8 @@ def _on_ranks(impl: DPImpl, what: str, contributions: Sequence[Contribution], ca
     for rank, result in enumerate(results):
         if "not_implemented" in result:  # a stub: say so, as the other exercises' checks do
             raise NotImplementedError(result["not_implemented"])
+        if "refused" in result:
+            raise refuse(result["refused"])
         if "pinning_refused" in result:
             raise CheckFailed("asked for pinned memory where the platform has none", got=result["pinning_refused"],
                               hint=WSL_HINT, case=f"{case}, rank {rank}")
@@ -226,7 +234,7 @@ def misplaced_rows(got: Any, want: list[list[int]]) -> str:
 def _expect_table(result: dict[str, Any], contributions: Sequence[Contribution], case: str, device: bool) -> None:
     expect(result.get("type") == "Tensor", "_run_ar returns the reduced tensor", got=result.get("type"), case=case)
     expect(result["dtype"] == "int32", "the table is int32, as vLLM's", got=result["dtype"], case=case)
-    want = run_ar_reference(contributions)
+    want = _run_ar_reference(contributions)
     moved = misplaced_rows(result["values"], want)
     expect(result["values"] == want, "the fields landed in the wrong rows: " + moved if moved
            else "the reduced table differs", expected=want, got=result["values"],
@@ -276,14 +284,14 @@ def _expect_agreement(result: dict[str, Any], contributions: Sequence[Contributi
                       case: str) -> None:
     expect(result["returned"] == "tuple", "return (should_ubatch, num_tokens_after_padding, cudagraph_mode)",
            got=result["returned"], case=case)
-    ubatch, padding, mode = dp_reference(contributions, num_ubatches)
+    ubatch, padding, mode = _dp_reference(contributions, num_ubatches)
     right = (result["cudagraph_mode"] == mode and result["should_ubatch"] == ubatch
              and result["padding"].get("values") == padding)
     if not right and result["unwaited_reads"]:
         expect(False, "the reduced table was read through a non_blocking copy nothing waited for: its values had not "
                "arrived yet", got=result["unwaited_reads"][0], hint=WAIT_HINT, case=case)
     tables = [call["values"] for call in result["all_reduces"] if "values" in call]
-    want = run_ar_reference(contributions)
+    want = _run_ar_reference(contributions)
     if tables and tables[-1] != want:
         moved = misplaced_rows(tables[-1], want)
         expect(False, ("the fields landed in the wrong rows of the table _run_ar all-reduced: " + moved) if moved
@@ -397,3 +405,20 @@ def dp_sync_counts(run_ar: RunArFunction, synchronize_dp_ranks: SyncRanksFunctio
         counts["_synchronize_dp_ranks"][label] = _on_ranks(impl, "sync", contributions, "count")[0]["syncs"]
     return counts
 
+
+@answer_key("3.7")
+def _run_ar_reference(contributions: Sequence[Contribution]) -> list[list[int]]:
+    """The all-reduced table ``[4][dp_size]`` as lists: column r holds rank r's four fields."""
+    return [[int(c[1]) for c in contributions], [int(c[2]) for c in contributions],
+            [int(bool(c[0])) for c in contributions], [int(c[3]) for c in contributions]]
+
+
+@answer_key("3.7")
+def _dp_reference(contributions: Sequence[Contribution], num_ubatches: int) -> tuple[bool, list[int], int]:
+    """What every rank must agree on: (micro-batch?, tokens per rank after padding, CUDA-graph mode)."""
+    orig = [c[1] for c in contributions]
+    padded = [c[2] for c in contributions]
+    mode = min(c[3] for c in contributions)
+    ubatch = all(c[0] for c in contributions) and not is_last_ubatch_empty(min(orig), max(padded), num_ubatches)
+    pad = mode != 0 or ubatch
+    return ubatch, [max(padded)] * len(padded) if pad else padded, mode

@@ -18,7 +18,10 @@ import torch
 from synclab.checks import Check, CheckReport, expect, run_checks
 from synclab.device import SIM_DEVICE, DeviceLike, is_pin_memory_available, pick_device, to_device
 from synclab.sim import cuda as sim_cuda
-from synclab.engine.bad_words import apply_bad_words, bad_words_reference
+from synclab.engine.bad_words import apply_bad_words
+from synclab.lab.answer_keys import answer_key
+
+
 from synclab.engine.ngram_proposer_gpu import CachedRequestState, NgramInputBatch
 from synclab.sim.pinning import simulated_pinning
 from synclab.pinned_transfers.checks.common import PIN_HINT, counted, expect_no_syncs, on_wsl
@@ -254,7 +257,7 @@ def _banned(single_batch: SingleBatchFunction, vocab: int, bad_words: dict[int, 
     logits = to_device(torch.zeros(len(past), vocab), pick_device())  # [batch, vocab]
     _, report = counted(lambda: apply_bad_words(logits, bad_words, past, single_batch))
     got = {(r, t) for r, t in torch.isinf(logits.cpu()).nonzero().tolist()}
-    want = bad_words_reference(bad_words, past)
+    want = _bad_words_reference(bad_words, past)
     expect(got == want, "banned tokens differ", expected=sorted(want)[:8], got=sorted(got)[:8],
            hint="a word's last token is banned when the request's last tokens equal the rest of the word "
                 "(a one-token word: always); skip words longer than the history plus one; change the row in place",
@@ -341,3 +344,17 @@ def check_ngram_and_bad_words(update: UpdateFunction, single_batch: SingleBatchF
 def check_bad_words(single_batch: SingleBatchFunction, seed: int | None = None) -> CheckReport:
     """Exercise 3.8, second half: run every check against the reader's ``_apply_bad_words_single_batch``."""
     return run_checks("Exercise 3.8 — _apply_bad_words_single_batch", CHECKS_3_8_BAD_WORDS, single_batch, seed=seed)
+
+
+@answer_key("3.8")
+def _bad_words_reference(bad_words_token_ids: dict[int, list[list[int]]],
+                        past_tokens_ids: list[list[int]]) -> set[tuple[int, int]]:
+    """The ``(row, token)`` pairs whose logit must be ``-inf`` after :func:`apply_bad_words`."""
+    banned = set()
+    for row, words in bad_words_token_ids.items():
+        past = past_tokens_ids[row]
+        for word in words:
+            prefix = word[:-1]
+            if len(prefix) <= len(past) and (not prefix or past[len(past) - len(prefix):] == prefix):
+                banned.add((row, word[-1]))
+    return banned

@@ -15,7 +15,9 @@ import torch
 
 from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, run_checks
 from synclab.device import to_device
-from synclab.engine.penalties import bincount_reference
+from synclab.lab.answer_keys import answer_key
+
+
 from synclab.pinned_transfers.checks.common import counted, expect_no_syncs
 from synclab.pinned_transfers.workloads import device_state, penalty_state
 from synclab.syncs import SyncReport
@@ -157,7 +159,7 @@ def _row_hint(state: dict[str, Any], slot: int, table: str, got: list[int], want
 
 def _same_tables(impl: BincountFunction, state: dict[str, Any], slots: list[int], case: str) -> SyncReport:
     mask, counts, report = run_bincount(impl, state, slots)
-    want = dict(zip(TABLES, bincount_reference(slots, **state)))
+    want = dict(zip(TABLES, _bincount_reference(slots, **state)))
     got = dict(zip(TABLES, (mask, counts)))
     if got == want:
         return report
@@ -250,3 +252,24 @@ CHECKS_3_5 = [
 def check_bincount(impl: BincountFunction, seed: int | None = None) -> CheckReport:
     """Exercise 3.5: run every check against the reader's ``bincount``."""
     return run_checks("Exercise 3.5 — bincount (zero, flag, count)", CHECKS_3_5, impl, seed=seed)
+
+
+@answer_key("3.5")
+def _bincount_reference(slots: list[int], all_token_ids: list[list[int]], prompt_len: list[int],
+                       prefill_len: list[int], prompt_bin_mask: list[list[int]],
+                       output_bin_counts: list[list[int]]) -> tuple[list[list[int]], list[list[int]]]:
+    """The two tables after the update, as lists: rebuilt rows for ``slots``, the other rows unchanged."""
+    mask = [list(row) for row in prompt_bin_mask]
+    counts = [list(row) for row in output_bin_counts]
+    for s in slots:
+        mask[s] = [0] * len(mask[s])
+        counts[s] = [0] * len(counts[s])
+        for j in range(prefill_len[s]):
+            token = all_token_ids[s][j]
+            if not 0 <= token < len(counts[s]):
+                continue  # #49081's guard: an id outside the vocabulary has no column
+            if j < prompt_len[s]:
+                mask[s][token] = 1
+            else:
+                counts[s][token] += 1
+    return mask, counts

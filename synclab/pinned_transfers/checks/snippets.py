@@ -9,6 +9,9 @@ import torch
 
 from synclab.checks import Check, CheckReport, expect, run_checks
 from synclab.device import is_pin_memory_available, pick_device, to_device
+from synclab.lab.answer_keys import answer_key
+
+
 from synclab.sim.pinning import simulated_pinning
 from synclab.pinned_transfers.checks.common import counted
 
@@ -40,7 +43,8 @@ def _snippets(device: Any = None) -> dict[str, Callable[[], object]]:
 SNIPPETS = list(_snippets("cpu"))  # the names only: no device touched at import
 
 
-def measure_snippet_syncs() -> dict[str, str]:
+@answer_key("3.6", role="prediction measurer")
+def _measure_snippet_syncs() -> dict[str, str]:
     """What each snippet of Exercise 3.6 makes the host wait for (a ``SyncKind`` value, or ``"none"``), on a GPU machine.
 
     A staging copy (``SyncKind.STAGED_COPY``) counts here too: the host waits for its own copy, not the device.
@@ -62,7 +66,7 @@ def check_sync_predictions(predict: Callable[[], dict[str, Any]], seed: int | No
         expect(isinstance(preds, dict), "my_predictions() must return a dict", got=type(preds).__name__)
         expect(set(preds) == set(SNIPPETS), "predict every snippet, by its name", expected=SNIPPETS, got=sorted(preds))
         said = {k: "none" if v is None else getattr(v, "value", v) for k, v in preds.items()}
-        measured = measure_snippet_syncs()
+        measured = _measure_snippet_syncs()
         wrong = {k: (said[k], measured[k]) for k in SNIPPETS if said[k] != measured[k]}
         expect(not wrong, f"{len(wrong)} prediction(s) off",
                got="; ".join(f"{k}: you said {p!r}, measured {m!r}" for k, (p, m) in wrong.items()),

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -17,11 +17,14 @@ import torch
 from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
 from synclab.device import SIM_DEVICE, is_device_tensor, pick_device, to_device
 from synclab.sim import cuda as sim_cuda
-from synclab.engine.model_inputs import GPUModelRunner, fast_prefill_reference, token_type_ids_reference
+from synclab.engine.model_inputs import GPUModelRunner
 from synclab.engine.pool_metadata import PoolingParams
-from synclab.engine.sampler import LogprobsTensors, gather_reference
+from synclab.engine.sampler import LogprobsTensors
 from synclab.sim.pinning import simulated_pinning
-from synclab.engine.torch_utils import host_reference
+from synclab.engine.torch_utils import HostData
+from synclab.lab.answer_keys import answer_key
+
+
 from synclab.pinned_transfers.checks.common import PIN_HINT, counted, expect_no_syncs, on_wsl
 from synclab.pinned_transfers.workloads import RunnerClass, SamplerClass, logprob_case, runner_for, token_type_case
 from synclab.syncs import SyncReport
@@ -52,7 +55,7 @@ def _h2d_cases(rng: random.Random) -> list[tuple[str, Any, torch.dtype | None]]:
 
 
 def _same_upload(got: Any, data: Any, dtype: torch.dtype | None, case: str) -> None:
-    want = host_reference(data, dtype)
+    want = _host_reference(data, dtype)
     expect(isinstance(got, torch.Tensor) and is_device_tensor(got), "the result must be a device tensor",
            got=type(got).__name__ if not isinstance(got, torch.Tensor) else "a host tensor",
            hint="return the tensor that .to(device, non_blocking=True) gives back", case=case)
@@ -105,7 +108,7 @@ def check_async_tensor_h2d(impl: H2DFunction, seed: int | None = None) -> CheckR
 
 def _same_logprobs(got: Any, logits: torch.Tensor, ids: dict[int, list[int]], sampled: torch.Tensor,
                    case: str) -> None:
-    want = gather_reference(logits.cpu(), ids, sampled.cpu().tolist())
+    want = _gather_reference(logits.cpu(), ids, sampled.cpu().tolist())
     if want is None:
         expect(got is None, "no request asked for token ids: return None", got=type(got).__name__, case=case)
         return
@@ -230,7 +233,7 @@ def check_gather_specific_token_logprobs(sampler_cls: SamplerClass, seed: int | 
 
 
 def _same_token_types(got: Any, params: list[PoolingParams], lens: list[int], case: str) -> None:
-    want = token_type_ids_reference(params, lens)
+    want = _token_type_ids_reference(params, lens)
     expect(isinstance(got, dict), "_init_model_kwargs returns a dict", got=type(got).__name__, case=case)
     if want is None:
         expect(got == {}, "no request carries token types: return {}", got=sorted(got), case=case)
@@ -317,7 +320,7 @@ def _fast_prefill(runner: GPUModelRunner, indices: list[int]) -> tuple[Any, Sync
 
 
 def _same_padding(runner: GPUModelRunner, got: Any, indices: list[int], case: str) -> None:
-    want = fast_prefill_reference(indices, runner.pad_for_cudagraph(len(indices)))
+    want = _fast_prefill_reference(indices, runner.pad_for_cudagraph(len(indices)))
     expect(isinstance(got, torch.Tensor), "return a tensor", got=type(got).__name__, case=case)
     buf = runner.kv_sharing_fast_prefill_logits_indices
     expect(got.data_ptr() == buf.data_ptr(), "return a slice of the persistent buffer",
@@ -382,3 +385,44 @@ def check_fast_prefill(runner_cls: RunnerClass, seed: int | None = None) -> Chec
     """Exercise 3.4: run every check against the reader's ``_prepare_kv_sharing_fast_prefill``."""
     return run_checks("Exercise 3.4 — _prepare_kv_sharing_fast_prefill", CHECKS_3_4, runner_cls, seed=seed)
 
+
+@answer_key("3.1")
+def _host_reference(data: HostData, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """What ``async_tensor_h2d(data, device, dtype)`` must hold once the copy has landed (on the host)."""
+    if isinstance(data, np.ndarray):
+        data = torch.from_numpy(data.copy())
+    if isinstance(data, torch.Tensor):
+        return data.detach().clone().to(dtype=dtype) if dtype is not None else data.detach().clone()
+    return torch.tensor(data, dtype=dtype)
+
+
+@answer_key("3.2")
+def _gather_reference(logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
+                     sampled: list[int]) -> tuple[list[list[int]], list[list[float]], list[int]] | None:
+    """The same result as plain lists, computed request by request on the host (``logits`` on the host)."""
+    if not logprob_token_ids:
+        return None
+    width = 1 + max(len(t) for t in logprob_token_ids.values())
+    logprobs = logits.double().log_softmax(dim=-1)
+    ids, values, ranks = [], [], []
+    for row, token in enumerate(sampled):
+        wanted = [token] + list(logprob_token_ids.get(row, []))
+        ids.append(wanted + [0] * (width - len(wanted)))
+        values.append([logprobs[row, t].item() for t in wanted] + [float("-inf")] * (width - len(wanted)))
+        ranks.append(int((logits[row] > logits[row, token]).sum()))
+    return ids, values, ranks
+
+
+@answer_key("3.3")
+def _token_type_ids_reference(pooling_params: Sequence[PoolingParams], seq_lens: Sequence[int]) -> list[int] | None:
+    """The flat token types as a list (None: no request carries them, so no kwarg)."""
+    bounds = [(p.extra_kwargs or {}).get("compressed_token_type_ids") for p in pooling_params]
+    if all(b is None for b in bounds):
+        return None
+    return [int(b is not None and j >= b) for b, n in zip(bounds, seq_lens) for j in range(n)]
+
+
+@answer_key("3.4")
+def _fast_prefill_reference(logits_indices: Sequence[int], padded_len: int) -> list[int]:
+    """The indices, then the last one repeated up to ``padded_len``."""
+    return list(logits_indices) + [logits_indices[-1]] * (padded_len - len(logits_indices))

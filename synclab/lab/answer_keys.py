@@ -1,0 +1,199 @@
+"""The checks keep their answers: a reference the checks compare against refuses a call from the reader's code.
+
+Used by every chapter's ``checks`` room (introduced with chapter 0's checks). A check needs
+answers to compare with: a plain reference implementation, a measurer of the syncs a reader
+predicts, an answer key of labels. Those live in the package the reader imports, so a reader
+could pass an exercise by calling them. :func:`answer_key` marks such a function (or every
+method of such a class) with the exercise it answers; a marked function then refuses a call
+whose caller is not the package's own code (nor its test suite):
+
+* while Exercise ``N.M``'s checks run, and outside any check (a cell that stores an answer
+  to return it later), its answers refuse the reader's code;
+* while *another* exercise's checks run, they serve as collaborators (Exercise 5.2 is handed
+  a reference ``PlaceholderRange``), so the reader's code may call them;
+* ``scope="checks"`` (vLLM's code before a PR, which a reader may well run to explore) refuses
+  only while that exercise's checks run.
+
+A refusal raises :class:`AnswerKeyRefused` and is also recorded, so a reader's ``except
+Exception`` cannot hide it: :func:`synclab.checks.run_checks` fails the check with a message
+that names the function. Handing the answer itself to a check (``check_x(ch0.some_reference)``,
+a ``functools.partial`` of it, a subclass of a reference class) is caught by :func:`answer_in`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Callable, Iterator, TypeVar
+
+T = TypeVar("T")
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../synclab
+_TESTS = os.path.join(os.path.dirname(_PACKAGE), "tests")  # the package's own test suite
+_PASS_THROUGH = (os.path.dirname(functools.__file__) + os.sep,)  # stdlib wrappers (functools, contextlib)
+
+
+@dataclass(frozen=True)
+class Key:
+    """What a marked function answers: its exercises, its name as the reader would call it, its role."""
+
+    tasks: tuple[str, ...]
+    name: str
+    role: str  # "reference", "answer key", "prediction measurer", "vLLM's code before #41163", ...
+    scope: str  # "always": refuses outside the checks too; "checks": only while its exercise's checks run
+
+    def message(self, handed: bool = False) -> str:
+        which = " and ".join(f"Exercise {t}" for t in self.tasks)
+        how = "the checks were handed (or your class inherits)" if handed else "you called"
+        return f"{how} {self.name}, the package's {self.role} for {which}: it cannot stand in for your code"
+
+    def hint(self) -> str:
+        return f"write Exercise {self.tasks[0]} yourself, in the cell that holds its stub"
+
+
+class AnswerKeyRefused(Exception):
+    """Raised when the reader's code calls one of the package's answers (see the module docstring)."""
+
+    def __init__(self, key: Key) -> None:
+        super().__init__(key.message())
+        self.key = key
+
+
+# The tasks whose checks are running (a stack: a check may run another exercise's checks), and what
+# the reader's code tried to call meanwhile. Plain module state, not a ContextVar: a reader's code
+# may call from a thread it started.
+_RUNNING: list[str] = []
+_REFUSED: list[Key] = []
+
+
+def running_task() -> str | None:
+    return _RUNNING[-1] if _RUNNING else None
+
+
+def _is_trusted(filename: str) -> bool:
+    return filename.startswith((_PACKAGE + os.sep, _TESTS + os.sep))
+
+
+def _caller(frame: FrameType | None) -> FrameType | None:
+    """The first frame outside the standard library's wrappers (functools, contextlib)."""
+    while frame is not None and frame.f_code.co_filename.startswith(_PASS_THROUGH):
+        frame = frame.f_back
+    return frame
+
+
+def _refuses(key: Key, caller: FrameType | None) -> bool:
+    if caller is None or _is_trusted(caller.f_code.co_filename):
+        return False
+    task = running_task()
+    if task is None:
+        return key.scope == "always"
+    return task in key.tasks
+
+
+def _guard(function: Callable[..., T], key: Key) -> Callable[..., T]:
+    @functools.wraps(function)
+    def guarded(*args: Any, **kwargs: Any) -> T:
+        if _refuses(key, _caller(sys._getframe(1))):
+            _REFUSED.append(key)
+            raise AnswerKeyRefused(key)
+        return function(*args, **kwargs)
+
+    guarded.__answer_key__ = key  # type: ignore[attr-defined]
+    return guarded
+
+
+def answer_key(*tasks: str, role: str = "reference", scope: str = "always", name: str = "") -> Callable[[T], T]:
+    """Mark a function, or every method a class defines, as the package's answer for ``tasks``.
+
+    ``name`` is how the reader would reach it (``"primer.decode_step_baseline"``); by default the
+    function's module and qualified name.
+    """
+    if scope not in ("always", "checks"):
+        raise ValueError(f"scope must be 'always' or 'checks', not {scope!r}")
+
+    def mark(obj: T) -> T:
+        label = name or f"{obj.__module__}.{obj.__qualname__}"  # type: ignore[attr-defined]
+        if isinstance(obj, type):
+            for attr, value in list(vars(obj).items()):
+                member = Key(tasks, f"{label}.{attr}", role, scope)
+                if isinstance(value, (staticmethod, classmethod)):
+                    setattr(obj, attr, type(value)(_guard(value.__func__, member)))
+                elif isinstance(value, functools.cached_property):
+                    guarded = functools.cached_property(_guard(value.func, member))
+                    guarded.__set_name__(obj, attr)
+                    setattr(obj, attr, guarded)
+                elif isinstance(value, property):
+                    setattr(obj, attr, property(*(f and _guard(f, member) for f in (value.fget, value.fset, value.fdel))))
+                elif callable(value) and (attr in ("__init__", "__call__") or not attr.startswith("__")):
+                    setattr(obj, attr, _guard(value, member))
+            obj.__answer_key__ = Key(tasks, label, role, scope)  # type: ignore[attr-defined]
+            return obj
+        return _guard(obj, Key(tasks, label, role, scope))  # type: ignore[arg-type, return-value]
+
+    return mark
+
+
+def _unwrapped(impl: Any) -> Iterator[Any]:
+    """``impl`` and what it wraps: a partial's function, a bound method's function, ``__wrapped__``."""
+    seen: set[int] = set()
+    todo = [impl]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        yield obj
+        for attr in ("func", "__func__", "__wrapped__"):
+            inner = getattr(obj, attr, None)
+            if inner is not None:
+                todo.append(inner)
+
+
+def _effective_members(cls: type) -> Iterator[Any]:
+    """What ``cls`` really has under each name: its own attribute, else the nearest base's."""
+    for attr in dir(cls):
+        for klass in cls.__mro__:
+            if attr in vars(klass):
+                value = vars(klass)[attr]
+                yield from (value, getattr(value, "func", None), getattr(value, "fget", None),
+                            getattr(value, "__func__", None))
+                break
+
+
+def answer_in(impl: Any, task: str) -> Key | None:
+    """The answer for ``task`` that ``impl`` is, wraps, or inherits without overriding (a class), if any."""
+    for obj in _unwrapped(impl):
+        candidates = [obj, *_effective_members(obj)] if isinstance(obj, type) else [obj]
+        for candidate in candidates:
+            key = getattr(candidate, "__answer_key__", None)
+            if isinstance(key, Key) and task in key.tasks:
+                return key
+    return None
+
+
+def refuse(key: Key) -> AnswerKeyRefused:
+    """Record a refusal found by a check itself (a class the reader's factory returned, a refusal on one of
+    chapter 3's ranks) as if the call had been refused here; raise what it returns."""
+    _REFUSED.append(key)
+    return AnswerKeyRefused(key)
+
+
+class checking:
+    """``with checking("0.1"):``: Exercise 0.1's checks run; yields the refusals seen meanwhile."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+        self.refused: list[Key] = []
+
+    def __enter__(self) -> "checking":
+        _RUNNING.append(self.task)
+        self._mark = len(_REFUSED)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.refused = _REFUSED[self._mark:]
+        del _REFUSED[self._mark:]
+        _RUNNING.pop()
