@@ -79,6 +79,13 @@ def expect_equal(got: Any, expected: Any, *, what: str, hint: str = "", case: st
         raise CheckFailed(f"{what} differs", expected=expected, got=got, hint=hint, case=case)
 
 
+def keyed_by_name(answers: dict, names: list[str]) -> dict:
+    """``answers`` keyed by the full names in ``names``; a key may also be a name's label before its colon
+    (``"a"`` for ``"a: x[2:9].sum()"``). Keys that match no name are kept as they are (the check names them)."""
+    labels = {name.split(":")[0].strip(): name for name in names}
+    return {labels.get(k, k) if isinstance(k, str) else k: v for k, v in answers.items()}
+
+
 def around_first_difference(expected: list, got: list, width: int = 3) -> tuple[str, str]:
     """Two short renderings of ``expected`` and ``got`` around their first difference, saying what is left out.
 
@@ -109,6 +116,7 @@ class Check:
     hint: str = ""  # shown when the check fails without a more specific hint
     timeout_s: float = 30.0
     points: int = 1  # what passing it is worth when graded (python -m synclab check --json, nbgrader)
+    random: bool = True  # whether it draws random cases (a failure then prints the seed that replays them)
 
 
 @dataclass
@@ -123,6 +131,7 @@ class Outcome:
     case: str = ""
     points: int = 1
     generic_hint: bool = False  # the check's (or the status's) standing hint, not one raised for this failure
+    random: bool = True  # the check draws random cases
 
     @property
     def ok(self) -> bool:
@@ -164,7 +173,7 @@ class CheckReport:
     @property
     def random_cases_matter(self) -> bool:
         """Whether to print the seed: something failed in a way a random case may explain."""
-        return any(o.status in ("failed", "crashed", "timed out") for o in self.outcomes)
+        return any(o.random and o.status in ("failed", "crashed", "timed out") for o in self.outcomes)
 
     @property
     def points(self) -> int:
@@ -301,7 +310,7 @@ def _case_of(exc: BaseException, check: Check) -> str:
 
 
 def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:
-    base = {"task": check.task, "name": check.name, "points": check.points}
+    base = {"task": check.task, "name": check.name, "points": check.points, "random": check.random}
     rng = random.Random(f"{seed}/{check.task}/{check.name}")
     try:
         with _time_limit(limit_s):
@@ -331,13 +340,13 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) 
     handed = answer_in(impl, check.task)
     if handed is not None:  # the answer itself handed to the check
         return Outcome(check.task, check.name, "failed", message=handed.message(handed=True), hint=handed.hint(),
-                       points=check.points)
+                       points=check.points, random=False)
     with checking(check.task) as watch:
         outcome = _run_guarded(check, impl, seed, limit_s)
     if watch.refused:  # even if the reader's code caught the refusal
         key = watch.refused[0]
         return Outcome(check.task, check.name, "failed", message=key.message(), hint=key.hint(),
-                       points=check.points, case=outcome.case)
+                       points=check.points, case=outcome.case, random=False)
     return outcome
 
 

@@ -134,7 +134,7 @@ class SyncEvent:
 
     @property
     def where(self) -> str:
-        return f"{_short_filename(self.filename)}:{self.lineno} in {self.function}"
+        return f"{location(self.filename, self.lineno)} in {self.function}"
 
     def __str__(self) -> str:
         return f"{self.kind.value:<40} {self.where:<38} {self.code}" + ("  [allowed]" if self.allowed else "")
@@ -250,6 +250,11 @@ def _short_filename(filename: str) -> str:
     except ValueError:
         return os.path.basename(filename)
     return os.path.basename(filename) if rel.startswith("..") else rel
+
+
+def location(filename: str, lineno: int, code: str = "") -> str:
+    """Where a line is, as a reader finds it: ``<cell>:14``, ``synclab/engine/pooler.py:63`` (and its source)."""
+    return f"{_short_filename(filename)}:{lineno}" + (f" `{code}`" if code else "")
 
 
 def _user_frame() -> tuple[str, int, str, str]:

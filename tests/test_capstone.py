@@ -68,7 +68,10 @@ def test_sync_hunt_fails_on_the_planted_runner():
     report = ch6.check_sync_hunt(lambda: copied(PlantedRunner), seed=3)  # on its merits: its syncs
     failed = {o.name for o in report.outcomes if not o.ok}
     assert failed == {"0 stray syncs per step, at most 1 planned wait"}, report
-    assert "planted.py" in str(report)
+    stray = next(o for o in report.outcomes if not o.ok)
+    lines = stray.message.split(" line(s): ")[1].split("; ")
+    assert len(lines) >= 3 and all("planted.py:" in line for line in lines), stray.got  # every line, not the first
+    assert len(set(lines)) == len(lines)  # each once
 
 
 def _variant(**overrides):
@@ -185,6 +188,8 @@ def _one_block(config, workload, fixes):
 def test_ablation_row_fails_on_wrong_counts(wrong):
     report = ch6.check_ablation_row(wrong, seed=1)
     assert not report.passed and report.outcomes[0].status == "failed", report
+    if wrong is _counts_everything_as_stray:
+        assert "includes the planned waits" in report.outcomes[0].message, report
 
 
 # ----------------------------------------------------------------------------- the step's timeline and the MODEL

@@ -220,6 +220,17 @@ def run_ar_reduces_the_host_table(should_ubatch, orig, padded, mode, parallel_co
     return tensor_cpu.to(device, non_blocking=True)
 
 
+def run_ar_returns_what_it_did_not_reduce(should_ubatch, orig, padded, mode, parallel_config):
+    """The all-reduce on a copy: the table returned holds this rank's column only."""
+    device, group = _get_device_and_group(parallel_config)
+    tensor_cpu = torch.zeros(4, parallel_config.data_parallel_size, dtype=torch.int32,
+                             pin_memory=is_pin_memory_available() and not is_host(device))
+    tensor_cpu[:, parallel_config.data_parallel_rank] = torch.tensor([orig, padded, int(should_ubatch), mode])
+    tensor = tensor_cpu.to(device, non_blocking=True)
+    dist.all_reduce(tensor.clone(), group=group)
+    return tensor
+
+
 def run_ar_without_the_group(should_ubatch, orig, padded, mode, parallel_config):
     """No group=: the world group. Here the world is the DP group, and gloo; in vLLM it is neither."""
     device, _ = _get_device_and_group(parallel_config)
@@ -295,6 +306,10 @@ NAMED_3_7 = [
     (run_ar_reduces_the_host_table, _synchronize_dp_ranks, "every rank gets the full table",
      "NCCL, vLLM's device group, reduces device tensors only"),
     (run_ar_without_the_group, _synchronize_dp_ranks, "every rank gets the full table", "default (world) group"),
+    (run_ar_returns_what_it_did_not_reduce, _synchronize_dp_ranks, "every rank gets the full table",
+     "you reduced a [4, 2] int32 device tensor, but returned a [4, 2] int32 device tensor"),
+    (run_ar_returns_what_it_did_not_reduce, _synchronize_dp_ranks, "CPU group", "you reduced a [4, 2] int32 host"),
+    (run_ar_returns_what_it_did_not_reduce, _synchronize_dp_ranks, "WSL", "you reduced"),
     (run_ar_without_the_group, _synchronize_dp_ranks, "CPU group", "pass group=group"),
     (_run_ar, sync_swaps_orig_and_padded, "agrees with the reference",
      "row 0 (orig_num_tokens) holds the values of row 1 (padded_num_tokens)"),
@@ -382,3 +397,23 @@ def test_a_collective_on_one_rank_only_fails_in_time_and_skips_the_rest(no_leake
     assert "did not answer" in str(report) and "collective" in str(report)
     assert {o.status for o in report.outcomes[1:]} == {"skipped"}, str(report)
     assert time.monotonic() - started < 20
+
+
+def test_a_location_in_a_readers_cell_reads_cell_and_shows_its_line_on_the_ranks(shared_ranks):
+    """A cell's function goes to the ranks without its source; its lines go along, so the hint shows them."""
+    import linecache
+
+    cell_file = "/tmp/ipykernel_4242/1960580593.py"  # what ipykernel names a cell
+    source = ("def sync_reads_in_a_cell(*args):\n"
+              "    table = _all_reduced(*args).to('cpu', non_blocking=True)  # read before any wait\n"
+              "    return post_process(table, args[-1].num_ubatches)\n")
+    linecache.cache[cell_file] = (len(source), None, source.splitlines(True), cell_file)  # as ipykernel does
+    namespace = {"_all_reduced": _all_reduced, "post_process": post_process}
+    exec(compile(source, cell_file, "exec"), namespace)
+    try:
+        report = ch3.check_dp_sync(_run_ar, namespace["sync_reads_in_a_cell"], seed=0, ranks=shared_ranks)
+    finally:
+        del linecache.cache[cell_file]
+    text = str(report)
+    assert "<cell>:2 `table = _all_reduced(*args).to('cpu', non_blocking=True)" in text, text
+    assert "1960580593.py" not in text

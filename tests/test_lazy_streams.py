@@ -146,6 +146,13 @@ class WaitsTheWrongWay(_QueuesItsOwnCopy):  # the compute stream waits for the s
         event.record()
 
 
+class WaitsOnItself(_QueuesItsOwnCopy):  # current_stream() asked inside the side-stream block: the side stream
+    def _queue(self, stream, compute, event, out, raw, finished):
+        stream.wait_stream(torch.cuda.current_stream())
+        out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
+        event.record()
+
+
 class KeepsDeviceTensors(AsyncOutputRunner):
     def _pool(self, *args):
         result = super()._pool(*args)
@@ -201,7 +208,14 @@ WRONG_2_1 = [
     (CopiesWithCpu, "no sync in _pool"),
     (CopiesIntoPageable, "no sync in _pool"),
     (WaitsTheWrongWay, "copy waits for the compute stream"),
+    (WaitsOnItself, "copy waits for the compute stream"),
 ]
+
+
+def test_a_side_stream_waiting_on_itself_is_told_to_capture_the_compute_stream_first():
+    report = ch2.check_runner(WaitsOnItself, seed=0)
+    ordering = next(o for o in report.outcomes if "copy waits for the compute stream" in o.name)
+    assert "waited on itself" in ordering.message and "before you enter the side stream" in ordering.hint, report
 
 
 @pytest.mark.parametrize("wrong,failing_check", WRONG_2_1, ids=[w.__name__ for w, _ in WRONG_2_1])
@@ -245,3 +259,27 @@ def test_a_blocking_copy_is_reported_as_a_sync_not_as_a_stream_mistake(wrong):
     assert outcome(report, "created on first use") == "passed", str(report)
     (syncs,) = [o for o in report.outcomes if "no sync in _pool" in o.name]
     assert syncs.status == "failed" and ("device-to-host" in syncs.got or "pageable" in syncs.got), str(report)
+
+
+def test_polling_the_event_finishes_and_is_named_as_the_busy_wait_it_is():
+    """A get_output() that loops on event.query() ends under the simulated device (no 65 s hang), and fails."""
+
+    class Polls(AsyncOutputRunner):
+        def _pool(self, *args):
+            result = super()._pool(*args)
+            if hasattr(result, "get_output"):
+                event = result.async_copy_ready_event
+
+                def get_output():
+                    while not event.query():
+                        pass
+                    result._raw_pooler_output = None
+                    return result._model_runner_output
+
+                result.get_output = get_output
+            return result
+
+    report = ch2.check_runner(Polls, seed=0)
+    syncs = next(o for o in report.outcomes if "no sync in _pool" in o.name)
+    assert syncs.status == "failed" and "polls event.query()" in syncs.message and "#47081" in syncs.hint, report
+    assert outcome(report, "right outputs after get_output") == "passed", report  # the poll did wait for the copy

@@ -293,3 +293,23 @@ def test_every_check_is_shown_to_fail():
 def test_scheduler_config_defaults_hold_a_whole_image():
     assert SchedulerConfig().max_num_encoder_input_tokens >= ch5.IMAGE_TOKENS
     assert torch.equal(make_mask("TF"), torch.tensor([True, False]))
+
+
+def test_a_timeout_names_the_call_that_hung(monkeypatch):
+    """The case is named before the reader's code runs: a hang on random call 2 reports random call 2."""
+    from synclab.checks import TIME_SCALE_ENV, run_checks
+
+    monkeypatch.setenv(TIME_SCALE_ENV, "0.1")  # 3 s for the check instead of 30
+
+    class HangsOnItsThirdCall(EncoderScheduler):
+        calls = 0
+
+        def _try_schedule_encoder_inputs(self, *args):
+            type(self).calls += 1
+            while type(self).calls == 3:
+                pass
+            return super()._try_schedule_encoder_inputs(*args)
+
+    random_calls = next(c for c in ch5.CHECKS_5_2 if "random calls" in c.name)
+    (hung,) = run_checks("5.2", [random_calls], HangsOnItsThirdCall, seed=0).outcomes
+    assert hung.status == "timed out" and hung.case.startswith("random call 2 "), hung

@@ -541,3 +541,18 @@ def test_a_stub_reports_not_implemented():
 
     report = ch3.check_async_tensor_h2d(stub)
     assert {o.status for o in report.outcomes} == {"not implemented"}
+
+
+@pytest.mark.parametrize("check", ["check_bincount", "check_gather_specific_token_logprobs", "check_bad_words",
+                                   "check_ngram_update"])
+def test_every_stub_of_chapter_3_reads_not_implemented(check):
+    """A stub is "not implemented" in every check: NotImplementedError is a RuntimeError, which 3.5 caught."""
+    def stub(*args, **kwargs):
+        raise NotImplementedError("Exercise 3.x")
+
+    class StubSampler(Sampler):
+        def gather_specific_token_logprobs(self, *args):
+            raise NotImplementedError("Exercise 3.2")
+
+    report = getattr(ch3, check)(StubSampler if "gather" in check else stub, seed=0)
+    assert {o.status for o in report.outcomes} == {"not implemented"}, str(report)

@@ -217,3 +217,13 @@ def test_wrong_predictions_fail_with_the_snippet_named():
 def test_missing_predictions_fail():
     report = primer.check_predictions(lambda: {"a: x[2:9].sum()": 0})
     assert not report.passed
+
+
+def test_predictions_keyed_by_the_tables_letters_are_accepted_and_wrong_keys_told_the_exact_ones():
+    by_letter = {name.split(":")[0]: count for name, count in my_predictions().items()}
+    assert primer.check_predictions(lambda: by_letter).passed
+    report = primer.check_predictions(lambda: {"x": 0}, seed=0)
+    text = str(report)
+    assert not report.passed and "a: x[2:9].sum()" in text and "letters ('a' to 'h')" in text
+    assert "random cases used seed" not in text  # 0.2 draws no random case: no seed to replay
+    assert "random cases used seed" in str(primer.check_decode_step(lambda batch: None, seed=0))

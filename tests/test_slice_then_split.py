@@ -532,3 +532,49 @@ def test_the_pitfall_is_still_at_the_line_the_solution_stored():
     lines, first = inspect.getsourcelines(ch1.IteratesDeviceIndices.split_hidden_states)
     line = first + next(i for i, text in enumerate(lines) if "hidden_states[first:last + 1]" in text)
     assert stored == {str(line)}, f"the stored report names line(s) {stored}; the slice is now at line {line}"
+
+
+def _pr_41163_all_pool() -> type:
+    """AllPool as #41163 merged it: the solution's split, with the finished flags read as the PR read them
+    (``cursor.is_finished()``, a host bool tensor, iterated); only the clone rule is later vLLM's (the page says so)."""
+    import nbformat
+
+    source = next(c.source for c in nbformat.read(ROOT / NOTEBOOK, as_version=4).cells
+                  if "### BEGIN SOLUTION 1.1" in c.source)
+    pr_source = source.replace("cursor.get_finished_mask()", "cursor.is_finished()")
+    assert pr_source != source
+    namespace: dict = {}
+    load_function(NOTEBOOK, "AllPool", namespace)  # the notebook's imports
+    exec(pr_source, namespace)
+    return namespace["AllPool"]
+
+
+def test_the_prs_own_code_passes_exercise_1_1():
+    """1.1 is #41163: its host-work check measures what the PR changed (the slices), not the flags it kept."""
+    report = ch1.check_all_pool(_pr_41163_all_pool(), seed=0)
+    assert report.passed, str(report)
+    with_flags = ch1.host_calls_per_call(_pr_41163_all_pool(), 48, chunked=True)
+    assert with_flags.by_name["__bool__"] >= 48  # the flags' reads are there: the check leaves them out on purpose
+
+
+def test_growth_of_another_call_is_named_not_blamed_on_slices():
+    """A loop that grows another call is named by that call, with no hint about slices."""
+    class ClonesPerRequest(AllPool):
+        def split_hidden_states(self, hidden_states, cursor):
+            return [chunk.contiguous().view_as(chunk) for chunk in super().split_hidden_states(hidden_states, cursor)]
+
+    report = ch1.check_all_pool(ClonesPerRequest, seed=0)
+    work = next(o for o in report.outcomes if "host work" in o.name)
+    assert work.status == "failed" and "slice" not in work.hint and "runs once per request" in work.hint, str(report)
+
+
+def test_a_forgotten_sub_group_offset_is_named_before_cloning():
+    class FromRowZero(AllPool):  # slices the sub-group's length from row 0: the sub-group's offset forgotten
+        def split_hidden_states(self, hidden_states, cursor):
+            sizes = cursor.num_scheduled_tokens_cpu.tolist()
+            return list(hidden_states[:sum(sizes)].split(sizes))
+
+    report = ch1.check_all_pool(FromRowZero, seed=0)
+    fixed = next(o for o in report.outcomes if "fixed cases" in o.name)
+    assert fixed.status == "failed" and "first_token_indices_gpu[0]" in fixed.hint, str(report)
+    assert "clone" not in fixed.hint

@@ -363,10 +363,11 @@ def _check_sched_random(scheduler_cls: SchedulerClass, rng: random.Random) -> No
             request = make_request(_PlaceholderRangeReference, features, num_prompt, num_computed_tokens=computed)
             _pre_cache(scheduler, request, [i for i in range(len(features)) if r.random() < 0.25])
             budget = r.randint(0, 60)
+            # named before the call: a call that hangs is reported with its own case, not the one before
+            case = f"random call {trial} (seed {seed}): computed {computed}, new {new}, budget {budget}, {features}"
             result = scheduler._try_schedule_encoder_inputs(request, computed, new, budget)
             outcomes.append((tuple(result), _manager_state(scheduler)))
         (got, got_cache), (want, want_cache) = outcomes
-        case = f"random call {trial} (seed {seed}): computed {computed}, new {new}, budget {budget}, {features}"
         expect_equal(got, want, what="(inputs to schedule, num_new_tokens, encoder budget)", case=case)
         expect_equal(got_cache, want_cache, what="encoder cache state after the call",
                      hint="check hits with check_and_update_cache (it records the request), in vLLM's order",

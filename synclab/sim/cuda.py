@@ -23,7 +23,6 @@ could read data too early, never how long anything takes.
 from __future__ import annotations
 
 import itertools
-import os
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -32,7 +31,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from synclab.device import PIN_INTENT, is_device_tensor, is_pinned_host, mark_device, unmark_device
-from synclab.syncs import SyncKind, _target_is_device, _user_frame, attribute_syncs_to_callers, record_simulated_wait
+from synclab.syncs import (SyncKind, _target_is_device, _user_frame, attribute_syncs_to_callers, location,
+                           record_simulated_wait)
 
 attribute_syncs_to_callers(__file__)
 
@@ -158,6 +158,7 @@ class SimEvent:
         self._stream: SimStream | None = None
         self._copies: list[_PendingCopy] = []
         self._uploads: list[_PendingUpload] = []
+        self._polls = 0  # query() calls that found the copies still pending
 
     def record(self, stream: SimStream | None = None) -> None:
         self._stream = stream or self.device.current
@@ -166,7 +167,21 @@ class SimEvent:
         self.device.log.add("record event", self._stream.name, f"after {len(self._copies)} queued copies")
 
     def query(self) -> bool:
-        return self._stream is None or all(c not in self._stream.pending for c in self._copies)
+        """Done yet? The first look finds the copies still queued; asked again, the device has got there.
+
+        On a GPU a loop on ``query()`` ends once the copies have run: the host spins until then, a wait
+        as real as ``synchronize()`` (the busy-poll a blocking event avoids). So the second look lands
+        the copies and counts that wait.
+        """
+        if self._stream is None or all(c not in self._stream.pending for c in self._copies):
+            return True
+        self._polls += 1
+        if self._polls < 2:
+            return False
+        record_simulated_wait(SyncKind.EVENT_SYNC, f"Event.query polled until done ({self._stream.name})")
+        self.device.log.add("host waits", self._stream.name, "Event.query polled until the copies landed")
+        self._stream.land(self._copies, self._uploads)
+        return True
 
     def synchronize(self) -> None:
         stream = self._stream.name if self._stream else "no stream"
@@ -283,7 +298,7 @@ def _non_blocking(args: tuple, kwargs: dict) -> bool:
 def _watch_upload(source: torch.Tensor) -> None:
     device = _current_device()
     filename, lineno, function, code = _user_frame()
-    where = f"{os.path.basename(filename)}:{lineno} `{code}`"
+    where = location(filename, lineno, code)
     device.current.pending_uploads.append(_PendingUpload(source, source._version, where))
     device.log.add("copy to device", device.current.name, f"{list(source.shape)} non_blocking from pinned memory")
 

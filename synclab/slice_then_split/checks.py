@@ -41,6 +41,17 @@ def _same(got: torch.Tensor | None, want: torch.Tensor | None) -> bool:
     return torch.equal(got.detach().cpu(), want)
 
 
+def _rows_elsewhere(got: torch.Tensor, hidden_states: torch.Tensor) -> str | None:
+    """``"a:b"`` when ``got`` [n, hidden] equals rows a..b-1 of this step's hidden states, else None."""
+    rows, flat = got.detach().cpu(), hidden_states.detach().cpu()
+    if rows.dim() != 2 or flat.dim() != 2 or rows.shape[0] == 0 or rows.shape[1] != flat.shape[1]:
+        return None
+    for start in range(flat.shape[0] - rows.shape[0] + 1):
+        if torch.equal(flat[start:start + rows.shape[0]], rows):
+            return f"{start}:{start + rows.shape[0]}"
+    return None
+
+
 def _expect_outputs(outputs: PoolerOutput, step: PoolingStep, case: str, when: str) -> None:
     expect(isinstance(outputs, list), "forward must return a list (one item per request)",
            got=type(outputs).__name__, case=case)
@@ -60,6 +71,10 @@ def _expect_outputs(outputs: PoolerOutput, step: PoolingStep, case: str, when: s
             if (got.detach().cpu() == POISON).any():
                 hint = ("the output holds values the NEXT step wrote into the hidden-states buffer: a chunk kept "
                         "across steps (or, under async scheduling, a finished output) must be .clone()d")
+            elif _rows_elsewhere(got, step.hidden_states) is not None:
+                hint = (f"these are rows {_rows_elsewhere(got, step.hidden_states)} of the batch: another place than "
+                        "this request's. The sub-group does not start at row 0: slice from its first token "
+                        "(cursor.first_token_indices_gpu[0]) to its last token + 1, then split")
             else:
                 hint = ("right shape, wrong values. If this prompt came in several chunks, a kept chunk is probably "
                         "a view of the hidden-states buffer, which every step's forward overwrites: .clone() it. "
@@ -229,20 +244,35 @@ def host_calls_per_call(all_pool: AllPoolClass, group_size: int, *, chunked: boo
     return calls
 
 
+# Reads of the finished flags as #41163 left them (``cursor.is_finished()``, a host bool tensor, iterated): one
+# ``__bool__`` per request, which the PR kept. The check measures what the PR changed, the slices, so these are
+# left out (later vLLM's ``get_finished_mask()`` gives a host list, and the lab's solution uses it).
+FLAG_READS = ("__bool__", "__iter__")
+
+
+def _without_flag_reads(calls: TorchCalls) -> dict[str, int]:
+    return {name: n for name, n in calls.by_name.items() if name not in FLAG_READS}
+
+
 def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
     small, large = 8, 48
     for chunked in (False, True):
-        few = host_calls_per_call(all_pool, small, chunked=chunked)
-        many = host_calls_per_call(all_pool, large, chunked=chunked)
-        grew = sorted(name for name in many.by_name if many.by_name[name] > few.by_name.get(name, 0))
-        expect(many.count <= HOST_WORK_RATIO * max(few.count, 1),
-               f"the host's torch calls per forward grow with the requests ({few.count} -> {many.count})",
+        few = _without_flag_reads(host_calls_per_call(all_pool, small, chunked=chunked))
+        many = _without_flag_reads(host_calls_per_call(all_pool, large, chunked=chunked))
+        n_few, n_many = sum(few.values()), sum(many.values())
+        grew = sorted((name for name in many if many[name] > few.get(name, 0)), key=lambda n: few.get(n, 0) - many[n])
+        slices = "__getitem__" in grew
+        expect(n_many <= HOST_WORK_RATIO * max(n_few, 1),
+               f"the host's torch calls per forward grow with the requests ({n_few} -> {n_many})",
                case=f"sub-groups of {small} and {large} whole prompts, chunked prefill {chunked}",
-               expected=f"at most {HOST_WORK_RATIO:g}x as many calls for {large} requests as for {small}",
-               got=f"{many.count / max(few.count, 1):.1f}x; what grew: "
-                   + ", ".join(f"{n} x{few.by_name.get(n, 0)} -> x{many.by_name[n]}" for n in grew[:4]),
+               expected=f"at most {HOST_WORK_RATIO:g}x as many calls for {large} requests as for {small} "
+                        f"(the finished flags' reads left out)",
+               got=f"{n_many / max(n_few, 1):.1f}x; what grew: "
+                   + ", ".join(f"{n} x{few.get(n, 0)} -> x{many[n]}" for n in grew[:4]),
                hint="this is what #41163 removed: one slice per request is one torch call per request. Slice the "
-                    "sub-group once and split it: split makes all the views in one call")
+                    "sub-group once and split it: split makes all the views in one call" if slices else
+                    f"{grew[0] if grew else 'a call'} runs once per request: that is host work that grows with the "
+                    "batch. Find the loop that makes it and do the work in one call for the whole sub-group")
 
 
 # ----------------------------------------------------------------------------- Exercise 1.1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -13,7 +12,8 @@ from torch.overrides import TorchFunctionMode
 from synclab.checks import CheckFailed, expect
 from synclab.device import is_device_tensor, is_pinned_host
 from synclab.sim.pinning import PinnedMemoryUnavailable
-from synclab.syncs import SyncReport, _target_is_device, _user_frame, attribute_syncs_to_callers, count_syncs
+from synclab.syncs import (SyncReport, _target_is_device, _user_frame, attribute_syncs_to_callers, count_syncs,
+                           location)
 
 attribute_syncs_to_callers(__file__)  # a copy seen by a watcher here belongs to the reader's line that made it
 
@@ -83,7 +83,7 @@ class _AsyncReads(TorchFunctionMode):
 
     def _add(self) -> None:
         filename, lineno, _, code = _user_frame()
-        self.reads.append(AsyncRead(f"{os.path.basename(filename)}:{lineno} `{code}`", len(self.report.events)))
+        self.reads.append(AsyncRead(location(filename, lineno, code), len(self.report.events)))
 
 
 @contextmanager

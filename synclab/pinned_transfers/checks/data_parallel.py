@@ -32,7 +32,7 @@ from synclab.lab.answer_keys import AnswerKeyRefused, answer_key, checking, refu
 
 from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning
 from synclab.pinned_transfers.checks.common import PIN_HINT, WAIT_HINT, WSL_HINT, unwaited, watch_async_reads
-from synclab.syncs import SyncKind, count_syncs
+from synclab.syncs import SyncKind, count_syncs, location
 
 RunArFunction = Callable[..., Any]
 SyncRanksFunction = Callable[..., Any]
@@ -87,7 +87,8 @@ def _watch_all_reduce(expected_group: Any) -> Iterator[list[dict[str, Any]]]:
         group = kwargs["group"] if "group" in kwargs else args[1] if len(args) > 1 else None
         call = {"on_device": isinstance(tensor, torch.Tensor) and is_device_tensor(tensor),
                 "group": "expected" if group is expected_group else "default" if group is None else "other",
-                "where": f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} `{code}`"}
+                "where": location(frame.f_code.co_filename, frame.f_lineno, code),
+                "tensor": tensor}  # popped before the reply: only its description travels
         calls.append(call)
         out = original(tensor, *args, **kwargs)
         if isinstance(tensor, torch.Tensor) and out is None:  # async_op=True: not reduced until its wait()
@@ -102,13 +103,16 @@ def _watch_all_reduce(expected_group: Any) -> Iterator[list[dict[str, Any]]]:
 
 
 def rank_call(rank: int, fn: Callable[..., Any], what: str, contributions: Sequence[Contribution],
-              num_ubatches: int, cpu_group: bool, pinning: bool) -> dict[str, Any]:
+              num_ubatches: int, cpu_group: bool, pinning: bool, sources: dict[str, list[str]] | None = None
+              ) -> dict[str, Any]:
     """On one rank: call the reader's function with this rank's contribution, counted. Plain data back.
 
     On a CPU-only machine the call runs on simulated streams (a wait on a stream or an event works, and
     counts, as on a GPU); the reader's ``non_blocking`` copies still land at once, and one read before
     any wait is listed (``unwaited_reads``) instead.
     """
+    for filename, lines in (sources or {}).items():  # the reader's cells, so each location shows its line
+        linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     should_ubatch, orig, padded, mode = contributions[rank]
     config = ParallelConfig(len(contributions), rank, num_ubatches, cpu_group)
     _, expected_group = _get_device_and_group(config)
@@ -132,6 +136,10 @@ def rank_call(rank: int, fn: Callable[..., Any], what: str, contributions: Seque
         after = call.pop("after", None)
         if after is not None:
             call["values"] = unmark_device(after).cpu().tolist()
+        reduced = call.pop("tensor", None)
+        call["reduced"] = _describe(reduced)
+        call["is_returned"] = isinstance(reduced, torch.Tensor) and isinstance(out, torch.Tensor) and (
+            reduced.untyped_storage().data_ptr() == out.untyped_storage().data_ptr())
     result: dict[str, Any] = {"syncs": report.count, "staged": report.staged_count,
                               "kinds": sorted({e.kind.value for e in report.events}),
                               "events": [f"{e.kind.value} at {e.where} `{e.code}`" for e in report.events],
@@ -139,6 +147,7 @@ def rank_call(rank: int, fn: Callable[..., Any], what: str, contributions: Seque
                               "all_reduces": collectives, "unwaited_reads": unwaited(reads, report)}
     if what == "run_ar":
         result.update(_tensor_summary(out))
+        result["returned_desc"] = _describe(out)
     else:
         ok = isinstance(out, tuple) and len(out) == 3
         result["returned"] = type(out).__name__ if not ok else "tuple"
@@ -146,6 +155,14 @@ def rank_call(rank: int, fn: Callable[..., Any], what: str, contributions: Seque
             result["should_ubatch"], padding, result["cudagraph_mode"] = out[0], out[1], out[2]
             result["padding"] = _tensor_summary(padding)
     return result
+
+
+def _describe(t: Any) -> str:
+    """``a [4, 2] int32 device tensor``: what a reader's variable holds, in words."""
+    if not isinstance(t, torch.Tensor):
+        return f"a {type(t).__name__}"
+    side = "device" if is_device_tensor(t) else "host"
+    return f"a {list(t.shape)} {str(t.dtype).replace('torch.', '')} {side} tensor"
 
 
 def _tensor_summary(t: Any) -> dict[str, Any]:
@@ -162,7 +179,8 @@ def _on_ranks(impl: DPImpl, what: str, contributions: Sequence[Contribution], ca
               cpu_group: bool = False, pinning: bool = True) -> list[dict[str, Any]]:
     fn = impl.run_ar if what == "run_ar" else impl.synchronize_dp_ranks
     try:
-        results = impl.ranks.run(rank_call, fn, what, list(contributions), num_ubatches, cpu_group, pinning,
+        sources = {f: linecache.getlines(f) for f in _source_files(fn)}
+        results = impl.ranks.run(rank_call, fn, what, list(contributions), num_ubatches, cpu_group, pinning, sources,
                                  timeout_s=impl.call_timeout_s, straggler_s=_straggler_s)
     except RankTimeout as exc:  # the ranks were stopped; the exercise's other checks are skipped
         skipped = sorted(rank for rank, reply in exc.replies.items() if _skipped_all_reduce(reply))
@@ -188,6 +206,14 @@ def _on_ranks(impl: DPImpl, what: str, contributions: Sequence[Contribution], ca
             raise CheckFailed("asked for pinned memory where the platform has none", got=result["pinning_refused"],
                               hint=WSL_HINT, case=f"{case}, rank {rank}")
     return results
+
+
+def _source_files(fn: Callable[..., Any]) -> set[str]:
+    """The files the reader's function (and the functions its module defines) come from: a rank has no linecache."""
+    libraries = (sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    functions = [fn, *(v for v in (getattr(fn, "__globals__", None) or {}).values() if callable(v))]
+    files = {f.__code__.co_filename for f in functions if hasattr(f, "__code__")}
+    return {f for f in files if not f.startswith(libraries) and linecache.getlines(f)}
 
 
 def _skipped_all_reduce(reply: Any) -> bool:
@@ -234,6 +260,13 @@ def misplaced_rows(got: Any, want: list[list[int]]) -> str:
 def _expect_table(result: dict[str, Any], contributions: Sequence[Contribution], case: str, device: bool) -> None:
     expect(result.get("type") == "Tensor", "_run_ar returns the reduced tensor", got=result.get("type"), case=case)
     expect(result["dtype"] == "int32", "the table is int32, as vLLM's", got=result["dtype"], case=case)
+    reduced = result.get("all_reduces", [])
+    host_table_uploaded = any(not call["on_device"] for call in reduced) and result["on_device"]  # named elsewhere
+    expect(not reduced or host_table_uploaded or any(call.get("is_returned") for call in reduced),
+           f"you reduced {reduced[0]['reduced'] if reduced else ''}, but returned {result.get('returned_desc')}",
+           got=f"all_reduce at {reduced[0]['where']}" if reduced else "",
+           hint="dist.all_reduce sums in place: return the very tensor you handed it (not a copy made before, "
+                "nor the host table it was uploaded from)", case=case)
     want = _run_ar_reference(contributions)
     moved = misplaced_rows(result["values"], want)
     expect(result["values"] == want, "the fields landed in the wrong rows: " + moved if moved

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.checks import Check, CheckReport, expect, run_checks
+from synclab.checks import Check, CheckReport, expect, keyed_by_name, run_checks
 from synclab.device import is_pin_memory_available, pick_device, to_device
 from synclab.lab.answer_keys import answer_key
 
@@ -64,7 +64,10 @@ def check_sync_predictions(predict: Callable[[], dict[str, Any]], seed: int | No
     def run(predict: Callable[[], dict[str, Any]], rng: random.Random) -> None:
         preds = predict()
         expect(isinstance(preds, dict), "my_predictions() must return a dict", got=type(preds).__name__)
-        expect(set(preds) == set(SNIPPETS), "predict every snippet, by its name", expected=SNIPPETS, got=sorted(preds))
+        preds = keyed_by_name(preds, SNIPPETS)
+        expect(set(preds) == set(SNIPPETS), "predict every snippet, keyed by its name or its letter",
+               expected=SNIPPETS, got=sorted(map(str, preds)),
+               hint="the keys are the table's names ('a: torch.tensor(ids, device=dev)', ...) or their letters")
         said = {k: "none" if v is None else getattr(v, "value", v) for k, v in preds.items()}
         measured = _measure_snippet_syncs()
         wrong = {k: (said[k], measured[k]) for k in SNIPPETS if said[k] != measured[k]}
@@ -72,6 +75,6 @@ def check_sync_predictions(predict: Callable[[], dict[str, Any]], seed: int | No
                got="; ".join(f"{k}: you said {p!r}, measured {m!r}" for k, (p, m) in wrong.items()),
                hint="name the SyncKind, or None; the host waits for a device VALUE, a blocking COPY, or staged memory")
 
-    check = Check("3.6", "predicted syncs match count_syncs", run)
+    check = Check("3.6", "predicted syncs match count_syncs", run, random=False)
     return run_checks("Exercise 3.6 — which sync, and why", [check], predict, seed=seed)
 
