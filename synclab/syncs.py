@@ -78,7 +78,7 @@ class SyncKind(str, Enum):
     All but one are *device waits*: the host stops until the device has run
     everything queued before the call. The exception is :attr:`STAGED_COPY`, a
     host-blocking copy that does not wait for the device (see
-    :attr:`waits_for_device`). Which kinds CUDA's sync debug mode reports follows
+    :attr:`waits_for_device`). Which kinds PyTorch's sync debug mode reports follows
     PyTorch's C++: ``c10::cuda::memcpy_and_sync`` and ``stream_synchronize`` warn,
     ``device_synchronize``, ``CUDAEvent::synchronize`` and ``cudaMemcpyAsync`` do not.
     """

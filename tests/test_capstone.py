@@ -258,3 +258,23 @@ def test_the_figures_draw_every_configuration():
     for fig in (counts, figures.sweep_figure(sweep, "t", yaxis_title="median time per run (us)")):
         assert [trace.name for trace in fig.data] == labels
     assert fig.layout.yaxis.title.text == "median time per run (us)"
+
+
+def test_load_fixes_runs_the_readers_labs_and_names_what_is_not_done(capsys, tmp_path):
+    from synclab.engine.engine_core import PATTERNS
+    from tests.notebook_code import ROOT
+
+    fresh = ch6.load_fixes()  # the repository's labs are fresh: nothing written yet
+    said = capsys.readouterr().out
+    assert fresh.unfinished == frozenset(PATTERNS)
+    assert "Exercise 3.1 is not done in labs/03_pinned_transfers.ipynb: the engine runs vLLM's code before #41429" \
+        in said and "Exercises 1.1 and 1.2 are not done" in said
+    assert "runs the book's solution of 5.2" in said and "Traceback" not in said
+    assert fresh.effective(EngineConfig()) == EngineConfig.baseline()  # what really runs
+    for name in ("01_slice_then_split", "02_lazy_streams", "03_pinned_transfers", "04_reverse_placeholder_scans",
+                 "05_list_based_caches"):  # a folder of finished notebooks: the reader's, run as they are
+        (tmp_path / f"{name}.ipynb").write_bytes((ROOT / "solutions" / f"{name}.ipynb").read_bytes())
+    finished = ch6.load_fixes(tmp_path)
+    assert finished.unfinished == frozenset() and capsys.readouterr().out == ""
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        ch6.load_fixes(tmp_path / "nowhere")

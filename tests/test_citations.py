@@ -58,7 +58,7 @@ def test_the_loader_gives_frozen_citations_with_their_links() -> None:
     assert first.label == "vLLM #41163" and first.url == "https://github.com/vllm-project/vllm/pull/41163"
     assert first.kind == "pr" and first.state == "merged" and first.dates.startswith("opened 2026-04-28")
     issue = next(c for c in citations if c.key == (VLLM, 35631))
-    assert issue.url.endswith("/issues/35631") and issue.state == "closed"
+    assert issue.url.endswith("/issues/35631") and issue.state == "open"  # still open, whatever its comments said
     with pytest.raises(AttributeError):
         first.number = 1  # type: ignore[misc]
 
@@ -190,5 +190,28 @@ def test_the_table_has_one_row_per_entry_with_a_link(monkeypatch: pytest.MonkeyP
     row = rows[labels.index("vLLM #41163")]
     assert row[0][1] == "https://github.com/vllm-project/vllm/pull/41163"
     assert row[2] == "merged" and "book/01_slice_then_split.md" in row[5]
-    assert rows[labels.index("vLLM #35631")][2] == "closed issue"
-    assert rows[labels.index("PyTorch #126946")][1:3] == ["(title not verified)", "not verified"]
+    assert rows[labels.index("vLLM #35631")][2] == "open issue"
+    assert rows[labels.index("PyTorch #126946")][1:3] == [
+        "[async H2D] memory ordering issue for async H2D with pin memory on CUDA device", "closed issue"]
+
+
+def test_every_entry_says_what_the_pages_do_both_ways() -> None:
+    """A chapter named in used_for cites the number, and no note calls a cited number uncited."""
+    from synclab.lab.citations import two_way_problems
+
+    found = two_way_problems(load_citations(), ROOT)
+    assert not found, "data/citations.yaml:\n" + "\n".join(found)
+
+
+def test_the_two_way_check_fails_on_planted_entries(tmp_path: Path) -> None:
+    from synclab.lab.citations import chapters_named, two_way_problems
+
+    assert chapters_named("chapters 2, 4 and 5: x") == {2, 4, 5} and chapters_named("chapters 1-2 since") == {1, 2}
+    (tmp_path / "book").mkdir()
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "book" / "03_pinned_transfers.md").write_text("vLLM #41429 changed it.\n")
+    planted = [Citation(VLLM, 41429, "pr", "chapters 3 and 5: the PR", note=None),
+               Citation(VLLM, 41429, "pr", "chapter 3: the PR", note="not cited by a page yet")]
+    found = two_way_problems(planted, tmp_path)
+    assert any("names chapter(s) [5]" in line for line in found)
+    assert any("note says it is not cited" in line for line in found)

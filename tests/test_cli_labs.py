@@ -126,7 +126,7 @@ def test_check_json_reports_points_per_check_and_scores_a_broken_exercise_zero(t
     assert (report["points"], report["earned"], report["passed"]) == (6, 1, False)
     by_task = {}
     for check in report["checks"]:
-        assert set(check) == {"task", "name", "status", "passed", "points", "earned", "message"}
+        assert set(check) == {"task", "name", "status", "passed", "points", "earned", "message", "stretch"}
         by_task.setdefault(check["task"], []).append(check)
     (missing,) = by_task["0.1"]
     assert (missing["status"], missing["points"], missing["earned"]) == ("not run", 5, 0)
@@ -162,3 +162,24 @@ def test_a_cell_that_raises_after_the_checks_passed_fails_the_run_and_is_named()
     assert report["passed"] is False
     assert report["cells_raised"] == [{"cell": 3, "exercise": "after Exercise 0.2",
                                        "error": "IndexError: list index out of range"}]
+
+
+def test_a_stretch_left_undone_reads_as_a_stretch_and_its_points_come_apart():
+    """Chapter 1 with 1.1 passed and the stretch 1.2 not done: the run passes, and says so; graders see 1.2 apart."""
+    from types import SimpleNamespace
+
+    from synclab.checks import CheckReport, Outcome
+    from synclab.lab.cli import json_report, stretch_tasks, verdict
+
+    lab = ROOT / "labs" / "01_slice_then_split.ipynb"
+    assert stretch_tasks(lab) == {"1.2"}
+    reports = [CheckReport("1.1", [Outcome("1.1", f"c{i}", "passed") for i in range(8)]),
+               CheckReport("1.2", [Outcome("1.2", f"d{i}", "not implemented") for i in range(10)])]
+    run = SimpleNamespace(errors=[], seconds=1.0)
+    summary = json_report(lab, reports, run, None)
+    assert summary["passed"] and (summary["points"], summary["earned"]) == (8, 8)
+    assert (summary["stretch_points"], summary["stretch_earned"], summary["stretch_passed"]) == (10, 0, {"1.2": False})
+    assert verdict(summary, ok=True) == "core: all passed; stretch 1.2: not done"
+    reports[0].outcomes[0].status = "failed"
+    failing = json_report(lab, reports, run, None)
+    assert not failing["passed"] and verdict(failing, ok=False) == "SOME CHECKS DID NOT PASS"

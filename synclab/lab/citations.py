@@ -247,3 +247,37 @@ def unknown_citations(citations: list[Citation], root: Path = ROOT) -> list[str]
                 out.append(f"{where}: {REPO_LABELS[repo]} #{number} is not in data/citations.yaml: "
                            f"...{snippet(text, offset)}...")
     return out
+
+
+_CHAPTERS_NAMED = re.compile(r"\bchapters? ((?:\d+(?:\s*(?:-|–|,|and)\s*)?)+)")
+
+
+def chapters_named(used_for: str) -> set[int]:
+    """The chapters an entry's ``used_for`` names: "chapters 2, 4 and 5" -> {2, 4, 5}; "chapters 1-2" -> {1, 2}."""
+    found: set[int] = set()
+    for match in _CHAPTERS_NAMED.finditer(used_for):
+        for part in re.split(r"\s*(?:,|and)\s*", match[1].strip(" ,")):
+            ends = [int(n) for n in re.split(r"\s*[-–]\s*", part) if n.strip().isdigit()]
+            found.update(range(ends[0], ends[-1] + 1) if ends else ())
+    return found
+
+
+def chapters_citing(files: list[str]) -> set[int]:
+    """The chapters among the files that cite a number: book/0N_... and solutions/0N_... are chapter N."""
+    return {int(m[1]) for f in files if (m := re.match(r"(?:book|solutions)/0(\d)_", f))}
+
+
+def two_way_problems(citations: list[Citation], root: Path = ROOT) -> list[str]:
+    """Entries that say what the pages do not: a chapter in ``used_for`` that does not cite the number, or a
+    note saying "not cited" about a number a page or notebook cites."""
+    cited = cited_in(root)
+    out = []
+    for c in citations:
+        files = cited.get(c.key, [])
+        missing = sorted(chapters_named(c.used_for) - chapters_citing(files))
+        if missing:
+            out.append(f"{c.label}: used_for names chapter(s) {missing}, which do not cite it (cited in: "
+                       f"{', '.join(files) or 'nothing'})")
+        if files and "not cited" in (c.note or ""):
+            out.append(f"{c.label}: its note says it is not cited, but {', '.join(files)} cite(s) it")
+    return out

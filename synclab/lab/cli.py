@@ -94,7 +94,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not reports:
         print("no checks ran in this notebook")
         return 1
-    print("ALL CHECKS PASSED" if ok else "SOME CHECKS DID NOT PASS")
+    print(verdict(summary, ok))
     return 0 if ok else 1
 
 
@@ -165,20 +165,56 @@ def cells_raised(notebook: Path, run: Any) -> list[dict[str, Any]]:
     return raised
 
 
+def stretch_tasks(notebook: Path) -> set[str]:
+    """The exercises its solution heads ``## Exercise N.M (stretch)``: not needed to pass the lab."""
+    import re
+
+    import nbformat
+
+    try:
+        nb = nbformat.read(notebook, as_version=4)
+        source = nb.metadata.get("synclab", {}).get("generated_from") or f"solutions/{notebook.name}"
+        if (ROOT / source).exists():
+            nb = nbformat.read(ROOT / source, as_version=4)
+    except (OSError, ValueError):
+        return set()
+    return {m[1] for c in nb.cells if c.cell_type == "markdown"
+            for m in [re.match(r"## Exercise (\d+\.\d+) \(stretch\)", c.source)] if m}
+
+
+def verdict(summary: dict[str, Any], ok: bool) -> str:
+    """The run's last line: a stretch left undone reads as such, not as a failure."""
+    undone = [t for t, passed in summary["stretch_passed"].items() if not passed]
+    if ok and undone:
+        return "core: all passed; " + ", ".join(f"stretch {t}: not done" for t in undone)
+    return "ALL CHECKS PASSED" if ok else "SOME CHECKS DID NOT PASS"
+
+
 def json_report(notebook: Path, reports: list, run: Any, task: str | None) -> dict[str, Any]:
-    """``check --json``: one entry per check, with points; an exercise whose checks never ran scores 0."""
+    """``check --json``: one entry per check, with points; an exercise whose checks never ran scores 0.
+
+    A stretch exercise's checks are listed with ``"stretch": true`` and counted apart (``stretch_points``,
+    ``stretch_earned``): the lab passes on its core exercises.
+    """
+    stretch = stretch_tasks(notebook)
     checks = [{"task": o.task, "name": o.name, "status": o.status, "passed": o.ok, "points": o.points,
-               "earned": o.earned, "message": o.message} for r in reports for o in r.outcomes]
+               "earned": o.earned, "message": o.message, "stretch": o.task in stretch}
+              for r in reports for o in r.outcomes]
     ran = {c["task"] for c in checks}
     for missing, points in _expected_points(notebook).items():
         if missing not in ran and (task is None or missing == task):
             reason = "its check cell did not run" + (f" ({run.errors[0]})" if run.errors else "")
             checks.append({"task": missing, "name": "(the exercise's checks)", "status": "not run", "passed": False,
-                           "points": points, "earned": 0, "message": reason})
+                           "points": points, "earned": 0, "message": reason, "stretch": missing in stretch})
     raised = cells_raised(notebook, run)
+    core = [c for c in checks if not c["stretch"]] or checks  # a stretch checked alone (--task) is the run
+    extra = [c for c in checks if c["stretch"] and c not in core]
     return {"notebook": str(notebook), "task": task,
-            "passed": bool(checks) and all(c["passed"] for c in checks) and not raised,
-            "points": sum(c["points"] for c in checks), "earned": sum(c["earned"] for c in checks),
+            "passed": bool(core) and all(c["passed"] for c in core) and not raised,
+            "points": sum(c["points"] for c in core), "earned": sum(c["earned"] for c in core),
+            "stretch_points": sum(c["points"] for c in extra), "stretch_earned": sum(c["earned"] for c in extra),
+            "stretch_passed": {t: all(c["passed"] for c in extra if c["task"] == t)
+                               for t in dict.fromkeys(c["task"] for c in extra)},
             "seconds": round(run.seconds, 1), "checks": checks, "cells_not_finished": list(run.errors),
             "cells_raised": raised}
 

@@ -6,7 +6,7 @@ created on first use, ``_pool`` with a CPU path (copy, no stream) and a CUDA pat
 (wait on the copy's event, drop the device tensors). ``AsyncPoolingOutput`` is the
 lab's name for V1's ``AsyncGPUPoolingModelRunnerOutput`` (since #31584; Model Runner
 V2's own class, since #35120, is ``AsyncPoolingOutput``). Its event is blocking, as
-in vLLM since #47081 (at #39113 a plain ``torch.Event()``), spelled the CUDA way here.
+in vLLM since #47081 (``torch.cuda.Event(blocking=True)``; at #39113 a plain ``torch.Event()``).
 Exercise 2.2 diagnoses broken versions of it.
 
 The CUDA path is checked on every machine under :func:`synclab.sim.cuda.simulated_cuda`
