@@ -27,11 +27,29 @@ def copied(obj: Any) -> Any:
     to a check, they fail by name. A test that shows a check catching a baseline on its merits (its syncs, its
     host work) runs the same code unmarked, as a copy pasted into a lab would be.
     """
+    import functools
+    import types
+
+    def plain(function: Any) -> Any:
+        function = getattr(function, "__wrapped__", function)
+        twin = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__,
+                                  function.__closure__)
+        twin.__kwdefaults__, twin.__qualname__ = function.__kwdefaults__, function.__qualname__
+        return twin
+
     if not isinstance(obj, type):
-        return getattr(obj, "__wrapped__", obj)
-    plain = {}
+        return plain(obj)
+    members = {}
     for klass in obj.__mro__:
         for attr, value in vars(klass).items():
-            if attr not in plain and hasattr(value, "__answer_key__"):
-                plain[attr] = value.__wrapped__
-    return type(obj.__name__, (obj,), {**plain, "__answer_key__": None, "__doc__": f"a copy of {obj.__name__}"})
+            if attr in members:
+                continue
+            if isinstance(value, functools.cached_property) and hasattr(value.func, "__answer_key__"):
+                members[attr] = functools.cached_property(plain(value.func))
+            elif callable(value) and hasattr(value, "__answer_key__"):
+                members[attr] = plain(value)
+    twin = type(obj.__name__, (obj,), {**members, "__answer_key__": None, "__doc__": f"a copy of {obj.__name__}"})
+    for attr, value in members.items():
+        if isinstance(value, functools.cached_property):
+            value.__set_name__(twin, attr)
+    return twin

@@ -12,7 +12,9 @@ whose caller is not the package's own code (nor its test suite):
 * while *another* exercise's checks run, they serve as collaborators (Exercise 5.2 is handed
   a reference ``PlaceholderRange``), so the reader's code may call them;
 * ``scope="checks"`` (vLLM's code before a PR, which a reader may well run to explore) refuses
-  only while that exercise's checks run.
+  only while that exercise's checks run. The profiles time those methods, so a method stays a plain
+  function, only marked, and a guarded version takes its place on its class while its exercise's
+  checks run (a module-level function keeps a wrapper whose check outside a check run is one test).
 
 A refusal raises :class:`AnswerKeyRefused` and is also recorded, so a reader's ``except
 Exception`` cannot hide it: :func:`synclab.checks.run_checks` fails the check with a message
@@ -94,15 +96,66 @@ def _refuses(key: Key, caller: FrameType | None) -> bool:
 
 
 def _guard(function: Callable[..., T], key: Key) -> Callable[..., T]:
+    checks_only = key.scope == "checks"
+
     @functools.wraps(function)
     def guarded(*args: Any, **kwargs: Any) -> T:
-        if _refuses(key, _caller(sys._getframe(1))):
+        if (_RUNNING or not checks_only) and _refuses(key, _caller(sys._getframe(1))):
             _REFUSED.append(key)
             raise AnswerKeyRefused(key)
         return function(*args, **kwargs)
 
     guarded.__answer_key__ = key  # type: ignore[attr-defined]
     return guarded
+
+
+# Methods of the code before a PR (``scope="checks"``): the profiles time them, so they stay plain functions,
+# only marked; while their exercise's checks run, a guarded version takes their place on their class.
+_PATCHABLE: list[tuple[Callable[..., Any], Key]] = []
+
+
+def _owner_of(function: Callable[..., Any]) -> tuple[Any, str]:
+    owner: Any = sys.modules[function.__module__]
+    *path, attr = function.__qualname__.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    return owner, attr
+
+
+def as_written(cls: type) -> type:
+    """``cls`` with its marked methods as written, unguarded: what a check times (a guard costs a microsecond)."""
+    plain: dict[str, Any] = {}
+    for function, _ in _PATCHABLE:
+        owner, attr = _owner_of(function)
+        if owner is cls:
+            plain[attr] = function
+            if isinstance(vars(cls).get(attr), functools.cached_property):
+                plain[attr] = functools.cached_property(function)
+    twin = type(cls.__name__, (cls,), {**plain, "__module__": cls.__module__})
+    for attr, value in plain.items():
+        if isinstance(value, functools.cached_property):
+            value.__set_name__(twin, attr)
+    return twin
+
+
+def _install(task: str) -> list[tuple[Any, str, Any]]:
+    """Guard the marked methods of ``task`` on their classes; what to put back afterwards."""
+    undo = []
+    for function, key in _PATCHABLE:
+        if task not in key.tasks:
+            continue
+        owner, attr = _owner_of(function)
+        current = vars(owner).get(attr)
+        if current is function:
+            setattr(owner, attr, _guard(function, key))
+        elif isinstance(current, functools.cached_property) and current.func is function:
+            guarded = functools.cached_property(_guard(function, key))
+            guarded.__set_name__(owner, attr)
+            setattr(owner, attr, guarded)
+        else:
+            continue
+        undo.append((owner, attr, current))
+    return undo
 
 
 def answer_key(*tasks: str, role: str = "reference", scope: str = "always", name: str = "") -> Callable[[T], T]:
@@ -131,7 +184,12 @@ def answer_key(*tasks: str, role: str = "reference", scope: str = "always", name
                     setattr(obj, attr, _guard(value, member))
             obj.__answer_key__ = Key(tasks, label, role, scope)  # type: ignore[attr-defined]
             return obj
-        return _guard(obj, Key(tasks, label, role, scope))  # type: ignore[arg-type, return-value]
+        key = Key(tasks, label, role, scope)
+        if scope == "checks" and "." in obj.__qualname__:  # a method: marked, guarded only during its checks
+            obj.__answer_key__ = key  # type: ignore[attr-defined]
+            _PATCHABLE.append((obj, key))  # type: ignore[arg-type]
+            return obj
+        return _guard(obj, key)  # type: ignore[arg-type, return-value]
 
     return mark
 
@@ -191,9 +249,12 @@ class checking:
     def __enter__(self) -> "checking":
         _RUNNING.append(self.task)
         self._mark = len(_REFUSED)
+        self._undo = _install(self.task)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        for owner, attr, original in reversed(self._undo):
+            setattr(owner, attr, original)
         self.refused = _REFUSED[self._mark:]
         del _REFUSED[self._mark:]
         _RUNNING.pop()
