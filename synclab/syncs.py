@@ -370,13 +370,15 @@ class _FunctionLevel(TorchFunctionMode):
 
         kind = None
         sim_copy_to: bool | None = None  # on the CPU, a transfer must produce a new tensor
-        on_device = bool(args) and isinstance(args[0], torch.Tensor) and is_device_tensor(args[0])
-        if obs.simulated and on_device and name in _REFUSED_ON_CUDA:
+        # (a name test first: this runs on every torch call in the block)
+        reads = name in _SCALAR_READS or name in _REFUSED_ON_CUDA or name in _HIDDEN_READS
+        on_device = reads and bool(args) and isinstance(args[0], torch.Tensor) and is_device_tensor(args[0])
+        if on_device and obs.simulated and name in _REFUSED_ON_CUDA:
             error, message = _REFUSED_ON_CUDA[name]
             raise error(message)
         if on_device and name in _SCALAR_READS and (name not in _ONE_VALUE or args[0].numel() == 1):
             kind = _SCALAR_READS[name]
-        elif obs.simulated and on_device and name in _HIDDEN_READS:
+        elif on_device and obs.simulated and name in _HIDDEN_READS:
             kind = _HIDDEN_READS[name]
         elif name in ("to", "cpu", "cuda") and args and isinstance(args[0], torch.Tensor):
             src = args[0]
