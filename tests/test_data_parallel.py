@@ -210,22 +210,25 @@ def run_ar_one_rank_only(should_ubatch, orig, padded, mode, parallel_config):
     return torch.zeros(4, parallel_config.data_parallel_size, dtype=torch.int32)
 
 
-def run_ar_reduces_the_host_table(should_ubatch, orig, padded, mode, parallel_config):
-    """The all-reduce on the pinned host table, then the upload: the CPU group (gloo) takes it, NCCL would raise."""
+def _host_table(should_ubatch, orig, padded, mode, parallel_config):
+    """This rank's column of the [4, dp_size] table, filled on the host (pinned where the device is not the host)."""
     device, group = _get_device_and_group(parallel_config)
     tensor_cpu = torch.zeros(4, parallel_config.data_parallel_size, dtype=torch.int32,
                              pin_memory=is_pin_memory_available() and not is_host(device))
     tensor_cpu[:, parallel_config.data_parallel_rank] = torch.tensor([orig, padded, int(should_ubatch), mode])
+    return tensor_cpu, device, group
+
+
+def run_ar_reduces_the_host_table(should_ubatch, orig, padded, mode, parallel_config):
+    """The all-reduce on the pinned host table, then the upload: the CPU group (gloo) takes it, NCCL would raise."""
+    tensor_cpu, device, group = _host_table(should_ubatch, orig, padded, mode, parallel_config)
     dist.all_reduce(tensor_cpu, group=group)
     return tensor_cpu.to(device, non_blocking=True)
 
 
 def run_ar_returns_what_it_did_not_reduce(should_ubatch, orig, padded, mode, parallel_config):
     """The all-reduce on a copy: the table returned holds this rank's column only."""
-    device, group = _get_device_and_group(parallel_config)
-    tensor_cpu = torch.zeros(4, parallel_config.data_parallel_size, dtype=torch.int32,
-                             pin_memory=is_pin_memory_available() and not is_host(device))
-    tensor_cpu[:, parallel_config.data_parallel_rank] = torch.tensor([orig, padded, int(should_ubatch), mode])
+    tensor_cpu, device, group = _host_table(should_ubatch, orig, padded, mode, parallel_config)
     tensor = tensor_cpu.to(device, non_blocking=True)
     dist.all_reduce(tensor.clone(), group=group)
     return tensor

@@ -196,6 +196,12 @@ def _folder(source: str | Path) -> Path:
     return folder.resolve()
 
 
+def _stamp(folder: Path) -> tuple:
+    """The chapter notebooks' modification times: a loaded set of fixes is reused until one of them changes."""
+    return tuple((n, (folder / f"{n}.ipynb").stat().st_mtime_ns if (folder / f"{n}.ipynb").exists() else None)
+                 for n in NOTEBOOKS.values())
+
+
 def _stubbed(notebook: Path, names: list[str]) -> bool:
     """Whether a cell defining one of ``names`` still holds a stub (the lab's, or nbgrader's)."""
     for cell in nbformat.read(notebook, as_version=4).cells:
@@ -215,9 +221,7 @@ def load_fixes(source: str | Path = "labs", quiet: bool = False) -> Components:
     ``load_fixes("solutions")`` runs the book's solutions of every exercise: the book's own figures do.
     """
     folder = _folder(source)
-    stamp = tuple((n, (folder / f"{n}.ipynb").stat().st_mtime_ns if (folder / f"{n}.ipynb").exists() else None)
-                  for n in NOTEBOOKS.values())
-    components, lines = _load_fixes(folder, stamp)
+    components, lines = _load_fixes(folder, _stamp(folder))
     if not quiet:
         for line in lines:
             print(line)
@@ -258,8 +262,7 @@ def _load_fixes(folder: Path, stamp: tuple) -> tuple[Components, list[str]]:
 
 def book_fixes() -> Components:
     """The book's solutions of chapters 1-5, for checks that are about something else (6.1's runner)."""
-    folder = ROOT / "solutions"
-    return _load_fixes(folder, tuple((n, (folder / f"{n}.ipynb").stat().st_mtime_ns) for n in NOTEBOOKS.values()))[0]
+    return _load_fixes(ROOT / "solutions", _stamp(ROOT / "solutions"))[0]
 
 
 def current_fixes() -> Components:

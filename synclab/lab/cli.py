@@ -34,6 +34,11 @@ def chosen_chapters(names: list[str]) -> dict[str, str] | None:
     return {c: CHAPTERS[c] for c in names or CHAPTERS}
 
 
+def solution_of(notebook: Path, nb: Any) -> str:
+    """The solution ``nb`` (read from ``notebook``) was generated from, relative to the repository."""
+    return nb.metadata.get("synclab", {}).get("generated_from") or f"solutions/{notebook.name}"
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     import nbformat
 
@@ -48,7 +53,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     cells = None
     if args.task or args.checks_only:
         lab = nbformat.read(notebook, as_version=4)
-        source = lab.metadata.get("synclab", {}).get("generated_from") or f"solutions/{notebook.name}"
+        source = solution_of(notebook, lab)
         try:
             solution = nbformat.read(ROOT / source, as_version=4)
             cells = (labgen.cells_for_task(lab, solution, args.task) if args.task
@@ -107,7 +112,7 @@ def _expected_points(notebook: Path) -> dict[str, int]:
 
     try:
         nb = nbformat.read(notebook, as_version=4)
-        source = nb.metadata.get("synclab", {}).get("generated_from") or f"solutions/{notebook.name}"
+        source = solution_of(notebook, nb)
         return exercise_points(nbformat.read(ROOT / source, as_version=4), source)
     except (LabgenError, OSError, ValueError):
         return {}
@@ -126,7 +131,7 @@ def _exercise_of_cells(notebook: Path) -> list[str]:
 
     lab = nbformat.read(notebook, as_version=4)
     by_name: dict[str, str] = {}
-    source = lab.metadata.get("synclab", {}).get("generated_from") or f"solutions/{notebook.name}"
+    source = solution_of(notebook, lab)
     if (ROOT / source).exists():
         for cell in nbformat.read(ROOT / source, as_version=4).cells:
             tasks = re.findall(r"### BEGIN SOLUTION (\d+\.\d+)", cell.source) if cell.cell_type == "code" else []
@@ -173,7 +178,7 @@ def stretch_tasks(notebook: Path) -> set[str]:
 
     try:
         nb = nbformat.read(notebook, as_version=4)
-        source = nb.metadata.get("synclab", {}).get("generated_from") or f"solutions/{notebook.name}"
+        source = solution_of(notebook, nb)
         if (ROOT / source).exists():
             nb = nbformat.read(ROOT / source, as_version=4)
     except (OSError, ValueError):
