@@ -37,13 +37,16 @@ import torch
 from synclab.device import has_cuda, synchronize
 from synclab.provenance import Provenance
 
-# Set by `python -m synclab measure` and `python -m synclab bench`: a run whose figures are
-# stored. It measures longer, and a figure that contradicts its claim is refused (synclab.claims).
+# The three ways a run is told apart, each by an environment variable:
+# * a deliberate run stores figures (`python -m synclab measure` / `bench`): it measures longer, and a
+#   figure that contradicts its claim is refused (synclab.claims);
+# * the book build measures nothing: it shows what a deliberate run stored;
+# * a smoke run is the test suite's (set in conftest.py): every timing runs its whole path (the check
+#   before timing, the interleaving, the figure) with one call per block and two rounds. Its numbers mean
+#   nothing and are never stored; the tests assert counts, never times.
 DELIBERATE_ENV = "SYNCLAB_DELIBERATE"
-# Set while the book is built: the book shows stored measurements and must never take one.
 BOOK_BUILD_ENV = "SYNCLAB_BOOK_BUILD"
-ROUNDS = 5  # rounds of the round-robin: the statistic is the median of this many per-round medians
-BLOCKS_PER_ROUND = 3  # blocks of each variant per round
+SMOKE_ENV = "SYNCLAB_SMOKE"
 
 
 def deliberate_run() -> bool:
@@ -51,11 +54,25 @@ def deliberate_run() -> bool:
     return bool(os.environ.get(DELIBERATE_ENV))
 
 
+def smoke_run() -> bool:
+    """True under the test suite (and never in a deliberate run): timings run as briefly as they can."""
+    return bool(os.environ.get(SMOKE_ENV)) and not deliberate_run()
+
+
 def refuse_in_book_build(what: str) -> None:
     """Raise if the book is being built: a figure there comes from a stored run, never from the build."""
     if os.environ.get(BOOK_BUILD_ENV):
         raise RuntimeError(f"the book build measures nothing, but a page asked to {what}: show a stored "
                            "measurement instead (`make solutions` stores them)")
+
+
+def reader_environment() -> dict[str, str]:
+    """This process's environment as a reader's fresh run sees it: no mode of ours, except a smoke run's."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SYNCLAB_") or k == SMOKE_ENV}
+
+
+ROUNDS = 5  # rounds of the round-robin: the statistic is the median of this many per-round medians
+BLOCKS_PER_ROUND = 3  # blocks of each variant per round
 
 
 def run_time(quick: float, deliberate: float) -> float:
@@ -156,6 +173,7 @@ def compare(
     expected: dict[str, Any] | None = None,
     check: Callable[[Any], None] | None = None,
     setup: Callable[[], None] | None = None,
+    verdict: bool = False,
 ) -> dict[str, Timing]:
     """Time several zero-argument calls against each other, interleaved round-robin.
 
@@ -163,10 +181,14 @@ def compare(
     call, before any timing); ``check`` is run on every call's first result.
     ``min_run_time`` is the timed seconds per call, spread over ``rounds`` rounds.
     ``setup`` runs before every timed block, outside the timing (e.g. to reset a cache).
+    ``verdict``: a check's pass or fail rests on these times, so a smoke run keeps the full protocol.
     """
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     refuse_in_book_build("time " + ", ".join(calls))
+    blocks_per_round = BLOCKS_PER_ROUND
+    if smoke_run() and not verdict:
+        rounds, blocks_per_round, warmup, min_run_time = min(rounds, 2), 1, min(warmup, 1), 0.0
     with measurement_threads():
         provenance = Provenance.here()
         for name, call in calls.items():
@@ -180,14 +202,14 @@ def compare(
             for _ in range(warmup):
                 call()
         synchronize()
-        block_s = min_run_time / (rounds * BLOCKS_PER_ROUND)
+        block_s = min_run_time / (rounds * blocks_per_round)
         numbers = {name: _calibrate(call, block_s, setup) for name, call in calls.items()}
         per_round: dict[str, list[float]] = {name: [] for name in calls}
         names = list(calls)
         for r in range(rounds):
             order = names[r % len(names):] + names[:r % len(names)]  # rotate: nobody always goes first
             blocks: dict[str, list[float]] = {name: [] for name in names}
-            for _ in range(BLOCKS_PER_ROUND):
+            for _ in range(blocks_per_round):
                 for name in order:
                     blocks[name].append(_time_block(calls[name], numbers[name], setup))
             for name in names:

@@ -6,7 +6,6 @@ The static checks of labs/ against solutions/ are fast and always run.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,13 +14,14 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat import v4
+from synclab.timing import reader_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 
 
 def synclab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNCLAB_")}
+    env = reader_environment()
     return subprocess.run([sys.executable, "-m", "synclab", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 

@@ -14,6 +14,7 @@ import pytest
 from nbformat import v4
 
 from synclab.lab.notebook_runner import run_notebook
+from synclab.timing import reader_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,7 +61,7 @@ def test_a_signal_stops_the_check_and_its_kernel(tmp_path, signum):
     pid_file = tmp_path / "kernel.pid"
     path = notebook(tmp_path, f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
                               "while True:\n    time.sleep(0.1)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNCLAB_")}
+    env = reader_environment()
     proc = subprocess.Popen([sys.executable, "-m", "synclab", "check", str(path)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -13,10 +13,16 @@ import torch
 
 from synclab.provenance import Provenance
 from synclab import timing
-from synclab.timing import (BOOK_BUILD_ENV, ROUNDS, Sweep, Timing, benchmark, compare, measurement_threads, median,
-                            sweep)
+from synclab.timing import (BOOK_BUILD_ENV, DELIBERATE_ENV, ROUNDS, SMOKE_ENV, Sweep, Timing, benchmark, compare,
+                            measurement_threads, median, sweep)
 
 FAST = 0.01  # min_run_time: keeps every benchmark here around 10-20 ms
+
+
+@pytest.fixture(autouse=True)
+def full_protocol(monkeypatch):
+    """These tests check the protocol a reader's run follows, not the test suite's smoke run."""
+    monkeypatch.delenv(SMOKE_ENV, raising=False)
 
 
 def assert_cpu_provenance(prov: Provenance) -> None:
@@ -313,3 +319,29 @@ def test_nothing_is_measured_while_the_book_builds(monkeypatch):
         benchmark(lambda: 1, min_run_time=FAST)
     with pytest.raises(RuntimeError, match="the book build measures nothing"):
         profile(lambda: torch.ones(2).sum())
+
+
+def test_a_smoke_run_times_one_call_per_block_over_two_rounds_and_still_checks(monkeypatch):
+    """The test suite's timings (conftest.py) keep the whole path: the check, warm-up, interleaving."""
+    calls = {"a": 0, "b": 0}
+
+    def counted(name):
+        def call():
+            calls[name] += 1
+            return 1
+        return call
+
+    monkeypatch.setenv(SMOKE_ENV, "1")
+    got = compare({"a": counted("a"), "b": counted("b")}, rounds=5, min_run_time=10.0)
+    # the checked call, one warm-up, one calibration call, then one block of one call in each of 2 rounds
+    assert calls == {"a": 5, "b": 5}
+    assert [len(t.times_us) for t in got.values()] == [2, 2]
+    with pytest.raises(AssertionError, match="refusing to time it"):
+        compare({"a": lambda: 1, "b": lambda: 2}, expected={"b": 1})
+    calls.update(a=0, b=0)
+    compare({"a": counted("a"), "b": counted("b")}, rounds=2, min_run_time=FAST, verdict=True)
+    assert calls["a"] > 5  # a check's verdict rests on its times: never the short path
+    monkeypatch.setenv(DELIBERATE_ENV, "1")  # nor a storing run
+    calls.update(a=0, b=0)
+    compare({"a": counted("a"), "b": counted("b")}, rounds=2, min_run_time=FAST)
+    assert calls["a"] > 5

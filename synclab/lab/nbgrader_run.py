@@ -19,6 +19,7 @@ from pathlib import Path
 import nbformat
 
 from synclab.lab.nbgrader_source import write_course
+from synclab.timing import reader_environment
 
 GRADING_DIR = Path(__file__).resolve().parents[2] / "data" / "grading"
 Scores = dict[str, tuple[float, float]]  # grade cell id -> (score, max score)
@@ -27,8 +28,7 @@ Scores = dict[str, tuple[float, float]]  # grade cell id -> (score, max score)
 def nbgrader(course: Path, *args: str, timeout_s: float = 1800) -> subprocess.CompletedProcess:
     """Run ``nbgrader ARGS`` in ``course`` with this Python's tools on PATH (nbgrader calls ``alembic``)."""
     bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
-    env = {k: v for k, v in env.items() if not k.startswith("SYNCLAB_")}
+    env = {**reader_environment(), "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
     proc = subprocess.run([os.path.join(bin_dir, "nbgrader"), *args], cwd=course, env=env, capture_output=True,
                           text=True, timeout=timeout_s)
     if proc.returncode != 0:
