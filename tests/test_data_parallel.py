@@ -61,7 +61,7 @@ def no_leaked_ranks():
 
 @pytest.fixture(scope="module")
 def shared_ranks():
-    """One group for the tests that only need ranks: starting two costs time on a busy machine."""
+    """One group for the tests that only need ranks: spawning two costs seconds on a busy machine."""
     with RankGroup() as ranks:
         yield ranks
 

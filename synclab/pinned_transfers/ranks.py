@@ -3,13 +3,11 @@
 Taught in chapter 3 (Exercise 3.7, vLLM's data-parallel all-reduce). The checks run
 the reader's ``_run_ar`` on every rank of a real process group:
 
-* on a CPU-only machine, gloo with two processes; the device group's tensors
+* on a CPU-only machine, gloo with two spawned processes; the device group's tensors
   are the simulated device's (``synclab.device``), so ``count_syncs`` sees what a GPU would;
 * with one GPU per rank, NCCL (vLLM's device group); with fewer GPUs, gloo over CUDA tensors.
 
-The ranks are forked from a fork server that has imported torch and nothing else (a GPU cannot be
-shared with a child forked from a process that has touched it; the server never does), so a group
-starts in a fraction of a second instead of each rank importing torch again. They rendezvous
+The ranks are spawned (a GPU cannot be shared with a forked child) and rendezvous
 through a file store in a temporary directory: no port to find, nothing left behind.
 Functions go to the ranks by value (``cloudpickle``), so a function defined in a
 notebook cell runs there as it is. Stopping is the point of this module:
@@ -20,13 +18,13 @@ notebook cell runs there as it is. Stopping is the point of this module:
   (a Jupyter interrupt);
 * a rank that raises or does not answer in time makes :meth:`RankGroup.run` stop
   every rank before it raises: the others may be waiting in a collective forever;
-* each rank asks the kernel to kill it when the fork server dies (``PR_SET_PDEATHSIG``), and the
-  server exits when the process that started it does, so even a killed notebook kernel leaves no rank
-  behind.
+* each rank asks the kernel to kill it when the process that started it dies
+  (``PR_SET_PDEATHSIG``), so even a killed notebook kernel leaves no rank behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing as mp
 import os
@@ -38,12 +36,11 @@ import time
 import traceback
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
-START_TIMEOUT_S = 120.0  # the first group of a process starts the fork server (it imports torch): a while on a busy machine
-SERVER_PRELOAD = ["torch", "torch.distributed", "cloudpickle", "synclab.engine.dp_utils"]
+START_TIMEOUT_S = 120.0  # spawning imports torch in every rank; a busy 2-core machine needs a while
 CALL_TIMEOUT_S = 60.0
 LEAVE_GRACE_S = 5.0  # how long a rank may take to leave cleanly before it is terminated
 
@@ -82,17 +79,14 @@ def dist_available(backend: str) -> bool:
     return dist.is_available() and (backend != "nccl" or dist.is_nccl_available())
 
 
-def _die_with_parent(owner_pid: int) -> None:
-    """Ask Linux to SIGKILL this process when its parent (the fork server) dies; exit now if the process
-    that owns the group already has (the server outlives it by a moment)."""
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies; exit now if it already has."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
         except (OSError, AttributeError):
             pass
-    try:
-        os.kill(owner_pid, 0)
-    except ProcessLookupError:
+    if os.getppid() != parent_pid:
         os._exit(1)
 
 
@@ -106,12 +100,10 @@ def _rank_device(rank: int) -> Any:
     return device
 
 
-def _rank_main(rank: int, world_size: int, backend: str, init_method: str, conn: Connection, owner_pid: int,
-               timeout_s: float, environ: dict[str, str]) -> None:
+def _rank_main(rank: int, world_size: int, backend: str, init_method: str, conn: Connection, parent_pid: int,
+               timeout_s: float) -> None:
     """One rank: join the group, install the DP group, run what the parent sends until told to leave."""
-    _die_with_parent(owner_pid)
-    os.environ.clear()
-    os.environ.update(environ)  # the owner's, as it is now (the server kept the one it started with)
+    _die_with_parent(parent_pid)
     import cloudpickle
     import torch.distributed as dist
 
@@ -141,8 +133,23 @@ def _rank_main(rank: int, world_size: int, backend: str, init_method: str, conn:
         conn.close()
 
 
+@contextlib.contextmanager
+def _main_not_reimported() -> Iterator[None]:
+    """Spawning re-runs the parent's ``__main__`` file in the child; a main that is no file (stdin) cannot be."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or os.path.exists(path):
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
+
+
 class RankGroup:
-    """``world_size`` processes in one ``torch.distributed`` group: ``with RankGroup() as ranks:``.
+    """``world_size`` spawned processes in one ``torch.distributed`` group: ``with RankGroup() as ranks:``.
 
     ``ranks.run(fn, *args)`` calls ``fn(rank, *args)`` on every rank at once and returns
     the results in rank order. The group restarts on the next :meth:`run` after a failure.
@@ -157,7 +164,7 @@ class RankGroup:
         self.processes: list[mp.process.BaseProcess] = []
         self._conns: list[Connection] = []
         self._dir: str | None = None
-        self.starts = 0  # how many times the ranks were started
+        self.starts = 0  # how many times the ranks were spawned
 
     # -- lifecycle
 
@@ -186,8 +193,7 @@ class RankGroup:
     def start(self) -> None:
         if self.running:
             return
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(SERVER_PRELOAD)  # read when the server starts: the first group of a process
+        ctx = mp.get_context("spawn")
         self._dir = tempfile.mkdtemp(prefix="synclab-ranks-")
         init_method = f"file://{os.path.join(self._dir, 'store')}"
         self.starts += 1
@@ -196,8 +202,9 @@ class RankGroup:
                 parent_end, child_end = ctx.Pipe()
                 process = ctx.Process(target=_rank_main, name=f"synclab rank {rank}", daemon=True,
                                       args=(rank, self.world_size, self.backend, init_method, child_end,
-                                            os.getpid(), self._group_timeout_s, dict(os.environ)))
-                process.start()
+                                            os.getpid(), self._group_timeout_s))
+                with _main_not_reimported():
+                    process.start()
                 child_end.close()
                 self.processes.append(process)
                 self._conns.append(parent_end)
