@@ -13,11 +13,13 @@ JOBS ?= 3  # three workers on two cores: while one waits on a kernel, a rank or 
 
 .PHONY: test lab labs labs-force solutions browser clean gpu-wheels
 
-# uv installs the pinned set in about 10 s where pip takes a minute and a half (most of make test's
+# uv installs the pinned set in about 40 s where pip takes a minute and a half (most of make test's
 # budget); pip is the fallback wherever uv cannot be had. Both read the wheels pip is pointed at.
+# --compile-bytecode as pip does: where PYTHONDONTWRITEBYTECODE is set, nothing else ever writes the
+# .pyc files, and every kernel and rank of the suite would compile torch again.
 UV_VERSION := 0.13.9
 PIP := $(PY) -m pip install -q --disable-pip-version-check
-UV_INSTALL := $(VENV)/bin/uv pip install -q --python $(PY) $${PIP_FIND_LINKS:+--find-links $$PIP_FIND_LINKS}
+UV_INSTALL := $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) $${PIP_FIND_LINKS:+--find-links $$PIP_FIND_LINKS}
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
