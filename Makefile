@@ -26,6 +26,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	{ $(PIP) uv==$(UV_VERSION) && $(UV_INSTALL) -r requirements.txt && $(UV_INSTALL) --no-deps -e . ; } || \
 	  { echo "uv failed: installing with pip"; $(PIP) -r requirements.txt && \
 	    $(PIP) --no-deps --no-build-isolation -e . ; }
+	$(PY) -m compileall -q synclab  # the editable package too, for the same reason
 	touch $@
 
 include make/book.mk
