@@ -420,3 +420,17 @@ def test_a_location_in_a_readers_cell_reads_cell_and_shows_its_line_on_the_ranks
     text = str(report)
     assert "<cell>:2 `table = _all_reduced(*args).to('cpu', non_blocking=True)" in text, text
     assert "1960580593.py" not in text
+
+
+def test_the_lab_states_the_limits_the_check_uses():
+    """The lab's sentence about a hang gives the check's own limits (it once said 60 s where a run took 6 s)."""
+    from pathlib import Path
+
+    import nbformat
+
+    from synclab.pinned_transfers.checks.data_parallel import RANK_CALL_TIMEOUT_S, STRAGGLER_S
+
+    text = "\n".join(c.source for c in nbformat.read(Path(__file__).parents[1] / "labs" / "03_pinned_transfers.ipynb",
+                                                     as_version=4).cells if c.cell_type == "markdown")
+    sentence = text[text.index("a hang (an `all_reduce`"):][:300]
+    assert f"{STRAGGLER_S:g} s more" in sentence and f"{RANK_CALL_TIMEOUT_S:g} s at most" in sentence, sentence
