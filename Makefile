@@ -9,7 +9,8 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-JOBS ?= 3  # three workers on two cores: while one waits on a kernel, a rank or a timeout, two compute
+# three workers on two cores: while one waits on a kernel, a rank or a timeout, two compute
+JOBS ?= 3
 
 .PHONY: test lab labs labs-force solutions browser clean gpu-wheels
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat import v4
+
 from synclab.timing import reader_environment
 
 ROOT = Path(__file__).resolve().parent.parent

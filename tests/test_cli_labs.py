@@ -14,8 +14,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.test_cli import ROOT, SOLUTIONS, solution_regions, synclab
 from synclab.timing import reader_environment
+from tests.test_cli import ROOT, SOLUTIONS, solution_regions, synclab
 
 
 @pytest.mark.slow
@@ -77,8 +77,7 @@ def test_a_hung_exercise_is_not_waited_for_again_by_the_profiling_cells():
     env_scale = {"SYNCLAB_CHECK_TIME_SCALE": "0.1"}
     try:
         proc = subprocess.run([sys.executable, "-m", "synclab", "check", str(path.relative_to(ROOT))], cwd=ROOT,
-                              env={**reader_environment(),
-                                   **env_scale}, capture_output=True, text=True, timeout=300)
+                              env={**reader_environment(), **env_scale}, capture_output=True, text=True, timeout=300)
     finally:
         path.unlink()
     assert proc.returncode == 1, proc.stdout + proc.stderr

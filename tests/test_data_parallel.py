@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 import torch.distributed as dist
@@ -13,7 +15,7 @@ import torch.distributed as dist
 from synclab import pinned_transfers as ch3
 from synclab.device import is_host, is_pin_memory_available, pick_device
 from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout
-from synclab.pinned_transfers.checks.data_parallel import RANK_CALL_TIMEOUT_S
+from synclab.pinned_transfers.checks.data_parallel import RANK_CALL_TIMEOUT_S, STRAGGLER_S
 from synclab.engine.dp_utils import (_get_device_and_group, _run_ar_baseline, _synchronize_dp_ranks_baseline,
                                      post_process)
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
@@ -424,12 +426,6 @@ def test_a_location_in_a_readers_cell_reads_cell_and_shows_its_line_on_the_ranks
 
 def test_the_lab_states_the_limits_the_check_uses():
     """The lab's sentence about a hang gives the check's own limits (it once said 60 s where a run took 6 s)."""
-    from pathlib import Path
-
-    import nbformat
-
-    from synclab.pinned_transfers.checks.data_parallel import RANK_CALL_TIMEOUT_S, STRAGGLER_S
-
     text = "\n".join(c.source for c in nbformat.read(Path(__file__).parents[1] / "labs" / "03_pinned_transfers.ipynb",
                                                      as_version=4).cells if c.cell_type == "markdown")
     sentence = text[text.index("a hang (an `all_reduce`"):][:300]
