@@ -132,6 +132,7 @@ class Claim:
     device: str  # "cpu" or "gpu": what the sentence speaks of
     text: str  # printed verbatim on the chapter's page
     rules: tuple[Rule, ...]
+    shows: str = ""  # what this kind of device can and cannot show of the pattern (said when a run disagrees)
 
     def missing(self, sweep: Sweep) -> list[str]:
         """The variants its rules name that ``sweep`` lacks (a lab whose exercise is not done yet)."""
@@ -156,12 +157,17 @@ REGISTRY: dict[tuple[str, str], Claim] = {}
 
 
 def declare(id: str, *, cpu: tuple[str, Sequence[Rule]] | None = None,
-            gpu: tuple[str, Sequence[Rule]] | None = None) -> None:
-    """Declare what the page says of measurement ``id`` on a CPU and on a GPU: ``(sentence, rules)``."""
+            gpu: tuple[str, Sequence[Rule]] | None = None, cpu_shows: str = "") -> None:
+    """Declare what the page says of measurement ``id`` on a CPU and on a GPU: ``(sentence, rules)``.
+
+    ``cpu_shows`` says plainly what a CPU can and cannot show of the pattern: a reader whose run
+    disagrees with the page reads it beside the numbers.
+    """
     for device, said in (("cpu", cpu), ("gpu", gpu)):
         if said is not None:
             text, rules = said
-            REGISTRY[(id, device)] = Claim(id, device, " ".join(text.split()), tuple(rules))
+            shows = " ".join(cpu_shows.split()) if device == "cpu" else ""
+            REGISTRY[(id, device)] = Claim(id, device, " ".join(text.split()), tuple(rules), shows)
 
 
 def claim_for(id: str, is_gpu: bool) -> Claim | None:
@@ -219,7 +225,8 @@ def validated(id: str, measure: Callable[[], Sweep], attempts: int = ATTEMPTS) -
             f"figure {id} contradicts its claim after {attempts} measurements: {'; '.join(problems)}. "
             f"The claim: \"{claim.text}\". The machine looks busy: re-run on an idle machine. Nothing was stored.")
     if problems:
-        print(f"Note: this run's timings differ from the page's sentence (\"{claim.text}\"): {'; '.join(problems)}. "
+        shows = f" What a CPU can and cannot show here: {claim.shows}" if claim.shows else ""
+        print(f"Note: this run's timings differ from the page's sentence (\"{claim.text}\"): {'; '.join(problems)}.{shows} "
               "Nothing is wrong with your code: timings move with whatever else the machine is doing. The page's "
               "figure comes from a deliberate run on an idle machine (`make solutions`); to compare, close other "
               "programs and run this cell again.")

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Sequence
 
 import plotly.graph_objects as go
 
-from synclab.timeline_model import ModelRun, simulate
+from synclab.timeline_model import ModelRun, OutputLoopRun, simulate
 from synclab.timing import Sweep, Timing
 
 COLORS = {"host": "#4c78a8", "wait": "#e45756", "device": "#54a24b"}
@@ -326,6 +326,32 @@ def model_slider_figure(host_us: float, device_us: float, sync_values: Sequence[
 
 def _title_for(run: ModelRun) -> str:
     return f"MODEL — {_model_caption(run)}"
+
+
+LOOP_COLORS = {"queueing work": COLORS["host"], "waiting (end of step)": COLORS["wait"],
+               "waiting (get_output)": "#f58518", "forward": COLORS["device"], "copy": "#9d755d"}
+
+
+def output_loop_model_figure(runs: dict[str, OutputLoopRun], subtitle: str) -> go.Figure:
+    """MODEL (chapter 2): each runner's loop, its host row above its compute and side streams, one time axis."""
+    fig = go.Figure()
+    rows = [f"{name} · {lane}" for name, run in runs.items()
+            for lane in ("host", "compute stream", "side stream") if any(i.lane == lane for i in run.intervals)]
+    for state, color in LOOP_COLORS.items():
+        picked = [(f"{name} · {i.lane}", i) for name, run in runs.items() for i in run.intervals if i.state == state]
+        if picked:
+            fig.add_trace(go.Bar(
+                orientation="h", y=[row for row, _ in picked], x=[i.end_us - i.start_us for _, i in picked],
+                base=[i.start_us for _, i in picked], name=state, marker_color=color,
+                marker_line={"color": "white", "width": 1}, hovertext=[f"step {i.step}" for _, i in picked]))
+    summary = "; ".join(f"{name}: {run.total_us / run.steps:.0f} us per step, compute stream busy "
+                        f"{run.compute_busy_share:.0%}" for name, run in runs.items())
+    return _layout(fig, "MODEL — the output copy, with and without the end-of-step wait",
+                   f"{subtitle}<br>{summary}", barmode="overlay", xaxis_title="time (us, modelled)",
+                   height=260 + 40 * len(rows), yaxis={"categoryorder": "array", "categoryarray": rows[::-1],
+                                                       "automargin": True},
+                   margin={"l": 10, "r": 10, "t": 150, "b": 10},
+                   legend={"orientation": "h", "yanchor": "top", "y": -0.25})
 
 
 def utilisation_heatmap(device_us: float, host_values: Sequence[float], sync_values: Sequence[int]) -> go.Figure:

@@ -5,11 +5,16 @@ Taught in chapter 0 (the primer); every chapter's profiling section uses it.
 The timeline has one row per host thread (the Python side queueing work), one for
 the CUDA runtime calls it makes and one for driver calls (``cudaStreamSynchronize``
 is where the host waits), one for ``record_function`` ranges as the device ran them,
-and one per device stream (kernels and copies). Host waits are drawn red: on a GPU
-the runtime's and driver's synchronize calls, blocking copies and asynchronous copies
-into pageable memory; on a CPU the scalar reads (``aten::item`` /
-``aten::_local_scalar_dense``) and data-dependent ops that would synchronise on a GPU.
-An asynchronous copy from pageable memory is a staging copy, drawn apart (purple).
+and one per device stream (kernels and copies).
+
+The sync marks are what :func:`synclab.syncs.count_syncs` counted in the profiled
+call, each where the counter saw it (red; purple for a staging copy): a profiler
+alone cannot draw them all, since a CPU build of torch runs ``.tolist()`` with no op
+and a GPU shows one read as several runtime calls. So the marks on the timeline and
+the count the checks print are the same number. On a GPU the calls the host waits
+in are also drawn as bars (dark red): the runtime's and driver's synchronize calls,
+blocking copies and asynchronous copies into pageable memory; an asynchronous copy
+from pageable memory is a staging copy (light purple).
 """
 
 from __future__ import annotations
@@ -25,15 +30,11 @@ from torch.profiler import ProfilerActivity, profile as torch_profile
 
 from synclab.device import has_cuda, synchronize
 from synclab.provenance import Provenance
+from synclab.syncs import PROFILER_MARK, SyncKind, count_syncs
 from synclab.timing import measurement_threads, refuse_in_book_build
 
-# Host ops that wait for the device (on a GPU) or would (on the simulated device).
-SYNC_OPS = {
-    "aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero", "aten::equal",
-    "aten::masked_select", "aten::_unique2",
-}
 # CUDA runtime and driver calls that return only once the device has caught up: the host waits in them.
-# (cudaMemcpyAsync is not one of them, except into pageable memory: see _memcpy_category.)
+# (cudaMemcpyAsync is not one of them, except into pageable memory: see _runtime_category.)
 HOST_WAIT_CALLS = {
     "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpy2D",
     "cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize", "cuMemcpy", "cuMemcpyDtoH_v2",
@@ -43,12 +44,18 @@ ASYNC_COPY_CALLS = {"cudaMemcpyAsync", "cuMemcpyAsync", "cuMemcpyHtoDAsync_v2", 
 CATEGORY_COLORS = {
     "region": "#9e9e9e",
     "host op": "#4c78a8",
-    "sync": "#e45756",
-    "staged copy": "#b279a2",
+    "sync": "#e45756",  # counted by count_syncs: drawn as marks
+    "staged copy": "#b279a2",  # counted by count_syncs: drawn as marks
+    "wait": "#9d1f1f",  # a runtime or driver call the host waits in (GPU)
+    "staging": "#d4a6c8",  # a runtime call that stages a pageable upload (GPU)
     "runtime": "#72b7b2",
     "kernel": "#54a24b",
     "copy": "#f58518",
 }
+# The dispatcher's entries into the counter's Python mode: the counter's cost, not the code's ops (not drawn)
+COUNTER_DISPATCH = {"PythonDispatchMode", "PythonTLSSnapshot"}
+COUNTED = ("sync", "staged copy")  # the categories of count_syncs' marks
+MARK_LEGEND = {"sync": "sync", "staged copy": "staging copy"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,7 @@ class Trace:
         return max((e.start_us + e.dur_us for e in self.events), default=0.0)
 
     def count(self, category: str) -> int:
+        """Events of one category; ``count("sync")`` is what ``count_syncs`` counted in the profiled call."""
         return sum(e.category == category for e in self.events)
 
     def host_busy_us(self) -> float:
@@ -103,22 +111,31 @@ def _nesting_depths(events: list[dict]) -> list[int]:
     return depths
 
 
+def _counted_mark(name: str) -> tuple[str, str] | None:
+    """(category, label) of a ``PROFILER_MARK`` range that ``count_syncs`` left; None for any other range."""
+    if not name.startswith(PROFILER_MARK):
+        return None
+    kind, _, op = name[len(PROFILER_MARK):].partition(" ")
+    category = "staged copy" if kind == SyncKind.STAGED_COPY.name else "sync"
+    label = SyncKind[kind].value if kind in SyncKind.__members__ else kind
+    return category, op if op.startswith(label) else f"{label} ({op})"
+
+
 def _events_from_chrome_trace(raw: list[dict], host_depth: int) -> list[TraceEvent]:
     spans = [e for e in raw if e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))]
-    host = sorted((e for e in spans if e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
-    starts = [e["ts"] for e in spans if e.get("cat") in ("cpu_op", "user_annotation", "kernel", "gpu_memcpy")]
+    marks = [e for e in spans if e.get("cat") in ("cpu_op", "user_annotation") and _counted_mark(e["name"])]
+    spans = [e for e in spans if not _counted_mark(e["name"])]
+    host = sorted((e for e in spans if e.get("cat") == "cpu_op" and e["name"] not in COUNTER_DISPATCH),
+                  key=lambda e: e["ts"])
+    starts = [e["ts"] for e in spans + marks if e.get("cat") in ("cpu_op", "user_annotation", "kernel", "gpu_memcpy")]
     if not starts:  # the block ran no torch op
         return []
     t0 = min(starts)
-    out: list[TraceEvent] = []
-    sync_ends_at = -1.0  # end of the last sync drawn: a sync inside it (item -> _local_scalar_dense) is the same wait
-    for ev, depth in zip(host, _nesting_depths(host)):
-        sync = ev["name"] in SYNC_OPS and ev["ts"] >= sync_ends_at
-        if depth <= host_depth or sync:
-            category = "sync" if sync else "host op"
-            out.append(TraceEvent("host", ev["name"], category, ev["ts"] - t0, ev.get("dur", 0.0)))
-            if sync:
-                sync_ends_at = ev["ts"] + ev.get("dur", 0.0)
+    out = [TraceEvent("host", ev["name"], "host op", ev["ts"] - t0, ev.get("dur", 0.0))
+           for ev, depth in zip(host, _nesting_depths(host)) if depth <= host_depth]
+    # a mark may sit inside the op it counts (the dispatch level sees aten::nonzero from within): any depth
+    out += [TraceEvent("host", label, category, ev["ts"] - t0, 0.0)
+            for ev in marks for category, label in [_counted_mark(ev["name"])]]
     device_copies = {ev.get("args", {}).get("correlation"): ev["name"] for ev in spans if ev.get("cat") == "gpu_memcpy"}
     for ev in spans:
         cat, name = ev.get("cat"), ev["name"]
@@ -147,31 +164,35 @@ def _runtime_category(name: str, device_copy: str | None) -> str:
     from pageable memory the host stages the data itself; into pageable memory it waits for the copy.
     """
     if name in HOST_WAIT_CALLS:
-        return "sync"
+        return "wait"
     if name in ASYNC_COPY_CALLS and device_copy:
         if "Device -> Pageable" in device_copy:
-            return "sync"
+            return "wait"
         if "Pageable -> Device" in device_copy:
-            return "staged copy"
+            return "staging"
     return "runtime"
 
 
 def profile(fn: Callable[..., Any], *args: Any, warmup: int = 1, host_depth: int = 0, **kwargs: Any) -> Trace:
     """Run ``fn(*args, **kwargs)`` once under the profiler (after ``warmup`` untimed calls).
 
-    ``host_depth`` chooses how deep in the host call tree ops are drawn (0: top-level ops).
+    The profiled call runs inside ``count_syncs(profiler_marks=True)``: each sync it counts
+    becomes a ``"sync"`` event on the host row (``trace.count("sync")``). The counter's hooks
+    lengthen every torch call a little, in every version alike. ``host_depth`` chooses how deep in the host call tree ops are drawn (0: top-level ops).
     Wrap phases of ``fn`` in ``torch.profiler.record_function("name")`` to label them.
     """
     refuse_in_book_build("profile " + getattr(fn, "__name__", "a call"))
     with measurement_threads():  # the same thread setting as the timings beside it
-        for _ in range(warmup):
-            fn(*args, **kwargs)
+        with count_syncs():  # warm the counter's hooks too: their first call is slow
+            for _ in range(warmup):
+                fn(*args, **kwargs)
         synchronize()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if has_cuda() else [])
         with tempfile.TemporaryDirectory() as tmp, _quiet_stderr():
             with torch_profile(activities=activities) as prof:
-                fn(*args, **kwargs)
-                synchronize()
+                with count_syncs(profiler_marks=True):
+                    fn(*args, **kwargs)
+                synchronize()  # outside the count: the profile's own wait is not the call's
             path = os.path.join(tmp, "trace.json")
             prof.export_chrome_trace(path)
             with open(path) as f:
@@ -202,17 +223,18 @@ def _row_order(rows: list[str]) -> list[str]:
     return sorted(set(rows), key=lambda r: (rank.get(r.split(" · ")[-1], 5), r))
 
 
-def _syncs_per_run(syncs: list[tuple[str, Any]], traces: dict[str, Trace]) -> list[tuple[str, int]]:
-    """How many of the marked syncs each stacked run holds (a legend that sums runs misleads)."""
-    counts = {name: sum(row.startswith(f"{name} · ") for row, _ in syncs) for name in traces if name}
-    return list(counts.items()) if counts else [("", len(syncs))]
+def _counts_per_run(marks: list[tuple[str, Any]], traces: dict[str, Trace]) -> str:
+    """How many of ``marks`` each stacked run holds, as the legend says it (a legend that sums runs misleads)."""
+    counts = {name: sum(row.startswith(f"{name} · ") for row, _ in marks) for name in traces if name}
+    return ", ".join(f"{n} in {run}" for run, n in counts.items()) if counts else f"{len(marks)} in the run"
 
 
 def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler timeline") -> Any:
-    """A plotly timeline: one row per host thread / runtime / device stream, syncs in red.
+    """A plotly timeline: one row per host thread / runtime / device stream, each counted sync marked.
 
     Pass ``{"baseline": trace_a, "solution": trace_b}`` to stack several runs, each
-    starting at 0, so their lengths compare directly.
+    starting at 0, so their lengths compare directly. The legend gives each run's
+    count of sync marks: the number ``count_syncs`` printed for that call.
     """
     import plotly.graph_objects as go
 
@@ -226,7 +248,7 @@ def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler tim
     fig = go.Figure()
     for category, color in CATEGORY_COLORS.items():
         picked = [(row, ev) for row, ev in events if ev.category == category]
-        if not picked:
+        if not picked or category in COUNTED:
             continue
         fig.add_trace(
             go.Bar(
@@ -240,14 +262,15 @@ def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler tim
                 hoverinfo="text",
             )
         )
-    syncs = [(row, ev) for row, ev in events if ev.category == "sync"]
-    if syncs:  # a sync lasts a microsecond or less: a bar that thin vanishes, so each one also gets a mark
-        fig.add_trace(go.Scatter(
-            x=[ev.start_us + ev.dur_us / 2 for _, ev in syncs], y=[row for row, _ in syncs], mode="markers",
-            marker={"symbol": "line-ns-open", "size": 26, "color": CATEGORY_COLORS["sync"], "line": {"width": 2}},
-            name="sync: " + ", ".join(f"{n} in {run or 'the run'}" for run, n in _syncs_per_run(syncs, traces)),
-            hovertext=[ev.name for _, ev in syncs], hoverinfo="text",
-        ))
+    for category in COUNTED:  # a zero-length point in time: a tall tick, so that none vanishes
+        marks = [(row, ev) for row, ev in events if ev.category == category]
+        if category == "sync" or marks:  # "sync: 0 in ..." is worth saying
+            fig.add_trace(go.Scatter(
+                x=[ev.start_us for _, ev in marks], y=[row for row, _ in marks], mode="markers",
+                marker={"symbol": "line-ns-open", "size": 26, "color": CATEGORY_COLORS[category], "line": {"width": 2}},
+                name=f"{MARK_LEGEND[category]} (count_syncs): {_counts_per_run(marks, traces)}",
+                hovertext=[f"{ev.name}<br>at {ev.start_us:.1f} us" for _, ev in marks], hoverinfo="text",
+            ))
     provenance = next(iter(traces.values())).provenance.label if traces else ""
     fig.update_layout(
         title=f"{title}<br><sub>{provenance}</sub>",

@@ -56,6 +56,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch._C._profiler import _RecordFunctionFast  # no op of its own: the modes above do not see it
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map_only
 
@@ -334,11 +335,18 @@ def _bytes_to_host(kind: SyncKind, name: str, args: tuple) -> int:
     return src.numel() * src.element_size()
 
 
+# The name of the zero-length ``record_function`` range ``count_syncs(profiler_marks=True)`` opens at each
+# sync it counts, then the kind's name and the op: the profiler's timeline draws its sync marks from these,
+# so that it shows exactly what the counter counted (a CPU build of torch runs ``.tolist()`` with no op at all).
+PROFILER_MARK = "synclab-sync "
+
+
 class _Observer:
     """State shared by the two modes of one ``count_syncs`` block."""
 
-    def __init__(self, simulated: bool) -> None:
+    def __init__(self, simulated: bool, profiler_marks: bool = False) -> None:
         self.simulated = simulated
+        self.profiler_marks = profiler_marks
         self.events: list[SyncEvent] = []  # device waits
         self.staged: list[SyncEvent] = []  # staging copies from pageable memory
         self.suppress = 0  # >0 while a Python-level op already counted its sync
@@ -349,6 +357,9 @@ class _Observer:
         filename, lineno, function, code = _user_frame()
         event = SyncEvent(kind, op, filename, lineno, function, code, nbytes, allowed=_allow_depth.get() > 0)
         (self.events if kind.waits_for_device else self.staged).append(event)
+        if self.profiler_marks:  # recorded before the op runs: the mark sits where the wait begins
+            with _RecordFunctionFast(f"{PROFILER_MARK}{kind.name} {op}"):
+                pass
 
 
 class _FunctionLevel(TorchFunctionMode):
@@ -669,15 +680,17 @@ def _cuda_armed() -> Iterator[None]:
 
 
 @contextmanager
-def count_syncs(simulate: bool | None = None) -> Iterator[SyncReport]:
+def count_syncs(simulate: bool | None = None, *, profiler_marks: bool = False) -> Iterator[SyncReport]:
     """Report every host-device synchronisation performed inside the ``with`` block.
 
     ``simulate`` defaults to True on a CPU-only machine (marked tensors stand for
     device memory) and False on a GPU (CUDA tensors are device memory, and CUDA's
-    own sync debug mode is armed as ground truth).
+    own sync debug mode is armed as ground truth). ``profiler_marks`` leaves a
+    ``PROFILER_MARK`` range in a running ``torch.profiler`` trace at each event
+    (:func:`synclab.profiling.profile` sets it: the timeline's sync marks).
     """
     simulated = (not has_cuda()) if simulate is None else simulate
-    obs = _Observer(simulated)
+    obs = _Observer(simulated, profiler_marks)
     report = SyncReport(simulated=simulated)
     report.events, report.staged = obs.events, obs.staged  # live: a block may watch them grow (chapter 6)
     arm_cuda = has_cuda() and not simulated

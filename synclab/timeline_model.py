@@ -1,6 +1,7 @@
 """A model of the host and the device working in turn: when does the GPU starve?
 
-Taught in chapter 0 (the primer). This is a MODEL, not a measurement: it shows
+Taught in chapter 0 (the primer); chapter 2 adds a side stream (:func:`simulate_output_loop`).
+This is a MODEL, not a measurement: it shows
 the mechanism with made-up costs you choose.
 
 Each step the host spends ``host_us`` queueing work and the device spends
@@ -77,4 +78,74 @@ def simulate(host_us: float, device_us: float, syncs: int, steps: int = 6, launc
             if piece < pieces - 1:  # a sync: the host waits for the device to drain its queue
                 run.intervals.append(Interval("host", "waiting (sync)", host_t, device_t, step))
                 host_t = device_t
+    return run
+
+
+# ----------------------------------------------------------------------------- chapter 2: the output copy
+
+
+@dataclass
+class OutputLoopRun:
+    """One runner's loop in the model of chapter 2: host, compute stream and side stream intervals."""
+
+    host_us: float
+    forward_us: float
+    copy_us: float
+    wait_in_step: bool  # the host drains the device at the end of each step (before #39113)
+    wait_in_get_output: bool  # the host waits for the copy's event when it reads the output (#39113)
+    steps: int
+    intervals: list[Interval] = field(default_factory=list)
+
+    @property
+    def total_us(self) -> float:
+        return max(i.end_us for i in self.intervals)
+
+    @property
+    def compute_busy_share(self) -> float:
+        """Fraction of the run the compute stream spends on forwards (copies on it count as not computing)."""
+        return sum(i.end_us - i.start_us for i in self.intervals if i.state == "forward") / self.total_us
+
+    @property
+    def host_waiting_us(self) -> float:
+        return sum(i.end_us - i.start_us for i in self.intervals if i.lane == "host" and i.state.startswith("waiting"))
+
+
+def simulate_output_loop(host_us: float, forward_us: float, copy_us: float, *, wait_in_step: bool,
+                         wait_in_get_output: bool, steps: int = 4, launch_us: float = 5.0) -> OutputLoopRun:
+    """Play chapter 2's engine loop: queue step i, then read step i-1's output (``lazy_streams.step_loop``).
+
+    Each step the host spends ``host_us`` queueing a forward of ``forward_us`` on the compute stream,
+    then a device-to-host copy of its output (``copy_us``). With ``wait_in_step`` (the runner before
+    #39113) the copy follows the forward on the compute stream and the host waits for both before
+    it returns. Otherwise the copy goes on a side stream that waits for the forward, and
+    ``wait_in_get_output`` makes the host wait for that copy only when it reads the output, a step later.
+    """
+    if host_us < 0 or forward_us <= 0 or copy_us < 0 or steps < 1:
+        raise ValueError("need host_us >= 0, forward_us > 0, copy_us >= 0, steps >= 1")
+    run = OutputLoopRun(host_us, forward_us, copy_us, wait_in_step, wait_in_get_output, steps)
+    host_t = compute_t = side_t = 0.0  # when each is free
+    copy_done: list[float] = []  # when each step's copy has landed
+    for step in range(steps):
+        queued_at = host_t + host_us
+        run.intervals.append(Interval("host", "queueing work", host_t, queued_at, step))
+        start = max(queued_at + launch_us, compute_t)
+        compute_t = start + forward_us
+        run.intervals.append(Interval("compute stream", "forward", start, compute_t, step))
+        host_t = queued_at
+        if wait_in_step:  # the copy on the compute stream, then the host drains the device
+            run.intervals.append(Interval("compute stream", "copy", compute_t, compute_t + copy_us, step))
+            compute_t += copy_us
+            copy_done.append(compute_t)
+            run.intervals.append(Interval("host", "waiting (end of step)", host_t, compute_t, step))
+            host_t = compute_t
+        else:  # the side stream waits for the forward, then copies while the next forward runs
+            copy_start = max(compute_t, side_t)
+            side_t = copy_start + copy_us
+            run.intervals.append(Interval("side stream", "copy", copy_start, side_t, step))
+            copy_done.append(side_t)
+        if step > 0 and wait_in_get_output and copy_done[step - 1] > host_t:  # get_output() of step - 1
+            run.intervals.append(Interval("host", "waiting (get_output)", host_t, copy_done[step - 1], step))
+            host_t = copy_done[step - 1]
+    if wait_in_get_output and copy_done[-1] > host_t:  # the last output, read after the loop
+        run.intervals.append(Interval("host", "waiting (get_output)", host_t, copy_done[-1], steps - 1))
     return run

@@ -100,6 +100,22 @@ def test_elsewhere_a_contradiction_is_a_note_never_a_failure(toy_claim, monkeypa
     assert check_stored(sweep)  # and such a measurement is never accepted as stored
 
 
+@pytest.mark.parametrize("claim_id", ["ch2.loop", "ch3.gather_sweep"])
+def test_a_cpu_run_that_disagrees_says_what_a_cpu_can_and_cannot_show(claim_id, monkeypatch, capsys):
+    """Chapters 2 and 3 time two versions that a CPU cannot tell apart: the note says so, not only "noise"."""
+    from synclab.lab.chapters import import_all
+
+    import_all()  # each chapter declares its claims when imported
+    monkeypatch.delenv(DELIBERATE_ENV, raising=False)
+    claim = claims.claim_for(claim_id, is_gpu=False)
+    variants = {name: [10, 10, 10] for name in ("before", "after")}
+    variants["after"] = [20, 22, 16]  # 1.6-2.2x apart, as a learner's busy 2-core machine printed
+    validated(claim_id, lambda: made_up(variants))
+    note = capsys.readouterr().out
+    assert f"What a CPU can and cannot show here: {claim.shows}" in note
+    assert "cannot show what #" in claim.shows and "noise" in claim.shows
+
+
 def test_a_claim_changed_since_the_measurement_needs_a_new_one(toy_claim):
     sweep = validated("toy.sweep", lambda: made_up({"a": [30] * 3, "b": [10] * 3}))
     claims.declare("toy.sweep", cpu=("b is at least 3x faster than a.", [Faster(fast=1, slow=0, by=3.0)]))

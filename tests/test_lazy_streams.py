@@ -283,3 +283,44 @@ def test_polling_the_event_finishes_and_is_named_as_the_busy_wait_it_is():
     syncs = next(o for o in report.outcomes if "no sync in _pool" in o.name)
     assert syncs.status == "failed" and "polls event.query()" in syncs.message and "#47081" in syncs.hint, report
     assert outcome(report, "right outputs after get_output") == "passed", report  # the poll did wait for the copy
+
+
+# ----------------------------------------------------------------------------- the MODEL of the loop (chapter 2)
+
+
+def _rows_of(fig, state: str) -> set[str]:
+    return {row.split(" · ")[0] for trace in fig.data if trace.name == state for row in trace.y}
+
+
+def test_the_model_figure_puts_each_wait_where_the_lab_counted_it():
+    waits = ch2.where_the_host_waits({"sync": SyncOutputRunner, "async": AsyncOutputRunner})
+    assert waits == {"sync": {"in execute_model (_pool)": 1, "in get_output()": 0},
+                     "async": {"in execute_model (_pool)": 0, "in get_output()": 1}}
+    fig = ch2.output_copy_model(waits)
+    assert fig.layout.title.text.startswith("MODEL")
+    assert _rows_of(fig, "waiting (end of step)") == {"sync"}
+    assert _rows_of(fig, "waiting (get_output)") == {"async"}
+    assert "sync 1 in _pool, 0 in get_output(); async 0 in _pool, 1 in get_output()" in fig.layout.title.text
+
+
+def test_a_runner_that_still_drains_the_device_is_drawn_draining_it():
+    """Driven by the counts, not by the names: a runner that waits in _pool as well as in get_output() (a 2.1
+    that kept the old wait) is drawn draining the device every step, its copy on the compute stream."""
+    both = ch2.output_copy_model({"both": {"in execute_model (_pool)": 1, "in get_output()": 1}})
+    assert _rows_of(both, "waiting (end of step)") == {"both"}
+    assert "side stream" not in {row.split(" · ")[1] for trace in both.data for row in trace.y}
+
+
+def test_the_model_shows_the_overlap_the_pr_bought():
+    from synclab.timeline_model import simulate_output_loop
+
+    kwargs = dict(host_us=30.0, forward_us=60.0, copy_us=25.0, launch_us=5.0)
+    before = [simulate_output_loop(**kwargs, wait_in_step=True, wait_in_get_output=False, steps=n) for n in (8, 9)]
+    after = [simulate_output_loop(**kwargs, wait_in_step=False, wait_in_get_output=True, steps=n) for n in (8, 9)]
+    assert before[1].total_us - before[0].total_us == 30 + 5 + 60 + 25  # host, launch, forward, copy: in turn
+    assert after[1].total_us - after[0].total_us == 60  # forwards back to back; the copy hides beside them
+    forwards = sorted((i.start_us, i.end_us) for i in after[1].intervals if i.state == "forward")
+    assert all(b[0] == a[1] for a, b in zip(forwards[1:], forwards[2:]))  # no gap once the loop runs
+    copies = [i for i in after[1].intervals if i.state == "copy"]
+    assert {i.lane for i in copies} == {"side stream"}
+    assert after[1].compute_busy_share > 0.85 > 0.55 > before[1].compute_busy_share

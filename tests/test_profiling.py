@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+import pytest
 import torch
 from torch.profiler import record_function
 
+from synclab.device import to_device
 from synclab.profiling import (CATEGORY_COLORS, Trace, TraceEvent, _events_from_chrome_trace, profile,
                                timeline_figure)
 from synclab.provenance import Provenance
+from synclab.syncs import PROFILER_MARK, count_syncs
+from tests.notebook_code import load_function
 
-X = torch.arange(64.0)
+X = to_device(torch.arange(64.0))  # device memory (simulated here): its reads are syncs
 
 
 def three_scalar_reads():
@@ -39,8 +44,11 @@ def test_three_item_calls_are_three_host_syncs():
     assert len(syncs) == 3
     assert trace.count("sync") == 3
     assert all(e.row == "host" for e in syncs)
-    assert {e.name for e in syncs} == {"aten::item"}
-    assert [e.name for e in trace.events if e.row == "host" and e.category == "host op"] == ["aten::sum"] * 3
+    assert {e.name for e in syncs} == {"item"}
+    assert [e.name for e in trace.events if e.row == "host" and e.category == "host op"] == ["aten::sum", "aten::item"] * 3
+    items = [e for e in trace.events if e.name == "aten::item"]
+    for mark, op in zip(syncs, items):  # each mark sits where its read begins
+        assert mark.start_us <= op.start_us + op.dur_us
     assert trace.duration_us > 0
     assert trace.host_busy_us() > 0
     assert min(e.start_us for e in trace.events) == 0  # times are relative to the start of the trace
@@ -63,6 +71,50 @@ def test_only_the_profiled_call_is_recorded():
     trace = profile(fn, warmup=2)
     assert len(calls) == 3  # 2 warm-up calls, then one profiled
     assert trace.count("sync") == 1
+
+
+def test_a_host_tensor_read_is_no_sync():
+    """Host metadata (never marked as device memory) costs no wait on a GPU: no mark, as the counter says."""
+    on_host = torch.arange(8)
+    assert profile(lambda: on_host.sum().item() + len(on_host.tolist())).count("sync") == 0
+
+
+def every_route(x):
+    """Each way this lab's checks know to read device memory on the host, once."""
+    x.tolist()
+    x.sum().item()
+    bool(x[0] > 0)
+    torch.nonzero(x > 3)
+    x[x > 3]
+    x.cpu()
+    x.to("cpu", non_blocking=True)  # a fresh pinned destination: no wait (and no data until one)
+    int(x[1])
+    x.untyped_storage().tolist()
+    to_device(torch.arange(4))  # a blocking upload
+    to_device(torch.arange(4), non_blocking=True)  # from pageable memory: a staging copy
+
+
+def test_the_timeline_marks_every_sync_the_counter_counts():
+    """The timeline's marks and the counter's count are one number, even where a CPU profile has no op."""
+    with count_syncs() as report:
+        every_route(X)
+    trace = profile(every_route, X)
+    assert report.count >= 9 and report.staged_count == 1
+    assert trace.count("sync") == report.count
+    assert trace.count("staged copy") == report.staged_count
+    assert [e.name.split(" (")[0] for e in trace.events if e.category == "sync"] == [e.kind.value for e in report.events]
+    fig = timeline_figure({"all routes": trace, "none": profile(lambda x: x + 1, X)})
+    (marks,) = [d for d in fig.data if d.name.startswith("sync (count_syncs)")]
+    assert marks.name == f"sync (count_syncs): {report.count} in all routes, 0 in none"
+    assert len(marks.x) == report.count
+    (staged,) = [d for d in fig.data if d.name.startswith("staging copy (count_syncs)")]
+    assert staged.name == "staging copy (count_syncs): 1 in all routes, 0 in none"
+
+
+def test_a_refused_read_still_raises_under_the_profiler():
+    """np.asarray of a device tensor raises on CUDA; the profiled call raises as the counted one does."""
+    with pytest.raises(TypeError):
+        profile(lambda: np.asarray(X), warmup=0)
 
 
 def test_args_and_kwargs_reach_fn():
@@ -122,10 +174,12 @@ def _span(name, cat, ts, dur, **args):
 def test_chrome_trace_rows_and_categories():
     raw = [
         _span("aten::add", "cpu_op", 100, 10),
+        _span(f"{PROFILER_MARK}ITEM item", "cpu_op", 119, 0),  # the counter's marks: the syncs
         _span("aten::item", "cpu_op", 120, 30),
-        _span("aten::_local_scalar_dense", "cpu_op", 121, 28),  # nested in item: the same wait
+        _span("aten::_local_scalar_dense", "cpu_op", 121, 28),  # nested in item: not drawn at depth 0
         _span("aten::item", "cpu_op", 160, 5),
         _span("aten::_local_scalar_dense", "cpu_op", 161, 3),
+        _span(f"{PROFILER_MARK}TOLIST tolist", "cpu_op", 166, 0),  # no op of its own on a CPU
         _span("aten::copy_", "cpu_op", 170, 5),
         _span("aten::_to_copy", "cpu_op", 171, 1),  # nested, not a sync: hidden at host_depth 0
         _span("decode", "user_annotation", 95, 100),
@@ -140,10 +194,10 @@ def test_chrome_trace_rows_and_categories():
     by_row: dict[str, list[tuple[str, str]]] = {}
     for e in events:
         by_row.setdefault(e.row, []).append((e.name, e.category))
-    assert by_row["host"] == [("aten::add", "host op"), ("aten::item", "sync"), ("aten::item", "sync"),
-                              ("aten::copy_", "host op")]
+    assert by_row["host"] == [("aten::add", "host op"), ("aten::item", "host op"), ("aten::item", "host op"),
+                              ("aten::copy_", "host op"), ("item", "sync"), ("tolist", "sync")]
     assert by_row["regions"] == [("decode", "region")]
-    assert by_row["CUDA runtime"] == [("cudaLaunchKernel", "runtime"), ("cudaStreamSynchronize", "sync")]
+    assert by_row["CUDA runtime"] == [("cudaLaunchKernel", "runtime"), ("cudaStreamSynchronize", "wait")]
     assert by_row["device stream 7"] == [("add_kernel", "kernel"), ("Memcpy DtoH", "copy")]
     assert set(by_row) == {"host", "regions", "CUDA runtime", "device stream 7"}
     assert min(e.start_us for e in events) == 0  # relative to the first op / region (ts 95)
@@ -172,14 +226,15 @@ def test_gpu_trace_waits_staging_copies_driver_calls_and_device_regions():
     by_row: dict[str, list[tuple[str, str]]] = {}
     for e in events:
         by_row.setdefault(e.row, []).append((e.name, e.category))
-    assert [c for _, c in by_row["CUDA runtime"]] == ["staged copy", "runtime", "sync", "sync", "sync", "sync"]
-    assert by_row["CUDA driver"] == [("cuLaunchKernel", "runtime"), ("cuStreamSynchronize", "sync")]
+    assert [c for _, c in by_row["CUDA runtime"]] == ["staging", "runtime", "wait", "wait", "wait", "wait"]
+    assert by_row["CUDA driver"] == [("cuLaunchKernel", "runtime"), ("cuStreamSynchronize", "wait")]
     assert by_row["device regions"] == [("step", "region")]
     assert [c for _, c in by_row["device stream 7"]] == ["copy"] * 4  # device-side copies and memsets drawn
     fig = timeline_figure(_trace(*events))
     assert list(fig.layout.yaxis.categoryarray) == ["device stream 7", "device regions", "CUDA driver",
                                                     "CUDA runtime", "host"]
-    assert {bar.name for bar in fig.data} >= {"staged copy", "sync", "copy", "region"}
+    assert {bar.name for bar in fig.data} >= {"staging", "wait", "copy", "region"}
+    assert "sync (count_syncs): 0 in the run" in {d.name for d in fig.data}  # no counter ran: no mark
 
 
 def test_chrome_trace_host_depth_one_shows_nested_non_sync_ops():
@@ -188,11 +243,13 @@ def test_chrome_trace_host_depth_one_shows_nested_non_sync_ops():
     assert [e.name for e in _events_from_chrome_trace(raw, host_depth=1)] == ["aten::copy_", "aten::_to_copy"]
 
 
-def test_a_sync_nested_in_a_plain_op_is_shown():
-    """`x[mask]` is aten::index at the top, aten::nonzero (the sync) inside: drawn red all the same."""
-    raw = [_span("aten::index", "cpu_op", 0, 10), _span("aten::nonzero", "cpu_op", 2, 5)]
+def test_a_mark_nested_in_a_plain_op_is_shown():
+    """`x[mask]` is aten::index at the top, the counter's nonzero mark inside it: drawn at any depth."""
+    raw = [_span("aten::index", "cpu_op", 0, 10), _span("aten::nonzero", "cpu_op", 2, 5),
+           _span(f"{PROFILER_MARK}NONZERO aten.nonzero.default", "cpu_op", 3, 0)]
     events = _events_from_chrome_trace(raw, host_depth=0)
-    assert [(e.name, e.category) for e in events] == [("aten::index", "host op"), ("aten::nonzero", "sync")]
+    assert [(e.name, e.category) for e in events] == [("aten::index", "host op"),
+                                                      ("nonzero (aten.nonzero.default)", "sync")]
 
 
 def test_empty_chrome_trace():
@@ -219,21 +276,24 @@ def test_timeline_figure_stacks_named_traces():
     assert "cpu (no GPU)" in fig.layout.title.text
     # one row per (trace, row), in trace order: a's rows above b's, regions above host
     assert list(fig.layout.yaxis.categoryarray) == ["b · host", "b · regions", "a · host"]
-    sync_bars = [bar for bar in fig.data if bar.name == "sync"]
-    assert len(sync_bars) == 1 and len(sync_bars[0].y) == 3
-    assert sync_bars[0].marker.color == CATEGORY_COLORS["sync"]
+    (marks,) = [d for d in fig.data if d.name.startswith("sync")]
+    assert marks.name == "sync (count_syncs): 3 in a, 0 in b" and list(marks.y) == ["a · host"] * 3
+    assert marks.marker.color == CATEGORY_COLORS["sync"]
 
 
 def test_timeline_figure_single_trace_has_plain_rows():
-    trace = _trace(TraceEvent("host", "aten::item", "sync", 0.0, 0.1),
+    trace = _trace(TraceEvent("host", "aten::item", "host op", 0.0, 0.1),
+                   TraceEvent("host", "item", "sync", 0.0, 0.0),
                    TraceEvent("regions", "step", "region", 0.0, 5.0),
                    TraceEvent("device stream 7", "k", "kernel", 1.0, 2.0))
     fig = timeline_figure(trace)
     assert {y for bar in fig.data for y in bar.y} == {"host", "regions", "device stream 7"}
     assert list(fig.layout.yaxis.categoryarray) == ["device stream 7", "host", "regions"]
     assert fig.layout.title.text == "Profiler timeline<br><sub>cpu (no GPU) · torch 2.9.0 · 2026-01-02</sub>"
-    (sync,) = [bar for bar in fig.data if bar.name == "sync"]
-    assert list(sync.x) == [0.5]  # tiny ops get a minimum visible width
+    (op,) = [bar for bar in fig.data if bar.name == "host op"]
+    assert list(op.x) == [0.5]  # tiny ops get a minimum visible width
+    (marks,) = [d for d in fig.data if d.name.startswith("sync")]
+    assert marks.name == "sync (count_syncs): 1 in the run" and list(marks.x) == [0.0]
 
 
 # ----------------------------------------------------------------------------- regressions
@@ -248,3 +308,59 @@ def test_timeline_names_that_prefix_each_other():
     ev = TraceEvent("host", "aten::sum", "host op", 0.0, 1.0)
     fig = timeline_figure({"a": _trace(ev), "ab": _trace(ev)})
     assert sorted(fig.layout.yaxis.categoryarray) == ["a · host", "ab · host"]
+
+
+# ----------------------------------------------------------------------------- every chapter's timeline
+
+
+def _solution(notebook: str, *names: str) -> list:
+    namespace: dict = {}
+    return [load_function(f"solutions/{notebook}.ipynb", name, namespace) for name in names]
+
+
+def _chapter_timelines():
+    """Each chapter's profiling helper, called as its lab calls it (baseline first, then the solutions)."""
+    from synclab import lazy_streams as ch2, pinned_transfers as ch3, primer, slice_then_split as ch1
+    from synclab.engine.model_runner import SyncOutputRunner
+    from synclab.engine.pooler import AllPoolBaseline
+    from synclab.engine.sampler import SamplerBaseline
+
+    (decode_step,) = _solution("00_primer", "decode_step")
+    all_pool, no_sync = _solution("01_slice_then_split", "AllPool", "AllPoolNoSync")
+    (async_runner,) = _solution("02_lazy_streams", "AsyncOutputRunner")
+    (pinned_sampler,) = _solution("03_pinned_transfers", "PinnedSampler")
+    return {
+        "ch0": (primer.profiling, lambda: primer.profile_steps({"baseline": primer.decode_step_baseline,
+                                                                "solution": decode_step})),
+        "ch1": (ch1.profiling, lambda: ch1.profile_calls({"baseline": AllPoolBaseline, "1.1": all_pool,
+                                                          "1.2": no_sync})),
+        "ch2": (ch2.profiling, lambda: ch2.profile_loop({"sync": SyncOutputRunner, "async": async_runner})),
+        "ch3": (None, lambda: ch3.check_gather_specific_token_logprobs(pinned_sampler).passed  # the lab's order
+                and ch3.profile_gather(SamplerBaseline, pinned_sampler)),
+    }
+
+
+@pytest.mark.parametrize("chapter", ["ch0", "ch1", "ch2", "ch3"])
+def test_each_chapters_timeline_marks_what_the_counter_counts(chapter, monkeypatch):
+    """The figure's sync marks, run by run, are what count_syncs counts for the very call profiled."""
+    import synclab.profiling
+
+    real_profile, counted = synclab.profiling.profile, []
+
+    def profile_and_count(fn, *args, warmup=1, host_depth=0, **kwargs):
+        trace = real_profile(fn, *args, warmup=warmup, host_depth=host_depth, **kwargs)
+        with count_syncs() as report:  # the same call once more (warmed up): its count
+            fn(*args, **kwargs)
+        counted.append(report.count)
+        return trace
+
+    module, run = _chapter_timelines()[chapter]
+    monkeypatch.setattr(synclab.profiling, "profile", profile_and_count)
+    if module is not None:
+        monkeypatch.setattr(module, "profile", profile_and_count)
+    traces = run()
+    assert len(traces) == len(counted) >= 2
+    assert [t.count("sync") for t in traces.values()] == counted
+    assert counted[0] > 0, "the baseline syncs in every chapter"
+    (marks,) = [d for d in timeline_figure(traces).data if d.name.startswith("sync (count_syncs)")]
+    assert marks.name == "sync (count_syncs): " + ", ".join(f"{n} in {run}" for run, n in zip(traces, counted))

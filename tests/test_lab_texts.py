@@ -1,0 +1,102 @@
+"""The labs say what a learner needs, and what they say agrees with the code (issue: text gaps a learner tripped on).
+
+Each test reads the generated lab (what the learner reads) and checks a sentence against the thing it describes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import nbformat
+import torch
+
+from synclab.device import to_device
+from synclab.syncs import count_syncs
+from tests.notebook_code import ROOT
+
+
+def markdown(lab: str) -> list[str]:
+    nb = nbformat.read(ROOT / "labs" / f"{lab}.ipynb", as_version=4)
+    return [cell.source for cell in nb.cells if cell.cell_type == "markdown"]
+
+
+def section(lab: str, heading: str) -> str:
+    """The markdown cell that starts with ``heading``."""
+    (found,) = [text for text in markdown(lab) if text.startswith(heading)]
+    return " ".join(found.split())
+
+
+def test_3_6_says_a_non_blocking_download_gets_a_pinned_destination_and_the_counter_agrees():
+    text = section("03_pinned_transfers", "## Exercise 3.6")
+    assert 'x.to("cpu", non_blocking=True)' in text and "allocates that destination in pinned memory" in text
+    on_device = to_device(torch.arange(4))
+    with count_syncs() as report:  # what the sentence implies: the call itself does not wait
+        on_device.to("cpu", non_blocking=True)
+    assert report.count == 0
+    chapter_2 = " ".join((ROOT / "book" / "02_lazy_streams.md").read_text().split())
+    assert "chapter 3 covers pinning" not in chapter_2 and "Exercise 3.6 (snippet `j`)" in chapter_2
+
+
+def test_chapter_2_says_what_host_blocked_measures_before_it_runs():
+    nb = nbformat.read(ROOT / "labs" / "02_lazy_streams.ipynb", as_version=4)
+    (at,) = [i for i, cell in enumerate(nb.cells) if "ch2.host_blocked(" in cell.source]
+    before = nb.cells[at - 1]
+    assert before.cell_type == "markdown" and "`ch2.host_blocked`" in before.source
+    assert "_sync_device()" in before.source and "get_output()" in before.source
+
+
+def test_5_2_step_6_states_the_clamp_to_the_item():
+    text = section("05_list_based_caches", "## Exercise 5.2")
+    assert "clamped to the item" in text
+    assert "`start = max(0, num_computed_tokens - offset)`" in text and "`end = min(length, window_end - offset)`" in text
+
+
+def test_6_1_names_the_hooks_it_overrides_and_defines_stray_and_per_step():
+    from synclab.engine.engine_core import EngineRunner
+
+    hunt = " ".join(text for text in markdown("06_capstone_engine_step") if "`CleanRunner`" in text)
+    for hook in ("_apply_sampling_extras", "_stopped_on_device", "stopped_on_host"):
+        assert f"`{hook}(" in hunt and callable(getattr(EngineRunner, hook))
+    assert "A **stray** sync is any sync outside `gpu_sync_allowed()`" in " ".join(hunt.split())
+    ablation = section("06_capstone_engine_step", "## Exercise 6.2")
+    assert '"Per step" is an average: the run\'s total divided by its number of steps' in ablation
+
+
+def _statements(source: str) -> list[str]:
+    lines = [line.split("#")[0].strip() for line in source.splitlines()]
+    return [line for line in lines if line and not line.startswith(("def ", '"""'))]
+
+
+def test_the_primers_copy_of_the_baseline_is_the_whole_function():
+    from synclab import primer
+
+    text = next(t for t in markdown("00_primer") if t.startswith("## Where the syncs hide"))
+    (block,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert "..." not in block
+    body = inspect.getsource(primer.decode_step_baseline).split('"""')[2]  # after the docstring
+    assert _statements(block) == _statements(body)
+
+
+def test_1_1_names_the_flag_and_the_device_indices_it_reads():
+    from synclab.engine.pooler import AllPoolBaseline
+
+    text = section("01_slice_then_split", "## Exercise 1.1")
+    assert "`self.enable_chunked_prefill`" in text
+    assert AllPoolBaseline(enable_chunked_prefill=True).enable_chunked_prefill is True
+    assert ("the **first entry** of `cursor.first_token_indices_gpu` and the **last entry** of "
+            "`cursor.last_token_indices_gpu`") in text and "not the data rows" in text
+
+
+def test_chapter_1_explains_the_sub_group_of_1_with_the_calls_it_counts():
+    from synclab import slice_then_split as ch1
+    from synclab.engine.pooler import AllPoolBaseline
+    from tests.notebook_code import load_function
+
+    all_pool = load_function("solutions/01_slice_then_split.ipynb", "AllPool", {})
+    calls = ch1.torch_call_counts({"baseline": AllPoolBaseline, "1.1": all_pool}, group_sizes=(1, 8, 32))
+    text = section("01_slice_then_split", "**Why #41163 is slower than the baseline at a sub-group of 1.**")
+    assert f"the baseline dispatches {calls['baseline'][0]}" in text
+    assert f"#41163 dispatches {calls['1.1'][0]}" in text
+    assert f"{calls['baseline'][0]} at 1, {calls['baseline'][1]} at 8" in text
+    assert f"({calls['baseline'][2]} calls against {calls['1.1'][2]})" in text
