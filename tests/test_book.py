@@ -214,6 +214,13 @@ def _wait(page: Any, condition_js: str, what: str, problems: list[str]) -> None:
         problems.append(f"not rendered within {RENDER_TIMEOUT_MS} ms: {what}")
 
 
+# Each table of the page's text that is wider than its container: (its first heading, its width, the room).
+WIDE_TABLES_JS = """() => [...document.querySelectorAll('article table')]
+    .filter(t => t.scrollWidth > t.parentElement.clientWidth + 1)
+    .map(t => [(t.querySelector('th')?.textContent || '').trim().slice(0, 40), t.scrollWidth,
+               t.parentElement.clientWidth])"""
+
+
 def check_page(browser: Any, url: str, *, lands_on: str | None = None, min_charts: int = 0,
                needs_math: bool = False, needs_slider: bool = False,
                needs_label_math: bool = False) -> list[str]:
@@ -268,6 +275,8 @@ def check_page(browser: Any, url: str, *, lands_on: str | None = None, min_chart
                   "math in a widget label", problems)
 
         page.wait_for_load_state("networkidle")  # late fonts and lazily loaded scripts
+        problems += [f"a table runs past the text's width ({width} px in {room} px), cut off or scrolled "
+                     f"sideways: the one headed {head!r}" for head, width, room in page.evaluate(WIDE_TABLES_JS)]
         problems += [f"request to an outside host: {u}"
                      for u in sorted({u for u in requests if not is_local(u)})]
         return problems

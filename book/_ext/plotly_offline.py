@@ -51,6 +51,7 @@ _ASSETS = {
     "plotly.min.js": Path(plotly.__file__).parent / "package_data" / "plotly.min.js",
     "synclab-plotly.js": _HERE / "static" / "synclab-plotly.js",
     "synclab-plotly.css": _HERE / "static" / "synclab-plotly.css",
+    "synclab-book.css": _HERE / "static" / "synclab-book.css",  # not plotly: the book's own styles, every page
     # Not plotly: fixes for the offline widget manager; _config.yml loads it via
     # nb_ipywidgets_js on widget pages. Shipped here so all our files live in one place.
     "ipywidgets-offline.js": _HERE / "static" / "ipywidgets-offline.js",
@@ -203,7 +204,8 @@ def add_page_assets(
     app: Sphinx, pagename: str, templatename: str, context: dict[str, Any],
     doctree: nodes.document | None,
 ) -> None:
-    """Load plotly.js (4.8 MB) only on pages that draw a chart."""
+    """The book's styles on every page; plotly.js (4.8 MB) only on pages that draw a chart."""
+    app.add_css_file(f"{STATIC_DIR}/synclab-book.css")
     if not page_has_plotly(doctree):
         return
     # defer keeps order (plotly.min.js, then the drawing script) without blocking the page.
