@@ -1,0 +1,26 @@
+"""``python -m synclab check --checks-only`` on every solution: each exercise's checks pass through the CLI.
+
+A file of its own (a kernel per chapter, seconds each), so that the test workers share the slow files evenly.
+"""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from tests.test_cli import ROOT, SOLUTIONS, solution_regions, synclab
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.stem for s in SOLUTIONS])
+def test_check_solution_passes(solution):
+    """Every exercise's checks pass through the CLI (profiling cells left out: nbval runs those)."""
+    proc = synclab("check", str(solution.relative_to(ROOT)), "--checks-only")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ALL CHECKS PASSED" in proc.stdout
+    tasks, _ = solution_regions(nbformat.read(solution, as_version=4))
+    for task in tasks:
+        assert re.search(rf"Exercise {re.escape(task)} .*: (\d+)/\1 checks passed", proc.stdout), proc.stdout
+    assert "cells that raised" not in proc.stdout

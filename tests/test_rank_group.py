@@ -1,0 +1,92 @@
+"""Chapter 3's process group (:mod:`synclab.pinned_transfers.ranks`): it starts, answers, and always stops.
+
+Apart from the checks of Exercise 3.7 (``tests/test_data_parallel.py``): each test here starts its own pair of
+ranks, to see them stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout
+
+
+# ----------------------------------------------------------------------------- the group itself
+
+
+def _sleep_forever(rank: int) -> None:
+    time.sleep(600)
+
+
+def _raise_on_rank_1(rank: int) -> int:
+    if rank == 1:
+        raise ValueError("the reader's bug")
+    t = torch.zeros(1)
+    dist.all_reduce(t)  # rank 0 waits here for a rank that will never come
+    return rank
+
+
+def test_a_raising_rank_stops_every_rank(no_leaked_ranks):
+    with RankGroup() as ranks:
+        pids = ranks.pids
+        with pytest.raises(RankError, match="the reader's bug") as caught:
+            ranks.run(_raise_on_rank_1, timeout_s=30)
+        assert caught.value.rank == 1
+        assert not ranks.running
+        assert ranks.run(lambda rank: rank * 10) == [0, 10]  # restarted on demand
+        assert ranks.starts == 2
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_hanging_rank_is_killed_after_the_timeout(no_leaked_ranks):
+    with RankGroup() as ranks:
+        started = time.monotonic()
+        with pytest.raises(RankTimeout, match="did not answer"):
+            ranks.run(_sleep_forever, timeout_s=2)
+        assert time.monotonic() - started < 10
+        assert not ranks.running
+
+
+def test_an_interrupt_while_waiting_stops_every_rank(no_leaked_ranks):
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with RankGroup() as ranks:
+            signal.setitimer(signal.ITIMER_REAL, 1.0)
+            with pytest.raises(KeyboardInterrupt):
+                ranks.run(_sleep_forever, timeout_s=60)
+            assert not ranks.running
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_rank_dies_with_its_parent():
+    """PR_SET_PDEATHSIG: a killed notebook kernel takes its ranks along (checked on a grandchild)."""
+    import subprocess
+    import sys
+
+    code = ("from synclab.pinned_transfers.ranks import RankGroup\n"
+            "g = RankGroup(); g.start(); print(*g.pids, flush=True)\n"
+            "import time; time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert len(pids) == 2
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "Z" not in open(f"/proc/{p}/stat").read().split()[2]]
+        time.sleep(0.1)
+    assert not alive, "ranks outlived the process that started them"
