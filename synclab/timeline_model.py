@@ -32,18 +32,24 @@ class Interval:
     step: int
 
 
+class _Played:
+    """What a played model holds: its intervals, and when the last one ends."""
+
+    intervals: list[Interval]
+
+    @property
+    def total_us(self) -> float:
+        return max(i.end_us for i in self.intervals)
+
+
 @dataclass
-class ModelRun:
+class ModelRun(_Played):
     host_us: float
     device_us: float
     syncs: int
     launch_us: float
     steps: int
     intervals: list[Interval] = field(default_factory=list)
-
-    @property
-    def total_us(self) -> float:
-        return max(i.end_us for i in self.intervals)
 
     @property
     def device_busy_us(self) -> float:
@@ -85,7 +91,7 @@ def simulate(host_us: float, device_us: float, syncs: int, steps: int = 6, launc
 
 
 @dataclass
-class OutputLoopRun:
+class OutputLoopRun(_Played):
     """One runner's loop in the model of chapter 2: host, compute stream and side stream intervals."""
 
     host_us: float
@@ -97,17 +103,9 @@ class OutputLoopRun:
     intervals: list[Interval] = field(default_factory=list)
 
     @property
-    def total_us(self) -> float:
-        return max(i.end_us for i in self.intervals)
-
-    @property
     def compute_busy_share(self) -> float:
         """Fraction of the run the compute stream spends on forwards (copies on it count as not computing)."""
         return sum(i.end_us - i.start_us for i in self.intervals if i.state == "forward") / self.total_us
-
-    @property
-    def host_waiting_us(self) -> float:
-        return sum(i.end_us - i.start_us for i in self.intervals if i.lane == "host" and i.state.startswith("waiting"))
 
 
 def simulate_output_loop(host_us: float, forward_us: float, copy_us: float, *, wait_in_step: bool,
