@@ -344,13 +344,13 @@ def output_loop_model_figure(runs: dict[str, OutputLoopRun], subtitle: str) -> g
                 orientation="h", y=[row for row, _ in picked], x=[i.end_us - i.start_us for _, i in picked],
                 base=[i.start_us for _, i in picked], name=state, marker_color=color,
                 marker_line={"color": "white", "width": 1}, hovertext=[f"step {i.step}" for _, i in picked]))
-    summary = "; ".join(f"{name}: {run.total_us / run.steps:.0f} us per step, compute stream busy "
-                        f"{run.compute_busy_share:.0%}" for name, run in runs.items())
+    summary = "<br>".join(f"{name}: {run.total_us / run.steps:.0f} us per step, the compute stream running forwards "
+                          f"{run.compute_busy_share:.0%} of the time" for name, run in runs.items())
     return _layout(fig, "MODEL — the output copy, with and without the end-of-step wait",
                    f"{subtitle}<br>{summary}", barmode="overlay", xaxis_title="time (us, modelled)",
-                   height=260 + 40 * len(rows), yaxis={"categoryorder": "array", "categoryarray": rows[::-1],
+                   height=320 + 40 * len(rows), yaxis={"categoryorder": "array", "categoryarray": rows[::-1],
                                                        "automargin": True},
-                   margin={"l": 10, "r": 10, "t": 150, "b": 10},
+                   margin={"l": 10, "r": 10, "t": 210, "b": 10},
                    legend={"orientation": "h", "yanchor": "top", "y": -0.25})
 
 

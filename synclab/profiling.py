@@ -7,11 +7,12 @@ the CUDA runtime calls it makes and one for driver calls (``cudaStreamSynchroniz
 is where the host waits), one for ``record_function`` ranges as the device ran them,
 and one per device stream (kernels and copies).
 
-The sync marks are what :func:`synclab.syncs.count_syncs` counted in the profiled
-call, each where the counter saw it (red; purple for a staging copy): a profiler
-alone cannot draw them all, since a CPU build of torch runs ``.tolist()`` with no op
-and a GPU shows one read as several runtime calls. So the marks on the timeline and
-the count the checks print are the same number. On a GPU the calls the host waits
+The sync marks are what :func:`synclab.syncs.count_syncs` counts in the call (red;
+purple for a staging copy): a profiler alone cannot draw them all, since a CPU build of
+torch runs ``.tolist()`` with no op and a GPU shows one read as several runtime calls.
+So the marks on the timeline and the count the checks print are the same number. The
+counter's hooks slow every torch call down, so the marks come from a second, counted
+run of the call and are placed on the drawn run at the same point of the same op. On a GPU the calls the host waits
 in are also drawn as bars (dark red): the runtime's and driver's synchronize calls,
 blocking copies and asynchronous copies into pageable memory; an asynchronous copy
 from pageable memory is a staging copy (light purple).
@@ -19,6 +20,7 @@ from pageable memory is a staging copy (light purple).
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tempfile
@@ -173,33 +175,81 @@ def _runtime_category(name: str, device_copy: str | None) -> str:
     return "runtime"
 
 
-def profile(fn: Callable[..., Any], *args: Any, warmup: int = 1, host_depth: int = 0, **kwargs: Any) -> Trace:
-    """Run ``fn(*args, **kwargs)`` once under the profiler (after ``warmup`` untimed calls).
+def _chrome_trace(call: Callable[[], Any]) -> list[dict]:
+    """The raw events of one call under ``torch.profiler`` (its device work waited for)."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if has_cuda() else [])
+    with tempfile.TemporaryDirectory() as tmp, _quiet_stderr():
+        with torch_profile(activities=activities) as prof:
+            call()
+            synchronize()  # outside any count: the profile's own wait is not the call's
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            data = json.load(f)
+    return data["traceEvents"] if isinstance(data, dict) else data
 
-    The profiled call runs inside ``count_syncs(profiler_marks=True)``: each sync it counts
-    becomes a ``"sync"`` event on the host row (``trace.count("sync")``). The counter's hooks
-    lengthen every torch call a little, in every version alike. ``host_depth`` chooses how deep in the host call tree ops are drawn (0: top-level ops).
-    Wrap phases of ``fn`` in ``torch.profiler.record_function("name")`` to label them.
+
+def _top_level_ops(raw: list[dict]) -> list[dict]:
+    """The host's top-level ops, in order: the skeleton two runs of one call share."""
+    host = sorted((e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op" and isinstance(e.get("ts"), (int, float))
+                   and e["name"] not in COUNTER_DISPATCH and not _counted_mark(e["name"])), key=lambda e: e["ts"])
+    return [e for e, depth in zip(host, _nesting_depths(host)) if depth == 0]
+
+
+def _aligned(counted: list[str], plain: list[str]) -> dict[int, int]:
+    """Each top-level op of the counted run -> the op of the plain run it matches (the counter adds a few)."""
+    mapping: dict[int, int] = {}
+    for _, i1, i2, j1, j2 in difflib.SequenceMatcher(None, counted, plain, autojunk=False).get_opcodes():
+        for k in range(i1, i2):
+            mapping[k] = min(j1 + (k - i1), j2 - 1) if j2 > j1 else min(j1, len(plain) - 1)
+    return mapping
+
+
+def _moved_marks(plain: list[dict], counted: list[dict]) -> list[dict]:
+    """The counted run's sync marks, placed on the plain run's clock at the same point of the same op.
+
+    A mark inside a top-level op keeps its fraction of that op; a mark between ops (a ``.tolist()``,
+    which runs no op on a CPU) goes just before the next op.
+    """
+    src, dst = _top_level_ops(counted), _top_level_ops(plain)
+    index = _aligned([e["name"] for e in src], [e["name"] for e in dst])
+    moved = []
+    for mark in (e for e in counted if e.get("ph") == "X" and _counted_mark(e["name"])):
+        at = next((i for i, op in enumerate(src) if op["ts"] + op.get("dur", 0) > mark["ts"]), None)
+        if at is None or not dst:  # after the last op
+            ts = max((op["ts"] + op.get("dur", 0) for op in dst), default=0.0)
+        else:
+            op, target = src[at], dst[index[at]]
+            inside = (mark["ts"] - op["ts"]) / op["dur"] if op["ts"] <= mark["ts"] and op.get("dur") else 0.0
+            ts = target["ts"] + min(max(inside, 0.0), 1.0) * target.get("dur", 0)
+        moved.append({**mark, "ts": ts, "dur": 0})
+    return moved
+
+
+def profile(fn: Callable[..., Any], *args: Any, warmup: int = 1, host_depth: int = 0, **kwargs: Any) -> Trace:
+    """Run ``fn(*args, **kwargs)`` under the profiler (after ``warmup`` untimed calls), and mark its syncs.
+
+    Two profiled calls: one as it runs, whose ops and times are drawn, and one inside
+    ``count_syncs(profiler_marks=True)``, whose hooks slow every torch call down; each sync it
+    counts is moved onto the first call's clock, at the same point of the same top-level op, as a
+    ``"sync"`` event on the host row (``trace.count("sync")``). ``host_depth`` chooses how deep
+    in the host call tree ops are drawn (0: top-level ops). Wrap phases of ``fn`` in
+    ``torch.profiler.record_function("name")`` to label them.
     """
     refuse_in_book_build("profile " + getattr(fn, "__name__", "a call"))
+
+    def counted() -> None:
+        with count_syncs(profiler_marks=True):
+            fn(*args, **kwargs)
+
     with measurement_threads():  # the same thread setting as the timings beside it
-        with count_syncs():  # warm the counter's hooks too: their first call is slow
-            for _ in range(warmup):
-                fn(*args, **kwargs)
+        for _ in range(warmup):
+            fn(*args, **kwargs)
         synchronize()
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if has_cuda() else [])
-        with tempfile.TemporaryDirectory() as tmp, _quiet_stderr():
-            with torch_profile(activities=activities) as prof:
-                with count_syncs(profiler_marks=True):
-                    fn(*args, **kwargs)
-                synchronize()  # outside the count: the profile's own wait is not the call's
-            path = os.path.join(tmp, "trace.json")
-            prof.export_chrome_trace(path)
-            with open(path) as f:
-                data = json.load(f)
+        plain = _chrome_trace(lambda: fn(*args, **kwargs))
+        marked = _chrome_trace(counted)
         provenance = Provenance.here()
-    raw = data["traceEvents"] if isinstance(data, dict) else data
-    return Trace(_events_from_chrome_trace(raw, host_depth), provenance)
+    return Trace(_events_from_chrome_trace(plain + _moved_marks(plain, marked), host_depth), provenance)
 
 
 def ops_per_call(fn: Callable[[], Any], calls: int = 200) -> list[tuple[str, float, float]]:
@@ -223,10 +273,11 @@ def _row_order(rows: list[str]) -> list[str]:
     return sorted(set(rows), key=lambda r: (rank.get(r.split(" · ")[-1], 5), r))
 
 
-def _counts_per_run(marks: list[tuple[str, Any]], traces: dict[str, Trace]) -> str:
-    """How many of ``marks`` each stacked run holds, as the legend says it (a legend that sums runs misleads)."""
-    counts = {name: sum(row.startswith(f"{name} · ") for row, _ in marks) for name in traces if name}
-    return ", ".join(f"{n} in {run}" for run, n in counts.items()) if counts else f"{len(marks)} in the run"
+def _marks_per_run(marks: list[tuple[str, Any]], traces: dict[str, Trace]) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """``marks`` split by the stacked run they belong to (a legend that sums runs misleads)."""
+    if list(traces) == [""]:
+        return [("the run", marks)]
+    return [(name, [(row, ev) for row, ev in marks if row.startswith(f"{name} · ")]) for name in traces]
 
 
 def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler timeline") -> Any:
@@ -234,7 +285,7 @@ def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler tim
 
     Pass ``{"baseline": trace_a, "solution": trace_b}`` to stack several runs, each
     starting at 0, so their lengths compare directly. The legend gives each run's
-    count of sync marks: the number ``count_syncs`` printed for that call.
+    count of sync marks, an entry per run: the number ``count_syncs`` printed for that call.
     """
     import plotly.graph_objects as go
 
@@ -264,12 +315,14 @@ def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler tim
         )
     for category in COUNTED:  # a zero-length point in time: a tall tick, so that none vanishes
         marks = [(row, ev) for row, ev in events if ev.category == category]
-        if category == "sync" or marks:  # "sync: 0 in ..." is worth saying
-            fig.add_trace(go.Scatter(
-                x=[ev.start_us for _, ev in marks], y=[row for row, _ in marks], mode="markers",
+        if category != "sync" and not marks:  # "sync: 0 in ..." is worth saying, a staging copy's 0 is not
+            continue
+        for run, in_run in _marks_per_run(marks, traces):  # a legend entry per run: short lines wrap
+            fig.add_trace(go.Scatter(  # a run with no mark keeps its entry: plotly drops an empty trace's
+                x=[ev.start_us for _, ev in in_run] or [None], y=[row for row, _ in in_run] or [None], mode="markers",
                 marker={"symbol": "line-ns-open", "size": 26, "color": CATEGORY_COLORS[category], "line": {"width": 2}},
-                name=f"{MARK_LEGEND[category]} (count_syncs): {_counts_per_run(marks, traces)}",
-                hovertext=[f"{ev.name}<br>at {ev.start_us:.1f} us" for _, ev in marks], hoverinfo="text",
+                name=f"{MARK_LEGEND[category]} (count_syncs): {len(in_run)} in {run}", showlegend=True,  # 0 too
+                hovertext=[f"{ev.name}<br>at {ev.start_us:.1f} us" for _, ev in in_run], hoverinfo="text",
             ))
     provenance = next(iter(traces.values())).provenance.label if traces else ""
     fig.update_layout(

@@ -49,15 +49,23 @@ def test_chapter_2_says_what_host_blocked_measures_before_it_runs():
 def test_5_2_step_6_states_the_clamp_to_the_item():
     text = section("05_list_based_caches", "## Exercise 5.2")
     assert "clamped to the item" in text
-    assert "`start = max(0, num_computed_tokens - offset)`" in text and "`end = min(length, window_end - offset)`" in text
+    assert "`window_end = num_computed_tokens + num_new_tokens`" in text
+    assert "`start = max(0, num_computed_tokens - pos.offset)`" in text
+    assert "`end = min(pos.length, window_end - pos.offset)`" in text
 
 
 def test_6_1_names_the_hooks_it_overrides_and_defines_stray_and_per_step():
     from synclab.engine.engine_core import EngineRunner
 
     hunt = " ".join(text for text in markdown("06_capstone_engine_step") if "`CleanRunner`" in text)
+    from synclab.capstone.planted import PlantedRunner
+
     for hook in ("_apply_sampling_extras", "_stopped_on_device", "stopped_on_host"):
         assert f"`{hook}(" in hunt and callable(getattr(EngineRunner, hook))
+    # "the three features in two of them, and leaves the third empty": as PlantedRunner is
+    assert "in two of them, and leaves the third empty" in hunt
+    assert "_apply_sampling_extras" in vars(PlantedRunner) and "_stopped_on_device" in vars(PlantedRunner)
+    assert PlantedRunner.stopped_on_host(None, None, {}) == set()  # the third: empty
     assert "A **stray** sync is any sync outside `gpu_sync_allowed()`" in " ".join(hunt.split())
     ablation = section("06_capstone_engine_step", "## Exercise 6.2")
     assert '"Per step" is an average: the run\'s total divided by its number of steps' in ablation

@@ -52,7 +52,7 @@ def where_the_host_waits(impls: dict[str, RunnerClass], num_reqs: int = 16) -> d
 
 # MODEL costs for output_copy_model (made up, in the proportions of a small pooling model's step: the copy
 # of its outputs is a fraction of the forward, the host's queueing less than the forward).
-MODEL_HOST_US, MODEL_FORWARD_US, MODEL_COPY_US = 30.0, 60.0, 25.0
+MODEL_HOST_US, MODEL_LAUNCH_US, MODEL_FORWARD_US, MODEL_COPY_US = 30.0, 5.0, 60.0, 25.0
 
 
 def output_copy_model(waits: dict[str, dict[str, int]], steps: int = 4) -> go.Figure:
@@ -66,11 +66,11 @@ def output_copy_model(waits: dict[str, dict[str, int]], steps: int = 4) -> go.Fi
     for name, counts in waits.items():
         in_step, in_get = counts["in execute_model (_pool)"], counts["in get_output()"]
         runs[name] = simulate_output_loop(MODEL_HOST_US, MODEL_FORWARD_US, MODEL_COPY_US, wait_in_step=in_step > 0,
-                                          wait_in_get_output=in_get > 0, steps=steps)
+                                          wait_in_get_output=in_get > 0, steps=steps, launch_us=MODEL_LAUNCH_US)
         counted.append(f"{name} {in_step} in _pool, {in_get} in get_output()")
     return figures.output_loop_model_figure(
-        runs, f"waits per step as counted above: {'; '.join(counted)}<br>host {MODEL_HOST_US:g} us, forward "
-              f"{MODEL_FORWARD_US:g} us, copy {MODEL_COPY_US:g} us per step: assumed")
+        runs, f"waits per step as counted above: {'; '.join(counted)}<br>host {MODEL_HOST_US:g} us, launch "
+              f"{MODEL_LAUNCH_US:g} us, forward {MODEL_FORWARD_US:g} us, copy {MODEL_COPY_US:g} us per step: assumed")
 
 
 def profile_model() -> TinyPoolingModel:
