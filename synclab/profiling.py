@@ -12,10 +12,11 @@ purple for a staging copy): a profiler alone cannot draw them all, since a CPU b
 torch runs ``.tolist()`` with no op and a GPU shows one read as several runtime calls.
 So the marks on the timeline and the count the checks print are the same number. The
 counter's hooks slow every torch call down, so the marks come from a second, counted
-run of the call and are placed on the drawn run at the same point of the same op. On a GPU the calls the host waits
-in are also drawn as bars (dark red): the runtime's and driver's synchronize calls,
-blocking copies and asynchronous copies into pageable memory; an asynchronous copy
-from pageable memory is a staging copy (light purple).
+run of the call and are placed on the drawn run at the same point of the same op.
+
+On a GPU the calls the host waits in are also drawn as bars (dark red): the runtime's
+and driver's synchronize calls, blocking copies and asynchronous copies into pageable
+memory; an asynchronous copy from pageable memory is a staging copy (light purple).
 """
 
 from __future__ import annotations
@@ -113,6 +114,15 @@ def _nesting_depths(events: list[dict]) -> list[int]:
     return depths
 
 
+def _host_ops(raw: list[dict]) -> list[tuple[dict, int]]:
+    """The host's ops in start order, each with its depth in the call tree (the counter's own entries and marks
+    left out): what the timeline draws, and the skeleton two runs of one call share."""
+    host = sorted((e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+                   and isinstance(e.get("ts"), (int, float))
+                   and e["name"] not in COUNTER_DISPATCH and not _counted_mark(e["name"])), key=lambda e: e["ts"])
+    return list(zip(host, _nesting_depths(host)))
+
+
 def _counted_mark(name: str) -> tuple[str, str] | None:
     """(category, label) of a ``PROFILER_MARK`` range that ``count_syncs`` left; None for any other range."""
     if not name.startswith(PROFILER_MARK):
@@ -127,14 +137,12 @@ def _events_from_chrome_trace(raw: list[dict], host_depth: int) -> list[TraceEve
     spans = [e for e in raw if e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))]
     marks = [e for e in spans if e.get("cat") in ("cpu_op", "user_annotation") and _counted_mark(e["name"])]
     spans = [e for e in spans if not _counted_mark(e["name"])]
-    host = sorted((e for e in spans if e.get("cat") == "cpu_op" and e["name"] not in COUNTER_DISPATCH),
-                  key=lambda e: e["ts"])
     starts = [e["ts"] for e in spans + marks if e.get("cat") in ("cpu_op", "user_annotation", "kernel", "gpu_memcpy")]
     if not starts:  # the block ran no torch op
         return []
     t0 = min(starts)
     out = [TraceEvent("host", ev["name"], "host op", ev["ts"] - t0, ev.get("dur", 0.0))
-           for ev, depth in zip(host, _nesting_depths(host)) if depth <= host_depth]
+           for ev, depth in _host_ops(spans) if depth <= host_depth]
     # a mark may sit inside the op it counts (the dispatch level sees aten::nonzero from within): any depth
     out += [TraceEvent("host", label, category, ev["ts"] - t0, 0.0)
             for ev in marks for category, label in [_counted_mark(ev["name"])]]
@@ -189,13 +197,6 @@ def _chrome_trace(call: Callable[[], Any]) -> list[dict]:
     return data["traceEvents"] if isinstance(data, dict) else data
 
 
-def _top_level_ops(raw: list[dict]) -> list[dict]:
-    """The host's top-level ops, in order: the skeleton two runs of one call share."""
-    host = sorted((e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op" and isinstance(e.get("ts"), (int, float))
-                   and e["name"] not in COUNTER_DISPATCH and not _counted_mark(e["name"])), key=lambda e: e["ts"])
-    return [e for e, depth in zip(host, _nesting_depths(host)) if depth == 0]
-
-
 def _aligned(counted: list[str], plain: list[str]) -> dict[int, int]:
     """Each top-level op of the counted run -> the op of the plain run it matches (the counter adds a few)."""
     mapping: dict[int, int] = {}
@@ -211,7 +212,7 @@ def _moved_marks(plain: list[dict], counted: list[dict]) -> list[dict]:
     A mark inside a top-level op keeps its fraction of that op; a mark between ops (a ``.tolist()``,
     which runs no op on a CPU) goes just before the next op.
     """
-    src, dst = _top_level_ops(counted), _top_level_ops(plain)
+    src, dst = ([e for e, depth in _host_ops(run) if depth == 0] for run in (counted, plain))
     index = _aligned([e["name"] for e in src], [e["name"] for e in dst])
     moved = []
     for mark in (e for e in counted if e.get("ph") == "X" and _counted_mark(e["name"])):
