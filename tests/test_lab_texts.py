@@ -108,3 +108,17 @@ def test_chapter_1_explains_the_sub_group_of_1_with_the_calls_it_counts():
     assert f"#41163 dispatches {calls['1.1'][0]}" in text
     assert f"{calls['baseline'][0]} at 1, {calls['baseline'][1]} at 8" in text
     assert f"({calls['baseline'][2]} calls against {calls['1.1'][2]})" in text
+
+
+def test_chapter_2s_page_states_the_models_own_costs_and_shares():
+    """The MODEL's costs and shares on the page are the ones the code plays, not typed-in numbers."""
+    from synclab.lazy_streams import profiling as ch2
+    from synclab.timeline_model import simulate_output_loop
+
+    page = " ".join((ROOT / "book" / "02_lazy_streams.md").read_text().split())
+    assert (f"host {ch2.MODEL_HOST_US:g} us, launch {ch2.MODEL_LAUNCH_US:g} us, forward {ch2.MODEL_FORWARD_US:g} us, "
+            f"copy {ch2.MODEL_COPY_US:g} us per step") in page
+    costs = dict(host_us=ch2.MODEL_HOST_US, forward_us=ch2.MODEL_FORWARD_US, copy_us=ch2.MODEL_COPY_US,
+                 launch_us=ch2.MODEL_LAUNCH_US)
+    before = simulate_output_loop(**costs, wait_in_step=True, wait_in_get_output=False)
+    assert "the compute stream runs forwards half the time" in page and round(before.compute_busy_share, 2) == 0.5
