@@ -9,8 +9,12 @@ import pytest
 
 
 def child_pids() -> set[int]:
-    """Processes whose parent is this one (from /proc): what a leaked rank would be."""
-    me, out = os.getpid(), set()
+    """Live processes descended from this one (from /proc): what a leaked rank would be.
+
+    multiprocessing's helpers are left out (one each per parent; they outlive every group by design): the
+    resource tracker, and the fork server itself, though not what it forked: the ranks are its children.
+    """
+    parents = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -18,18 +22,25 @@ def child_pids() -> set[int]:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[1]) == me and fields[0] != "Z" and not _is_resource_tracker(int(entry)):
-                out.add(int(entry))
+            if fields[0] not in ("Z", "X"):
+                parents[int(entry)] = int(fields[1])
+    me, out = os.getpid(), set()
+    for pid in parents:
+        ancestor = parents.get(pid)
+        while ancestor is not None and ancestor != me:
+            ancestor = parents.get(ancestor)
+        if ancestor == me and not (parents[pid] == me and _is_helper(pid)):
+            out.add(pid)
     return out
 
 
-def _is_resource_tracker(pid: int) -> bool:
-    """multiprocessing's one helper per parent (it outlives every group by design), not a rank."""
+def _is_helper(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"resource_tracker" in f.read()
+            cmdline = f.read()
     except OSError:
         return False
+    return b"resource_tracker" in cmdline or b"multiprocessing.forkserver" in cmdline
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ _synchronize_dp_ranks = load_function(NOTEBOOK, "_synchronize_dp_ranks", _namesp
 
 @pytest.fixture(scope="module")
 def shared_ranks():
-    """One group for the tests that only need ranks: spawning two costs seconds on a busy machine."""
+    """One group for the tests that only need ranks: starting two costs a second on a busy machine."""
     with RankGroup() as ranks:
         yield ranks
 

@@ -71,6 +71,26 @@ def test_an_interrupt_while_waiting_stops_every_rank(no_leaked_ranks):
         signal.signal(signal.SIGALRM, previous)
 
 
+def test_ranks_are_forked_from_one_server_that_imported_torch_once(no_leaked_ranks):
+    """A restart forks two processes from the same server: no rank imports torch anew (seconds each on 2 cores)."""
+    with RankGroup() as ranks:
+        first = {_parent(pid) for pid in ranks.pids}
+        ranks.close()
+        ranks.start()
+        again = {_parent(pid) for pid in ranks.pids}
+        assert ranks.starts == 2 and len(first) == 1 and first == again
+        server = first.pop()
+        with open(f"/proc/{server}/cmdline", "rb") as f:
+            assert b"multiprocessing.forkserver" in f.read()
+        with open(f"/proc/{server}/maps") as f:
+            assert "libtorch" in f.read()  # imported by the server, before it forked the ranks
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def test_a_rank_dies_with_its_parent():
     """PR_SET_PDEATHSIG: a killed notebook kernel takes its ranks along (checked on a grandchild)."""
     import subprocess

@@ -3,12 +3,14 @@
 Taught in chapter 3 (Exercise 3.7, vLLM's data-parallel all-reduce). The checks run
 the reader's ``_run_ar`` on every rank of a real process group:
 
-* on a CPU-only machine, gloo with two spawned processes; the device group's tensors
+* on a CPU-only machine, gloo with two processes; the device group's tensors
   are the simulated device's (``synclab.device``), so ``count_syncs`` sees what a GPU would;
 * with one GPU per rank, NCCL (vLLM's device group); with fewer GPUs, gloo over CUDA tensors.
 
-The ranks are spawned (a GPU cannot be shared with a forked child) and rendezvous
-through a file store in a temporary directory: no port to find, nothing left behind.
+The ranks are forked from multiprocessing's fork server, a fresh process that has imported torch and
+this module but never touched a GPU (a GPU cannot be shared with a child forked from a process that
+used it; a spawned rank would import torch anew, seconds on a busy machine, at every start). They
+rendezvous through a file store in a temporary directory: no port to find, nothing left behind.
 Functions go to the ranks by value (``cloudpickle``), so a function defined in a
 notebook cell runs there as it is. Stopping is the point of this module:
 
@@ -18,8 +20,9 @@ notebook cell runs there as it is. Stopping is the point of this module:
   (a Jupyter interrupt);
 * a rank that raises or does not answer in time makes :meth:`RankGroup.run` stop
   every rank before it raises: the others may be waiting in a collective forever;
-* each rank asks the kernel to kill it when the process that started it dies
-  (``PR_SET_PDEATHSIG``), so even a killed notebook kernel leaves no rank behind.
+* each rank asks Linux to kill it when its parent, the fork server, dies (``PR_SET_PDEATHSIG``); the
+  fork server exits when the process that started it does, so even a killed notebook kernel leaves no
+  rank behind.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-START_TIMEOUT_S = 120.0  # spawning imports torch in every rank; a busy 2-core machine needs a while
+START_TIMEOUT_S = 120.0  # the first start also starts the fork server (it imports torch): a busy machine needs a while
 CALL_TIMEOUT_S = 60.0
 LEAVE_GRACE_S = 5.0  # how long a rank may take to leave cleanly before it is terminated
 
@@ -79,15 +82,42 @@ def dist_available(backend: str) -> bool:
     return dist.is_available() and (backend != "nccl" or dist.is_nccl_available())
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this process when its parent dies; exit now if it already has."""
+def _die_with_parent(owner_pid: int) -> None:
+    """Ask Linux to SIGKILL this rank when its parent (the fork server) dies; exit now if the process that
+    started the group already has (the fork server may have gone before this rank asked)."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
         except (OSError, AttributeError):
             pass
-    if os.getppid() != parent_pid:
+    if not _alive(owner_pid):
         os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a killed process its parent has not reaped yet is a zombie: not alive)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _start_context() -> mp.context.BaseContext:
+    """The fork server's context, its server importing torch and this module once (every later rank is a fork:
+    milliseconds, not a torch import); spawn where there is no fork server."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__, "cloudpickle", "torch.distributed", "synclab.engine.dp_utils"])
+    return ctx
 
 
 def _rank_device(rank: int) -> Any:
@@ -149,7 +179,7 @@ def _main_not_reimported() -> Iterator[None]:
 
 
 class RankGroup:
-    """``world_size`` spawned processes in one ``torch.distributed`` group: ``with RankGroup() as ranks:``.
+    """``world_size`` processes in one ``torch.distributed`` group: ``with RankGroup() as ranks:``.
 
     ``ranks.run(fn, *args)`` calls ``fn(rank, *args)`` on every rank at once and returns
     the results in rank order. The group restarts on the next :meth:`run` after a failure.
@@ -164,7 +194,7 @@ class RankGroup:
         self.processes: list[mp.process.BaseProcess] = []
         self._conns: list[Connection] = []
         self._dir: str | None = None
-        self.starts = 0  # how many times the ranks were spawned
+        self.starts = 0  # how many times the ranks were started
 
     # -- lifecycle
 
@@ -193,7 +223,7 @@ class RankGroup:
     def start(self) -> None:
         if self.running:
             return
-        ctx = mp.get_context("spawn")
+        ctx = _start_context()
         self._dir = tempfile.mkdtemp(prefix="synclab-ranks-")
         init_method = f"file://{os.path.join(self._dir, 'store')}"
         self.starts += 1

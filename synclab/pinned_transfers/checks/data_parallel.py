@@ -1,8 +1,8 @@
 """Chapter 3, Exercise 3.7: the data-parallel all-reduce on a real process group, and its checks.
 
 Every check calls the reader's ``_run_ar`` / ``_synchronize_dp_ranks`` on every rank of
-a :class:`synclab.pinned_transfers.ranks.RankGroup` (two spawned processes, gloo on a CPU-only
-machine) with a different contribution per rank, counts the syncs on each rank, and
+a :class:`synclab.pinned_transfers.ranks.RankGroup` (two processes forked from a fork server, gloo on
+a CPU-only machine) with a different contribution per rank, counts the syncs on each rank, and
 compares what each rank got with the plain-Python reference. Each rank also watches its
 ``dist.all_reduce`` calls (which tensor, which group, the reduced table: NCCL's rules hold even
 where gloo would let them pass) and any ``non_blocking`` read-back no wait covered. A rank that
