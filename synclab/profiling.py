@@ -29,8 +29,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from torch.profiler import ProfilerActivity, profile as torch_profile
-
 from synclab.device import has_cuda, synchronize
 from synclab.provenance import Provenance
 from synclab.syncs import PROFILER_MARK, SyncKind, count_syncs
@@ -183,11 +181,23 @@ def _runtime_category(name: str, device_copy: str | None) -> str:
     return "runtime"
 
 
+def _recorder(device: bool) -> Any:
+    """The recorder ``torch.profiler.profile`` runs (Kineto), entered directly: the host's ops, and with
+    ``device`` on a GPU its kernels and copies (``ProfilerActivity.CUDA``).
+
+    ``torch.profiler.profile`` adds schedules and handlers that these one-shot traces do not use, and its
+    start asks ``hasattr(torch, "_inductor")``, which imports the compiler stack: 2 s of CPU the first time,
+    in every kernel that draws a timeline.
+    """
+    from torch.autograd.profiler import profile
+
+    return profile(use_kineto=True, use_device="cuda" if device and has_cuda() else None)
+
+
 def _chrome_trace(call: Callable[[], Any]) -> list[dict]:
-    """The raw events of one call under ``torch.profiler`` (its device work waited for)."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if has_cuda() else [])
+    """The raw events of one call under the profiler (its device work waited for)."""
     with tempfile.TemporaryDirectory() as tmp, _quiet_stderr():
-        with torch_profile(activities=activities) as prof:
+        with _recorder(device=True) as prof:
             call()
             synchronize()  # outside any count: the profile's own wait is not the call's
         path = os.path.join(tmp, "trace.json")
@@ -262,7 +272,7 @@ def ops_per_call(fn: Callable[[], Any], calls: int = 200) -> list[tuple[str, flo
     """
     refuse_in_book_build("profile " + getattr(fn, "__name__", "a call"))
     fn()  # build caches and warm up outside the profile
-    with measurement_threads(), _quiet_stderr(), torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+    with measurement_threads(), _quiet_stderr(), _recorder(device=False) as prof:
         for _ in range(calls):
             fn()
     rows = [(e.key, e.count / calls, e.self_cpu_time_total / calls) for e in prof.key_averages()]

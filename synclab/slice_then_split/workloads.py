@@ -196,7 +196,11 @@ def pr_benchmark_batch(group_size: int = PR_GROUP_SIZE, hidden_size: int = PR_HI
                            pooling_states=[PoolingStates() for _ in tasks])
     meta.build_pooling_cursor(lens, lens.clone(), device)  # whole prompts: seq_len == prompt_len
     gen = torch.Generator().manual_seed(group_size)
-    hidden = torch.randn(PR_NUM_REQS * PR_TOKENS, hidden_size, generator=gen).to(benchmark_dtype())
+    # a random offset per row plus a random profile per column: every row differs from every other (a wrong
+    # slice cannot pass the checks), at the cost of two small draws (a full randn of 33M values takes 0.2 s)
+    rows = torch.randn(PR_NUM_REQS * PR_TOKENS, 1, generator=gen)  # [num_tokens, 1]
+    columns = torch.randn(1, hidden_size, generator=gen)  # [1, hidden]
+    hidden = (rows + columns).to(benchmark_dtype())  # [num_tokens, hidden]
     hidden_states = to_device(hidden, device)  # [num_tokens, hidden] device
     return hidden_states, meta[PR_GROUP_OFFSET:PR_GROUP_OFFSET + group_size]
 
