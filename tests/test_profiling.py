@@ -383,3 +383,24 @@ def test_each_chapters_timeline_marks_what_the_counter_counts(chapter, monkeypat
     assert counted[0] > 0, "the baseline syncs in every chapter"
     legend = [d.name for d in timeline_figure(traces).data if d.name.startswith("sync (count_syncs)")]
     assert legend == [f"sync (count_syncs): {n} in {run}" for run, n in zip(traces, counted)]
+
+
+def test_counting_and_drawing_a_timeline_import_no_compiler_stack():
+    """Every kernel counts and profiles: neither may pull in torch._dynamo / torch._inductor (2 s of CPU each)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from synclab.device import to_device\n"
+            "from synclab.profiling import ops_per_call, profile\n"
+            "from synclab.syncs import count_syncs\n"
+            "x = to_device(torch.arange(4.0))\n"
+            "with count_syncs() as report:\n"
+            "    x.sum().item()\n"
+            "trace = profile(lambda: x.sum().item())\n"
+            "ops_per_call(lambda: x + 1, calls=2)\n"
+            "assert report.count == 1 and trace.count('sync') == 1\n"
+            "print(sorted(m for m in ('torch._dynamo', 'torch._inductor') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
