@@ -165,7 +165,8 @@ def _rank_main(rank: int, world_size: int, backend: str, init_method: str, conn:
 
 @contextlib.contextmanager
 def _main_not_reimported() -> Iterator[None]:
-    """Spawning re-runs the parent's ``__main__`` file in the child; a main that is no file (stdin) cannot be."""
+    """A started rank re-runs the parent's ``__main__`` file (spawned or forked from the server alike); a main that is
+    no file (stdin) cannot be."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if path is None or os.path.exists(path):
