@@ -91,22 +91,42 @@ def _parent(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
-def test_a_rank_dies_with_its_parent():
-    """PR_SET_PDEATHSIG: a killed notebook kernel takes its ranks along (checked on a grandchild)."""
+def test_a_busy_rank_dies_with_the_process_that_started_it(tmp_path):
+    """A killed notebook kernel takes its ranks along, even while they run the reader's code (one spins, one
+    sleeps), and the fork server goes too."""
     import subprocess
     import sys
 
-    code = ("from synclab.pinned_transfers.ranks import RankGroup\n"
+    code = ("import os, sys, time\n"
+            "from synclab.pinned_transfers.ranks import RankGroup\n"
+            "def busy(rank, marks):\n"
+            "    open(os.path.join(marks, str(rank)), 'w').close()\n"
+            "    if rank == 0:\n"
+            "        while True: pass\n"
+            "    time.sleep(600)\n"
             "g = RankGroup(); g.start(); print(*g.pids, flush=True)\n"
-            "import time; time.sleep(600)\n")
-    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+            "g.run(busy, sys.argv[1], timeout_s=600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     pids = [int(p) for p in parent.stdout.readline().split()]
     assert len(pids) == 2
+    server = _parent(pids[0])
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(list(tmp_path.iterdir())) == 2, "the ranks never started the reader's code"
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 10
-    alive = pids
+    alive = pids + [server]
     while alive and time.monotonic() < deadline:
-        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "Z" not in open(f"/proc/{p}/stat").read().split()[2]]
+        alive = [p for p in alive if _alive(p)]
         time.sleep(0.1)
-    assert not alive, "ranks outlived the process that started them"
+    assert not alive, f"outlived the process that started them: {alive} (ranks {pids}, fork server {server})"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False

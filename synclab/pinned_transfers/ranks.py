@@ -20,9 +20,10 @@ notebook cell runs there as it is. Stopping is the point of this module:
   (a Jupyter interrupt);
 * a rank that raises or does not answer in time makes :meth:`RankGroup.run` stop
   every rank before it raises: the others may be waiting in a collective forever;
-* each rank asks Linux to kill it when its parent, the fork server, dies (``PR_SET_PDEATHSIG``); the
-  fork server exits when the process that started it does, so even a killed notebook kernel leaves no
-  rank behind.
+* each rank watches the process that started the group and exits the moment it ends, even while
+  the rank is busy in the reader's code: a killed notebook kernel leaves no rank behind. (Linux's
+  ``PR_SET_PDEATHSIG`` alone would not do: the ranks' parent is the fork server, which outlives its
+  owner while any rank lives, since each forked child holds the server's lifeline.)
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ import contextlib
 import ctypes
 import multiprocessing as mp
 import os
+import select
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from datetime import timedelta
@@ -83,8 +86,11 @@ def dist_available(backend: str) -> bool:
 
 
 def _die_with_parent(owner_pid: int) -> None:
-    """Ask Linux to SIGKILL this rank when its parent (the fork server) dies; exit now if the process that
-    started the group already has (the fork server may have gone before this rank asked)."""
+    """End this rank when the process that started the group ends; at once if it already has.
+
+    A daemon thread waits on the owner (a pidfd where Linux has them, else a poll) and exits the process:
+    it runs whatever the main thread is doing. ``PR_SET_PDEATHSIG`` covers the fork server's own death.
+    """
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
@@ -92,6 +98,21 @@ def _die_with_parent(owner_pid: int) -> None:
             pass
     if not _alive(owner_pid):
         os._exit(1)
+    threading.Thread(target=_exit_when_gone, args=(owner_pid,), name="synclab rank: owner watch",
+                     daemon=True).start()
+
+
+def _exit_when_gone(owner_pid: int) -> None:
+    try:
+        pidfd = os.pidfd_open(owner_pid)  # readable once the process has ended
+    except (AttributeError, OSError):
+        pidfd = None
+    if pidfd is not None:
+        select.select([pidfd], [], [])
+    else:
+        while _alive(owner_pid):
+            time.sleep(0.5)
+    os._exit(1)
 
 
 def _alive(pid: int) -> bool:
