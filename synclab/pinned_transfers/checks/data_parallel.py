@@ -178,6 +178,7 @@ def _tensor_summary(t: Any) -> dict[str, Any]:
 def _on_ranks(impl: DPImpl, what: str, contributions: Sequence[Contribution], case: str, num_ubatches: int = 2,
               cpu_group: bool = False, pinning: bool = True) -> list[dict[str, Any]]:
     fn = impl.run_ar if what == "run_ar" else impl.synchronize_dp_ranks
+    name = "_run_ar" if what == "run_ar" else "_synchronize_dp_ranks"  # as the reader wrote it
     try:
         sources = {f: linecache.getlines(f) for f in _source_files(fn)}
         results = impl.ranks.run(rank_call, fn, what, list(contributions), num_ubatches, cpu_group, pinning, sources,
@@ -186,16 +187,16 @@ def _on_ranks(impl: DPImpl, what: str, contributions: Sequence[Contribution], ca
         skipped = sorted(rank for rank, reply in exc.replies.items() if _skipped_all_reduce(reply))
         if skipped:
             others = ", ".join(str(r) for r in exc.missing)
-            raise CheckTimeout(f"{what}: rank {', '.join(map(str, skipped))} never reached dist.all_reduce (it "
+            raise CheckTimeout(f"{name}: rank {', '.join(map(str, skipped))} never reached dist.all_reduce (it "
                                f"returned without calling it), so rank {others} waited in all_reduce for it "
                                f"({case}). {exc}", hint=SKIPPED_HINT) from None
         done = "; ".join(f"rank {rank} returned after {len(reply['all_reduces'])} all_reduce call(s)"
                          for rank, reply in sorted(exc.replies.items())
                          if isinstance(reply, dict) and "all_reduces" in reply)
-        raise CheckTimeout(f"{what} did not return on every rank ({case}): {exc}" + (f" ({done})" if done else ""),
+        raise CheckTimeout(f"{name} did not return on every rank ({case}): {exc}" + (f" ({done})" if done else ""),
                            hint=COLLECTIVE_HINT) from None
     except RankError as exc:
-        raise CheckFailed(f"{what} raised on rank {exc.rank}", got=exc.detail.strip().splitlines()[-1],
+        raise CheckFailed(f"{name} raised on rank {exc.rank}", got=exc.detail.strip().splitlines()[-1],
                           hint="the full traceback:\n" + exc.detail, case=case) from None
     for rank, result in enumerate(results):
         if "not_implemented" in result:  # a stub: say so, as the other exercises' checks do
@@ -244,6 +245,13 @@ FIXED_CASES: list[tuple[str, list[Contribution]]] = [
 ]
 
 
+def differing_rows(got: Any, want: list[list[int]]) -> str:
+    """The rows of the table that differ, by field ("row 3 (cudagraph_mode)"); "" if the shapes differ."""
+    if not (isinstance(got, list) and len(got) == len(want)):
+        return ""
+    return ", ".join(f"row {i} ({FIELDS[i]})" for i, (g, w) in enumerate(zip(got, want)) if g != w)
+
+
 def misplaced_rows(got: Any, want: list[list[int]]) -> str:
     """Which rows of the table hold another field's values (the arguments in the wrong order); else ""."""
     if not (isinstance(got, list) and len(got) == len(want) and all(isinstance(r, list) for r in got)):
@@ -269,8 +277,9 @@ def _expect_table(result: dict[str, Any], contributions: Sequence[Contribution],
                 "nor the host table it was uploaded from)", case=case)
     want = _run_ar_reference(contributions)
     moved = misplaced_rows(result["values"], want)
+    differ = differing_rows(result["values"], want)
     expect(result["values"] == want, "the fields landed in the wrong rows: " + moved if moved
-           else "the reduced table differs", expected=want, got=result["values"],
+           else "the reduced table differs" + (f" in {differ}" if differ else ""), expected=want, got=result["values"],
            hint=ORDER_HINT if moved else
            "a [4, dp_size] table of zeros, this rank's column filled with its four fields "
            "(orig, padded, should_ubatch as 0/1, cudagraph_mode), then one all_reduce (a sum)", case=case)
@@ -327,9 +336,12 @@ def _expect_agreement(result: dict[str, Any], contributions: Sequence[Contributi
     want = _run_ar_reference(contributions)
     if tables and tables[-1] != want:
         moved = misplaced_rows(tables[-1], want)
+        differ = differing_rows(tables[-1], want)
         expect(False, ("the fields landed in the wrong rows of the table _run_ar all-reduced: " + moved) if moved
-               else "the table _run_ar all-reduced differs", expected=want, got=tables[-1],
-               hint=ORDER_HINT if moved else "call _run_ar with this rank's four values, by keyword", case=case)
+               else "the table _run_ar all-reduced differs" + (f" in {differ}" if differ else ""),
+               expected=want, got=tables[-1],
+               hint=ORDER_HINT if moved else "check both ends: _synchronize_dp_ranks hands _run_ar this rank's four "
+               "values, by keyword, and _run_ar writes each, unchanged, into this rank's column", case=case)
     got_padding = result["padding"]
     expect(result["cudagraph_mode"] == mode, "the CUDA-graph mode differs (the lowest any rank asked for)",
            expected=mode, got=result["cudagraph_mode"], case=case)
