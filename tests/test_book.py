@@ -221,6 +221,30 @@ WIDE_TABLES_JS = """() => [...document.querySelectorAll('article table')]
                t.parentElement.clientWidth])"""
 
 
+# Each word of a table's prose that the layout broke across two lines: a column squeezed below its longest
+# word. Only plain words count ("then", "Scans"): a code span, a file path or a long identifier may break.
+SPLIT_WORDS_JS = """() => {
+    const split = [];
+    for (const cell of document.querySelectorAll('article table td, article table th')) {
+        const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            if (node.parentElement.closest('code')) continue;
+            for (const token of node.textContent.matchAll(/\\S+/g)) {
+                const word = token[0].match(/^[("'\u201c]*([A-Za-z][a-z]+)[)"'\u201d,.;:!?]*$/);
+                if (!word) continue;
+                const start = token.index + token[0].indexOf(word[1]);
+                const range = document.createRange();
+                range.setStart(node, start);
+                range.setEnd(node, start + word[1].length);
+                const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+                if (lines.size > 1) split.push(word[1]);
+            }
+        }
+    }
+    return split;
+}"""
+
+
 def check_page(browser: Any, url: str, *, lands_on: str | None = None, min_charts: int = 0,
                needs_math: bool = False, needs_slider: bool = False,
                needs_label_math: bool = False) -> list[str]:
@@ -277,6 +301,9 @@ def check_page(browser: Any, url: str, *, lands_on: str | None = None, min_chart
         page.wait_for_load_state("networkidle")  # late fonts and lazily loaded scripts
         problems += [f"a table runs past the text's width ({width} px in {room} px), cut off or scrolled "
                      f"sideways: the one headed {head!r}" for head, width, room in page.evaluate(WIDE_TABLES_JS)]
+        split = page.evaluate(SPLIT_WORDS_JS)
+        if split:
+            problems.append(f"{len(split)} word(s) of a table broken across two lines: {', '.join(split[:8])}")
         problems += [f"request to an outside host: {u}"
                      for u in sorted({u for u in requests if not is_local(u)})]
         return problems

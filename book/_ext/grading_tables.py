@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from docutils import nodes
@@ -18,7 +17,8 @@ from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
 
-def _table(header: list[str], rows: list[list[str]]) -> nodes.table:
+def _table(header: list[str], rows: list[list[str | nodes.Node]]) -> nodes.table:
+    """A table of ``rows``: a cell is text, or a node (a file name as code, which may break to fit the page)."""
     table = nodes.table()
     group = nodes.tgroup(cols=len(header))
     table += group
@@ -27,9 +27,9 @@ def _table(header: list[str], rows: list[list[str]]) -> nodes.table:
     group += [head, body]
     for container, cells in [(head, header)] + [(body, row) for row in rows]:
         row_node = nodes.row()
-        for text in cells:
+        for cell in cells:
             entry = nodes.entry()
-            entry += nodes.paragraph(text=text)
+            entry += nodes.paragraph("", "", cell) if isinstance(cell, nodes.Node) else nodes.paragraph(text=cell)
             row_node += entry
         container += row_node
     return table
@@ -51,7 +51,8 @@ class GradingTablesDirective(SphinxDirective):
         rows = []
         for chapter, tasks in points.items():
             timed = (times or {}).get("chapters", {}).get(chapter)
-            rows.append([chapter, f"{CHAPTERS[chapter]}.ipynb",
+            notebook = f"{CHAPTERS[chapter]}.ipynb"
+            rows.append([chapter, nodes.literal(notebook, notebook),
                          ", ".join(f"{task}: {n}" for task, n in tasks.items()), str(sum(tasks.values())),
                          f"{timed['seconds']:.0f} s" if timed else "not recorded"])
         out: list[nodes.Node] = [_table(["assignment", "notebook", "points per exercise", "total",
