@@ -72,6 +72,21 @@ def run_ar_column_zero(should_ubatch, orig, padded, mode, parallel_config):  # e
     return tensor
 
 
+def run_ar_mode_off_by_one(should_ubatch, orig, padded, mode, parallel_config):  # one field written wrong
+    return _run_ar(should_ubatch, orig, padded, mode + 1, parallel_config)
+
+
+def sync_through_a_wrong_run_ar(num_tokens_unpadded, num_tokens_padded, should_attempt_ubatching, cudagraph_mode,
+                                parallel_config):
+    tensor = run_ar_mode_off_by_one(should_attempt_ubatching, num_tokens_unpadded, num_tokens_padded, cudagraph_mode,
+                                    parallel_config)
+    return post_process(tensor.cpu(), parallel_config.num_ubatches)
+
+
+def sync_raises(num_tokens_unpadded, num_tokens_padded, should_attempt_ubatching, cudagraph_mode, parallel_config):
+    raise IndexError("the reader's slip")
+
+
 def run_ar_ignores_cpu_group(should_ubatch, orig, padded, mode, parallel_config):
     _, group = _get_device_and_group(parallel_config)
     device = pick_device()  # the device even when the collective runs on the host
@@ -212,6 +227,12 @@ NAMED_3_7 = [
     (_run_ar, sync_passes_its_own_order, "CPU group", "the fields landed in the wrong rows"),
     (_run_ar, sync_reads_without_a_wait, "exactly 1 sync", "wait (synchronize the stream"),
     (_run_ar, sync_copies_into_pinned_without_a_wait, "exactly 1 sync", "before you read the host buffer"),
+    *[(run_ar_mode_off_by_one, _synchronize_dp_ranks, check, "the reduced table differs in row 3 (cudagraph_mode)")
+      for check in ("every rank gets the full table", "CPU group", "WSL")],
+    *[(_run_ar, sync_through_a_wrong_run_ar, check, "the table _run_ar all-reduced differs in row 3 (cudagraph_mode)")
+      for check in ("agrees with the reference", "CPU group")],
+    *[(_run_ar, sync_raises, check, "_synchronize_dp_ranks raised on rank")
+      for check in ("agrees with the reference", "exactly 1 sync", "CPU group")],
 ]
 
 # (run_ar, synchronize_dp_ranks, failing check)
