@@ -75,30 +75,39 @@ def _rounds(sweep: Sweep) -> int:
     return len(next(iter(sweep.timings.values()))[0].times_us)
 
 
-def speedup_figure(sweep: Sweep, title: str, published: dict[str, float] | None = None) -> go.Figure:
+def speedup_figure(sweep: Sweep, title: str, published: dict[str, tuple[Any, float]] | None = None) -> go.Figure:
     """How many times faster each variant is than the sweep's first one, per value, with provenance.
 
-    ``published`` draws other sources' speed-ups (e.g. a PR's own figure) as labelled
-    horizontal lines, so a reader sees them beside this machine's measurement.
+    Each bar carries its ratio, so a slowdown (0.3x, a sliver on the log axis) reads as plainly as a
+    speed-up. ``published`` draws other sources' speed-ups (a PR's own figure) by label as (the swept
+    value it was measured at, its ratio): a black mark across that value's bars only, not a line over
+    values it never measured.
     """
     baseline, *others = list(sweep.timings)
     fig = go.Figure()
+    ratios = []
     for color, variant in zip(variant_colors(1), others):
-        fig.add_trace(go.Bar(x=[str(v) for v in sweep.values], y=sweep.ratio(baseline, variant),
-                             name=f"{variant} (this machine)", marker_color=color))
-    categories = [str(v) for v in sweep.values]
-    for dash, (label, ratio) in zip(("dash", "dot", "dashdot"), (published or {}).items()):
-        # a line trace, not add_hline: hline annotations land in the wrong place on a log axis
-        fig.add_trace(go.Scatter(x=categories, y=[ratio] * len(categories), mode="lines", name=f"{label}: {ratio:.2f}x",
-                                 line={"dash": dash, "color": "#333"}))
+        ys = sweep.ratio(baseline, variant)
+        ratios += ys
+        fig.add_trace(go.Bar(x=[str(v) for v in sweep.values], y=ys, name=f"{variant} (this machine)",
+                             marker_color=color, text=[f"{y:.2f}x" for y in ys], textposition="outside",
+                             cliponaxis=False))
+    for label, (at, ratio) in (published or {}).items():
+        ratios.append(ratio)
+        fig.add_trace(go.Scatter(x=[str(at)], y=[ratio], mode="markers", name=f"{label}: {ratio:.2f}x",
+                                 marker={"symbol": "line-ew-open", "size": 70, "line": {"width": 3, "color": "#222"}}))
     fig.add_hline(y=1.0, line_color="#999")
+    ticks = [t for t in (0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32)
+             if min(ratios, default=1) / 2 <= t <= max(ratios, default=1) * 2]
     return _layout(fig, title, f"measured on {sweep.provenance.label}; speed-up over {baseline}",
-                   xaxis_title=sweep.parameter, yaxis_title="speed-up (baseline time / time)", height=400,
-                   yaxis_type="log", barmode="group")
+                   xaxis_title=sweep.parameter, xaxis_type="category", height=420, barmode="group",
+                   yaxis={"type": "log", "title": "speed-up (baseline time / time)", "tickvals": ticks,
+                          "ticktext": [f"{t:g}x" for t in ticks]})
 
 
-def before_after_figure(counts: dict[str, dict[str, Sequence[int]]], at: int, title: str) -> go.Figure:
-    """Syncs per call of each component before and after a change, at one position ``at`` of the counts."""
+def before_after_figure(counts: dict[str, dict[str, Sequence[int]]], at: int, title: str,
+                        xaxis_title: str = "host-device syncs per call") -> go.Figure:
+    """Syncs of each component before and after a change, at one position ``at`` of the counts."""
     names = list(counts)
     fig = go.Figure()
     for color, label in zip(variant_colors(), ("before", "after")):
@@ -107,7 +116,7 @@ def before_after_figure(counts: dict[str, dict[str, Sequence[int]]], at: int, ti
                              textposition="outside", cliponaxis=False))
     # horizontal bars: the components' long names read on the y axis instead of running into the legend
     return _layout(fig, title, "counted with synclab.count_syncs (the same on CPU and GPU)",
-                   xaxis_title="host-device syncs per call", barmode="group", height=120 + 60 * len(names),
+                   xaxis_title=xaxis_title, barmode="group", height=120 + 60 * len(names),
                    yaxis={"autorange": "reversed", "automargin": True})
 
 
