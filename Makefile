@@ -14,20 +14,27 @@ JOBS ?= 3
 
 .PHONY: test lab labs labs-force solutions browser clean gpu-wheels
 
-# uv installs the pinned set in about 40 s where pip takes a minute and a half (most of make test's
-# budget); pip is the fallback wherever uv cannot be had. Both read the wheels pip is pointed at.
-# --compile-bytecode as pip does: where PYTHONDONTWRITEBYTECODE is set, nothing else ever writes the
-# .pyc files, and every kernel and rank of the suite would compile torch again.
+# uv installs the pinned set in seconds where pip takes a minute and a half (most of make test's budget);
+# pip is the fallback wherever uv cannot be had. Both read the wheels pip is pointed at.
+# Bytecode: where PYTHONDONTWRITEBYTECODE is set, nothing would ever write the .pyc files, and every kernel
+# and rank of the suite would compile torch again. Compiling all 12,000 files of the set (uv's
+# --compile-bytecode) took 40 s; importing what the lab, its kernels and the book build import, once, with
+# writing allowed, compiles the quarter of them that ever run.
 UV_VERSION := 0.13.9
 PIP := $(PY) -m pip install -q --disable-pip-version-check
-UV_INSTALL := $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) $${PIP_FIND_LINKS:+--find-links $$PIP_FIND_LINKS}
+UV_INSTALL := $(VENV)/bin/uv pip install -q --python $(PY) $${PIP_FIND_LINKS:+--find-links $$PIP_FIND_LINKS}
+IMPORTED := synclab.primer synclab.slice_then_split synclab.lazy_streams synclab.pinned_transfers \
+  synclab.reverse_scan synclab.list_caches synclab.capstone synclab.lab.cli synclab.lab.notebook_runner \
+  torch.distributed cloudpickle ipykernel.kernelapp nbclient nbval xdist nbgrader.apps playwright.sync_api \
+  jupyter_book.cli.main myst_nb sphinx.application
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	{ $(PIP) uv==$(UV_VERSION) && $(UV_INSTALL) -r requirements.txt && $(UV_INSTALL) --no-deps -e . ; } || \
 	  { echo "uv failed: installing with pip"; $(PIP) -r requirements.txt && \
 	    $(PIP) --no-deps --no-build-isolation -e . ; }
-	$(PY) -m compileall -q synclab  # the editable package too, for the same reason
+	PYTHONDONTWRITEBYTECODE= $(PY) -c "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]" $(IMPORTED)
+	$(PY) -m compileall -q synclab  # the whole package, lazily imported parts too
 	touch $@
 
 include make/book.mk
@@ -40,8 +47,10 @@ browser:
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } ; } || \
 	  { echo "The browser test needs Chromium: sudo apt-get install chromium (or set SYNCLAB_CHROMIUM)"; exit 1; }
 
+# .pyc files may be written (into .venv and the ignored __pycache__ folders): a module the install did not
+# import is compiled once, not in every kernel and rank that imports it.
 test: $(VENV)/.installed browser
-	$(PY) -m pytest --nbval -n $(JOBS) --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest --nbval -n $(JOBS) --dist loadfile
 
 # JupyterLab refuses to run as root unless told; in a container root is the usual user.
 lab: $(VENV)/.installed
