@@ -94,9 +94,9 @@ def speedup_figure(sweep: Sweep, title: str, published: dict[str, tuple[Any, flo
                              cliponaxis=False))
     for label, (at, ratio) in (published or {}).items():
         ratios.append(ratio)
+        # an open symbol is drawn in the marker's colour: a short black bar across that value's group
         fig.add_trace(go.Scatter(x=[str(at)], y=[ratio], mode="markers", name=f"{label}: {ratio:.2f}x",
-                                 marker={"symbol": "line-ew-open", "size": 70, "color": "#222",  # an open symbol is drawn in its colour
-                                         "line": {"width": 3}}))
+                                 marker={"symbol": "line-ew-open", "size": 70, "color": "#222", "line": {"width": 3}}))
     fig.add_hline(y=1.0, line_color="#999")
     ticks = [t for t in (0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32)
              if min(ratios, default=1) / 2 <= t <= max(ratios, default=1) * 2]

@@ -8,6 +8,16 @@ import time
 import pytest
 
 
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """``pid``'s state letter and parent pid, from /proc (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    except OSError:
+        return None
+    return fields[0], int(fields[1])
+
+
 def child_pids() -> set[int]:
     """Live processes descended from this one (from /proc): what a leaked rank would be.
 
@@ -16,14 +26,9 @@ def child_pids() -> set[int]:
     """
     parents = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] not in ("Z", "X"):
-                parents[int(entry)] = int(fields[1])
+        stat = proc_stat(int(entry)) if entry.isdigit() else None
+        if stat is not None and stat[0] not in ("Z", "X"):
+            parents[int(entry)] = stat[1]
     me, out = os.getpid(), set()
     for pid in parents:
         ancestor = parents.get(pid)

@@ -14,7 +14,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout
+from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout, _alive
+from tests.conftest import proc_stat
 
 
 # ----------------------------------------------------------------------------- the group itself
@@ -87,8 +88,7 @@ def test_ranks_are_forked_from_one_server_that_imported_torch_once(no_leaked_ran
 
 
 def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
+    return proc_stat(pid)[1]
 
 
 def test_a_busy_rank_dies_with_the_process_that_started_it(tmp_path):
@@ -122,11 +122,3 @@ def test_a_busy_rank_dies_with_the_process_that_started_it(tmp_path):
         alive = [p for p in alive if _alive(p)]
         time.sleep(0.1)
     assert not alive, f"outlived the process that started them: {alive} (ranks {pids}, fork server {server})"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
