@@ -317,6 +317,31 @@ def model_figure(run: ModelRun) -> go.Figure:
                    margin={"l": 10, "r": 10, "t": 90, "b": 10}, legend={"orientation": "h", "yanchor": "top", "y": -0.3})
 
 
+def before_after_rows(before: ModelRun, after: ModelRun, title: str,
+                      labels: tuple[str, str] = ("before", "after")) -> go.Figure:
+    """MODEL: the host and device rows of two runs on one time axis, the "why it matters" picture of a chapter.
+
+    Each chapter's page opens with one: ``before`` the pattern (syncs, or host work that outgrows the device's)
+    and ``after`` it, played by :func:`synclab.timeline_model.simulate` with costs the page states.
+    """
+    fig = go.Figure()
+    rows = [f"{label} · {lane}" for label in labels for lane in ("host", "device")]
+    for state, lane, color in (("queueing work", "host", COLORS["host"]), ("waiting (sync)", "host", COLORS["wait"]),
+                               ("kernel", "device", COLORS["device"])):
+        picked = [(f"{label} · {lane}", i) for label, run in zip(labels, (before, after))
+                  for i in run.intervals if i.state == state]
+        fig.add_trace(go.Bar(
+            orientation="h", y=[row for row, _ in picked], x=[i.end_us - i.start_us for _, i in picked],
+            base=[i.start_us for _, i in picked], name=f"{lane}: {state}", marker_color=color,
+            marker_line={"color": "white", "width": 1}, hovertext=[f"step {i.step}" for _, i in picked]))
+    summary = "<br>".join(f"{label}: {run.syncs} sync(s) per step, {run.step_time_us:.0f} us per step, "
+                          f"GPU busy {run.gpu_utilisation:.0%}" for label, run in zip(labels, (before, after)))
+    return _layout(fig, f"MODEL — {title}", summary, barmode="overlay", xaxis_title="time (us, modelled)",
+                   height=380, yaxis={"categoryorder": "array", "categoryarray": rows[::-1], "automargin": True},
+                   margin={"l": 10, "r": 10, "t": 110, "b": 10},
+                   legend={"orientation": "h", "yanchor": "top", "y": -0.25})
+
+
 def model_slider_figure(host_us: float, device_us: float, sync_values: Sequence[int] = (0, 1, 2, 4, 8)) -> go.Figure:
     """The model with a slider over syncs per step (works in the static book: no kernel needed)."""
     runs = [simulate(host_us, device_us, s) for s in sync_values]

@@ -160,8 +160,8 @@ DELEGATIONS: list[tuple[str, Callable[..., Any], str, str, str]] = [
                 return input_batch.InputBatchBaseline.update_async_output_token_ids(self)
      """, "ReverseScanBatch", "InputBatchBaseline.update_async_output_token_ids"),
     ("4.2", ch4.check_bottleneck_model, """
-        def host_bottleneck_length(costs_us, device_step_us):
-            return c4._bottleneck_reference(costs_us, device_step_us)
+        def host_bottleneck_length(costs_us, device_step_us, max_length):
+            return c4._bottleneck_reference(costs_us, device_step_us, max_length)
      """, "host_bottleneck_length", "_bottleneck_reference"),
     ("5.1", ch5.check_placeholder_range, """
         class ListCachedRange(mm_inputs.PlaceholderRange):

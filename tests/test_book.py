@@ -245,6 +245,35 @@ SPLIT_WORDS_JS = """() => {
 }"""
 
 
+# What a plotly chart draws, to tell whether a slider step changed it: its traces' values and its title.
+CHART_STATE_JS = """(div) => JSON.stringify([div.data.map(t => [t.x, t.base, t.y, t.visible]), div.layout.title?.text])"""
+
+
+def drive_sliders(page: Any) -> list[str]:
+    """Click every step of every plotly slider on the page: each must change its chart and raise no error."""
+    problems: list[str] = []
+    charts = page.locator("div.synclab-plotly")
+    for index in range(charts.count()):
+        chart = charts.nth(index)
+        steps = chart.locator("g.slider-group g.slider-label-group")  # nothing in a chart without a slider
+        rail = chart.locator("g.slider-group rect.slider-rail-touch-rect").first
+        if not steps.count() or not rail.count():
+            continue
+        chart.scroll_into_view_if_needed()  # a click lands only inside the window
+        rail_box = rail.bounding_box()
+        drawn: dict[str, str] = {}  # each step's label -> what the chart drew after a click on it
+        for step in range(steps.count() - 1, -1, -1):  # every step, the last first: each must draw its own figure
+            label_box = steps.nth(step).bounding_box()  # a reader clicks the rail above the step's label
+            page.mouse.click(label_box["x"] + label_box["width"] / 2, rail_box["y"] + rail_box["height"] / 2)
+            page.wait_for_timeout(150)
+            drawn[steps.nth(step).text_content() or str(step)] = chart.evaluate(CHART_STATE_JS)
+        for label, state in drawn.items():
+            same = [other for other, s in drawn.items() if s == state and other != label]
+            if same:
+                problems.append(f"chart {index + 1}: the slider's step {label!r} draws what step {same[0]!r} draws")
+    return problems
+
+
 def check_page(browser: Any, url: str, *, lands_on: str | None = None, min_charts: int = 0,
                needs_math: bool = False, needs_slider: bool = False,
                needs_label_math: bool = False) -> list[str]:
@@ -276,6 +305,8 @@ def check_page(browser: Any, url: str, *, lands_on: str | None = None, min_chart
             _wait(page, """() => [...document.querySelectorAll('div.synclab-plotly')]
                                 .every(div => div.querySelector('svg.main-svg'))""",
                   f"{charts} plotly chart(s) (div.synclab-plotly svg)", problems)
+
+        problems += drive_sliders(page)
 
         formulas = page.locator(".math").count()  # Sphinx's MathJax markup
         if needs_math and not formulas:
@@ -462,3 +493,15 @@ def test_instructors_page_lists_each_chapters_points_and_the_stored_times(built_
         timed = f"{times[chapter]['seconds']:.0f} s" if chapter in times else "not recorded"
         assert re.search(rf"<p>{chapter}</p>.*?<p>{re.escape(detail)}</p>.*?<p>{sum(tasks.values())}</p>.*?"
                          rf"<p>{re.escape(timed)}</p>", html, re.DOTALL), chapter
+
+
+def test_listings_show_vllms_code_without_the_labs_scaffolding(built_book: Path) -> None:
+    """A literalinclude of the lab's copy of vLLM's code starts at its ``def``: no ``@answer_key`` decorator shown."""
+    shown = 0
+    for page in sorted((ROOT / "book").glob("0*.md")):
+        text = page.read_text()
+        shown += text.count(":pyobject:")
+        assert text.count(":pyobject:") == text.count(":start-at: def"), f"{page.name}: a listing without :start-at: def"
+        html = (built_book / "book" / f"{page.stem}.html").read_text()
+        assert "answer_key" not in html, f"{page.name} shows the lab's @answer_key scaffolding"
+    assert shown >= 9  # chapters 2 and 3 show the code before their PRs

@@ -46,12 +46,30 @@ def test_chapter_2_says_what_host_blocked_measures_before_it_runs():
     assert "_sync_device()" in before.source and "get_output()" in before.source
 
 
-def test_5_2_step_6_states_the_clamp_to_the_item():
+def test_5_2_states_the_clamp_to_the_item():
     text = section("05_list_based_caches", "## Exercise 5.2")
     assert "clamped to the item" in text
     assert "`window_end = num_computed_tokens + num_new_tokens`" in text
     assert "`start = max(0, num_computed_tokens - pos.offset)`" in text
     assert "`end = min(pos.length, window_end - pos.offset)`" in text
+
+
+def test_5_2_states_the_return_with_no_new_tokens_and_the_reference_agrees():
+    """The contract's first clause (a learner failed one run in six without it): the arguments back, the cache untouched."""
+    from synclab.engine.scheduler import SchedulerConfig
+    from synclab.list_caches.checks import _PlaceholderRangeReference, _SchedulerReference, _manager_state, \
+        _pre_cache, make_request
+
+    text = section("05_list_based_caches", "## Exercise 5.2")
+    assert ("When `num_new_tokens` is 0, or the request has no multimodal items, return "
+            "`([], num_new_tokens, encoder_compute_budget)` at once") in text
+    assert "without asking any item or the encoder cache anything" in text
+    scheduler = _SchedulerReference(SchedulerConfig())
+    request = make_request(_PlaceholderRangeReference, [("img-a", 10, 8, None)], 40, num_computed_tokens=12)
+    _pre_cache(scheduler, request, [0])  # a hit the loop would record if it asked
+    before = _manager_state(scheduler)
+    assert tuple(scheduler._try_schedule_encoder_inputs(request, 12, 0, 7)) == ([], 0, 7)
+    assert _manager_state(scheduler) == before
 
 
 def test_6_1_names_the_hooks_it_overrides_and_defines_stray_and_per_step():

@@ -244,6 +244,17 @@ def test_wrong_diagnoses_fail_with_the_runner_named():
     assert not ch2.check_diagnosis(lambda: {k: "typo" for k in ch2.SPOT_THE_BUG}).passed
 
 
+def test_a_consequence_named_as_the_bug_is_told_it_is_a_consequence():
+    """Runner C reads without waiting: its other symptoms (no wait, tensors let go) follow from that."""
+    right = {"A": "unordered", "B": "pageable", "C": "early read", "D": "freed early", "E": "over-wait"}
+    assert ch2.check_diagnosis(lambda: right).passed
+    for consequence in ("freed early", "over-wait"):
+        report = ch2.check_diagnosis(lambda: {**right, "C": consequence})
+        text = str(report)
+        assert not report.passed and f"C: you said {consequence!r}; that shows" in text, text
+        assert "it is a consequence: another symptom of C explains it" in text and "early read" not in text, text
+
+
 def test_a_stub_reports_not_implemented():
     class Stub(AsyncOutputRunner):
         def _pool(self, *args):

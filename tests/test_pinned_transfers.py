@@ -524,7 +524,9 @@ def test_wrong_predictions_fail_with_the_snippet_named():
         return answers
 
     report = ch3.check_sync_predictions(swapped)
-    assert not report.passed and "f: rows[idx] = 0: you said 'none'" in str(report)
+    assert not report.passed and "f: rows[idx] = 0: you said 'none', but index_put_ wraps the Python 0" in str(report)
+    assert "you said 'synchronous host-to-device copy', but index_fill_ hands the 0" in str(report)
+    assert "measured" not in str(report)  # the reader is told what the line does, not the kind count_syncs measured
     assert not ch3.check_sync_predictions(lambda: {k: None for k in ch3.SNIPPETS}).passed
     assert not ch3.check_sync_predictions(lambda: {"a": None}).passed
 

@@ -235,7 +235,11 @@ def _symptoms(evidence: dict[str, Any]) -> dict[str, tuple[bool, str]]:
 
 @answer_key("2.2", role="answer key")
 def _diagnose(evidence: dict[str, Any]) -> str:
-    """The label the evidence points to: the first of ``BUG_LABELS`` whose symptom shows, or ``"no bug"``."""
+    """The label the evidence points to, or ``"no bug"``: the cause among the symptoms that show.
+
+    ``BUG_LABELS`` lists the labels causes first: a runner that reads its outputs without waiting (early read) also
+    makes none of get_output()'s waits and lets its device tensors go, so the first label that shows is the cause.
+    """
     return next((label for label, (shows, _) in _symptoms(evidence).items() if shows), "no bug")
 
 
@@ -244,8 +248,9 @@ def _why_not(runner: str, label: str, evidence: dict[str, Any]) -> str:
     shows, fact = _symptoms(evidence)[label]
     if not shows:
         return f"{runner}: you said {label!r}, but the evidence shows no such thing ({fact})"
-    return (f"{runner}: you said {label!r}; that shows ({fact}), but so does a symptom listed before it in "
-            f"BUG_LABELS, and the first one that shows names the bug")
+    return (f"{runner}: you said {label!r}; that shows ({fact}), but it is a consequence: another symptom of "
+            f"{runner} explains it. Fix {label!r} in your head: the other symptom would still show; fix that one, and "
+            f"this one goes too")
 
 
 def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None = None) -> CheckReport:

@@ -196,86 +196,102 @@ def check_update_async_output_token_ids(batch_cls: BatchClass, seed: int | None 
 
 
 @answer_key("4.2")
-def _bottleneck_reference(costs_us: dict[int, float], device_step_us: float) -> int | None:
-    """Least-squares line through (output length, host us per step); the first length where it reaches the device step.
+def _bottleneck_reference(costs_us: dict[int, float], device_step_us: float, max_length: int) -> float | None:
+    """The least-squares line through (output length, host us per step); where it first reaches the device step.
 
-    The contract, case by case: 0 when the line starts at or above the device step (whatever its slope, flat
-    included); None when it never gets there (slope <= 0); otherwise the crossing rounded UP to a whole length,
-    however far it lies (no threshold on a small slope: a noisy, nearly flat fit gives an enormous length).
-    The fit is of the costs minus the first cost, which are exactly 0 when every cost is equal: a flat table's
-    slope is then exactly 0, not the rounding residue (about 1e-35) a floating-point mean can leave behind,
-    which would put the crossing near 1e39 tokens instead of None.
+    The smallest length L in [0, max_length] at which a + b * L >= device_step_us, or None when there is none:
+    0 when the line starts at or above the device step, None when it never rises to it or rises to it only past
+    ``max_length`` (past the measured lengths the line says nothing). The fit is of the costs minus the first cost,
+    so that equal costs give a slope of exactly 0 (any fit gives None there: its residue's crossing is astronomic).
     """
     xs, ys = list(costs_us), list(costs_us.values())
     base = ys[0]
-    rises = [y - base for y in ys]  # exactly 0.0 for equal costs
+    rises = [y - base for y in ys]
     mx, my = sum(xs) / len(xs), sum(rises) / len(rises)
     sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (r - my) for x, r in zip(xs, rises)) / sxx if sxx else 0.0
+    slope = sum((x - mx) * (r - my) for x, r in zip(xs, rises)) / sxx
     intercept = base + my - slope * mx
     if intercept >= device_step_us:
-        return 0
+        return 0.0
     if slope <= 0:
         return None
-    return math.ceil((device_step_us - intercept) / slope)
+    crossing = (device_step_us - intercept) / slope
+    return crossing if crossing <= max_length else None
 
 
 # The stored run's reverse-scan medians (solutions/04, rounded to 0.1 us): flat within noise, a tiny positive slope.
 NOISY_FLAT_US = {100: 48.1, 1_000: 50.8, 10_000: 51.4, 60_000: 51.1, 100_000: 51.1}
 
+_FIT_HINT = "fit host_us = a + b * length to every point (least squares), then solve a + b * L = device_step_us"
+_TWO_POINT_HINT = ("your answer is where a line through two of the points crosses: a least-squares line uses every "
+                   "point, and a noisy point moves it")
+_AT_ZERO_HINT = ("the line is at or above the device step at length 0: the host is the bottleneck from the start, "
+                 "whatever the slope, so the answer is 0 (look at the line at length 0 before its slope)")
+_NEVER_HINT = "a line that starts below the device step and does not rise never reaches it: None"
+_PAST_MAX_HINT = ("the crossing lies past max_length: the line was fitted to shorter lengths and says nothing out "
+                  "there, so the answer is None")
+_NO_THRESHOLD_HINT = ("a small slope still reaches the device step when its crossing lies within max_length: the "
+                      "contract has no threshold on the slope, only the range")
 
-_FIT_HINT = "fit host_us = a + b * length (least squares); solve a + b * L >= device_step_us"
-
-
-_ROUND_UP_HINT = ("return the first whole length at which the line has reached the device step: round UP (math.ceil); "
-                  "int() and round() can give a length where the host is still below it")
-
-
-_MODEL_CASES: list[tuple[str, dict[int, float], float, str]] = [
+# (case, costs, device step, max_length, the hint for a wrong answer): each clause of the contract, fixed.
+_MODEL_CASES: list[tuple[str, dict[int, float], float, int, str]] = [
     ("cost grows 0.18 us per token from 50 us; device step 10 ms", {100: 68.0, 10_000: 1850.0, 60_000: 10_850.0},
-     10_000.0, _FIT_HINT),
-    ("round up: the same line reaches a 9 ms device step at 49,722.2 tokens",
-     {100: 68.0, 10_000: 1850.0, 60_000: 10_850.0}, 9_000.0, _ROUND_UP_HINT),
-    ("flat cost below the device step (the reverse scan)", {100: 40.0, 60_000: 40.0, 100_000: 40.0}, 10_000.0,
-     "a slope <= 0 never reaches the device step: return None"),
-    ("flat at 43.3 us: every cost equal, so the slope is exactly 0", {100: 43.3, 60_000: 43.3, 100_000: 43.3},
-     10_000.0,
-     "equal costs must give None, but a floating-point mean of 43.3s is not exactly 43.3: the fit is left with a "
-     "slope of about 1e-35, and (device - a) / 1e-35 is about 1e39 tokens. Fit the costs minus the first cost "
-     "(exactly 0 here), so that a flat table's slope is exactly 0"),
-    ("the host is already the bottleneck", {100: 12_000.0, 1000: 12_100.0}, 10_000.0,
-     "the line starts above the device step: the host is the bottleneck from length 0"),
-    ("flat AND already above the device step: 0 wins over None", {100: 12_000.0, 60_000: 12_000.0, 100_000: 12_000.0},
-     10_000.0,
-     "test the intercept before the slope: a line that starts at or above the device step is the bottleneck from "
-     "length 0 (return 0), flat or not; None is for a line that starts below it and never rises"),
-    ("noisy, nearly flat, fitted slope negative: the stored reverse-scan costs, largest length first",
-     dict(zip(NOISY_FLAT_US, reversed(list(NOISY_FLAT_US.values())))), 10_000.0,
-     "the fitted slope is negative (noise), so the line never reaches the device step: None"),
-    ("noisy, nearly flat, fitted slope tiny but positive: the stored reverse-scan costs", NOISY_FLAT_US, 10_000.0,
-     "the fitted slope is about 1e-5 us per token: positive, so the line does reach the device step, at some 7e8 "
-     "tokens. Return that length, however far: no threshold on the slope (reading it as 'never at any length you "
-     "serve' is the caller's job, not the function's)"),
+     10_000.0, 100_000, _FIT_HINT),
+    ("a noisy middle point: the least-squares line, not one through two points",
+     {100: 68.0, 10_000: 3_000.0, 60_000: 10_850.0}, 10_000.0, 100_000, _FIT_HINT),
+    ("the host is already the bottleneck", {100: 12_000.0, 1000: 12_100.0}, 10_000.0, 100_000, _AT_ZERO_HINT),
+    ("the line reaches the device step exactly at length 0", {0: 10_000.0, 100: 10_100.0}, 10_000.0, 100_000,
+     _AT_ZERO_HINT),
+    ("flat and above the device step", {100: 12_000.0, 60_000: 12_000.0, 100_000: 12_000.0}, 10_000.0, 100_000,
+     _AT_ZERO_HINT),
+    ("falling and above the device step", {100: 12_000.0, 60_000: 11_000.0}, 10_000.0, 100_000, _AT_ZERO_HINT),
+    ("flat below the device step (the reverse scan)", {100: 40.0, 60_000: 40.0, 100_000: 40.0}, 10_000.0, 100_000,
+     _NEVER_HINT),
+    ("every cost equal at 43.3 us", {100: 43.3, 60_000: 43.3, 100_000: 43.3}, 10_000.0, 100_000, _NEVER_HINT),
+    ("falling and below the device step", {100: 900.0, 60_000: 500.0}, 10_000.0, 100_000,
+     _NEVER_HINT + " (a negative crossing is not a length)"),
+    ("noisy, nearly flat: this machine's reverse scan", NOISY_FLAT_US, 10_000.0, 100_000, _PAST_MAX_HINT),
+    ("the crossing (50) just past max_length (49)", {0: 0.0, 100: 100.0}, 50.0, 49, _PAST_MAX_HINT),
+    ("a small slope (5e-5 us per token) that crosses within max_length", {0: 9_990.0, 100_000: 9_995.0}, 10_000.0,
+     300_000, _NO_THRESHOLD_HINT),
 ]
 
 
-def _same_length(got: Any, want: int | None) -> bool:
-    """The same answer; a length past a million tokens up to a millionth (two ways of fitting round differently)."""
+def _same_length(got: Any, want: float | None) -> bool:
+    """The same answer: a whole-token rounding of the crossing is as good as the crossing itself."""
     if got is None or want is None:
         return got is None and want is None
-    if isinstance(got, bool) or not isinstance(got, (int, float)):
+    if isinstance(got, bool) or not isinstance(got, (int, float)) or math.isnan(got):
         return False
-    return got == want if want < 10**6 else abs(got - want) <= 1e-6 * want
+    return abs(got - want) <= max(1.0, 1e-9 * abs(want))
+
+
+def _two_point_answers(costs: dict[int, float], device_us: float, max_length: int) -> list[float | None]:
+    """What a line through each pair of the points answers: a learner's fit through two points, recognised."""
+    points = sorted(costs.items())
+    return [_bottleneck_reference({x0: y0, x1: y1}, device_us, max_length)
+            for i, (x0, y0) in enumerate(points) for x1, y1 in points[i + 1:]]
+
+
+def _hint_for(got: Any, want: float | None, costs: dict[int, float], device_us: float, max_length: int,
+              hint: str) -> str:
+    if len(costs) > 2 and any(_same_length(got, two) for two in _two_point_answers(costs, device_us, max_length)):
+        return _TWO_POINT_HINT
+    if isinstance(got, (int, float)) and not isinstance(got, bool) and got > max_length:
+        return f"{got:,.0f} is past max_length ({max_length:,}): " + _PAST_MAX_HINT
+    if isinstance(got, (int, float)) and not isinstance(got, bool) and got < 0:
+        return "a length is never negative: " + _NEVER_HINT
+    return hint
 
 
 def _check_model_fixed(model: Callable[..., Any], rng: random.Random) -> None:
-    for case, costs, device_us, hint in _MODEL_CASES:
-        want = _bottleneck_reference(costs, device_us)
-        got = model(dict(costs), device_us)
-        if want and isinstance(got, (int, float)) and 0 < want - got <= 1:
-            hint = _ROUND_UP_HINT  # one short of the crossing: rounded down, or to the nearest
-        expect(_same_length(got, want), "output length where the host becomes the bottleneck", expected=repr(want),
-               got=repr(got), hint=hint, case=f"{case}; costs {costs}, device step {device_us:,.0f} us")
+    for case, costs, device_us, max_length, hint in _MODEL_CASES:
+        want = _bottleneck_reference(costs, device_us, max_length)
+        got = model(dict(costs), device_us, max_length)
+        expect(_same_length(got, want), "output length where the host becomes the bottleneck",
+               expected=repr(want if want is None else round(want, 1)), got=repr(got),
+               hint=_hint_for(got, want, costs, device_us, max_length, hint),
+               case=f"{case}; costs {costs}, device step {device_us:,.0f} us, max_length {max_length:,}")
 
 
 def _check_model_random(model: Callable[..., Any], rng: random.Random) -> None:
@@ -284,15 +300,21 @@ def _check_model_random(model: Callable[..., Any], rng: random.Random) -> None:
         lengths = sorted(rng.sample(range(100, 200_000), rng.randint(3, 8)))
         costs = {n: a + b * n + rng.uniform(-1, 1) for n in lengths}
         device_us = rng.uniform(1_000, 50_000)
-        want = _bottleneck_reference(costs, device_us)
-        got = model(costs, device_us)
-        close = got == want or (want is not None and got is not None and abs(got - want) <= max(2, 1e-6 * want))
-        expect(close, "output length where the host becomes the bottleneck", expected=repr(want), got=repr(got),
-               case=f"random costs {trial}: {a:.0f} + {b:.3f} * L us, device step {device_us:.0f} us")
+        max_length = rng.choice([max(lengths), 2 * max(lengths), 10 * max(lengths)])
+        crossing = _bottleneck_reference(costs, device_us, 10**18)
+        if crossing is not None and abs(crossing - max_length) < 2:
+            max_length += 10  # a crossing within a token of the range's end: a rounding may fall either side
+        want = _bottleneck_reference(costs, device_us, max_length)
+        got = model(costs, device_us, max_length)
+        expect(_same_length(got, want), "output length where the host becomes the bottleneck",
+               expected=repr(want if want is None else round(want, 1)), got=repr(got),
+               hint=_hint_for(got, want, costs, device_us, max_length, _FIT_HINT),
+               case=f"random costs {trial}: {a:.0f} + {b:.3f} * L us (+-1 us of noise), device step "
+                    f"{device_us:,.0f} us, max_length {max_length:,}")
 
 
 CHECKS_4_2 = [
-    Check("4.2", "fixed cost tables: growing, flat, already the bottleneck", _check_model_fixed),
+    Check("4.2", "fixed cost tables: each clause of the contract", _check_model_fixed),
     Check("4.2", "same as a least-squares reference on random cost tables", _check_model_random),
 ]
 

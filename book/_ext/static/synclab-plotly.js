@@ -13,7 +13,9 @@
     delete layout.width;
     layout.autosize = true;
     var config = Object.assign({ displaylogo: false }, fig.config || {}, { responsive: true });
-    window.Plotly.newPlot(el, fig.data || [], layout, config).catch(function (err) {
+    // The whole figure, frames included: a slider's steps animate to its frames.
+    var figure = { data: fig.data || [], layout: layout, frames: fig.frames || [], config: config };
+    window.Plotly.newPlot(el, figure).catch(function (err) {
       console.error("synclab-plotly: cannot draw figure", err);
     });
   }

@@ -42,6 +42,24 @@ def _snippets(device: Any = None) -> dict[str, Callable[[], object]]:
 
 SNIPPETS = list(_snippets("cpu"))  # the names only: no device touched at import
 
+# What each snippet's line does, told to a reader whose prediction was off: the reason, not the measured kind.
+WHAT_THE_LINE_DOES = {
+    "a": "torch.tensor(..., device=dev) builds the tensor from the list on the host, then copies it to the device "
+         "with a blocking copy, queued behind the device's work",
+    "b": "torch.tensor(ids) lives in pageable memory; before .to() returns, the host itself copies it into a pinned "
+         "staging buffer, without waiting for the device's queue",
+    "c": "the list goes into pinned memory first, so the non_blocking copy is only queued and .to() returns at once",
+    "d": ".item() brings the last value of x to the host before fill_ can take it as a number",
+    "e": "a 0-d device tensor assigned to a slice is broadcast by a kernel on the device; no value comes to the host",
+    "f": "index_put_ wraps the Python 0 in a host tensor and copies it to the device, blocking, before it scatters",
+    "g": "index_fill_ hands the 0 to its kernel as an argument: nothing is copied and nothing is read back",
+    "h": "rows[idx] with a tensor index gathers the rows into a new device tensor and zero_() zeroes that copy, all "
+         "on the device (rows itself is left unchanged)",
+    "i": "torch.arange needs its length as a host number, so seq_lens[0] is read back from the device first",
+    "j": "PyTorch allocates the destination itself, in pinned memory, and queues the copy; the call returns at once "
+         "and the values arrive later",
+}
+
 
 @answer_key("3.6", role="prediction measurer")
 def _measure_snippet_syncs() -> dict[str, str]:
@@ -70,9 +88,9 @@ def check_sync_predictions(predict: Callable[[], dict[str, Any]], seed: int | No
                hint="the keys are the table's names ('a: torch.tensor(ids, device=dev)', ...) or their letters")
         said = {k: "none" if v is None else getattr(v, "value", v) for k, v in preds.items()}
         measured = _measure_snippet_syncs()
-        wrong = {k: (said[k], measured[k]) for k in SNIPPETS if said[k] != measured[k]}
-        expect(not wrong, f"{len(wrong)} prediction(s) off",
-               got="; ".join(f"{k}: you said {p!r}, measured {m!r}" for k, (p, m) in wrong.items()),
+        wrong = [k for k in SNIPPETS if said[k] != measured[k]]
+        expect(not wrong, f"{len(wrong)} prediction(s) off. What each line does: " + "; ".join(
+                   f"{k}: you said {said[k]!r}, but {WHAT_THE_LINE_DOES[k.split(':')[0]]}" for k in wrong),
                hint="name the SyncKind, or None; the host waits for a device VALUE, a blocking COPY, or staged memory")
 
     check = Check("3.6", "predicted syncs match count_syncs", run, random=False)

@@ -1,0 +1,104 @@
+"""A chapter page is a lesson: its main flow within budget, its solution out of the reading path.
+
+The main flow (synclab.lab.main_flow) is what a reader meets without opening a fold. Each
+chapter page holds it to MAX_WORDS words and MAX_PRS distinct PR numbers; history and sources
+live in the chapter's closing fold. The table of contents keeps the solutions in a part of
+their own, after every chapter, so that "Next" at a chapter's end opens the next chapter.
+Each rule is shown to fail on a planted page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from synclab.lab.main_flow import MAX_PRS, MAX_WORDS, main_flow, pr_numbers, problems, words
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER_PAGES = sorted((ROOT / "book").glob("0*.md"))
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES, ids=lambda p: p.stem)
+def test_every_chapter_page_teaches_within_its_budget(page: Path) -> None:
+    found = problems(page)
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES, ids=lambda p: p.stem)
+def test_every_chapter_page_ends_with_its_history_folded(page: Path) -> None:
+    text = page.read_text()
+    assert "History and sources" in text, f"{page.name}: no 'History and sources' section"
+    assert "History and sources" not in main_flow(text), f"{page.name}: 'History and sources' is not folded"
+
+
+def test_the_counter_skips_folds_code_math_and_figures_and_counts_admonitions() -> None:
+    page = "\n".join([
+        "---", "kernelspec: {name: python3}", "---",
+        "# Title", "one two three",
+        "```{admonition} In this chapter", ":class: tip", "four five", "```",
+        "````{dropdown} History and sources", "#11111 #22222 many words here", "```python", "x = 1", "```", "````",
+        "```{admonition} Folded", ":class: dropdown", "#33333 hidden", "```",
+        "<details><summary>x</summary>", "#44444 hidden", "</details>",
+        "```python", "code words not counted #55555", "```",
+        "$$", "T = a + b", "$$",
+        "```{glue:figure} ../solutions/x.ipynb::fig", ":name: fig-x", "caption words", "```",
+        "See [the docs](https://example.com/a/b) and PR #66666.",
+    ])
+    assert words(page) == 1 + 3 + 2 + 6  # the title, the prose, the admonition, the last sentence (not its URL)
+    assert pr_numbers(page) == {66666}
+
+
+def test_a_page_over_budget_is_named_with_what_to_do(tmp_path: Path) -> None:
+    long_page = tmp_path / "09_long.md"
+    long_page.write_text("# Long\n" + "word " * MAX_WORDS + "\n" +
+                         " ".join(f"#{40000 + i}" for i in range(MAX_PRS + 1)) + "\n")
+    found = problems(long_page)
+    assert any("words in the main flow" in p and "History and sources" in p for p in found)
+    assert any(f"{MAX_PRS + 1} PR numbers" in p for p in found)
+    folded = tmp_path / "09_folded.md"
+    folded.write_text("# Short\n````{dropdown} History and sources\n" + "word " * MAX_WORDS + "\n" +
+                      " ".join(f"#{40000 + i}" for i in range(MAX_PRS + 1)) + "\n````\n")
+    assert problems(folded) == []
+
+
+# ----------------------------------------------------------------------------- the table of contents
+
+
+def toc_files(toc: dict[str, Any]) -> list[str]:
+    """Every file of a jb-book table of contents, in reading order, the root first."""
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []):
+            files.append(chapter["file"])
+            files += [section["file"] for section in chapter.get("sections", [])]
+    return files
+
+
+def solutions_in_the_reading_path(files: list[str]) -> list[str]:
+    """Solutions listed before the last chapter page: "Next" would open them in the middle of the book."""
+    chapters = [i for i, f in enumerate(files) if f.startswith("book/0")]
+    return [f for f in files[:max(chapters, default=0)] if f.startswith("solutions/")]
+
+
+def test_no_solution_sits_between_two_chapters() -> None:
+    files = toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+    assert solutions_in_the_reading_path(files) == []
+    assert sum(f.startswith("solutions/") for f in files) == len(CHAPTER_PAGES)  # each still in the book
+
+
+def test_a_solution_between_two_chapters_is_caught() -> None:
+    planted = {"root": "book/intro", "parts": [{"chapters": [
+        {"file": "book/00_primer"}, {"file": "solutions/00_primer"}, {"file": "book/01_slice_then_split"},
+        {"file": "solutions/01_slice_then_split"}]}]}
+    assert solutions_in_the_reading_path(toc_files(planted)) == ["solutions/00_primer"]
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES, ids=lambda p: p.stem)
+def test_a_chapters_first_box_points_to_its_lab(page: Path) -> None:
+    flow = main_flow(page.read_text())
+    first_box = page.read_text().split("```{admonition}", 1)[1].split("```", 1)[0]
+    assert f"labs/{page.stem}.ipynb" in first_box, page.name
+    assert "solutions/" not in flow.split("\n## ", 1)[0], f"{page.name}: the opening links to the solution"
