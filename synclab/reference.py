@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,9 +55,56 @@ def load_sweeps(chapter: str, name: str, root: Path = REFERENCE_DIR) -> dict[str
             for slug, data in load(chapter, root).items() if name in data["results"]}
 
 
-def describe_missing(chapter: str) -> str:
-    return (f"No GPU reference results for {chapter} are recorded yet. On a machine with a GPU, run "
-            f"`python -m synclab bench {chapter}` and commit data/reference/<device>/{chapter}.json.")
+# ----------------------------------------------------------------------------- what the PRs themselves measured
+
+PR_REPORTS_PATH = Path(__file__).resolve().parent.parent / "data" / "pr_reports.yaml"
+
+
+@dataclass(frozen=True)
+class PrReport:
+    """What a chapter's PR measured, in the PR's own words (``data/pr_reports.yaml``); ``pr`` None: no PR did."""
+
+    chapter: str
+    pr: int | None
+    bench: dict[str, str]  # figure name -> what `python -m synclab bench chN` draws there on a GPU
+    source: str = ""
+    measured: str = ""
+    setup: str = ""
+    rows: tuple[tuple[str, str, str], ...] = ()  # (what, before the PR, after it)
+    note: str = ""
+    why: str = ""  # why no PR measured this (pr is None)
+
+    def lines(self) -> list[str]:
+        """The report as plain text lines: for a lab's output and a terminal."""
+        if self.pr is None:
+            return [f"No PR measured this: {self.why}"]
+        out = [f"Reported by PR #{self.pr} ({self.source}): {self.measured}.", f"  setup: {self.setup}"]
+        width = max(len(what) for what, _, _ in self.rows)
+        out += [f"  {what:<{width}}  before: {before:<18}  after: {after}" for what, before, after in self.rows]
+        return out + ([f"  {self.note}"] if self.note else [])
+
+
+def pr_reports(path: Path = PR_REPORTS_PATH) -> dict[str, PrReport]:
+    """Every chapter's PR report, by chapter (``"ch1"``)."""
+    import yaml
+
+    reports = {}
+    for entry in yaml.safe_load(path.read_text()):
+        entry["rows"] = tuple(tuple(str(cell) for cell in row) for row in entry.get("rows", ()))
+        report = PrReport(**entry)
+        if report.pr is not None and not report.rows:
+            raise ValueError(f"{path.name}: {report.chapter} names PR #{report.pr} but no numbers of it")
+        reports[report.chapter] = report
+    return reports
+
+
+def describe_missing(chapter: str, figure: str | None = None) -> str:
+    """What a lab shows where no GPU run is recorded: the PR's own numbers, and what a GPU run would add."""
+    report = pr_reports()[chapter]
+    adds = [report.bench[figure]] if figure else list(report.bench.values())
+    return "\n".join(report.lines() + [
+        f"No GPU run of this lab is recorded yet. On a machine with a GPU, `python -m synclab bench {chapter}` "
+        f"records {'; '.join(a.rstrip('.') for a in adds)} (in data/reference/<device>/{chapter}.json)."])
 
 
 Y_AXIS = {("ch6", "host_time"): "median time per run (us)"}  # a sweep whose point is not one call

@@ -144,11 +144,20 @@ def test_default_reference_dir():
     assert reference.REFERENCE_DIR == Path(reference.__file__).resolve().parent.parent / "data" / "reference"
 
 
-def test_describe_missing():
-    text = describe_missing("ch7")
-    assert "ch7" in text
-    assert "python -m synclab bench ch7" in text
-    assert "data/reference/<device>/ch7.json" in text
+def test_describe_missing_shows_the_prs_own_numbers_and_what_a_gpu_run_adds():
+    text = describe_missing("ch4")
+    assert "Reported by PR #42938" in text and "1,937 tokens/s" in text and "12,178 tokens/s" in text
+    assert "python -m synclab bench ch4" in text and "data/reference/<device>/ch4.json" in text
+    assert "No PR measured this" in describe_missing("ch6")  # the lab's own figures say so, not an empty line
+    only = describe_missing("ch3", "bandwidth")
+    assert "pinned memory" in only and "gather_specific_token_logprobs" not in only
+
+
+def test_a_pr_report_without_numbers_is_refused(tmp_path):
+    bad = tmp_path / "reports.yaml"
+    bad.write_text("- chapter: ch9\n  pr: 12345\n  bench: {timing: x}\n")
+    with pytest.raises(ValueError, match="names PR #12345 but no numbers"):
+        reference.pr_reports(bad)
 
 
 def test_load_sweeps_returns_gpu_sweeps_only(tmp_path):

@@ -1,12 +1,16 @@
-"""``{gpu-reference}``: a chapter's headline figure from ``data/reference/``, or one line saying how to record it.
+"""``{gpu-reference}``: a chapter's headline figure from ``data/reference/``, beside what its PR itself measured.
 
 The book measures nothing (see _config.yml): a GPU figure is what ``python -m synclab bench chN``
 stored on a real GPU, drawn here from that file (``synclab.reference.headline_figures``, which
-refuses a stored measurement whose claim does not hold). Usage in a page::
+refuses a stored measurement whose claim does not hold). Beside it, or alone while no GPU run is recorded,
+what the chapter's PR measured in its own words (``data/pr_reports.yaml``), and what a GPU run adds. Usage::
 
     ```{gpu-reference} ch1 timing
     :title: AllPool.forward on a GPU
     ```
+
+Several measurements of one chapter share one report: ``{gpu-reference} ch6 host_time timeline`` with
+``:title: A whole run | The first steps`` (one title per measurement, split at ``|``).
 """
 
 from __future__ import annotations
@@ -23,31 +27,54 @@ from plotly_offline import plotly_node
 
 class GpuReferenceDirective(SphinxDirective):
     required_arguments = 2  # chapter ("ch1"), measurement name ("timing")
+    optional_arguments = 4  # more measurements of the same chapter, drawn under one report ("ch6 host_time gpu_ablation")
     option_spec = {"title": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
         from synclab.lab.chapters import import_all
-        from synclab.reference import REFERENCE_DIR, headline_figures
+        from synclab.reference import PR_REPORTS_PATH, REFERENCE_DIR, headline_figures, pr_reports
 
         import_all()  # a stored figure is checked against its chapter's claim
 
-        chapter, name = self.arguments
+        chapter, *names = self.arguments
         for path in REFERENCE_DIR.glob(f"*/{chapter}.json"):
             self.env.note_dependency(str(path))  # a new reference file rebuilds the page
+        self.env.note_dependency(str(PR_REPORTS_PATH))
+        report = pr_reports().get(chapter)
+        unknown = [name for name in names if report is None or name not in report.bench]
+        if unknown:
+            return [self.state.document.reporter.warning(
+                f"{chapter} {' '.join(unknown)}: no entry in data/pr_reports.yaml (what the PR measured, what a GPU "
+                "run adds)", line=self.lineno)]
+        titles = [title.strip() for title in self.options.get("title", "").split("|")]  # one per measurement
+        if len(titles) != len(names):
+            titles = [f"{chapter} {name}" for name in names]
+        drawn = []
         try:
-            drawn = headline_figures(chapter, name, self.options.get("title", f"{chapter} {name}"))
+            for name, title in zip(names, titles):
+                drawn += headline_figures(chapter, name, title)
         except ValueError as exc:
             return [self.state.document.reporter.warning(str(exc), line=self.lineno)]
-        if drawn:
-            return [plotly_node(figure) for figure in drawn]
-        line = nodes.paragraph(classes=["synclab-no-reference"])
-        line += nodes.strong(text="No GPU run is recorded for this figure yet. ")
-        line += nodes.Text("On a machine with a GPU, ")
-        line += nodes.literal(text=f"python -m synclab bench {chapter}")
-        line += nodes.Text(" records it in ")
-        line += nodes.literal(text=f"data/reference/<device>/{chapter}.json")
-        line += nodes.Text("; commit that file and this page draws it here.")
-        return [line]
+        box = nodes.container(classes=["synclab-pr-report"])
+        box += self.parse_text_to_nodes(_report_markdown(report, names, recorded=bool(drawn)))
+        return [plotly_node(figure) for figure in drawn] + [box]
+
+
+def _report_markdown(report: Any, names: list[str], recorded: bool) -> str:
+    """The PR's own numbers as a small table, sourced, and what a GPU run of the lab adds (or added) here."""
+    if report.pr is None:
+        text = f"**No PR measured this.** {report.why}"
+    else:
+        pr = f"#{report.pr}"
+        text = (f"**Reported by PR {pr}** ({report.source}): {report.measured}. {report.setup}\n\n"
+                f"| | before {pr} | after {pr} |\n|---|---|---|\n"
+                + "".join(f"| {what} | {before} | {after} |\n" for what, before, after in report.rows)
+                + (f"\n{report.note[0].upper()}{report.note[1:]}" if report.note else ""))
+    adds = "; ".join(report.bench[name].rstrip(".") for name in names)
+    if recorded:
+        return text + f"\n\nAbove, from `python -m synclab bench {report.chapter}` on a GPU: {adds}."
+    return (text + f"\n\n*No GPU run of this lab is recorded yet.* On a machine with a GPU, "
+            f"`python -m synclab bench {report.chapter}` draws here {adds[0].lower()}{adds[1:]}.")
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
