@@ -306,7 +306,7 @@ def _model_traces(run: ModelRun) -> list[go.Bar]:
 
 def _model_caption(run: ModelRun) -> str:
     return (f"host {run.host_us:.0f} us + device {run.device_us:.0f} us per step, {run.syncs} sync(s) per step:<br>"
-            f"GPU busy {run.gpu_utilisation:.0%}, {run.step_time_us:.0f} us per step")
+            f"GPU busy {run.steady_gpu_utilisation:.0%}, {run.step_time_us:.0f} us per step")
 
 
 def model_figure(run: ModelRun) -> go.Figure:
@@ -335,7 +335,7 @@ def before_after_rows(before: ModelRun, after: ModelRun, title: str,
             base=[i.start_us for _, i in picked], name=f"{lane}: {state}", marker_color=color,
             marker_line={"color": "white", "width": 1}, hovertext=[f"step {i.step}" for _, i in picked]))
     summary = "<br>".join(f"{label}: {run.syncs} sync(s) per step, {run.step_time_us:.0f} us per step, "
-                          f"GPU busy {run.gpu_utilisation:.0%}" for label, run in zip(labels, (before, after)))
+                          f"GPU busy {run.steady_gpu_utilisation:.0%}" for label, run in zip(labels, (before, after)))
     return _layout(fig, f"MODEL — {title}", summary, barmode="overlay", xaxis_title="time (us, modelled)",
                    height=380, yaxis={"categoryorder": "array", "categoryarray": rows[::-1], "automargin": True},
                    margin={"l": 10, "r": 10, "t": 110, "b": 10},
@@ -391,7 +391,7 @@ def output_loop_model_figure(runs: dict[str, OutputLoopRun], subtitle: str) -> g
 
 def utilisation_heatmap(device_us: float, host_values: Sequence[float], sync_values: Sequence[int]) -> go.Figure:
     """GPU utilisation in the model over host work per step x syncs per step."""
-    z = [[simulate(h, device_us, s, steps=20).gpu_utilisation for h in host_values] for s in sync_values]
+    z = [[simulate(h, device_us, s, steps=8).steady_gpu_utilisation for h in host_values] for s in sync_values]
     fig = go.Figure(go.Heatmap(
         x=[str(h) for h in host_values], y=[str(s) for s in sync_values], z=z, zmin=0, zmax=1,
         colorscale="RdYlGn", text=[[f"{v:.0%}" for v in row] for row in z], texttemplate="%{text}",

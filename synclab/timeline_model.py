@@ -62,7 +62,13 @@ class ModelRun(_Played):
 
     @property
     def step_time_us(self) -> float:
-        return self.total_us / self.steps
+        """Time per step in the steady state (:func:`step_time_formula` gives it in closed form)."""
+        return steady_step_time_us(self)
+
+    @property
+    def steady_gpu_utilisation(self) -> float:
+        """Fraction of a steady-state step the device spends computing: device / step time."""
+        return self.device_us / self.step_time_us
 
 
 def simulate(host_us: float, device_us: float, syncs: int, steps: int = 6, launch_us: float = 5.0) -> ModelRun:
@@ -85,6 +91,32 @@ def simulate(host_us: float, device_us: float, syncs: int, steps: int = 6, launc
                 run.intervals.append(Interval("host", "waiting (sync)", host_t, device_t, step))
                 host_t = device_t
     return run
+
+
+def step_time_formula(host_us: float, device_us: float, syncs: int, launch_us: float = 5.0) -> float:
+    """The steady-state time per step that :func:`simulate` plays, in closed form (the primer prints it).
+
+    With ``s`` syncs a step is ``s + 1`` pieces of host work ``h = host / (s + 1)`` and device work
+    ``d = device / (s + 1)``. Each sync costs a piece of host work, a launch onto the idle device and the
+    piece of device work, one after the other: ``s * (h + launch + d)``. The last piece's device work overlaps
+    the next step's first host piece, so the step ends with ``max(h, d)``:
+
+        T_step = s * (h + d + launch) + max(h, d)
+
+    With no sync that is ``max(host, device)``; with many, it tends to ``host + device + s * launch``.
+    """
+    pieces = syncs + 1
+    h, d = host_us / pieces, device_us / pieces
+    return syncs * (h + d + launch_us) + max(h, d)
+
+
+def steady_step_time_us(run: ModelRun, skip: int = 2) -> float:
+    """The time between two steps' ends on the device, once the first ``skip`` steps (the pipeline filling) are past.
+
+    The device's clock, not the host's: with no sync a host faster than the device runs ever further ahead.
+    """
+    ends = [max(i.end_us for i in run.intervals if i.lane == "device" and i.step == k) for k in range(run.steps)]
+    return (ends[-1] - ends[skip]) / (run.steps - 1 - skip)
 
 
 # ----------------------------------------------------------------------------- chapter 2: the output copy

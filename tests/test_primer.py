@@ -10,7 +10,7 @@ import torch
 from synclab import primer
 from synclab.syncs import count_syncs
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
-from tests.notebook_code import load_function
+from tests.notebook_code import ROOT, load_function
 
 decode_step = load_function("solutions/00_primer.ipynb", "decode_step")
 my_predictions = load_function("solutions/00_primer.ipynb", "my_predictions")
@@ -227,3 +227,27 @@ def test_predictions_keyed_by_the_tables_letters_are_accepted_and_wrong_keys_tol
     assert not report.passed and "a: x[2:9].sum()" in text and "letters ('a' to 'h')" in text
     assert "random cases used seed" not in text  # 0.2 draws no random case: no seed to replay
     assert "random cases used seed" in str(primer.check_decode_step(lambda batch: None, seed=0))
+
+
+def test_the_model_plays_the_formula_the_primer_prints():
+    """T_step = s((host + device)/(s + 1) + launch) + max(host, device)/(s + 1): the model, exactly."""
+    import re
+
+    from synclab.figures import model_slider_figure
+    from synclab.timeline_model import simulate, step_time_formula
+
+    for host in (0, 10, 40, 60, 120):
+        for device in (1, 30, 60, 200):
+            for syncs in range(9):
+                run = simulate(host, device, syncs, steps=8)
+                assert abs(run.step_time_us - step_time_formula(host, device, syncs)) < 1e-9, (host, device, syncs)
+    assert step_time_formula(40, 60, 0) == 60 and step_time_formula(40, 60, 1) == 85  # the page's numbers
+    assert step_time_formula(40, 60, 4) == 112
+    page = " ".join((ROOT / "book" / "00_primer.md").read_text().split())
+    assert "60 us with no sync, 85 us with one, 112 us with four" in page
+    assert r"T_\text{step} = s \left( \frac{T_\text{host} + T_\text{device}}{s + 1} + T_\text{launch} \right)" in page
+    fig = model_slider_figure(host_us=40, device_us=60)
+    printed = [re.search(r"GPU busy \d+%, (\d+) us per step", frame.layout.title.text).group(1) for frame in fig.frames]
+    assert printed == [f"{step_time_formula(40, 60, s):.0f}" for s in (0, 1, 2, 4, 8)]
+    broken = simulate(40, 60, 1, steps=8)
+    assert broken.step_time_us != (40 + 60)  # a "host + device" formula would not be what the model plays
