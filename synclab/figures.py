@@ -132,15 +132,19 @@ def bandwidth_figure(result: dict[str, Any], metric: str, title: str, label: str
                    xaxis_type="log", yaxis_type="log" if metric == "host_us" else None, height=400)
 
 
-def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[float]], published: dict[str, float],
-                      label: str, device_step_us: float) -> go.Figure:
-    """MODEL: loop throughput over output length from measured host costs, with published figures as dashed lines."""
+def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[float]],
+                      published: dict[str, tuple[int, float]], label: str, device_step_us: float) -> go.Figure:
+    """MODEL: loop throughput over output length from measured host costs.
+
+    ``published`` (name -> (output length, tokens/s)) is what the PR reported, drawn as a black mark at the one
+    length it measured, never as a line across lengths it did not.
+    """
     fig = go.Figure()
     for color, (variant, ys) in zip(variant_colors(), tokens_per_s.items()):
         fig.add_trace(go.Scatter(x=list(lengths), y=list(ys), name=variant, mode="lines+markers", line_color=color))
-    for dash, (name, value) in zip(("dash", "dot"), published.items()):
-        fig.add_trace(go.Scatter(x=list(lengths), y=[value] * len(lengths), mode="lines", name=f"PR #42938, {name}",
-                                 line={"dash": dash, "color": "#333"}))
+    for symbol, (name, (at, value)) in zip(("x", "diamond"), published.items()):
+        fig.add_trace(go.Scatter(x=[at], y=[value], mode="markers", name=f"reported by PR #42938: {name}, at {at:,}",
+                                 marker={"symbol": symbol, "size": 12, "color": "#000"}))
     return _layout(fig, f"MODEL: async decode loop, device step {device_step_us / 1000:.0f} ms",
                    f"host costs measured on {label}; the loop is a model", xaxis_title="output tokens per request",
                    yaxis_title="tokens/s", xaxis_type="log", yaxis_type="log", height=400)

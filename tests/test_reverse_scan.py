@@ -377,3 +377,13 @@ def test_the_worked_table_of_4_1_is_what_the_code_does(page):
         assert states[0].output_token_ids == after, (before, sampled)
         repairs = bool(before) and before[-1] == PLACEHOLDER
         assert waits == report.count == int(repairs), (before, sampled)  # no trailing -1: no wait at all
+
+
+def test_the_prs_figures_are_drawn_at_the_one_length_it_measured():
+    from synclab import figures
+
+    lengths = list(ch4.OUTPUT_LENGTHS)
+    fig = figures.loop_model_figure(lengths, {"forward": [1.0] * len(lengths)}, ch4.PR_TOKENS_PER_S, "cpu", 10_000.0)
+    marks = [trace for trace in fig.data if trace.name.startswith("reported by PR #42938")]
+    assert len(marks) == 2 and all(list(mark.x) == [60_000] for mark in marks)  # a point, never a line across lengths
+    assert sorted(mark.y[0] for mark in marks) == [1_937.0, 12_178.0]
