@@ -140,3 +140,7 @@ def test_chapter_2s_page_states_the_models_own_costs_and_shares():
                  launch_us=ch2.MODEL_LAUNCH_US)
     before = simulate_output_loop(**costs, wait_in_step=True, wait_in_get_output=False)
     assert "the compute stream runs forwards half the time" in page and round(before.compute_busy_share, 2) == 0.5
+    after = simulate_output_loop(**costs, wait_in_step=False, wait_in_get_output=True)
+    per_step = [run.total_us / run.steps for run in (before, after)]
+    assert (f"In the model a step goes from {per_step[0]:g} us to {per_step[1]:g} us, "
+            f"{per_step[0] / per_step[1]:.1f}×") in page  # the page's ratio is the model's, set beside the PR's
