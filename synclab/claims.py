@@ -135,12 +135,23 @@ class Claim:
     shows: str = ""  # what this kind of device can and cannot show of the pattern (said when a run disagrees)
 
     def missing(self, sweep: Sweep) -> list[str]:
-        """The variants its rules name that ``sweep`` lacks (a lab whose exercise is not done yet)."""
-        named = [v for rule in self.rules for v in (getattr(rule, f) for f in ("fast", "slow", "a", "b", "variant")
-                                                    if hasattr(rule, f))]
-        return [str(v) for v in dict.fromkeys(named)
-                if (isinstance(v, int) and not -len(sweep.variants) <= v < len(sweep.variants))
-                or (isinstance(v, str) and v not in sweep.variants)]
+        """The variants its rules name that ``sweep`` lacks (a lab whose exercise is not done yet).
+
+        A rule that compares two variants lacks one when both resolve to the same variant: with only the
+        baseline measured, "the last version" (-1) is the baseline itself, and comparing it with itself says nothing.
+        """
+        def absent(v: Variant) -> bool:
+            return ((isinstance(v, int) and not -len(sweep.variants) <= v < len(sweep.variants))
+                    or (isinstance(v, str) and v not in sweep.variants))
+
+        out: list[str] = []
+        for rule in self.rules:
+            pair = [getattr(rule, f) for f in ("fast", "slow", "a", "b") if hasattr(rule, f)]
+            named = pair + [getattr(rule, f) for f in ("variant",) if hasattr(rule, f)]
+            out += [str(v) for v in named if absent(v)]
+            if len(pair) == 2 and not any(absent(v) for v in pair) and _name(sweep, pair[0]) == _name(sweep, pair[1]):
+                out.append(str(pair[0]))  # one variant compared with itself: the other is not measured
+        return list(dict.fromkeys(out))
 
     def problems(self, sweep: Sweep) -> list[str]:
         missing = self.missing(sweep)
@@ -227,9 +238,9 @@ def validated(id: str, measure: Callable[[], Sweep], attempts: int = ATTEMPTS) -
     if problems:
         shows = f" What a CPU can and cannot show here: {claim.shows}" if claim.shows else ""
         print(f"Note: this run's timings differ from the page's sentence (\"{claim.text}\"): {'; '.join(problems)}.{shows} "
-              "Nothing is wrong with your code: timings move with whatever else the machine is doing. The page's "
-              "figure comes from a deliberate run on an idle machine (`make solutions`); to compare, close other "
-              "programs and run this cell again.")
+              "Timings move with whatever else the machine is doing, and with code that does different work: if it "
+              "is your version that differs, look at what it does per call. The page's figure comes from a "
+              "deliberate run on an idle machine (`make solutions`).")
     return sweep
 
 

@@ -243,3 +243,23 @@ def test_a_sweep_missing_a_variant_its_claim_names_claims_nothing_in_a_lab(toy_c
     monkeypatch.setenv(DELIBERATE_ENV, "1")
     with pytest.raises(ClaimContradicted, match="lacks variant"):
         validated("toy.sweep", lambda: made_up({"a": [10] * 3}))
+
+
+def test_a_lab_with_only_the_baseline_measured_compares_nothing(toy_claim, monkeypatch, capsys):
+    """An unfinished exercise: "the last version" is the baseline itself; no "'a' is 1.00x faster than 'a'" note."""
+    monkeypatch.delenv(DELIBERATE_ENV, raising=False)
+    claims.declare("toy.last", cpu=("the last is 2x faster.", [Faster(fast=-1, slow=0, by=2.0)]))
+    try:
+        sweep = validated("toy.last", lambda: made_up({"baseline": [10, 10, 10]}))
+        assert sweep.claim["partial"] is True and sweep.claim["holds"] is None
+        assert capsys.readouterr().out == ""  # nothing compared, nothing printed as a contradiction
+        assert claims.claim_for("toy.last", False).missing(made_up({"a": [1] * 3, "b": [1] * 3})) == []
+    finally:
+        claims.REGISTRY.pop(("toy.last", "cpu"))
+
+
+def test_a_contradiction_note_never_tells_a_learner_their_code_is_fine(toy_claim, monkeypatch, capsys):
+    monkeypatch.delenv(DELIBERATE_ENV, raising=False)
+    validated("toy.sweep", lambda: made_up({"a": [10] * 3, "b": [10] * 3}))
+    note = capsys.readouterr().out
+    assert "Nothing is wrong with your code" not in note and "if it is your version that differs" in note

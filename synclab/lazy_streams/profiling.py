@@ -94,7 +94,7 @@ def step_loop(runner: PoolingModelRunner, batches: list[PoolingBatch], steps: in
 
 
 declare("ch2.loop",
-        cpu=("On a CPU the two lines agree within 10% at every batch size.", [Within(a=0, b=1, factor=1.1)]),
+        cpu=("On a CPU the two lines agree within 25% at every batch size.", [Within(a=0, b=1, factor=1.25)]),
         gpu=("On a GPU the asynchronous runner is never more than 5% slower than the synchronous one, at any "
              "batch size.", [Faster(fast=1, slow=0, by=0.95)]),
         cpu_shows="both runners take the CPU path (a CPU platform has no streams), so they do the same work and "

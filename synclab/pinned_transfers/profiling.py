@@ -121,12 +121,12 @@ def sync_table(counts: dict[str, dict[str, list[int]]], batch_sizes: tuple[int, 
 
 
 declare("ch3.gather_sweep",
-        cpu=("On a CPU the two lines agree within 10% at every batch size.", [Within(a=0, b=1, factor=1.1)]),
+        cpu=("On a CPU the two lines agree within 25% at every batch size.", [Within(a=0, b=1, factor=1.25)]),
         gpu=("On a GPU the new version is at least 1.1× faster than the old one from 16 requests up.",
              [Faster(fast=1, slow=0, by=1.1, from_value=16)]),
         cpu_shows="a CPU has no device to wait for and no link to copy over: an upload is a copy within host "
                   "memory, so the two versions differ only in host work, about the same, and a gap of more than "
-                  "10% between them is this machine's noise, not your code. A CPU cannot show what #41429 saves, "
+                  "25% between them is this machine's noise, not your code. A CPU cannot show what #41429 saves, "
                   "the wait for the device at each per-request upload: the sync counts above carry over to a GPU, "
                   "these times do not.")
 
