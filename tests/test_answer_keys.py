@@ -40,7 +40,8 @@ _MODULES = {"c0": "synclab.primer.checks", "c2": "synclab.lazy_streams.checks", 
             "c3_snippets": "synclab.pinned_transfers.checks.snippets",
             "c3_uploads": "synclab.pinned_transfers.checks.uploads", "spot_the_bug": "synclab.lazy_streams.spot_the_bug",
             **{name: f"synclab.engine.{name}" for name in (
-                "bad_words", "input_batch", "mm_inputs", "model_inputs", "model_runner", "ngram_proposer_gpu",
+                "bad_words", "input_batch", "input_batch_baseline", "mm_inputs", "model_inputs", "model_runner",
+                "ngram_proposer_gpu", "pooler_baseline",
                 "penalties", "pooler", "sampler", "scheduler", "torch_utils")}}
 
 
@@ -65,20 +66,20 @@ DELEGATIONS: list[tuple[str, Callable[..., Any], str, str, str]] = [
     ("1.1", ch1.check_all_pool, """
         class AllPool(pooler.TokenPoolingMethod):
             def split_hidden_states(self, hidden_states, cursor):
-                return pooler.AllPoolBaseline.split_hidden_states(self, hidden_states, cursor)
+                return pooler_baseline.AllPoolBaseline.split_hidden_states(self, hidden_states, cursor)
 
             def forward(self, hidden_states, pooling_metadata):
-                return pooler.AllPoolBaseline.forward(self, hidden_states, pooling_metadata)
+                return pooler_baseline.AllPoolBaseline.forward(self, hidden_states, pooling_metadata)
      """, "AllPool", "AllPoolBaseline."),
     ("1.1", ch1.check_all_pool, """
         class AllPool(pooler.TokenPoolingMethod):  # the baseline called as the lab's walkthrough calls it
             def forward(self, hidden_states, pooling_metadata):
-                baseline = pooler.AllPoolBaseline(enable_chunked_prefill=self.enable_chunked_prefill)
+                baseline = pooler_baseline.AllPoolBaseline(enable_chunked_prefill=self.enable_chunked_prefill)
                 return baseline(hidden_states, pooling_metadata)  # through the base class's __call__
      """, "AllPool", "AllPoolBaseline.forward"),
     ("1.1", ch1.check_all_pool, """
-        _split = pooler.AllPoolBaseline.split_hidden_states  # taken when the cell runs, before any check
-        _forward = pooler.AllPoolBaseline.forward
+        _split = pooler_baseline.AllPoolBaseline.split_hidden_states  # taken when the cell runs, before any check
+        _forward = pooler_baseline.AllPoolBaseline.forward
 
         class AllPool(pooler.TokenPoolingMethod):
             def split_hidden_states(self, hidden_states, cursor):
@@ -157,7 +158,7 @@ DELEGATIONS: list[tuple[str, Callable[..., Any], str, str, str]] = [
     ("4.1", ch4.check_update_async_output_token_ids, """
         class ReverseScanBatch(input_batch.InputBatch):
             def update_async_output_token_ids(self):
-                return input_batch.InputBatchBaseline.update_async_output_token_ids(self)
+                return input_batch_baseline.InputBatchBaseline.update_async_output_token_ids(self)
      """, "ReverseScanBatch", "InputBatchBaseline.update_async_output_token_ids"),
     ("4.2", ch4.check_bottleneck_model, """
         def host_bottleneck_length(costs_us, device_step_us, max_length):

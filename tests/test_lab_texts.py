@@ -105,7 +105,7 @@ def test_the_primers_copy_of_the_baseline_is_the_whole_function():
 
 
 def test_1_1_names_the_flag_and_the_device_indices_it_reads():
-    from synclab.engine.pooler import AllPoolBaseline
+    from synclab.engine.pooler_baseline import AllPoolBaseline
 
     text = section("01_slice_then_split", "## Exercise 1.1")
     assert "`self.enable_chunked_prefill`" in text
@@ -116,7 +116,7 @@ def test_1_1_names_the_flag_and_the_device_indices_it_reads():
 
 def test_chapter_1_explains_the_sub_group_of_1_with_the_calls_it_counts():
     from synclab import slice_then_split as ch1
-    from synclab.engine.pooler import AllPoolBaseline
+    from synclab.engine.pooler_baseline import AllPoolBaseline
     from tests.notebook_code import load_function
 
     all_pool = load_function("solutions/01_slice_then_split.ipynb", "AllPool", {})

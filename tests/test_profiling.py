@@ -341,7 +341,7 @@ def _chapter_timelines():
     """Each chapter's profiling helper, called as its lab calls it (baseline first, then the solutions)."""
     from synclab import lazy_streams as ch2, pinned_transfers as ch3, primer, slice_then_split as ch1
     from synclab.engine.model_runner import SyncOutputRunner
-    from synclab.engine.pooler import AllPoolBaseline
+    from synclab.engine.pooler_baseline import AllPoolBaseline
     from synclab.engine.sampler import SamplerBaseline
 
     (decode_step,) = _solution("00_primer", "decode_step")

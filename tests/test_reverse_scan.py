@@ -15,7 +15,8 @@ import torch
 
 from synclab import reverse_scan as ch4
 from synclab.reverse_scan import checks as ch4_checks
-from synclab.engine.input_batch import PLACEHOLDER, InputBatchBaseline
+from synclab.engine.input_batch import PLACEHOLDER
+from synclab.engine.input_batch_baseline import InputBatchBaseline
 from synclab.reverse_scan.checks import _bottleneck_reference, _update_reference as update_reference
 from tests.check_reports import assert_every_check_shown_to_fail, copied, outcome
 from tests.notebook_code import load_function

@@ -15,7 +15,8 @@ from synclab.slice_then_split import checks as ch1_checks
 from synclab.device import is_device_tensor, pick_device, to_device
 from synclab.sim.pinning import simulated_pinning
 from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates
-from synclab.engine.pooler import AllPoolBaseline, DispatchPooler, LastPool
+from synclab.engine.pooler import DispatchPooler, LastPool
+from synclab.engine.pooler_baseline import AllPoolBaseline
 from synclab.syncs import count_syncs
 from synclab.timing import Sweep, Timing
 from synclab.provenance import Provenance

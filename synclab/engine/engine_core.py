@@ -30,12 +30,14 @@ import torch
 from synclab.device import DeviceLike, mark_device, pick_device
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.bad_words import SingleBatchFunction, _apply_bad_words_single_batch_baseline, apply_bad_words
-from synclab.engine.input_batch import CachedRequestState, InputBatch, InputBatchBaseline, append_placeholders
+from synclab.engine.input_batch import CachedRequestState, InputBatch, append_placeholders
+from synclab.engine.input_batch_baseline import InputBatchBaseline
 from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline, make_mask
 from synclab.engine.model_runner import PoolingModelRunner
 from synclab.engine.platform import current_platform
 from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates
-from synclab.engine.pooler import AllPoolBaseline, DispatchPooler, TokenPoolingMethod
+from synclab.engine.pooler import DispatchPooler, TokenPoolingMethod
+from synclab.engine.pooler_baseline import AllPoolBaseline
 from synclab.engine.sampler import Sampler, SamplerBaseline
 from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig, SchedulerOutput
 from synclab.engine.tiny_llm import CPU_MODEL, ModelConfig, TinyDecoder

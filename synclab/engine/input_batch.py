@@ -16,10 +16,8 @@ placeholders with the ids sampled last step. Names follow
   that says when that host copy is complete;
 * :func:`append_placeholders` — what ``_bookkeeping_sync`` (one) and
   ``_update_states`` (one per draft) do;
-* :class:`InputBatchBaseline` — the code before PR #42938: ``list.index(-1)``
-  finds the first placeholder by scanning the whole output history.
-
-The reader writes the reverse scan in Exercise 4.1.
+The reader writes the repair in Exercise 4.1. The code before PR #42938, which the profile and the
+capstone's switch run, is :mod:`synclab.engine.input_batch_baseline`.
 """
 
 from __future__ import annotations
@@ -29,7 +27,6 @@ from typing import Any
 
 import torch
 
-from synclab.lab.answer_keys import answer_key
 
 
 PLACEHOLDER = -1  # a real token id is never -1
@@ -80,33 +77,3 @@ class InputBatch:
 def append_placeholders(request: CachedRequestState, num_tokens: int = 1) -> None:
     """Extend the request's output with ``num_tokens`` placeholders: tokens sampled but not yet on the host."""
     request.output_token_ids.extend([PLACEHOLDER] * num_tokens)
-
-
-class InputBatchBaseline(InputBatch):
-    """Before PR #42938: the first placeholder is found by a forward scan of the whole output."""
-
-    @answer_key("4.1", role="vLLM's code before #42938", scope="checks", name="InputBatchBaseline.update_async_output_token_ids")
-    def update_async_output_token_ids(self) -> None:
-        output_token_ids = self.sampling_metadata.output_token_ids
-        if self.sampled_token_ids_cpu is None or not output_token_ids:
-            return
-        sampled_token_ids = None
-        for index, req_id in enumerate(self.req_ids):
-            prev_index = self.prev_req_id_to_index.get(req_id)
-            if prev_index is None:
-                continue  # a new request: nothing in flight
-            req_output_token_ids = output_token_ids[index]
-            if not req_output_token_ids or req_output_token_ids[-1] != PLACEHOLDER:
-                continue
-            if sampled_token_ids is None:
-                self.async_copy_ready_event.synchronize()  # at most once per step
-                sampled_token_ids = self.sampled_token_ids_cpu.tolist()
-            new_ids: list[int] = sampled_token_ids[prev_index]
-            if not new_ids:
-                continue
-            num_sampled_ids = len(new_ids) if new_ids[-1] != PLACEHOLDER else new_ids.index(PLACEHOLDER)
-            first_placeholder = req_output_token_ids.index(PLACEHOLDER)  # O(output length), every step
-            num_placeholders = len(req_output_token_ids) - first_placeholder
-            num_to_replace = min(num_sampled_ids, num_placeholders)
-            del new_ids[num_to_replace:]
-            req_output_token_ids[first_placeholder:] = new_ids

@@ -14,7 +14,8 @@ import torch
 from synclab import figures
 from synclab.claims import Faster, declare, validated
 from synclab.engine.pool_metadata import PoolingCursor
-from synclab.engine.pooler import AllPoolBaseline, PoolerOutput
+from synclab.engine.pooler import PoolerOutput
+from synclab.engine.pooler_baseline import AllPoolBaseline
 from synclab.lab.answer_keys import answer_key, as_written
 from synclab.profiling import Trace, profile
 from synclab.reference import record

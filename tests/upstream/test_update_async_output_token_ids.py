@@ -16,7 +16,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from synclab.engine.input_batch import CachedRequestState, InputBatch, InputBatchBaseline
+from synclab.engine.input_batch import CachedRequestState, InputBatch
+from synclab.engine.input_batch_baseline import InputBatchBaseline
 from tests.upstream.adapters import solution
 
 BATCHES = [solution(4, "ReverseScanBatch"), InputBatchBaseline]
