@@ -58,8 +58,8 @@ def test_sync_counts_before_and_after(monkeypatch):
     assert "16 -> 0" in ch3.sync_table(counts, (1, 16))
 
 
-def test_sync_counts_leave_out_both_rows_of_a_class_whose_second_exercise_is_unfinished(monkeypatch, capsys):
-    """PinnedInputsRunner holds 3.3 and 3.4: with 3.4 a stub, neither row may run the reader's class."""
+def test_a_finished_3_3_is_profiled_though_the_stretch_3_4_in_its_class_is_not(monkeypatch, capsys):
+    """PinnedInputsRunner holds 3.3 and 3.4: with the stretch 3.4 a stub, the 3.3 row still runs the reader's method."""
     _passed(monkeypatch, "3.1", "3.2", "3.3", "3.5", "3.7", "3.8")
 
     class HalfDone(PinnedInputsRunner):
@@ -73,9 +73,13 @@ def test_sync_counts_leave_out_both_rows_of_a_class_whose_second_exercise_is_unf
 
     checks.EXERCISE_STATUS["3.4"] = "not implemented"
     counts = ch3.sync_counts(before, after, batch_sizes=(1,))
-    assert "_prepare_kv_sharing_fast_prefill" not in counts and "_init_model_kwargs" not in counts
+    assert "_prepare_kv_sharing_fast_prefill" not in counts  # the stub is never called, its row left out
+    assert counts["_init_model_kwargs"] == {"before": [2], "after": [0]}  # the reader's 3.3, profiled
     assert counts["bincount"] == {"before": [2], "after": [0]}
     assert "finish Exercise 3.4 first" in capsys.readouterr().out
+    checks.EXERCISE_STATUS["3.3"] = "not implemented"  # both unfinished: the class runs on neither side
+    counts = ch3.sync_counts(before, after, batch_sizes=(1,))
+    assert "_init_model_kwargs" not in counts and "_prepare_kv_sharing_fast_prefill" not in counts
 
 
 def test_snippets_measure_what_the_book_says():
@@ -268,6 +272,16 @@ class HardPinnedTypes(PinnedInputsRunner):
         self.pin_memory = True
 
 
+class WholeLengthBuffer(PinnedInputsRunner):  # a learner's: every entry of the max_num_reqs buffer, stale ones too
+    def _init_model_kwargs(self):
+        boundaries = self._token_type_id_requests()
+        if not self.is_pooling_model or not boundaries:
+            return {}
+        lens = [n for n in self.optimistic_seq_lens_cpu.tolist() if n > 0]  # zeros skipped, stale lengths kept
+        ids = [(torch.arange(n) >= boundaries.get(i, n)).int() for i, n in enumerate(lens)]
+        return {"token_type_ids": ch3.to_device(torch.cat(ids))}
+
+
 class ZeroPadding(PinnedInputsRunner):
     def _prepare_kv_sharing_fast_prefill(self, logits_indices):
         n = logits_indices.shape[0]
@@ -312,6 +326,7 @@ WRONG_3_3 = [
     (AlwaysPassesTypes, "nothing to pass"),
     (PageableTypes, "0 syncs"),
     (HardPinnedTypes, "WSL"),
+    (WholeLengthBuffer, "a batch that shrank"),
 ]
 WRONG_3_4 = [
     (GPUModelRunnerBaseline, "0 syncs"),
@@ -558,3 +573,10 @@ def test_every_stub_of_chapter_3_reads_not_implemented(check):
 
     report = getattr(ch3, check)(StubSampler if "gather" in check else stub, seed=0)
     assert {o.status for o in report.outcomes} == {"not implemented"}, str(report)
+
+
+def test_reading_the_whole_length_buffer_is_caught_on_every_seed_with_the_stale_lengths_named():
+    for seed in range(20):
+        report = ch3.check_init_model_kwargs(WholeLengthBuffer, seed=seed)
+        (shrunk,) = [o for o in report.outcomes if "a batch that shrank" in o.name]
+        assert shrunk.status == "failed" and "the lengths past request 2 are stale" in shrunk.case, str(report)

@@ -256,6 +256,17 @@ def _check_types_fixed(runner_cls: RunnerClass, rng: random.Random) -> None:
         _same_token_types(got, params, [5, 3, 4, 3], "boundary 2 of 5, none, 0 of 4, 3 of 3")
 
 
+def _check_types_shrunk_batch(runner_cls: RunnerClass, rng: random.Random) -> None:
+    """The runner's host lengths are a buffer for max_num_reqs: past this step's requests they hold stale values."""
+    with simulated_pinning(True):
+        runner = runner_for(runner_cls, [PoolingParams("classify", {"compressed_token_type_ids": 1})] * 4, [5, 6, 7, 8])
+        params = [PoolingParams("classify", {"compressed_token_type_ids": 2}), PoolingParams("classify")]
+        runner.set_requests(params, [4, 3])  # the batch shrank: entries 2 and 3 still hold 7 and 8
+        got, _ = counted(runner._init_model_kwargs)
+        _same_token_types(got, params, [4, 3], "4 requests last step, 2 now: the lengths past request 2 are stale "
+                          "(read only the first num_reqs of optimistic_seq_lens_cpu)")
+
+
 def _check_types_no_kwargs(runner_cls: RunnerClass, rng: random.Random) -> None:
     cases = [("no request carries token types", [PoolingParams("classify")] * 3, [4, 2, 7], True),
              ("empty batch", [], [], True),
@@ -297,6 +308,7 @@ def _check_types_wsl(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 CHECKS_3_3 = [
     Check("3.3", "fixed case: boundaries 2, none, 0 and at the end", _check_types_fixed),
+    Check("3.3", "a batch that shrank: only this step's requests' lengths count", _check_types_shrunk_batch),
     Check("3.3", "nothing to pass ({}): no token types, empty batch, not a pooling model", _check_types_no_kwargs),
     Check("3.3", "same as a plain reference on random batches (1 to 64 requests)", _check_types_random),
     Check("3.3", "0 syncs: host-side lengths, pinned buffer, non_blocking upload", _check_types_syncs),
