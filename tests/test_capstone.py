@@ -278,3 +278,16 @@ def test_load_fixes_runs_the_readers_labs_and_names_what_is_not_done(capsys, tmp
     assert finished.unfinished == frozenset() and capsys.readouterr().out == ""
     with pytest.raises(FileNotFoundError, match="not a folder"):
         ch6.load_fixes(tmp_path / "nowhere")
+
+
+def test_a_fix_not_written_is_named_in_its_configurations_label():
+    from dataclasses import replace
+
+    from synclab.capstone.workloads import book_fixes
+    from synclab.engine.engine_core import EngineConfig
+
+    fixes = replace(book_fixes(), unfinished=frozenset({"pinned_uploads"}))
+    assert fixes.label_for(EngineConfig.only("pinned_uploads")) == \
+        "pinned_uploads (pinned_uploads not written: runs the code before its PR)"
+    assert fixes.label_for(EngineConfig.only("list_cache")) == "list_cache"
+    assert "not written" in fixes.label_for(EngineConfig()) and fixes.label_for(EngineConfig.baseline()) == "baseline"

@@ -58,7 +58,8 @@ def sync_table(workload: Workload, configs: list[EngineConfig] | None = None,
     table = {}
     for config in configs or ablation_configs():
         syncs, _ = step_syncs(workload, config, runner_cls, components)
-        table[config.label] = (syncs.stray_per_step, sum(syncs.planned) / max(len(syncs.planned), 1))
+        label = (components or current_fixes()).label_for(config)
+        table[label] = (syncs.stray_per_step, sum(syncs.planned) / max(len(syncs.planned), 1))
     return table
 
 
@@ -280,5 +281,5 @@ def busy_share_model(workload: Workload, configs: Sequence[EngineConfig], host_u
     for config in configs:
         syncs, _ = step_syncs(workload, config)
         counts = [len(step) for step in syncs.stray]
-        shares[config.label] = [modelled_busy_share(counts, host_us, d) for d in device_steps_us]
+        shares[current_fixes().label_for(config)] = [modelled_busy_share(counts, host_us, d) for d in device_steps_us]
     return shares

@@ -100,6 +100,13 @@ class Components:
         """``config`` with every unfinished fix switched to the code before its PR (what really runs)."""
         return replace(config, **{p: False for p in self.unfinished})
 
+    def label_for(self, config: EngineConfig) -> str:
+        """``config``'s label, saying which of its fixes are not written yet (they run the code before their PR)."""
+        missing = [p for p in PATTERNS if getattr(config, p) and p in self.unfinished]
+        if not missing:
+            return config.label
+        return f"{config.label} ({', '.join(missing)} not written: runs the code before its PR)"
+
 
 @dataclass(frozen=True)
 class SamplingParams:
