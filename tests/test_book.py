@@ -249,6 +249,41 @@ SPLIT_WORDS_JS = """() => {
 CHART_STATE_JS = """(div) => JSON.stringify([div.data.map(t => [t.x, t.base, t.y, t.visible]), div.layout.title?.text])"""
 
 
+# What is cut off or covered on a page: a chart's title past its edge or under its mode bar, a log axis labelled
+# at every digit, a listing scrolled sideways, a sidebar entry running out of the sidebar.
+LAYOUT_PROBLEMS_JS = """() => {
+    const out = [];
+    const overlap = (a, b) => !(a.right <= b.left || a.left >= b.right || a.bottom <= b.top || a.top >= b.bottom);
+    document.querySelectorAll('div.synclab-plotly').forEach((div, i) => {
+        const box = div.getBoundingClientRect();
+        const title = div.querySelector('g.g-gtitle text');
+        if (title) {
+            const t = title.getBoundingClientRect();
+            if (t.right > box.right + 1 || t.left < box.left - 1) out.push(`chart ${i + 1}: its title runs past the figure's edge`);
+            const bar = div.querySelector('.modebar');
+            if (bar && bar.getBoundingClientRect().width && overlap(bar.getBoundingClientRect(), t))
+                out.push(`chart ${i + 1}: the mode bar covers its title`);
+        }
+        const full = div._fullLayout || {};
+        for (const key of Object.keys(full).filter(k => /^[xy]axis\d*$/.test(k))) {
+            const axis = full[key];
+            if (axis.type !== 'log' || !axis.range || Math.abs(axis.range[1] - axis.range[0]) < 2) continue;
+            const labels = [...div.querySelectorAll(`g.${key.replace('axis', '')}tick text`)].map(e => e.textContent);
+            if (labels.some(l => /^[2-9]$/.test(l.trim()))) out.push(`chart ${i + 1}: its ${key} labels every digit (${labels.join(' ')})`);
+        }
+    });
+    document.querySelectorAll('article div.highlight pre').forEach(pre => {
+        if (pre.scrollWidth > pre.clientWidth + 1) out.push(`a listing scrolls sideways: ${pre.textContent.slice(0, 40)}`);
+    });
+    document.querySelectorAll('.bd-sidebar-primary nav a').forEach(a => {
+        const nav = a.closest('nav').getBoundingClientRect();
+        const parts = [a, ...a.querySelectorAll('code, span')].map(e => e.getBoundingClientRect().right);
+        if (Math.max(...parts) > nav.right + 1) out.push(`a sidebar entry runs out of the sidebar: ${a.textContent.trim()}`);
+    });
+    return out;
+}"""
+
+
 def drive_sliders(page: Any) -> list[str]:
     """Click every step of every plotly slider on the page: each must change its chart and raise no error."""
     problems: list[str] = []
@@ -307,6 +342,8 @@ def check_page(browser: Any, url: str, *, lands_on: str | None = None, min_chart
                   f"{charts} plotly chart(s) (div.synclab-plotly svg)", problems)
 
         problems += drive_sliders(page)
+        page.wait_for_timeout(300)  # a log axis is tidied just after its chart is drawn
+        problems += page.evaluate(LAYOUT_PROBLEMS_JS)
 
         formulas = page.locator(".math").count()  # Sphinx's MathJax markup
         if needs_math and not formulas:
