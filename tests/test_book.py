@@ -572,3 +572,12 @@ def test_listings_show_vllms_code_without_the_labs_scaffolding(built_book: Path)
         html = (built_book / "book" / f"{page.stem}.html").read_text()
         assert "answer_key" not in html, f"{page.name} shows the lab's @answer_key scaffolding"
     assert shown >= 9  # chapters 2 and 3 show the code before their PRs
+
+
+def test_figures_are_numbered_per_chapter(built_book: Path) -> None:
+    """Chapter 4's first figure is Fig. 4.1, not the book's 15th: a figure number tells its chapter."""
+    for page in sorted((ROOT / "book").glob("0*.md")):
+        chapter = int(page.stem[:2])
+        html = (built_book / "book" / f"{page.stem}.html").read_text()
+        numbers = re.findall(r'<span class="caption-number">Fig\. ([\d.]+) </span>', html)
+        assert numbers == [f"{chapter}.{i}" for i in range(1, len(numbers) + 1)], (page.name, numbers)
