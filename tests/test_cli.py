@@ -184,3 +184,28 @@ def test_check_an_unknown_task_names_the_real_ones():
     proc = synclab("check", "labs/04_reverse_placeholder_scans.ipynb", "--task", "4.7")
     assert proc.returncode == 2
     assert "no exercise 4.7 in this lab; its exercises: 4.1, 4.2" in proc.stderr
+
+
+def test_a_terminal_learner_gets_their_profile_as_one_offline_page(tmp_path):
+    """The figures a lab's run drew, with the tables printed beside them, in one HTML file that fetches nothing."""
+    import nbformat
+
+    from synclab.lab.profile_html import write_profile_html
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("## Exercise 9.1 — a check"),
+        nbformat.v4.new_code_cell("check()", outputs=[nbformat.v4.new_output("stream", name="stdout", text="passed\n")]),
+        nbformat.v4.new_markdown_cell("## Profile: time per call"),
+        nbformat.v4.new_code_cell("fig", outputs=[
+            nbformat.v4.new_output("stream", name="stdout", text="n  before  after\n"),
+            nbformat.v4.new_output("display_data", data={"application/vnd.plotly.v1+json": {
+                "data": [{"type": "bar", "x": [1], "y": [2]}], "layout": {"title": {"text": "a </script> title"}}}})]),
+    ])
+    page = tmp_path / "lab.profile.html"
+    assert write_profile_html(nb, page, "Your profile: lab.ipynb") == 1
+    text = page.read_text()
+    assert "<h2>Profile: time per call</h2>" in text and "n  before  after" in text
+    assert "Exercise 9.1" not in text  # a section without a figure is left out
+    assert "a <\\/script> title" in text and "http" not in text.split("<body>")[1]  # inlined, nothing fetched
+    nb.cells = nb.cells[:2]
+    assert write_profile_html(nb, page, "t") == 0 and "finish an exercise" in page.read_text()

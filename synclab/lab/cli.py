@@ -96,6 +96,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if other:
         print("cells that did not finish: " + "; ".join(other[:5]))
     print(f"({run.seconds:.1f} s)", file=sys.stderr)
+    if not (args.task or args.checks_only):  # the profiling cells ran: their figures, for a reader in a terminal
+        from synclab.lab.profile_html import write_profile_html
+
+        page = notebook.with_suffix(".profile.html")
+        drawn = write_profile_html(run.notebook, page, f"Your profile: {notebook.name}")
+        print(f"your profile, {drawn} figure(s): {page.resolve()} (open it in a browser; it works offline)")
     if not reports:
         print("no checks ran in this notebook")
         return 1
