@@ -251,7 +251,7 @@ CHART_STATE_JS = """(div) => JSON.stringify([div.data.map(t => [t.x, t.base, t.y
 
 # What is cut off or covered on a page: a chart's title past its edge or under its mode bar, a log axis labelled
 # at every digit, a listing scrolled sideways, a sidebar entry running out of the sidebar.
-LAYOUT_PROBLEMS_JS = """() => {
+LAYOUT_PROBLEMS_JS = r"""() => {
     const out = [];
     const overlap = (a, b) => !(a.right <= b.left || a.left >= b.right || a.bottom <= b.top || a.top >= b.bottom);
     document.querySelectorAll('div.synclab-plotly').forEach((div, i) => {
