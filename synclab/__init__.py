@@ -35,6 +35,7 @@ _EXPORTS = {"count_syncs": "synclab.syncs", "syncs_per_call": "synclab.syncs",
 
 MOVED = {  # old module -> where it lives now
     "synclab.engine.sim_cuda": "synclab.sim.cuda",
+    "synclab.lab.answer_keys": "synclab.answer_keys",
     "synclab.engine.sim_pinning": "synclab.sim.pinning",
     "synclab.labgen": "synclab.lab.labgen",
     "synclab.notebook_runner": "synclab.lab.notebook_runner",

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from html import escape
 from typing import Any, Callable, Iterator
 
-from synclab.lab.answer_keys import answer_in, checking
+from synclab.answer_keys import answer_in, checking
 
 # CheckReport.summary, read back: "...: 4/5 checks passed" or "...: 3/4 checks passed (3/5 points)".
 _SUMMARY = re.compile(r": (?P<ok>\d+)/(?P<n>\d+) checks passed(?: \((?P<earned>\d+)/(?P<points>\d+) points\))?")
@@ -336,7 +336,7 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
 
 
 def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:
-    """One check, with the exercise's answers out of the reader's reach (:mod:`synclab.lab.answer_keys`)."""
+    """One check, with the exercise's answers out of the reader's reach (:mod:`synclab.answer_keys`)."""
     handed = answer_in(impl, check.task)
     if handed is not None:  # the answer itself handed to the check
         return Outcome(check.task, check.name, "failed", message=handed.message(handed=True), hint=handed.hint(),

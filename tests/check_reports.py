@@ -23,7 +23,7 @@ def assert_every_check_shown_to_fail(checks: Iterable[Check], wrong_versions: It
 def copied(obj: Any) -> Any:
     """``obj`` as a reader who copied its code (rather than calling the package's) would hand it to a check.
 
-    The package keeps its references and baselines from a reader's code (``synclab.lab.answer_keys``): handed
+    The package keeps its references and baselines from a reader's code (``synclab.answer_keys``): handed
     to a check, they fail by name. A test that shows a check catching a baseline on its merits (its syncs, its
     host work) runs the same code unmarked, as a copy pasted into a lab would be.
     """

@@ -20,7 +20,7 @@ from synclab import pinned_transfers as ch3
 from synclab import primer as ch0
 from synclab import reverse_scan as ch4
 from synclab import slice_then_split as ch1
-from synclab.lab import answer_keys
+from synclab import answer_keys
 from tests.notebook_code import load_function
 
 CELL_FILE = "/tmp/ipykernel_4242/1234567890.py"  # where ipykernel compiles a cell: outside synclab and tests/

@@ -153,3 +153,18 @@ def test_an_old_import_path_still_works_and_names_the_new_one(old):
     assert module is importlib.import_module(synclab.MOVED[old])
     assert module.__name__ == synclab.MOVED[old]  # the module keeps its own name
     assert any(synclab.MOVED[old] in str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
+CORE = ("synclab.engine", "synclab.sim", "synclab.answer_keys")  # and the top-level modules: below the lab's machinery
+
+
+def _core_importers_of_the_lab(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    core = [m for m in graph if m.startswith(CORE) or (m.count(".") == 1 and m != "synclab.__main__")]
+    return {m: hits for m in core if (hits := {t for t in graph[m] if t.startswith("synclab.lab")})}
+
+
+def test_no_core_module_imports_the_labs_machinery(monkeypatch):
+    """The checks, the engine and the guard they share sit below synclab.lab (notebooks, grading, the CLI)."""
+    assert _core_importers_of_the_lab(GRAPH) == {}
+    monkeypatch.setitem(GRAPH, "synclab.checks", GRAPH["synclab.checks"] | {"synclab.lab.grading"})
+    assert _core_importers_of_the_lab(GRAPH) == {"synclab.checks": {"synclab.lab.grading"}}  # the test can fail

@@ -15,7 +15,7 @@ from synclab.capstone.workloads import (RunnerClass, Workload, ablation_workload
 from synclab.checks import Check, CheckReport, expect, run_checks
 from synclab.capstone.planted import PlantedRunner
 from synclab.engine.engine_core import Components, EngineConfig, EngineRunner
-from synclab.lab.answer_keys import answer_in, answer_key, refuse
+from synclab.answer_keys import answer_in, answer_key, refuse
 
 
 FLAT_BOUND = 1.5  # host work may grow by at most this factor while outputs grow 16x or images 8x

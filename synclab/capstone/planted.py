@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from synclab.engine.engine_core import EngineOutput, EngineRequest, EngineRunner
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 class PlantedRunner(EngineRunner):

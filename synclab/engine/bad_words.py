@@ -21,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 _SMALLEST_LOGIT = float("-inf")

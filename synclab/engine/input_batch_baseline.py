@@ -8,7 +8,7 @@ finds the first placeholder by scanning the whole output history, every step. Ke
 from __future__ import annotations
 
 from synclab.engine.input_batch import PLACEHOLDER, InputBatch
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 class InputBatchBaseline(InputBatch):

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 @dataclass(frozen=True)

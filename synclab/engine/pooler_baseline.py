@@ -11,7 +11,7 @@ import torch
 
 from synclab.engine.pool_metadata import PoolingCursor, PoolingMetadata
 from synclab.engine.pooler import PoolerOutput, TokenPoolingMethod
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 class AllPoolBaseline(TokenPoolingMethod):

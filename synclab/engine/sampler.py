@@ -20,7 +20,7 @@ from typing import NamedTuple
 import torch
 
 from synclab.device import is_pin_memory_available
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 class LogprobsTensors(NamedTuple):

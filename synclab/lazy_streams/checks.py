@@ -14,7 +14,7 @@ import torch
 from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
 from synclab.device import SIM_DEVICE, is_pinned_host
 from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, TinyPoolingModel, make_pooling_batch
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 from synclab.lazy_streams.spot_the_bug import BUG_LABELS, SPOT_THE_BUG
@@ -153,6 +153,11 @@ def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
         expect(bool(records) and records[-1] > copies[-1], "the event must be recorded after the copies",
                got=str(device.log), hint="record the event on the side stream after queueing the copies, so "
                "waiting on it waits for them")
+        on = device.log.entries[records[-1]][1]
+        expect(on in side, f"the event was recorded on the {on} stream, but the copies ran on {', '.join(sorted(side))}",
+               got=str(device.log), hint="an event covers only the work queued on the stream it is recorded on: "
+               "record it inside the `with torch.cuda.stream(side):` block, after the copies (event.record() "
+               "records on the current stream)")
 
 
 def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
@@ -165,7 +170,8 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
         gc.collect()
         expect(all(r() is not None for r in raw_refs), "the device tensors were freed while the copy reads them",
                hint="keep a reference to the raw pooler output in the async output until get_output() has "
-                    "waited: the caching allocator would otherwise hand their memory to the next step")
+                    "waited, or mark it with raw.record_stream(side_stream): the caching allocator would otherwise "
+                    "hand their memory to the next step")
         output = result.get_output()
         gc.collect()
         alive = sum(r() is not None for r in raw_refs)

@@ -13,7 +13,7 @@ from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal
 from synclab.dispatch import count_torch_calls
 from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline, make_mask
 from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig
-from synclab.lab.answer_keys import answer_key, as_written
+from synclab.answer_keys import answer_key, as_written
 
 
 from synclab.list_caches.workloads import RangeClass, SchedulerClass, image_mask

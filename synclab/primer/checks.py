@@ -12,7 +12,7 @@ import torch
 
 from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, keyed_by_name, run_checks
 from synclab.device import DeviceLike, pick_device, to_device
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 from synclab.primer.workloads import DecodeBatch, StepOutput, copy_batch, make_batch

@@ -15,7 +15,7 @@ import torch
 from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, expect_equal, run_checks
 from synclab.dispatch import CountingList
 from synclab.engine.input_batch import PLACEHOLDER
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 from synclab.reverse_scan.workloads import BatchClass, _run_step, build_step, random_step

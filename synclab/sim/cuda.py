@@ -122,6 +122,7 @@ class SimStream:
         self.name = name or self.device.next_name()
         self.pending: list[_PendingCopy] = []
         self.pending_uploads: list[_PendingUpload] = []
+        self.in_use: list[torch.Tensor] = []  # blocks marked with record_stream: not reused while work is queued
         if name is None:  # created by the code under test
             self.device.log.add("create stream", self.name)
 
@@ -144,6 +145,17 @@ class SimStream:
             self.device.check_upload(self, upload)
             if upload in self.pending_uploads:
                 self.pending_uploads.remove(upload)
+        if not self.pending:  # the work queued on this stream is done: blocks it used may be reused
+            self.in_use.clear()
+
+    def record_use(self, tensor: torch.Tensor) -> None:
+        """``tensor.record_stream(self)``: its memory is not reused before the work queued here is done.
+
+        On a GPU the caching allocator, when the tensor is freed, waits for the stream's queued work before
+        handing the block to anyone else. Here the stream keeps the tensor until its queue has landed.
+        """
+        self.in_use.append(tensor)
+        self.device.log.add("record_stream", self.name, f"{list(tensor.shape)} kept until this stream's work is done")
 
     def __repr__(self) -> str:
         return f"<SimStream {self.name}>"
@@ -240,19 +252,33 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
         "current_stream": lambda device=None: _current_device().current, "synchronize": _synchronize,
     }
     originals = {name: getattr(torch.cuda, name) for name in patches}
+    record_stream = torch.Tensor.record_stream
     _DEVICE.append(device)
     for name, value in patches.items():
         setattr(torch.cuda, name, value)
+    torch.Tensor.record_stream = _record_stream  # type: ignore[method-assign]
     try:
         with _AsyncCopies() if async_copies else nullcontext():
             yield device
     finally:
+        torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
         for name, value in originals.items():
             setattr(torch.cuda, name, value)
         for stream in device.streams:  # uploads no wait covered: their sources must still be untouched
             for upload in list(stream.pending_uploads):
                 device.check_upload(stream, upload)
         _DEVICE.remove(device)
+
+
+_REAL_RECORD_STREAM = torch.Tensor.record_stream
+
+
+def _record_stream(tensor: torch.Tensor, stream: Any) -> None:
+    """``Tensor.record_stream`` inside :func:`simulated_cuda`: a simulated stream keeps the block, as CUDA's does."""
+    if isinstance(stream, SimStream):
+        stream.record_use(tensor)
+        return None
+    return _REAL_RECORD_STREAM(tensor, stream)
 
 
 class _AsyncCopies(TorchFunctionMode):

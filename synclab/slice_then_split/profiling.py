@@ -16,7 +16,7 @@ from synclab.claims import Faster, declare, validated
 from synclab.engine.pool_metadata import PoolingCursor
 from synclab.engine.pooler import PoolerOutput
 from synclab.engine.pooler_baseline import AllPoolBaseline
-from synclab.lab.answer_keys import answer_key, as_written
+from synclab.answer_keys import answer_key, as_written
 from synclab.profiling import Trace, profile
 from synclab.reference import record
 from synclab.slice_then_split.checks import host_calls_per_call

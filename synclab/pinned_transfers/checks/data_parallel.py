@@ -27,7 +27,7 @@ from synclab.device import has_cuda, is_device_tensor, unmark_device
 from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.dp_utils import FIELDS, Contribution, ParallelConfig, _get_device_and_group, is_last_ubatch_empty
-from synclab.lab.answer_keys import AnswerKeyRefused, answer_key, checking, refuse
+from synclab.answer_keys import AnswerKeyRefused, answer_key, checking, refuse
 
 
 from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning

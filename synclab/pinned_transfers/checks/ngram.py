@@ -19,7 +19,7 @@ from synclab.checks import Check, CheckReport, expect, run_checks
 from synclab.device import SIM_DEVICE, DeviceLike, is_pin_memory_available, pick_device, to_device
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.bad_words import apply_bad_words
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 from synclab.engine.ngram_proposer_gpu import CachedRequestState, NgramInputBatch

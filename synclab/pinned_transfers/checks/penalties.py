@@ -15,7 +15,7 @@ import torch
 
 from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, run_checks
 from synclab.device import to_device
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 from synclab.pinned_transfers.checks.common import counted, expect_no_syncs

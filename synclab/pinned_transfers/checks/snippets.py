@@ -9,7 +9,7 @@ import torch
 
 from synclab.checks import Check, CheckReport, expect, keyed_by_name, run_checks
 from synclab.device import is_pin_memory_available, pick_device, to_device
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 from synclab.sim.pinning import simulated_pinning

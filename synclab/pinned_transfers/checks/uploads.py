@@ -22,7 +22,7 @@ from synclab.engine.pool_metadata import PoolingParams
 from synclab.engine.sampler import LogprobsTensors
 from synclab.sim.pinning import simulated_pinning
 from synclab.engine.torch_utils import HostData
-from synclab.lab.answer_keys import answer_key
+from synclab.answer_keys import answer_key
 
 
 from synclab.pinned_transfers.checks.common import PIN_HINT, counted, expect_no_syncs, on_wsl
