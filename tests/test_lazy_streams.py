@@ -413,3 +413,33 @@ def test_an_event_recorded_on_the_compute_stream_is_named_as_such_on_every_seed(
         assert ordering.status == "failed", str(report)
         assert ordering.message == "the event was recorded on the default stream, but the copies ran on side stream 1"
         assert "records on the current stream" in ordering.hint
+
+
+class PageableCopyOutput(RecordStreamOutput):  # a learner's own copy, into a pageable buffer
+    def __init__(self, model_runner_output, raw_pooler_output, finished_mask, async_output_copy_stream):
+        self._model_runner_output = model_runner_output
+        self._raw = raw_pooler_output
+        self.async_copy_ready_event = torch.cuda.Event(blocking=True)
+        compute_stream = torch.cuda.current_stream()
+        with torch.cuda.stream(async_output_copy_stream):
+            async_output_copy_stream.wait_stream(compute_stream)
+            host = torch.empty(raw_pooler_output.shape, dtype=raw_pooler_output.dtype)  # not pinned
+            host.copy_(raw_pooler_output, non_blocking=True)
+            model_runner_output.pooler_output = [row if done else None for row, done in zip(host, finished_mask)]
+            self.async_copy_ready_event.record()
+
+    def get_output(self):
+        self.async_copy_ready_event.synchronize()
+        del self._raw
+        return self._model_runner_output
+
+
+def test_a_hand_written_copy_into_pageable_memory_is_named_as_one(monkeypatch):
+    monkeypatch.setitem(globals(), "RecordStreamOutput", PageableCopyOutput)
+    report = ch2.check_runner(RecordStreamRunner, seed=0)
+    text = str(report)
+    (syncs,) = [o for o in report.outcomes if "no sync in _pool" in o.name]
+    assert syncs.status == "failed" and "pageable" in syncs.got and "into pageable memory" in syncs.hint, text
+    (ordering,) = [o for o in report.outcomes if "event is recorded after it" in o.name]
+    assert ordering.message == "no asynchronous copy to the host was queued on a stream", text
+    assert "a copy into pageable memory" in ordering.hint and "copies *from*" not in ordering.hint

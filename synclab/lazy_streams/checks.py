@@ -108,7 +108,8 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
             expect(in_pool.count == 0, f"{in_pool.count} sync(s) inside execute_model/_pool", expected=0,
                    got="; ".join(f"{e.kind.value} ({e.op}) at {e.where}" for e in in_pool.events[:3]),
                    case=case, hint="on the CUDA path _pool only queues work and returns: no "
-                   "_sync_device(), no .cpu(), no non_blocking copy from pageable memory")
+                   "_sync_device(), no .cpu(), and no device-to-host copy into pageable memory (a non_blocking copy "
+                   "to the host is asynchronous only into pinned memory)")
             expect(hasattr(result, "get_output"), "the CUDA path returns an object with get_output()",
                    got=type(result).__name__, case=case)
             with count_syncs(simulate=True) as in_get:
@@ -133,7 +134,10 @@ def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
         resolve(runner.execute_model(make_pooling_batch(6, rng=rng, device=SIM_DEVICE)))
         ops = device.log.ops()
         copies = [i for i, op in enumerate(ops) if op == "copy to host"]
-        expect(bool(copies), "no copy to the host was queued", hint="use _copy_pooler_output_to_cpu(raw, finished)")
+        expect(bool(copies), "no asynchronous copy to the host was queued on a stream",
+               hint="a copy into pageable memory, or a blocking one (.cpu(), .to('cpu')), runs at once and queues "
+                    "nothing: copy into pinned host memory with non_blocking=True, as _copy_pooler_output_to_cpu(raw, "
+                    "finished) does")
         side = {stream for op, stream, _ in device.log.entries if op == "copy to host"}
         itself = [e for e in device.edges if e.waiter == e.waits_for]
         expect(not itself, "the side stream waited on itself, so the copies are not ordered after the forward",
