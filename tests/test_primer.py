@@ -211,7 +211,18 @@ def test_wrong_predictions_fail_with_the_snippet_named():
 
     report = primer.check_predictions(wrong)
     assert not report.passed
-    assert "b: x[idx[0]:idx[1]]: you said 0, measured 2" in str(report)
+    assert ("b: x[idx[0]:idx[1]]: you said 0, but a slice needs its bounds on the host to make the view, and each "
+            "tensor bound is read back on its own") in str(report)
+    assert "measured" not in str(report)  # what the line does, not the answer
+
+
+def test_a_prediction_written_as_text_or_a_key_left_out_is_named_exactly():
+    as_text = {name: str(count) for name, count in my_predictions().items()}
+    report = primer.check_predictions(lambda: as_text)
+    assert not report.passed and "a: x[2:9].sum(): '0' (a str)" in str(report) and "you said" not in str(report)
+    one_short = {k: v for k, v in my_predictions().items() if not k.startswith("e:")}
+    text = str(primer.check_predictions(lambda: one_short))
+    assert "missing: 'e: x[x > 3]'" in text and "'b: x[idx[0]:idx[1]]'" not in text  # the one missing, not all eight
 
 
 def test_missing_predictions_fail():

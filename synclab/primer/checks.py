@@ -176,6 +176,18 @@ def _snippets(device: DeviceLike) -> dict[str, Callable[[], object]]:
 
 SNIPPETS = list(_snippets("cpu"))
 
+# What each snippet's line does, said to a reader whose prediction is off (the lesson, not the number).
+WHY = {
+    "a": "its bounds are Python ints, which the host knows; .sum() is queued on the device and stays there",
+    "b": "a slice needs its bounds on the host to make the view, and each tensor bound is read back on its own",
+    "c": "sizes_cpu lives in host memory: .tolist() reads the host, and split makes views by host-side sizes",
+    "d": ".item() brings one device value to the host",
+    "e": "a boolean mask's result size depends on the data: the host must learn it to allocate the output",
+    "f": "index_fill_ takes its indices as a device tensor and fills on the device: nothing comes back",
+    "g": ".tolist() of a device tensor brings its values to the host, all in one read",
+    "h": "`if` needs a Python bool: the comparison's result comes back to the host",
+}
+
 
 @answer_key("0.2", role="prediction measurer")
 def _measure_snippet_syncs(device: DeviceLike | None = None) -> dict[str, int]:
@@ -195,13 +207,19 @@ def check_predictions(predict: Callable[[], dict[str, int]], seed: int | None = 
         preds = predict()
         expect(isinstance(preds, dict), "my_predictions() must return a dict", got=type(preds).__name__)
         preds = keyed_by_name(preds, SNIPPETS)
-        expect(set(preds) == set(SNIPPETS), "predict every snippet, keyed by its name or its letter",
-               expected=sorted(SNIPPETS), got=sorted(map(str, preds)),
+        missing, unknown = [k for k in SNIPPETS if k not in preds], [k for k in preds if k not in SNIPPETS]
+        expect(not missing and not unknown, "predict every snippet, keyed by its name or its letter",
+               got="; ".join(([f"missing: {', '.join(repr(k) for k in missing)}"] if missing else [])
+                             + ([f"not a snippet: {', '.join(repr(k) for k in unknown)}"] if unknown else [])),
                hint="the keys are the table's names ('a: x[2:9].sum()', ...) or just their letters ('a' to 'h')")
+        not_counts = {k: v for k, v in preds.items() if isinstance(v, bool) or not isinstance(v, int)}
+        expect(not not_counts, "each prediction is a number of syncs (an int)",
+               got="; ".join(f"{k}: {v!r} (a {type(v).__name__})" for k, v in not_counts.items()),
+               hint="write 0, 1, 2, ... as numbers, not strings or booleans")
         measured = _measure_snippet_syncs()
-        wrong = {k: (preds[k], measured[k]) for k in SNIPPETS if preds[k] != measured[k]}
+        wrong = {k: preds[k] for k in SNIPPETS if preds[k] != measured[k]}
         expect(not wrong, f"{len(wrong)} prediction(s) off",
-               got="; ".join(f"{k}: you said {p}, measured {m}" for k, (p, m) in wrong.items()),
+               got="; ".join(f"{k}: you said {p}, but {WHY[k.split(':')[0]]}" for k, p in wrong.items()),
                hint="a sync happens when the host needs a device VALUE or a data-dependent SHAPE")
 
     check = Check("0.2", "predicted sync counts match count_syncs", run, random=False)
