@@ -88,7 +88,7 @@ class SyncKind(str, Enum):
     TOLIST = "tolist"  # t.tolist(): a device-to-host copy of the whole tensor
     BOOL = "bool"  # if t: / bool(t) / assert t
     TENSOR_SLICE = "tensor-bounded slice"  # x[t0:t1] with device 0-d bounds (__index__)
-    NONZERO = "nonzero"  # nonzero, torch.where(cond), masked_select, unique: output shape depends on data
+    NONZERO = "data-dependent output size"  # nonzero, torch.where(cond), masked_select, unique, bincount, repeat_interleave
     BOOL_MASK_INDEX = "boolean-mask indexing"  # x[mask], x[mask] = v
     D2H_COPY = "blocking device-to-host copy"  # t.cpu(), t.to("cpu"), cpu_buf.copy_(t)
     H2D_COPY = "synchronous host-to-device copy"  # t.to(dev), torch.tensor(list, device=dev)

@@ -580,3 +580,11 @@ def test_reading_the_whole_length_buffer_is_caught_on_every_seed_with_the_stale_
         report = ch3.check_init_model_kwargs(WholeLengthBuffer, seed=seed)
         (shrunk,) = [o for o in report.outcomes if "a batch that shrank" in o.name]
         assert shrunk.status == "failed" and "the lengths past request 2 are stale" in shrunk.case, str(report)
+
+
+def test_a_read_back_on_wsl_gets_the_read_back_hint_not_keep_non_blocking():
+    """SampledFromHost reads `sampled` back: on WSL too the hint must name that, not non_blocking."""
+    report = ch3.check_gather_specific_token_logprobs(SampledFromHost, seed=0)
+    (wsl,) = [o for o in report.outcomes if "WSL" in o.name]
+    assert wsl.status == "failed" and "reads device data back to the host" in wsl.hint, str(report)
+    assert "keep non_blocking" not in wsl.hint

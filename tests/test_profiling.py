@@ -268,7 +268,7 @@ def test_a_mark_nested_in_a_plain_op_is_shown():
            _span(f"{PROFILER_MARK}NONZERO aten.nonzero.default", "cpu_op", 3, 0)]
     events = _events_from_chrome_trace(raw, host_depth=0)
     assert [(e.name, e.category) for e in events] == [("aten::index", "host op"),
-                                                      ("nonzero (aten.nonzero.default)", "sync")]
+                                                      ("data-dependent output size (aten.nonzero.default)", "sync")]
 
 
 def test_empty_chrome_trace():

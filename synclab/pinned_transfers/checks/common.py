@@ -12,7 +12,7 @@ from torch.overrides import TorchFunctionMode
 from synclab.checks import CheckFailed, expect
 from synclab.device import is_device_tensor, is_pinned_host
 from synclab.sim.pinning import PinnedMemoryUnavailable
-from synclab.syncs import (SyncReport, _target_is_device, _user_frame, attribute_syncs_to_callers, count_syncs,
+from synclab.syncs import (SyncKind, SyncReport, _target_is_device, _user_frame, attribute_syncs_to_callers, count_syncs,
                            location)
 
 attribute_syncs_to_callers(__file__)  # a copy seen by a watcher here belongs to the reader's line that made it
@@ -30,8 +30,29 @@ def counted(fn: Callable[[], Any], simulate: bool | None = None) -> tuple[Any, S
     return result, report
 
 
+# What a sync of each kind means, for a check whose own hint is about something else (the WSL checks' "keep
+# non_blocking=True" says nothing about a .cpu() or a .tolist() of device data).
+READ_BACK_HINT = ("this line reads device data back to the host: take the value from a host-side copy (the *_cpu "
+                  "arrays, the Python lists you were given), or keep the work on the device")
+KIND_HINTS = {
+    SyncKind.ITEM: READ_BACK_HINT, SyncKind.TOLIST: READ_BACK_HINT, SyncKind.BOOL: READ_BACK_HINT,
+    SyncKind.TENSOR_SLICE: READ_BACK_HINT, SyncKind.D2H_COPY: READ_BACK_HINT, SyncKind.PRINT: READ_BACK_HINT,
+    SyncKind.NONZERO: "the result's size depends on device data, so the host must read it back: size it from host "
+                      "metadata instead",
+    SyncKind.BOOL_MASK_INDEX: "a boolean mask makes the result's size depend on device data: use index_fill_ / "
+                              "masked_fill_ / torch.where, which keep the size",
+    SyncKind.H2D_COPY: "a synchronous upload: build the data on the host (pinned where the platform allows) and "
+                       "copy it with .to(device, non_blocking=True)",
+}
+
+
 def expect_no_syncs(report: SyncReport, what: str, hint: str, case: str = "", staged_ok: bool = False) -> None:
-    """No device wait; and, unless ``staged_ok`` (WSL: nothing can be pinned), no staging copy either."""
+    """No device wait; and, unless ``staged_ok`` (WSL: nothing can be pinned), no staging copy either.
+
+    Under ``staged_ok`` the check's own hint is about non_blocking; a sync of another kind gets the hint of its kind.
+    """
+    if staged_ok and report.events:
+        hint = KIND_HINTS.get(report.events[0].kind, hint)
     expect(report.count == 0, f"{what} synchronised with the device", expected="0 syncs",
            got=f"{report.count}: " + "; ".join(f"{e.kind.value} at {e.where} `{e.code}`" for e in report.events),
            hint=hint, case=case)
