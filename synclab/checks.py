@@ -165,6 +165,7 @@ class CheckReport:
     title: str
     outcomes: list[Outcome] = field(default_factory=list)
     seed: int = 0
+    check_function: str = ""  # the public function the notebook called (``ch4.check_bottleneck_model``)
 
     @property
     def passed(self) -> bool:
@@ -219,8 +220,9 @@ class CheckReport:
                 for label, text in self._details(o, shown):
                     lines.append(f"      {label + ': ' if label else ''}{text}")
         if self.random_cases_matter:
-            lines.append(f"  random cases used seed={self.seed}: to replay them, call the check function with "
-                         f"seed={self.seed} in the notebook (e.g. check_...(your_code, seed={self.seed}))")
+            call = f"{self.check_function}(..., seed={self.seed})" if self.check_function else f"seed={self.seed}"
+            lines.append(f"  random cases used seed={self.seed}: to replay them, run the check cell again as "
+                         f"{call}")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -249,7 +251,8 @@ class CheckReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"title": self.title, "passed": self.passed, "seed": self.seed, "points": self.points,
-                "earned": self.earned, "outcomes": [asdict(o) for o in self.outcomes]}
+                "earned": self.earned, "outcomes": [asdict(o) for o in self.outcomes],
+                "check_function": self.check_function}
 
 
 # ----------------------------------------------------------------------------- running one check
@@ -350,6 +353,26 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) 
     return outcome
 
 
+_CHAPTER_ALIASES = {"primer": "primer", "slice_then_split": "ch1", "lazy_streams": "ch2", "pinned_transfers": "ch3",
+                    "reverse_scan": "ch4", "list_caches": "ch5", "capstone": "ch6"}  # as the notebooks import them
+
+
+def _public_check_function() -> str:
+    """The chapter's ``check_*`` function that called :func:`run_checks`, as the notebook names it."""
+    import sys
+
+    frame = sys._getframe(2)
+    for _ in range(6):
+        if frame is None:
+            break
+        module, function = frame.f_globals.get("__name__", ""), frame.f_code.co_name
+        if function.startswith("check_") and module.startswith("synclab."):
+            chapter = module.split(".")[1]
+            return f"{_CHAPTER_ALIASES.get(chapter, chapter)}.{function}"
+        frame = frame.f_back
+    return ""
+
+
 def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: int | None = None,
                limit_s: float = EXERCISE_LIMIT_S, skip_after_timeout: bool = False) -> CheckReport:
     """Run every check against ``impl``; a fresh random seed unless ``seed`` is given.
@@ -378,7 +401,7 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
         if any(o.status == "timed out" for o in outcomes):
             limit = min(limit, AFTER_TIMEOUT_S * scale)
         outcomes.append(_run_one(check, impl, seed, limit))
-    report = CheckReport(title=title, outcomes=outcomes, seed=seed)
+    report = CheckReport(title=title, outcomes=outcomes, seed=seed, check_function=_public_check_function())
     EXERCISE_STATUS.update(exercise_status(outcomes))
     log = os.environ.get(REPORT_LOG_ENV)
     if log:

@@ -241,9 +241,21 @@ attribute_syncs_to_callers(_device_module.__file__)  # to_device's simulated cop
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _cell_label(filename: str) -> str:
+    """A notebook cell as IPython's tracebacks name it (``Cell In[7]``), or ``<cell>`` outside a kernel."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        number = shell.compile._filename_map.get(filename) if shell is not None else None
+    except (ImportError, AttributeError):
+        number = None
+    return f"Cell In[{number}]" if number is not None else "<cell>"
+
+
 def _short_filename(filename: str) -> str:
     if "ipykernel_" in filename or filename.startswith("<ipython-input"):
-        return "<cell>"
+        return _cell_label(filename)
     if os.path.abspath(filename).startswith(os.path.join(_PACKAGE_PARENT, "synclab") + os.sep):
         return os.path.relpath(filename, _PACKAGE_PARENT)  # synclab/<chapter>/<room>.py: which room of which chapter
     try:
@@ -254,7 +266,7 @@ def _short_filename(filename: str) -> str:
 
 
 def location(filename: str, lineno: int, code: str = "") -> str:
-    """Where a line is, as a reader finds it: ``<cell>:14``, ``synclab/engine/pooler.py:63`` (and its source)."""
+    """Where a line is, as a reader finds it: ``Cell In[7]:14``, ``synclab/engine/pooler.py:63`` (and its source)."""
     return f"{_short_filename(filename)}:{lineno}" + (f" `{code}`" if code else "")
 
 

@@ -356,7 +356,7 @@ def test_empty_report_has_not_passed():
 
 def test_to_dict():
     data = run_one(wrong_double, seed=8).to_dict()
-    assert set(data) == {"title", "passed", "seed", "points", "earned", "outcomes"}
+    assert set(data) == {"title", "passed", "seed", "points", "earned", "outcomes", "check_function"}
     assert data["passed"] is False and data["seed"] == 8
     assert data["outcomes"][0]["status"] == "failed"
     json.dumps(data)  # JSON-able
@@ -442,3 +442,19 @@ def test_when_the_readers_code_raises_the_report_names_the_case_it_was_given():
     (outcome,) = report.outcomes
     assert outcome.status == "crashed" and outcome.case == "rows [2, -1]", outcome
     assert "case: rows [2, -1]" in str(report)
+
+
+def test_a_failure_names_the_check_to_call_again_and_the_cell_as_ipython_does():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from synclab import reverse_scan as ch4
+    from synclab.syncs import location
+
+    report = ch4.check_bottleneck_model(lambda costs, device, max_length: None, seed=3)
+    assert "run the check cell again as ch4.check_bottleneck_model(..., seed=3)" in str(report)
+    assert "check_...(" not in str(report)
+    shell = InteractiveShell.instance()
+    shell.run_cell("def in_a_cell():\n    return 1\n")
+    filename = shell.user_ns["in_a_cell"].__code__.co_filename
+    assert location(filename, 2) == f"Cell In[{shell.compile._filename_map[filename]}]:2"  # as its tracebacks say
+    InteractiveShell.clear_instance()

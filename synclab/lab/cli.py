@@ -73,7 +73,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     reports = []
     for line in lines:
         data = json.loads(line)
-        reports.append(CheckReport(data["title"], [Outcome(**o) for o in data["outcomes"]], data["seed"]))
+        reports.append(CheckReport(data["title"], [Outcome(**o) for o in data["outcomes"]], data["seed"],
+                                   data.get("check_function", "")))
     summary = json_report(notebook, reports, run, args.task)
     crashed = summary["cells_raised"]
     ok = summary["passed"] and not run.timed_out and not run.not_run and not crashed
