@@ -181,13 +181,6 @@ DELEGATIONS: list[tuple[str, Callable[..., Any], str, str, str]] = [
             def _try_schedule_encoder_inputs(self, request, num_computed_tokens, num_new_tokens, budget):
                 return c5._try_schedule_reference(self, request, num_computed_tokens, num_new_tokens, budget)
      """, "EncoderScheduler", "_try_schedule_reference"),
-    ("6.1", ch6.check_sync_hunt, """
-        def clean_runner():
-            class CleanRunner(ch6.PlantedRunner):
-                def stopped_on_host(self, output, requests):
-                    return set()
-            return CleanRunner
-     """, "clean_runner", "PlantedRunner._"),
     ("6.2", ch6.check_ablation_row, """
         def ablation_row(config, workload, fixes):
             return c6._ablation_row_reference(config, workload, fixes)

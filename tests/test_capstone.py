@@ -291,3 +291,15 @@ def test_a_fix_not_written_is_named_in_its_configurations_label():
         "pinned_uploads (pinned_uploads not written: runs the code before its PR)"
     assert fixes.label_for(EngineConfig.only("list_cache")) == "list_cache"
     assert "not written" in fixes.label_for(EngineConfig()) and fixes.label_for(EngineConfig.baseline()) == "baseline"
+
+
+def test_a_hunt_fixed_one_hook_at_a_time_is_judged_on_its_merits():
+    """The planted runner is the bug to hunt, not an answer: a subclass that fixed one hook and inherits the other
+    is told which syncs are left (the planted lines), never refused for calling the planted code."""
+    clean = solution("clean_runner")()
+    half = lambda: type("HalfFixed", (PlantedRunner,), {"_apply_sampling_extras": clean._apply_sampling_extras})
+    report = ch6.check_sync_hunt(half, seed=3)
+    text = str(report)
+    assert "cannot stand in" not in text, text
+    stray = next(o for o in report.outcomes if o.name == "0 stray syncs per step, at most 1 planned wait")
+    assert stray.status == "failed" and "planted.py:" in stray.message and "_stopped_on_device" in stray.message, text

@@ -16,12 +16,12 @@ from synclab.capstone.checks import check_ablation_row, check_sync_hunt
 from synclab.capstone.planted import PlantedRunner
 from synclab.capstone.profiling import (busy_share, busy_share_model, gpu_ablation, host_time_sweep,
                                         modelled_busy_share, step_host_events, sync_table, trace_lanes)
-from synclab.capstone.workloads import (ablation_configs, ablation_workload, comparable,
+from synclab.capstone.workloads import (ablation_configs, ablation_workload, book_fixes, comparable,
                                         decode_workload, first_difference, host_work_in_decode_step,
                                         host_work_per_decode_step, is_planned, load_fixes, random_mix, run_engine,
                                         step_syncs)
 
-__all__ = ["PlantedRunner", "ablation_configs", "ablation_workload", "busy_share",
+__all__ = ["PlantedRunner", "ablation_configs", "ablation_workload", "book_fixes", "busy_share",
            "busy_share_model", "check_ablation_row", "check_sync_hunt", "comparable", "decode_workload",
            "first_difference", "gpu_ablation", "host_time_sweep", "host_work_in_decode_step",
            "host_work_per_decode_step", "is_planned", "load_fixes", "modelled_busy_share", "random_mix",

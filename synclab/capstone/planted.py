@@ -10,13 +10,11 @@ from __future__ import annotations
 import torch
 
 from synclab.engine.engine_core import EngineOutput, EngineRequest, EngineRunner
-from synclab.answer_keys import answer_key
 
 
 class PlantedRunner(EngineRunner):
     """:class:`EngineRunner` with logit bias, min_tokens and stop tokens."""
 
-    @answer_key("6.1", role="planted runner (the code with the stray syncs)", scope="checks", name="PlantedRunner._apply_sampling_extras")
     def _apply_sampling_extras(self, logits: torch.Tensor, reqs: list[EngineRequest]) -> None:
         rows, cols, values = [], [], []
         for row, request in enumerate(reqs):
@@ -38,7 +36,6 @@ class PlantedRunner(EngineRunner):
         banned_rows, banned_cols = banned.nonzero(as_tuple=True)
         logits[banned_rows, banned_cols] = float("-inf")
 
-    @answer_key("6.1", role="planted runner (the code with the stray syncs)", scope="checks", name="PlantedRunner._stopped_on_device")
     def _stopped_on_device(self, sampled: torch.Tensor, reqs: list[EngineRequest]) -> set[str]:
         stopped = set()
         for row, request in enumerate(reqs):
