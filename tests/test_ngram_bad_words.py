@@ -152,3 +152,21 @@ def test_every_check_is_shown_to_fail():
 def test_one_report_for_both_functions():
     report = ch3.check_ngram_and_bad_words(update, ban_last_token_only, seed=0)
     assert outcome(report, "0 syncs per step") == "passed" and outcome(report, "bad words, fixed cases") == "failed"
+
+
+def off_by_one_length_guard(logits, bad_words_token_ids, past_tokens_ids):  # `>=` where the rule is `>`
+    for bad_word_ids in bad_words_token_ids:
+        if len(bad_word_ids) >= len(past_tokens_ids) + 1:
+            continue
+        prefix = len(bad_word_ids) - 1
+        if (past_tokens_ids[-prefix:] if prefix else []) == bad_word_ids[:prefix]:
+            logits[bad_word_ids[-1]:bad_word_ids[-1] + 1] = _SMALLEST_LOGIT
+
+
+def test_an_off_by_one_length_guard_is_shown_the_tokens_it_missed_on_every_seed():
+    for seed in range(20):
+        report = ch3.check_bad_words(off_by_one_length_guard, seed=seed)
+        (fixed,) = [o for o in report.outcomes if "fixed" in o.name]
+        assert fixed.status == "failed", str(report)
+        assert "not banned that should be" in fixed.message and fixed.expected != fixed.got, str(report)
+        assert "also banned (row, token): [(0, 6)]" in fixed.expected  # the word exactly the history plus one

@@ -258,7 +258,12 @@ def _banned(single_batch: SingleBatchFunction, vocab: int, bad_words: dict[int, 
     _, report = counted(lambda: apply_bad_words(logits, bad_words, past, single_batch))
     got = {(r, t) for r, t in torch.isinf(logits.cpu()).nonzero().tolist()}
     want = _bad_words_reference(bad_words, past)
-    expect(got == want, "banned tokens differ", expected=sorted(want)[:8], got=sorted(got)[:8],
+    missing, extra = sorted(want - got), sorted(got - want)
+    expect(got == want, "banned tokens differ: " + "; ".join(
+               ([f"{len(missing)} not banned that should be"] if missing else [])
+               + ([f"{len(extra)} banned that should not be"] if extra else [])),
+           expected=f"also banned (row, token): {missing[:8]}" if missing else "nothing more banned",
+           got=f"banned too (row, token): {extra[:8]}" if extra else "nothing extra banned",
            hint="a word's last token is banned when the request's last tokens equal the rest of the word "
                 "(a one-token word: always); skip words longer than the history plus one; change the row in place",
            case=case)
