@@ -117,6 +117,7 @@ class Check:
     timeout_s: float = 30.0
     points: int = 1  # what passing it is worth when graded (python -m synclab check --json, nbgrader)
     random: bool = True  # whether it draws random cases (a failure then prints the seed that replays them)
+    names_fault: bool = False  # its failure names the fault itself (not only a wrong value): read it first
 
 
 @dataclass
@@ -132,6 +133,7 @@ class Outcome:
     points: int = 1
     generic_hint: bool = False  # the check's (or the status's) standing hint, not one raised for this failure
     random: bool = True  # the check draws random cases
+    names_fault: bool = False  # the check's failure names the fault itself (Check.names_fault)
 
     @property
     def ok(self) -> bool:
@@ -140,7 +142,8 @@ class Outcome:
     @property
     def specific(self) -> int:
         """How much this failure says about the fault: a case with expected and got says most."""
-        return (self.status == "failed") * 4 + bool(self.expected and self.got) * 2 + bool(self.case)
+        return ((self.status == "failed") * (4 + 8 * self.names_fault) + bool(self.expected and self.got) * 2
+                + bool(self.case))
 
     @property
     def earned(self) -> int:
@@ -313,7 +316,8 @@ def _case_of(exc: BaseException, check: Check) -> str:
 
 
 def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:
-    base = {"task": check.task, "name": check.name, "points": check.points, "random": check.random}
+    base = {"task": check.task, "name": check.name, "points": check.points, "random": check.random,
+            "names_fault": check.names_fault}
     rng = random.Random(f"{seed}/{check.task}/{check.name}")
     try:
         with _time_limit(limit_s):

@@ -388,3 +388,38 @@ def test_the_prs_figures_are_drawn_at_the_one_length_it_measured():
     marks = [trace for trace in fig.data if trace.name.startswith("reported by PR #42938")]
     assert len(marks) == 2 and all(list(mark.x) == [60_000] for mark in marks)  # a point, never a line across lengths
     assert sorted(mark.y[0] for mark in marks) == [1_937.0, 12_178.0]
+
+
+def test_a_rebuilt_list_is_the_failure_to_start_with_not_the_values_it_leaves_wrong():
+    """Rebuilding the lists leaves the request states with placeholders: the in-place check names that exactly."""
+    report = ch4.check_update_async_output_token_ids(Rebuilds, seed=0)
+    assert outcome(report, "in place") == "failed", str(report)
+    if sum(o.status == "failed" for o in report.outcomes) > 1:
+        assert report.lead.name.startswith("the lists are updated in place"), str(report)
+
+
+def test_the_new_request_hint_fires_only_when_the_new_request_changed():
+    class TouchesNew(ReverseScanBatch):  # repairs a request with no row last step too (it takes row 0's ids)
+        def update_async_output_token_ids(self):
+            for req_id in self.req_ids:
+                self.prev_req_id_to_index.setdefault(req_id, 0)
+            super().update_async_output_token_ids()
+
+    report = ch4.check_update_async_output_token_ids(TouchesNew, seed=0)
+    (new,) = [o for o in report.outcomes if "new request" in o.name]
+    assert new.status == "failed" and "is skipped" in new.hint, str(report)
+    report = ch4.check_update_async_output_token_ids(ReplacesOnlyOne, seed=0)
+    (new,) = [o for o in report.outcomes if "new request" in o.name]
+    assert new.status == "passed" or "is skipped" not in new.hint, str(report)
+
+
+def test_a_crash_names_the_step_it_crashed_on():
+    class Crashes(ReverseScanBatch):
+        def update_async_output_token_ids(self):
+            raise IndexError("list index out of range")
+
+    report = ch4.check_update_async_output_token_ids(Crashes, seed=0)
+    (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
+    assert fixed.status == "crashed" and fixed.case.startswith("the fixed cases, all in one step"), str(report)
+    (rand,) = [o for o in report.outcomes if "random steps" in o.name]
+    assert rand.case.startswith("random step 0"), str(report)

@@ -55,6 +55,8 @@ def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
     sampled_by_row = [None] * len(rows)
     for i, row in enumerate(rows):
         sampled_by_row[row] = sampled[i]
+    case = "the fixed cases, all in one step: " + "; ".join(  # named before the call: a crash reports it
+        f"{before} with sampled {new}" for _, before, new, _ in FIXED_CASES)
     states, _, _ = _run_step(batch_cls, outputs, sampled_by_row, rows)
     for (case, _, _, _), state in zip(FIXED_CASES, states):
         _expect_python_ints(state.output_token_ids, case)
@@ -82,17 +84,20 @@ def _expect_python_ints(ids: list, case: str) -> None:
 
 
 def _check_new_request(batch_cls: BatchClass, rng: random.Random) -> None:
+    case = "a new request beside a running one"
     states, _, _ = _run_step(batch_cls, [[4, -1], [5, -1]], [[7]], [None, 0])
     got = [s.output_token_ids for s in states]
-    expect_equal(got, [[4, -1], [5, 7]], what="outputs",
-                 hint=_garbage_hint(got[1]) or "a request that was not in last step's batch "
-                 "(no prev_req_id_to_index entry) is skipped",
-                 case="a new request beside a running one")
+    hint = (_garbage_hint(got[1])
+            or ("a request that was not in last step's batch (no prev_req_id_to_index entry) is skipped: its "
+                "placeholder stays" if got[0] != [4, -1]
+                else "the new request is right; the running one beside it is not (see the fixed cases)"))
+    expect_equal(got, [[4, -1], [5, 7]], what="outputs", hint=hint, case=case)
 
 
 def _check_random(batch_cls: BatchClass, rng: random.Random) -> None:
     for trial in range(25):
         outputs, sampled, rows = random_step(rng, rng.randint(0, 48))
+        case = f"random step {trial}, {len(outputs)} requests"  # named before the call: a crash reports it
         want = _update_reference(outputs, sampled, rows)
         states, _, _ = _run_step(batch_cls, [list(o) for o in outputs], sampled, rows)
         for i, (state, w) in enumerate(zip(states, want)):
@@ -181,7 +186,7 @@ CHECKS_4_1 = [
     Check("4.1", "a new request (no row last step) is skipped", _check_new_request),
     Check("4.1", "same as a plain reference on random steps (0 to 48 requests, speculative)", _check_random),
     Check("4.1", "the lists are updated in place: the batch keeps the request states' own list objects",
-          _check_in_place),
+          _check_in_place, names_fault=True),
     Check("4.1", "at most one wait per step, none when there is nothing to repair", _check_syncs),
     Check("4.1", "work per step does not grow with output length (60,000 vs 100 tokens)", _check_work),
 ]
