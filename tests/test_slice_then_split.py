@@ -582,3 +582,25 @@ def test_a_forgotten_sub_group_offset_is_named_before_cloning():
     fixed = next(o for o in report.outcomes if "fixed cases" in o.name)
     assert fixed.status == "failed" and "first_token_indices_gpu[0]" in fixed.hint, str(report)
     assert "clone" not in fixed.hint
+
+
+def test_clone_everything_is_told_what_to_clone_not_to_batch_its_clones():
+    report = ch1.check_all_pool(ClonesEverything, seed=0)
+    (flat,) = [o for o in report.outcomes if o.name.startswith("host work per call")]
+    if flat.status == "failed":
+        assert "clone only what must outlive the step" in flat.hint and "in one call" not in flat.hint, str(report)
+
+
+class EndExclusive(AllPool):  # a learner's off-by-one: the last index taken as exclusive
+    def split_hidden_states(self, hidden_states, cursor):
+        start = int(cursor.first_token_indices_gpu[0].item())
+        end = int(cursor.last_token_indices_gpu[-1].item())  # inclusive index: the slice loses the last row
+        sizes = cursor.num_scheduled_tokens_cpu.tolist()
+        return list(hidden_states[start:end].split(sizes))
+
+
+def test_an_off_by_one_at_the_sub_groups_end_is_explained_in_place_of_torchs_words():
+    report = ch1.check_all_pool(EndExclusive, seed=0)
+    (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
+    assert fixed.status == "crashed" and "split_sizes" in fixed.message, str(report)
+    assert "last index is inclusive" in fixed.hint and not fixed.generic_hint, str(report)
