@@ -313,3 +313,21 @@ def test_a_timeout_names_the_call_that_hung(monkeypatch):
     random_calls = next(c for c in ch5.CHECKS_5_2 if "random calls" in c.name)
     (hung,) = run_checks("5.2", [random_calls], HangsOnItsThirdCall, seed=0).outcomes
     assert hung.status == "timed out" and hung.case.startswith("random call 2 "), hung
+
+
+def test_a_running_sum_over_bools_is_named_as_such_and_never_crashes_the_timing():
+    import functools
+    import itertools
+
+    class Accumulates(ListCachedRange):  # a learner's: itertools.accumulate over the mask's bools
+        @functools.cached_property
+        def embeds_cumsum(self):
+            return None if self.is_embed is None else list(itertools.accumulate(self.is_embed.tolist()))
+
+    report = ch5.check_placeholder_range(Accumulates, seed=0)
+    text = str(report)
+    assert "please file an issue" not in text and "crashed" not in text, text
+    (cumsum,) = [o for o in report.outcomes if "cached list of int" in o.name]
+    assert cumsum.status == "failed" and "accumulate(map(int, mask))" in cumsum.hint, text
+    (ratio,) = [o for o in report.outcomes if "faster than the tensor cache" in o.name]
+    assert ratio.status == "failed" and ratio.message.startswith("not timed"), text
