@@ -275,7 +275,10 @@ def test_load_fixes_runs_the_readers_labs_and_names_what_is_not_done(capsys, tmp
                  "05_list_based_caches"):  # a folder of finished notebooks: the reader's, run as they are
         (tmp_path / f"{name}.ipynb").write_bytes((ROOT / "solutions" / f"{name}.ipynb").read_bytes())
     finished = ch6.load_fixes(tmp_path)
-    assert finished.unfinished == frozenset() and capsys.readouterr().out == ""
+    said = capsys.readouterr().out
+    assert finished.unfinished == frozenset() and "not done" not in said
+    assert said.startswith(f"Loaded from {tmp_path}: 1.1 and 1.2 (AllPoolNoSync), 2.1 (AsyncOutputRunner)")
+    assert "it does not check them" in said  # what was loaded, and that loading is not checking
     with pytest.raises(FileNotFoundError, match="not a folder"):
         ch6.load_fixes(tmp_path / "nowhere")
 
@@ -303,3 +306,33 @@ def test_a_hunt_fixed_one_hook_at_a_time_is_judged_on_its_merits():
     assert "cannot stand in" not in text, text
     stray = next(o for o in report.outcomes if o.name == "0 stray syncs per step, at most 1 planned wait")
     assert stray.status == "failed" and "planted.py:" in stray.message and "_stopped_on_device" in stray.message, text
+
+
+def _row_with(tokens_of, stray_of):
+    def row(config, workload, fixes):
+        stray, planned = [], []
+
+        @contextmanager
+        def counted(engine):
+            with count_syncs() as report:
+                yield
+            planned.append(sum(map(ch6.is_planned, report.events)))
+            stray.append(stray_of(report) - planned[-1])
+
+        results = ch6.run_engine(workload, config, fixes, each_step=counted)
+        return {"steps": len(stray), "tokens": tokens_of(results), "stray_per_step": sum(stray) / len(stray),
+                "planned_per_step": sum(planned) / len(planned)}
+    return row
+
+
+def test_a_row_that_counts_requests_or_staging_copies_is_told_which():
+    counts_requests = _row_with(len, lambda report: len(report.events))
+    report = ch6.check_ablation_row(counts_requests, seed=1)
+    (row,) = report.outcomes
+    assert row.message == "tokens is not the number of tokens the run produced", report
+    assert "you counted the requests" in row.hint, report
+    counts_staging = _row_with(lambda results: sum(len(r.token_ids) for r in results.values()),
+                               lambda report: len(report.events) + report.staged_count)
+    report = ch6.check_ablation_row(counts_staging, seed=1)
+    if not report.passed:  # the workload stages a copy in some configuration
+        assert "a staging copy (report.staged) is not a sync" in report.outcomes[0].hint, report

@@ -116,6 +116,28 @@ def _ablation_row_reference(config: EngineConfig, workload: Workload, components
             "stray_per_step": syncs.stray_per_step, "planned_per_step": sum(syncs.planned) / len(syncs.planned)}
 
 
+ROW_MESSAGES = {
+    "steps": "steps is not the number of engine steps the run took",
+    "tokens": "tokens is not the number of tokens the run produced",
+    "stray_per_step": "stray_per_step is not what count_syncs counts",
+    "planned_per_step": "planned_per_step is not what count_syncs counts",
+}
+
+
+def _row_hint(key: str, got: dict[str, float], want: dict[str, float], workload: Workload) -> str:
+    """What the wrong value most likely counted, said for that key."""
+    if key == "tokens":
+        if got[key] == len(workload.requests):
+            return "you counted the requests: count their tokens, the sum of len(result.token_ids) over the results"
+        return "sum len(result.token_ids) over every request's result"
+    if key == "steps":
+        return "one step per call of each_step's context manager: count the blocks, not the syncs"
+    if key == "stray_per_step" and got[key] > want[key]:
+        return ("a staging copy (report.staged) is not a sync: the host copies into a pinned buffer and the device "
+                "does not wait. Count report.events only, and leave out the planned wait (ch6.is_planned)")
+    return "one count_syncs block per step; a planned wait is what synclab.capstone.is_planned says"
+
+
 def _check_row(fn: AblationRow, rng: random.Random) -> None:
     workload = ablation_workload(16)
     combos = list(EngineConfig.all_combinations())
@@ -133,9 +155,8 @@ def _check_row(fn: AblationRow, rng: random.Random) -> None:
                hint="the one wait on the previous step's output copy is planned (the engine marks it with "
                     "gpu_sync_allowed()): ch6.is_planned(event) is True for it; count it apart from the stray ones")
         for key in ROW_KEYS:
-            expect(abs(got[key] - want[key]) < 1e-9, f"{key} is not what count_syncs counts", expected=want[key],
-                   got=got[key], case=config.label,
-                   hint="one count_syncs block per step; a planned wait is what synclab.capstone.is_planned says")
+            expect(abs(got[key] - want[key]) < 1e-9, ROW_MESSAGES[key], expected=want[key], got=got[key],
+                   case=config.label, hint=_row_hint(key, got, want, workload))
 
 
 ABLATION_CHECKS = [Check("6.2", "counts per configuration", _check_row, timeout_s=60)]

@@ -256,6 +256,12 @@ def _load_fixes(folder: Path, stamp: tuple) -> tuple[Components, list[str]]:
             loaded[field_name] = load_function(str(notebook), needed, namespace)
     if "output_copy_stream" in loaded:
         loaded["output_copy_stream"] = loaded["output_copy_stream"]._get_or_create_async_output_copy_stream
+    yours = [f"{task} ({name})" for field_name, _, name, task, pattern, _ in FIXES
+             if field_name in loaded and pattern not in unfinished and not any(
+                 line.startswith(f"Exercise {task} is not done") for line in lines)]
+    if yours:
+        lines.append(f"Loaded from {where}: " + ", ".join(yours) + ". The engine runs them as written; it does not "
+                     "check them: their chapters' check cells say whether they are right")
     placeholders = {f: None for f, *_ in FIXES if f not in loaded}
     return Components(**loaded, **placeholders, unfinished=frozenset(unfinished)), lines  # type: ignore[arg-type]
 
