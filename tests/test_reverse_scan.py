@@ -203,6 +203,11 @@ def host_model_two_points(costs_us, device_step_us, max_length):  # a line throu
     return _answer(y0 - b * x0, b, device_step_us, max_length)
 
 
+def through_the_origin(costs_us, device_step_us, max_length):  # a line forced through 0: no fixed cost per step
+    b = sum(x * y for x, y in costs_us.items()) / sum(x * x for x in costs_us)
+    return _answer(0.0, b, device_step_us, max_length)
+
+
 def slope_before_intercept(costs_us, device_step_us, max_length):  # a flat line above the device step gives None
     a, b = _fit(costs_us)
     if b <= 0:
@@ -250,7 +255,7 @@ def test_4_1_checks_catch_wrong_versions(wrong, failing_check):
 
 WRONG_4_2 = [
     (host_model_two_points, "fixed cost tables"),
-    (host_model_two_points, "random cost tables"),
+    (through_the_origin, "random cost tables"),
     (slope_before_intercept, "fixed cost tables"),
     (ignores_max_length, "fixed cost tables"),
     (negative_crossings, "fixed cost tables"),

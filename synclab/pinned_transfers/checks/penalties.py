@@ -192,7 +192,9 @@ def _check_bincount_repeats(impl: BincountFunction, rng: random.Random) -> None:
 
 
 def _check_bincount_untouched(impl: BincountFunction, rng: random.Random) -> None:
-    _same_tables(impl, penalty_state(rng, 6, 12, 5), [4], "one new request in slot 4 of 6")
+    state = penalty_state(rng, 6, 12, 5)
+    state["prompt_len"][4], state["prefill_len"][4] = 2, 5  # the new request has tokens: a write elsewhere shows
+    _same_tables(impl, state, [4], "one new request in slot 4 of 6, with 2 prompt and 3 output tokens")
     _same_tables(impl, penalty_state(rng, 3, 8, 4), [], "no new request")
 
 
