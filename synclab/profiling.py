@@ -336,13 +336,15 @@ def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler tim
                 hovertext=[f"{ev.name}<br>at {ev.start_us:.1f} us" for _, ev in in_run], hoverinfo="text",
             ))
     provenance = next(iter(traces.values())).provenance.label if traces else ""
+    entries = len({trace.name for trace in fig.data if trace.showlegend is not False})  # one line each, at worst
     fig.update_layout(
         title=f"{title}<br><sub>{provenance}</sub>",
         barmode="overlay",
         xaxis_title="time since start of the call (us)",
         yaxis={"categoryorder": "array", "categoryarray": list(reversed(order)), "automargin": True},
-        height=190 + 45 * len(order),
-        legend={"orientation": "h", "yanchor": "top", "y": -0.35},
-        margin={"l": 10, "r": 10, "t": 70, "b": 10},
+        height=190 + 45 * len(order) + 22 * entries,
+        # the legend at the figure's foot, the bottom margin sized to its entries: no blank band under it
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0},
+        margin={"l": 10, "r": 10, "t": 70, "b": 56 + 22 * entries},
     )
     return fig

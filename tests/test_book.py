@@ -265,6 +265,14 @@ LAYOUT_PROBLEMS_JS = r"""() => {
                 out.push(`chart ${i + 1}: the mode bar covers its title`);
         }
         const full = div._fullLayout || {};
+        const legend = div.querySelector('g.legend');
+        if (legend && full._size) {  // a legend under the plot: the figure ends with it, no blank band below
+            const l = legend.getBoundingClientRect(), plotBottom = box.top + full._size.t + full._size.h;
+            const last = Math.max(l.bottom, ...[...div.querySelectorAll('g.slider-container')]
+                .map(e => e.getBoundingClientRect().bottom));  // a slider may sit under the legend
+            if (l.top > plotBottom && box.bottom - last > 48)
+                out.push(`chart ${i + 1}: a blank band of ${Math.round(box.bottom - last)} px under its legend`);
+        }
         for (const key of Object.keys(full).filter(k => /^[xy]axis\d*$/.test(k))) {
             const axis = full[key];
             if (axis.type !== 'log' || !axis.range || Math.abs(axis.range[1] - axis.range[0]) < 2) continue;

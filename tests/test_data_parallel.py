@@ -237,8 +237,8 @@ NAMED_3_7 = [
 
 # (run_ar, synchronize_dp_ranks, failing check)
 WRONG_3_7 = [w[:3] for w in NAMED_3_7] + [
-    (_run_ar_baseline, _synchronize_dp_ranks, "0 syncs on every rank"),
-    (run_ar_pageable, _synchronize_dp_ranks, "0 syncs on every rank"),
+    (_run_ar_baseline, _synchronize_dp_ranks, "0 syncs and no staging copy on every rank"),
+    (run_ar_pageable, _synchronize_dp_ranks, "0 syncs and no staging copy on every rank"),
     (run_ar_hard_pinned, _synchronize_dp_ranks, "WSL"),
     (run_ar_column_zero, _synchronize_dp_ranks, "every rank gets the full table"),
     (_run_ar, sync_mode_max, "agrees with the reference"),
