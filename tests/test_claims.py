@@ -263,3 +263,27 @@ def test_a_contradiction_note_never_tells_a_learner_their_code_is_fine(toy_claim
     validated("toy.sweep", lambda: made_up({"a": [10] * 3, "b": [10] * 3}))
     note = capsys.readouterr().out
     assert "Nothing is wrong with your code" not in note and "if it is your version that differs" in note
+
+
+
+def test_every_stored_cpu_figure_holds_its_sentence_with_headroom():
+    """A sentence a loaded 2-core machine breaks is no sentence: stored CPU figures clear their claims with room."""
+    checked = 0
+    for notebook in SOLUTIONS:
+        for name, (_, sweep) in stored_figures(notebook).items():
+            if sweep is None or not sweep.claim or sweep.provenance.is_gpu:
+                continue
+            claim = claims.claim_for(sweep.claim["id"], is_gpu=False)
+            assert claim.problems_with_headroom(sweep) == [], f"{notebook.name} {name}"
+            checked += 1
+    assert checked >= 8
+
+
+def test_headroom_refuses_a_figure_that_only_just_holds(toy_claim, monkeypatch):
+    monkeypatch.setenv(DELIBERATE_ENV, "1")
+    just = made_up({"a": [21] * 3, "b": [10] * 3})  # 2.1x against a 2x claim: holds, without room
+    claim = claims.claim_for("toy.sweep", is_gpu=False)
+    assert claim.problems(just) == [] and claim.problems_with_headroom(just)
+    assert Within(0, 1, 1.25).strict().problems(made_up({"a": [10] * 3, "b": [11.3] * 3}))  # half the allowance
+    results = iter([just, made_up({"a": [30] * 3, "b": [10] * 3})])
+    assert validated("toy.sweep", lambda: next(results)).claim["holds"] is True  # measured again, stored the second
