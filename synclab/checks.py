@@ -359,12 +359,8 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) 
     return outcome
 
 
-_CHAPTER_ALIASES = {"primer": "primer", "slice_then_split": "ch1", "lazy_streams": "ch2", "pinned_transfers": "ch3",
-                    "reverse_scan": "ch4", "list_caches": "ch5", "capstone": "ch6"}  # as the notebooks import them
-
-
 def _public_check_function() -> str:
-    """The chapter's ``check_*`` function that called :func:`run_checks`, as the notebook names it."""
+    """The chapter's ``check_*`` function that called :func:`run_checks`, named as its caller imported the chapter."""
     import sys
 
     frame = sys._getframe(2)
@@ -373,8 +369,10 @@ def _public_check_function() -> str:
             break
         module, function = frame.f_globals.get("__name__", ""), frame.f_code.co_name
         if function.startswith("check_") and module.startswith("synclab."):
-            chapter = module.split(".")[1]
-            return f"{_CHAPTER_ALIASES.get(chapter, chapter)}.{function}"
+            package = sys.modules.get(".".join(module.split(".")[:2]))
+            caller = {**frame.f_back.f_globals, **frame.f_back.f_locals} if frame.f_back is not None else {}
+            alias = next((name for name, value in caller.items() if value is package), None)  # "ch4" in a notebook
+            return f"{alias}.{function}" if alias else function
         frame = frame.f_back
     return ""
 

@@ -295,15 +295,17 @@ def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us:
 # ----------------------------------------------------------------------------- the host/device model
 
 
-def _model_traces(run: ModelRun) -> list[go.Bar]:
+def _model_traces(runs: dict[str, ModelRun]) -> list[go.Bar]:
+    """A bar trace per state (queueing, waiting, kernel) over the runs' rows: ``lane``, or ``"<label> · lane"``."""
     traces = []
     for state, lane, color in (("queueing work", "host", COLORS["host"]), ("waiting (sync)", "host", COLORS["wait"]),
                                ("kernel", "device", COLORS["device"])):
-        picked = [i for i in run.intervals if i.state == state]
+        picked = [(f"{label} · {lane}" if label else lane, i) for label, run in runs.items()
+                  for i in run.intervals if i.state == state]
         traces.append(go.Bar(
-            orientation="h", y=[lane] * len(picked), x=[i.end_us - i.start_us for i in picked],
-            base=[i.start_us for i in picked], name=f"{lane}: {state}", marker_color=color,
-            marker_line={"color": "white", "width": 1}, hovertext=[f"step {i.step}" for i in picked],
+            orientation="h", y=[row for row, _ in picked], x=[i.end_us - i.start_us for _, i in picked],
+            base=[i.start_us for _, i in picked], name=f"{lane}: {state}", marker_color=color,
+            marker_line={"color": "white", "width": 1}, hovertext=[f"step {i.step}" for _, i in picked],
         ))
     return traces
 
@@ -315,7 +317,7 @@ def _model_caption(run: ModelRun) -> str:
 
 def model_figure(run: ModelRun) -> go.Figure:
     """The model's timeline: host lane (queueing / waiting) above the device lane."""
-    fig = go.Figure(_model_traces(run))
+    fig = go.Figure(_model_traces({"": run}))
     return _layout(fig, "MODEL — host and device over a few steps", _model_caption(run), barmode="overlay",
                    xaxis_title="time (us, modelled)", height=340, yaxis={"categoryarray": ["device", "host"]},
                    margin={"l": 10, "r": 10, "t": 90, "b": 10}, legend={"orientation": "h", "yanchor": "top", "y": -0.3})
@@ -328,16 +330,8 @@ def before_after_rows(before: ModelRun, after: ModelRun, title: str,
     Each chapter's page opens with one: ``before`` the pattern (syncs, or host work that outgrows the device's)
     and ``after`` it, played by :func:`synclab.timeline_model.simulate` with costs the page states.
     """
-    fig = go.Figure()
+    fig = go.Figure(_model_traces(dict(zip(labels, (before, after)))))
     rows = [f"{label} · {lane}" for label in labels for lane in ("host", "device")]
-    for state, lane, color in (("queueing work", "host", COLORS["host"]), ("waiting (sync)", "host", COLORS["wait"]),
-                               ("kernel", "device", COLORS["device"])):
-        picked = [(f"{label} · {lane}", i) for label, run in zip(labels, (before, after))
-                  for i in run.intervals if i.state == state]
-        fig.add_trace(go.Bar(
-            orientation="h", y=[row for row, _ in picked], x=[i.end_us - i.start_us for _, i in picked],
-            base=[i.start_us for _, i in picked], name=f"{lane}: {state}", marker_color=color,
-            marker_line={"color": "white", "width": 1}, hovertext=[f"step {i.step}" for _, i in picked]))
     summary = "<br>".join(f"{label}: {run.syncs} sync(s) per step, {run.step_time_us:.0f} us per step, "
                           f"GPU busy {run.steady_gpu_utilisation:.0%}" for label, run in zip(labels, (before, after)))
     return _layout(fig, f"MODEL — {title}", summary, barmode="overlay", xaxis_title="time (us, modelled)",
@@ -350,8 +344,8 @@ def model_slider_figure(host_us: float, device_us: float, sync_values: Sequence[
     """The model with a slider over syncs per step (works in the static book: no kernel needed)."""
     runs = [simulate(host_us, device_us, s) for s in sync_values]
     x_max = max(r.total_us for r in runs)
-    fig = go.Figure(_model_traces(runs[0]))
-    fig.frames = [go.Frame(data=_model_traces(r), name=str(s), layout={"title.text": _title_for(r)})
+    fig = go.Figure(_model_traces({"": runs[0]}))
+    fig.frames = [go.Frame(data=_model_traces({"": r}), name=str(s), layout={"title.text": _title_for(r)})
                   for s, r in zip(sync_values, runs)]
     steps = [{"label": str(s), "method": "animate",
               "args": [[str(s)], {"mode": "immediate", "frame": {"duration": 0, "redraw": True},

@@ -58,13 +58,13 @@ ROW_TASKS = {"async_tensor_h2d": "3.1", "gather_specific_token_logprobs": "3.2",
              "_synchronize_dp_ranks (rank 0 of 2)": "3.7"}
 
 
-RUNNER_METHODS = {"3.3": "_init_model_kwargs", "3.4": "_prepare_kv_sharing_fast_prefill"}  # the runner's exercises
-
-
 def _with_baseline_methods(runner_cls: type, baseline_cls: type, unfinished_tasks: set[str]) -> type:
-    """The reader's runner, with the baseline's method for each of its exercises not finished yet (a skipped stretch)."""
-    swapped = {RUNNER_METHODS[task]: getattr(baseline_cls, RUNNER_METHODS[task])
-               for task in unfinished_tasks if task in RUNNER_METHODS}
+    """The reader's runner, with the baseline's method for each of its exercises not finished yet (a skipped stretch).
+
+    The runner's methods are rows of the profile (:data:`ROW_TASKS`: ``_init_model_kwargs`` is 3.3's).
+    """
+    swapped = {name: getattr(baseline_cls, name) for name, task in ROW_TASKS.items()
+               if task in unfinished_tasks and hasattr(baseline_cls, name)}
     return type(runner_cls.__name__, (runner_cls,), swapped) if swapped else runner_cls
 
 
@@ -82,13 +82,11 @@ def sync_counts(before: dict[str, Any], after: dict[str, Any],
     left_out = {task: reason for task in dict.fromkeys(ROW_TASKS.values()) if (reason := unfinished(task))}
     for reason in left_out.values():
         print(f"left out: {reason}.")
-    # the runner holds 3.3 and 3.4: one finished without the other keeps its own method, the other runs the baseline's
-    if "runner" in after and "runner" in before and set(IMPL_TASKS["runner"]) - set(left_out):
+    # the runner holds 3.3 and 3.4: each unfinished one runs the baseline's method, and its row is dropped
+    if "runner" in after and "runner" in before:
         after = {**after, "runner": _with_baseline_methods(after["runner"], before["runner"], set(left_out))}
     # any other implementation with an unfinished exercise runs its baseline on both sides, and its rows are dropped
-    stubbed = {key for key in after if key != "runner" and set(IMPL_TASKS.get(key, ())) & set(left_out)}
-    if "runner" in after and set(IMPL_TASKS["runner"]) <= set(left_out):
-        stubbed.add("runner")
+    stubbed = {key for key in after if set(IMPL_TASKS.get(key, ())) & set(left_out)} - {"runner"}
     dropped = set(left_out).union(*(IMPL_TASKS[key] for key in stubbed))
     after = {key: before[key] if key in stubbed else impl for key, impl in after.items()}
     counts: dict[str, dict[str, list[int]]] = {}
