@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ import torch
 from synclab import capstone as ch6
 from synclab.capstone import PlantedRunner
 from synclab.capstone.workloads import book_fixes
-from synclab.engine.engine_core import PATTERNS, EngineConfig
+from synclab.engine.engine_core import PATTERNS, EngineConfig, EngineRunner
 from synclab.syncs import count_syncs
 from tests.check_reports import copied
 from tests.notebook_code import load_function
@@ -336,3 +337,214 @@ def test_a_row_that_counts_requests_or_staging_copies_is_told_which():
     report = ch6.check_ablation_row(counts_staging, seed=1)
     if not report.passed:  # the workload stages a copy in some configuration
         assert "a staging copy (report.staged) is not a sync" in report.outcomes[0].hint, report
+
+
+# ----------------------------------------------------------------------------- the book's fixes, kept in the package
+
+NOTEBOOKS = ("01_slice_then_split", "02_lazy_streams", "03_pinned_transfers", "04_reverse_placeholder_scans",
+             "05_list_based_caches")
+
+
+def _per_step(workload, config, fixes, runner_cls=None):
+    """Each step's syncs (kind, op, bytes, planned) and the run's results: what chapter 6's checks count."""
+    syncs, results = ch6.step_syncs(workload, config, runner_cls or EngineRunner, components=fixes)
+    steps = [sorted((e.kind.value, e.op, e.nbytes) for e in step) for step in syncs.stray]
+    return steps, syncs.planned, ch6.comparable(results)
+
+
+def _workloads():
+    yield "ablation_workload(16)", ch6.ablation_workload(16), None
+    yield "random_mix(0)", ch6.random_mix(random.Random(0)), None
+    yield "6.1's hunt mix, planted runner", ch6.random_mix(random.Random(1), hunt_features=True), PlantedRunner
+
+
+def test_the_packages_book_fixes_count_and_compute_as_the_solutions_do():
+    """book_fixes() (the package's copies) against load_fixes("solutions") (the notebooks): every configuration of
+    chapter 6's workloads, step by step, and 6.1's host work per decode step."""
+    from synclab.capstone.chapter_fixes import BOOK_FIXES
+
+    book, solutions = book_fixes(), ch6.load_fixes("solutions", quiet=True)
+    assert all(getattr(book, f).__module__ == "synclab.capstone.chapter_fixes" for f in BOOK_FIXES)  # no notebook
+    assert all(getattr(solutions, f) is not getattr(book, f) for f in BOOK_FIXES)
+    assert book.unfinished == solutions.unfinished == frozenset()
+    for name, workload, runner_cls in _workloads():
+        for config in ch6.ablation_configs():
+            got = _per_step(workload, config, book, runner_cls)
+            want = _per_step(workload, config, solutions, runner_cls)
+            assert got[0] == want[0], f"{name}, {config.label}: stray syncs per step"
+            assert got[1] == want[1], f"{name}, {config.label}: planned waits per step"
+            assert ch6.first_difference(got[2], want[2]) is None, f"{name}, {config.label}: results"
+    for config in (EngineConfig(), EngineConfig.baseline()):
+        for output_len, images in ((16, 2), (256, 2), (16, 16)):
+            got = ch6.host_work_in_decode_step(EngineRunner, config, output_len, images, book, hunt_features=True)
+            want = ch6.host_work_in_decode_step(EngineRunner, config, output_len, images, solutions,
+                                                hunt_features=True)
+            assert (got.total, got.torch_calls, got.history) == (want.total, want.torch_calls, want.history), \
+                (config.label, output_len, images)
+
+
+def _without_solutions(tmp_path, monkeypatch):
+    """From here on, a repository root with no solutions/ (a learner's install); any notebook read there refused."""
+    import nbformat
+
+    from synclab.capstone import workloads
+    from synclab.lab import notebook_code
+
+    root = tmp_path / "install"
+    (root / "labs").mkdir(parents=True)
+    read = nbformat.read
+
+    def refusing(path, *args, **kwargs):
+        assert "solutions" not in Path(path).parts, f"read {path}: a learner's install has no solutions/"
+        return read(path, *args, **kwargs)
+
+    monkeypatch.setattr(workloads, "ROOT", root)
+    monkeypatch.setattr(notebook_code, "ROOT", root)
+    monkeypatch.setattr(nbformat, "read", refusing)
+    monkeypatch.setattr(workloads, "_LOADED", [])  # what this test loads is not what later tests run
+    return root
+
+
+def test_chapter_6s_checks_run_without_a_solutions_folder(tmp_path, monkeypatch, capsys):
+    from synclab.capstone.chapter_fixes import BOOK_FIXES
+    from synclab.lab import notebook_code
+
+    clean_runner, ablation_row = solution("clean_runner"), solution("ablation_row")  # the reader's, loaded first
+    root = _without_solutions(tmp_path, monkeypatch)
+    assert not (root / "solutions").exists()
+    syncs, results = ch6.step_syncs(ch6.ablation_workload(16), EngineConfig(), components=book_fixes())
+    assert sum(map(len, syncs.stray)) == 0 and all(r.token_ids or r.embedding is not None for r in results.values())
+    assert ch6.check_sync_hunt(clean_runner, seed=3).passed  # 6.1 and 6.2 run book_fixes() themselves
+    assert ch6.check_ablation_row(ablation_row, seed=1).passed
+    fixes = ch6.load_fixes("solutions")  # the lab's comment says it runs the book's: here too
+    assert all(getattr(fixes, f) is BOOK_FIXES[f] for f in BOOK_FIXES) and fixes.unfinished == frozenset()
+    assert capsys.readouterr().out.startswith("No solutions/ in this install: the engine runs the book's solutions")
+    with pytest.raises(AssertionError, match="has no solutions/"):  # a read of solutions/ (the old book_fixes) fails
+        notebook_code.load_function("solutions/05_list_based_caches.ipynb", "EncoderScheduler")
+
+
+def test_a_lab_without_5_2_runs_the_packages_scheduler_not_solutions(tmp_path, monkeypatch, capsys):
+    from synclab.capstone.chapter_fixes import BOOK_FIXES
+    from tests.notebook_code import ROOT
+
+    labs = _without_solutions(tmp_path, monkeypatch) / "labs"
+    for name in NOTEBOOKS:  # 1-4 written; chapter 5 fresh (5.1 and 5.2 not done)
+        source = ROOT / ("labs" if name.startswith("05") else "solutions") / f"{name}.ipynb"
+        (labs / f"{name}.ipynb").write_bytes(source.read_bytes())
+    fixes = ch6.load_fixes("labs")
+    said = capsys.readouterr().out
+    assert fixes.scheduler is BOOK_FIXES["scheduler"] and fixes.unfinished == frozenset({"list_cache"})
+    assert ("Exercise 5.2 is not done in labs/05_list_based_caches.ipynb: the engine needs a scheduler, so it runs "
+            "the book's solution of 5.2 (the package's own copy) until yours is written") in said
+    assert "solutions" not in said
+    workload = ch6.ablation_workload(16)
+    got = ch6.comparable(ch6.run_engine(workload, EngineConfig(), fixes))
+    assert ch6.first_difference(got, ch6.comparable(ch6.run_engine(workload, EngineConfig(), book_fixes()))) is None
+
+
+def test_load_fixes_finds_a_course_folder_with_a_folder_per_chapter(tmp_path, capsys):
+    from synclab.lab.chapters import CHAPTERS
+    from synclab.capstone.workloads import NOTEBOOKS as STEMS
+    from tests.notebook_code import ROOT
+
+    assert all(CHAPTERS[f"ch{n}"] == stem for n, stem in STEMS.items())  # the chapter folders' names
+    for n, name in enumerate(NOTEBOOKS, start=1):  # as nbgrader hands them out: ch1/01_..., ch5/05_...
+        (tmp_path / f"ch{n}").mkdir()
+        (tmp_path / f"ch{n}" / f"{name}.ipynb").write_bytes((ROOT / "solutions" / f"{name}.ipynb").read_bytes())
+    fixes = ch6.load_fixes(tmp_path)
+    said = capsys.readouterr().out
+    assert fixes.unfinished == frozenset() and "not done" not in said
+    assert said.startswith(f"Loaded from {tmp_path}: 1.1 and 1.2 (AllPoolNoSync), 2.1 (AsyncOutputRunner)")
+    assert fixes.all_pool.__name__ == "AllPoolNoSync" and fixes.scheduler.__name__ == "EncoderScheduler"
+    workload = ch6.ablation_workload(16)
+    assert _per_step(workload, EngineConfig(), fixes) == _per_step(workload, EngineConfig(), book_fixes())
+
+    # a chapter not written yet is named where it is, in its chapter's folder
+    (tmp_path / "ch3" / "03_pinned_transfers.ipynb").write_bytes((ROOT / "labs" / "03_pinned_transfers.ipynb")
+                                                                  .read_bytes())
+    fixes = ch6.load_fixes(tmp_path)
+    said = capsys.readouterr().out
+    assert fixes.unfinished == frozenset({"pinned_uploads"})
+    assert f"Exercise 3.1 is not done in {tmp_path / 'ch3' / '03_pinned_transfers.ipynb'}" in said
+    (tmp_path / "ch3" / "03_pinned_transfers.ipynb").unlink()
+    with pytest.raises(FileNotFoundError, match="03_pinned_transfers.ipynb is missing"):
+        ch6.load_fixes(tmp_path)
+
+
+CELL_FILE = "/tmp/ipykernel_4242/1234567890.py"  # where ipykernel compiles a cell: outside synclab and tests/
+
+
+def _cell(source: str, **names):
+    import textwrap
+
+    from synclab.capstone import chapter_fixes
+    from synclab.engine import pooler
+
+    namespace = {"chapter_fixes": chapter_fixes, "pooler": pooler, **names}
+    exec(compile(textwrap.dedent(source), CELL_FILE, "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("check_name, source, name, called", [
+    ("check_all_pool", """
+        class AllPool(pooler.TokenPoolingMethod):
+            def split_hidden_states(self, hidden_states, cursor):
+                return chapter_fixes._AllPoolReference.split_hidden_states(self, hidden_states, cursor)
+
+            def forward(self, hidden_states, pooling_metadata):
+                return chapter_fixes._AllPoolReference.forward(self, hidden_states, pooling_metadata)
+     """, "AllPool", "_AllPoolReference."),
+    ("check_all_pool_no_sync", """
+        class AllPoolNoSync(AllPool):
+            receives_group_rows = True
+
+            def split_hidden_states(self, hidden_states, cursor):
+                return chapter_fixes._AllPoolNoSyncReference.split_hidden_states(self, hidden_states, cursor)
+     """, "AllPoolNoSync", "_AllPoolNoSyncReference.split_hidden_states"),
+], ids=["1.1", "1.2"])
+def test_a_reader_who_delegates_chapter_1_to_the_book_fixes_is_refused(check_name, source, name, called):
+    """As tests/test_answer_keys.py's delegations: a cell that calls the package's fix fails 1.1's or 1.2's checks."""
+    from synclab import slice_then_split as ch1
+
+    extra = {"AllPool": load_function("solutions/01_slice_then_split.ipynb", "AllPool")}
+    report = getattr(ch1, check_name)(_cell(source, **extra)[name], seed=0)
+    failed = [o for o in report.outcomes if o.status == "failed"]
+    assert not report.passed and not [o for o in report.outcomes if o.ok], str(report)
+    assert [o for o in failed if "cannot stand in for your code" in o.message and called in o.message], str(report)
+
+
+def test_every_book_fix_is_an_answer_kept_from_the_readers_code():
+    from synclab import slice_then_split as ch1
+    from synclab.answer_keys import AnswerKeyRefused, answer_in, checking
+    from synclab.capstone.chapter_fixes import BOOK_FIXES
+    from synclab.capstone.workloads import FIXES
+
+    for field, _, _, exercises, _, _ in FIXES:
+        task = exercises.split(" and ")[-1]
+        assert answer_in(BOOK_FIXES[field], task) is not None, field  # handed in, or inherited: caught by name
+    report = ch1.check_all_pool_no_sync(BOOK_FIXES["all_pool"], seed=0)
+    assert not report.passed and "were handed" in report.outcomes[0].message, str(report)
+    with pytest.raises(AnswerKeyRefused, match="_AllPoolNoSyncReference.split_hidden_states"):  # outside any check
+        _cell("rows = chapter_fixes._AllPoolNoSyncReference(False).split_hidden_states(h, cursor)", h=None,
+              cursor=None)
+    with checking("3.1"), pytest.raises(AnswerKeyRefused, match="_async_tensor_h2d_reference"):  # its own checks
+        _cell("x = chapter_fixes._async_tensor_h2d_reference([1, 2], 'cpu')")
+    with checking("6.1"):  # a collaborator while chapter 6's checks run: the reader's hook may upload through it
+        assert _cell("x = chapter_fixes._async_tensor_h2d_reference([1, 2], 'cpu')")["x"].tolist() == [1, 2]
+
+
+def test_a_readers_runner_runs_on_the_book_fixes_outside_the_checks_too():
+    """The lab's hunt cell runs the book's fixes with a runner: the reader's own runner, whose hooks upload through
+    the engine (the book's 3.1), runs there as it did on the notebooks' fixes."""
+    import nbformat
+
+    from tests.notebook_code import ROOT
+
+    notebook = nbformat.read(ROOT / SOLUTION, as_version=4)
+    source = next(c.source for c in notebook.cells if c.cell_type == "code" and "def clean_runner" in c.source)
+    imports = ("import torch\nfrom synclab.capstone import PlantedRunner\n"
+               "from synclab.engine.engine_core import EngineOutput, EngineRequest\n")
+    namespace = _cell(imports + source + "\nsyncs, _ = ch6.step_syncs(mix, config, clean_runner(), components=fixes)\n",
+                      ch6=ch6, mix=ch6.random_mix(random.Random(1), hunt_features=True), config=EngineConfig(),
+                      fixes=book_fixes())
+    assert namespace["syncs"].stray_per_step == 0

@@ -6,9 +6,10 @@ Taught in chapter 6 (the capstone).
   :func:`ablation_workload`): plain data, so one mix can be built for any
   :class:`~synclab.engine.engine_core.EngineConfig`, each config with its own
   ``PlaceholderRange`` class and fresh request objects;
-* :func:`load_fixes` — the code each fix runs, taken from the chapters' notebooks, never written
-  twice: your labs by default (an exercise not written yet is named, and the code before its PR
-  runs instead), ``load_fixes("solutions")`` the book's;
+* :func:`load_fixes` — the code each fix runs, taken from the chapters' notebooks: your labs by
+  default (an exercise not written yet is named, and the code before its PR runs instead),
+  ``load_fixes("solutions")`` the book's; :func:`book_fixes` — the book's fixes as the package keeps
+  them (:mod:`synclab.capstone.chapter_fixes`), for chapter 6's checks (a learner's install has no solutions);
 * :func:`run_engine` — the engine over a mix;
 * what a run counts: each step's syncs, split into the **planned wait** (marked with
   ``gpu_sync_allowed()``) and **stray syncs** (:func:`step_syncs`), and the host's work per decode
@@ -29,6 +30,7 @@ from typing import Any, Callable, ContextManager, Iterator
 
 import nbformat
 
+from synclab.capstone.chapter_fixes import BOOK_FIXES
 from synclab.device import has_cuda
 from synclab.dispatch import CountingList, count_torch_calls
 from synclab.engine.engine_core import (PATTERNS, Components, EngineConfig, EngineCore, EngineRequest, EngineRunner,
@@ -196,10 +198,17 @@ def _folder(source: str | Path) -> Path:
     return folder.resolve()
 
 
+def _notebook(folder: Path, chapter: int) -> Path:
+    """Chapter ``chapter``'s notebook in ``folder``, or in its chapter folder ``ch<N>/`` (a course's layout)."""
+    flat = folder / f"{NOTEBOOKS[chapter]}.ipynb"
+    in_chapter = folder / f"ch{chapter}" / flat.name
+    return in_chapter if not flat.exists() and in_chapter.exists() else flat
+
+
 def _stamp(folder: Path) -> tuple:
     """The chapter notebooks' modification times: a loaded set of fixes is reused until one of them changes."""
-    return tuple((n, (folder / f"{n}.ipynb").stat().st_mtime_ns if (folder / f"{n}.ipynb").exists() else None)
-                 for n in NOTEBOOKS.values())
+    return tuple((str(path), path.stat().st_mtime_ns if path.exists() else None)
+                 for path in (_notebook(folder, chapter) for chapter in NOTEBOOKS))
 
 
 def _stubbed(notebook: Path, names: list[str]) -> bool:
@@ -214,14 +223,21 @@ def _stubbed(notebook: Path, names: list[str]) -> bool:
 def load_fixes(source: str | Path = "labs", quiet: bool = False) -> Components:
     """The code each fix of chapters 1-5 runs: your labs (default), a folder of notebooks, or ``"solutions"``.
 
-    The engine runs what the notebooks define, never a copy. An exercise not written yet (its stub is
-    still there) is named, and the engine runs vLLM's code before that PR in its place (the fix's
-    switch in :class:`EngineConfig` stays off). The scheduler has no such code in the lab, so while
-    Exercise 5.2 is not written the engine runs the book's solution of it, and says so.
-    ``load_fixes("solutions")`` runs the book's solutions of every exercise: the book's own figures do.
+    The folder may also be a course folder, where each chapter is its own folder ch1 ... ch5, as nbgrader
+    hands them out (``ch1/01_slice_then_split.ipynb``, ...). The engine runs what the notebooks define,
+    never a copy. An exercise not written yet (its stub is still there) is named, and the engine runs
+    vLLM's code before that PR in its place (the fix's switch in :class:`EngineConfig` stays off). The
+    scheduler has no such code in the lab, so while Exercise 5.2 is not written the engine runs the
+    book's solution of it (the package's own copy, :mod:`synclab.capstone.chapter_fixes`), and says so.
+    ``load_fixes("solutions")`` runs the book's solutions of every exercise: the book's own figures do
+    (an install without ``solutions/``, as learners get it, runs the package's copies: :func:`book_fixes`).
     """
     folder = _folder(source)
-    components, lines = _load_fixes(folder, _stamp(folder))
+    if source == "solutions" and not folder.is_dir():
+        components, lines = book_fixes(), ["No solutions/ in this install: the engine runs the book's solutions of "
+                                           "chapters 1-5 as the package keeps them"]
+    else:
+        components, lines = _load_fixes(folder, _stamp(folder))
     if not quiet:
         for line in lines:
             print(line)
@@ -237,20 +253,23 @@ def _load_fixes(folder: Path, stamp: tuple) -> tuple[Components, list[str]]:
     lines: list[str] = []
     namespaces: dict[int, dict] = {}
     for field_name, chapter, name, task, pattern, pr in FIXES:
-        notebook = folder / f"{NOTEBOOKS[chapter]}.ipynb"
+        notebook = _notebook(folder, chapter)
         if not notebook.exists():
-            raise FileNotFoundError(f"{notebook} is missing: chapter 6 runs Exercise {task} ({name}) from it")
+            raise FileNotFoundError(f"{notebook} is missing (nor is it in {folder / f'ch{chapter}'}): chapter 6 "
+                                    f"runs Exercise {task} ({name}) from it")
         needs = ["AllPool", name] if name == "AllPoolNoSync" else [name]
+        shown = where / notebook.relative_to(folder)
         if _stubbed(notebook, needs) and pattern is not None:
             unfinished.add(pattern)
             exercises = f"Exercises {task} are" if " and " in task else f"Exercise {task} is"
-            lines.append(f"{exercises} not done in {where / notebook.name}: the engine runs vLLM's code before {pr} "
+            lines.append(f"{exercises} not done in {shown}: the engine runs vLLM's code before {pr} "
                          f"for it (the {pattern} switch stays off)")
             continue
         if _stubbed(notebook, needs):  # the scheduler: no code before a PR to fall back on
-            notebook = ROOT / "solutions" / notebook.name
-            lines.append(f"Exercise {task} is not done in {where / notebook.name}: the engine needs a scheduler, so "
-                         f"it runs the book's solution of {task} (solutions/{notebook.name}) until yours is written")
+            loaded[field_name] = BOOK_FIXES[field_name]
+            lines.append(f"Exercise {task} is not done in {shown}: the engine needs a scheduler, so it runs the "
+                         f"book's solution of {task} (the package's own copy) until yours is written")
+            continue
         namespace = namespaces.setdefault(chapter, {})
         for needed in needs:
             loaded[field_name] = load_function(str(notebook), needed, namespace)
@@ -267,8 +286,12 @@ def _load_fixes(folder: Path, stamp: tuple) -> tuple[Components, list[str]]:
 
 
 def book_fixes() -> Components:
-    """The book's solutions of chapters 1-5, for checks that are about something else (6.1's runner)."""
-    return _load_fixes(ROOT / "solutions", _stamp(ROOT / "solutions"))[0]
+    """The book's solutions of chapters 1-5, for checks that are about something else (6.1's runner, 6.2's counts).
+
+    Kept in the package (:mod:`synclab.capstone.chapter_fixes`), not read from ``solutions/``: a learner's install
+    has none. Each is the code of its solution notebook, tested equal to ``load_fixes("solutions")``.
+    """
+    return Components(**BOOK_FIXES)
 
 
 def current_fixes() -> Components:
