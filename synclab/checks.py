@@ -135,6 +135,7 @@ class Outcome:
     generic_hint: bool = False  # the check's (or the status's) standing hint, not one raised for this failure
     random: bool = True  # the check draws random cases
     names_fault: bool = False  # the check's failure names the fault itself (Check.names_fault)
+    refused: str = ""  # the package's answer the reader's code called or handed in (its name), if any
 
     @property
     def ok(self) -> bool:
@@ -349,13 +350,13 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) 
     handed = answer_in(impl, check.task)
     if handed is not None:  # the answer itself handed to the check
         return Outcome(check.task, check.name, "failed", message=handed.message(handed=True), hint=handed.hint(),
-                       points=check.points, random=False)
+                       points=check.points, random=False, refused=handed.name)
     with checking(check.task) as watch:
         outcome = _run_guarded(check, impl, seed, limit_s)
     if watch.refused:  # even if the reader's code caught the refusal
         key = watch.refused[0]
         return Outcome(check.task, check.name, "failed", message=key.message(), hint=key.hint(),
-                       points=check.points, case=outcome.case, random=False)
+                       points=check.points, case=outcome.case, random=False, refused=key.name)
     return outcome
 
 

@@ -99,16 +99,16 @@ def test_check_json_reports_points_per_check_and_scores_a_broken_exercise_zero(t
         path.unlink()
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)  # stdout is JSON only
-    assert (report["points"], report["earned"], report["passed"]) == (6, 1, False)
+    assert (report["points"], report["earned"], report["passed"]) == (20, 6, False)
     by_task = {}
     for check in report["checks"]:
         assert set(check) == {"task", "name", "status", "passed", "points", "earned", "message", "stretch"}
         by_task.setdefault(check["task"], []).append(check)
     (missing,) = by_task["0.1"]
-    assert (missing["status"], missing["points"], missing["earned"]) == ("not run", 5, 0)
-    assert "SyntaxError" in missing["message"]
+    assert (missing["status"], missing["points"], missing["earned"]) == ("not run", 14, 0)
+    assert "does not parse" in missing["message"]
     (prediction,) = by_task["0.2"]
-    assert (prediction["status"], prediction["points"], prediction["earned"]) == ("passed", 1, 1)
+    assert (prediction["status"], prediction["points"], prediction["earned"]) == ("passed", 6, 6)
     assert report["cells_not_finished"]
 
 
@@ -145,17 +145,22 @@ def test_a_stretch_left_undone_reads_as_a_stretch_and_its_points_come_apart():
     from types import SimpleNamespace
 
     from synclab.checks import CheckReport, Outcome
-    from synclab.lab.cli import json_report, stretch_tasks, verdict
+    from synclab.lab.cli import json_report, verdict_line
+    from synclab.lab.exercises import points_of, stretch_tasks
+    from synclab.lab.judge import Verdict
 
     lab = ROOT / "labs" / "01_slice_then_split.ipynb"
-    assert stretch_tasks(lab) == {"1.2"}
-    reports = [CheckReport("1.1", [Outcome("1.1", f"c{i}", "passed") for i in range(8)]),
-               CheckReport("1.2", [Outcome("1.2", f"d{i}", "not implemented") for i in range(10)])]
+    assert {"1.2"} <= stretch_tasks() and "1.1" not in stretch_tasks()
+    verdicts = {"1.1": Verdict("1.1", CheckReport("1.1", [Outcome("1.1", f"c{i}", "passed") for i in range(8)])),
+                "1.2": Verdict("1.2", CheckReport("1.2", [Outcome("1.2", f"d{i}", "not implemented")
+                                                          for i in range(10)]))}
     run = SimpleNamespace(errors=[], seconds=1.0)
-    summary = json_report(lab, reports, run, None)
-    assert summary["passed"] and (summary["points"], summary["earned"]) == (8, 8)
-    assert (summary["stretch_points"], summary["stretch_earned"], summary["stretch_passed"]) == (10, 0, {"1.2": False})
-    assert verdict(summary, ok=True) == "core: all passed; stretch 1.2: not done"
-    reports[0].outcomes[0].status = "failed"
-    failing = json_report(lab, reports, run, None)
-    assert not failing["passed"] and verdict(failing, ok=False) == "SOME CHECKS DID NOT PASS"
+    summary = json_report(lab, verdicts, run, None, 1.0)
+    assert summary["passed"] and (summary["points"], summary["earned"]) == (points_of("1.1"), points_of("1.1"))
+    assert (summary["stretch_points"], summary["stretch_earned"]) == (points_of("1.2"), 0)
+    assert summary["total_earned"] == points_of("1.1")
+    assert verdict_line(summary, ok=True) == "core: all passed; stretch 1.2: not done"
+    verdicts["1.1"].report.outcomes[0].status = "failed"
+    failing = json_report(lab, verdicts, run, None, 1.0)
+    assert failing["earned"] == round(points_of("1.1") * 7 / 8, 2)
+    assert not failing["passed"] and verdict_line(failing, ok=False) == "SOME CHECKS DID NOT PASS"

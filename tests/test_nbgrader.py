@@ -18,6 +18,7 @@ from synclab.checks import Check, expect, run_checks
 from synclab.lab.grading import GradingError, graded
 from synclab.lab.labgen import LabgenError
 from synclab.lab.nbgrader_run import autograde, hand_in, release, solved
+from synclab.lab.exercises import EXERCISES, lab_version, points_of
 from synclab.lab.nbgrader_source import exercise_points, nbgrader_notebook, points_by_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,8 +41,10 @@ def test_source_notebook_marks_answers_checks_and_read_only_cells():
     assert answer_meta["solution"] and not answer_meta["grade"] and not answer_meta["locked"]
     assert "    # Exercise 0.1: YOUR CODE HERE (~13 lines)\n    ### BEGIN SOLUTION 0.1" in answer.source
     check, check_meta = meta["check-0_1"]
-    assert check_meta["grade"] and check_meta["locked"] and check_meta["points"] == 5
-    assert check.source.endswith("graded(lambda: primer.check_decode_step(decode_step), points=5)")
+    assert check_meta["grade"] and check_meta["locked"] and check_meta["points"] == points_of("0.1")
+    assert check.source.endswith(f'graded("0.1", lambda: primer.check_decode_step(decode_step), '
+                                 f'lab_version="{lab_version()}")')
+    assert check.metadata["synclab"] == {"task": "0.1", "lab_version": lab_version()}
     others = [m for c, m in meta.values() if not (m["solution"] or m["grade"])]
     assert others and all(m["locked"] for m in others)  # everything else is read-only
     assert nb.cells[0].source.startswith("# 0 · Primer lab:")  # titled as the lab is
@@ -53,10 +56,25 @@ def test_written_answers_are_manually_graded_for_zero_points():
     assert written and all(m["grade"] and m["solution"] and m["points"] == 0 for m in written)
 
 
-def test_points_come_from_the_solutions_stored_reports():
-    points = points_by_chapter(ROOT, CHAPTERS)
-    assert points["ch0"] == {"0.1": 5, "0.2": 1}
+def test_points_are_the_exercises_and_an_instructor_may_reweight_them():
+    points = points_by_chapter(CHAPTERS)
+    assert points["ch0"] == {"0.1": 14, "0.2": 6}
     assert set(points) == set(CHAPTERS) and all(sum(tasks.values()) > 0 for tasks in points.values())
+    assert points_by_chapter({"ch1": CHAPTERS["ch1"]}, {"1.2": 8})["ch1"] == {"1.1": 20, "1.2": 8}
+    nb = nbgrader_notebook(_solution("ch1"), "solutions/01_slice_then_split.ipynb", {"1.1": 30})
+    meta = {c.metadata.nbgrader["grade_id"]: c.metadata for c in nb.cells}
+    assert meta["check-1_1"].nbgrader["points"] == 30
+    # a stretch is 0 in the total; its points are extra credit
+    assert meta["check-1_2"].nbgrader["points"] == 0 and meta["check-1_2"].synclab["stretch_points"] == 5
+
+
+def test_release_notebooks_name_no_folder_students_do_not_have():
+    for chapter in CHAPTERS:
+        nb = nbgrader_notebook(_solution(chapter), f"solutions/{CHAPTERS[chapter]}.ipynb")
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        assert "../book/" not in text and "labs/" not in text, chapter
+    nb = nbgrader_notebook(_solution("ch6"), "solutions/06_capstone_engine_step.ipynb")
+    assert any('load_fixes("..")' in c.source for c in nb.cells)  # the student's own ch1 ... ch5 folders
 
 
 def test_a_solution_whose_stored_report_fails_or_is_missing_is_refused():
@@ -91,22 +109,34 @@ def _loud(x):
     return 2 * x
 
 
-def test_graded_returns_the_points_earned_and_keeps_stderr_out_of_the_cell(capsys):
+def test_graded_is_practice_in_the_kernel_and_keeps_stderr_out_of_the_cell(capsys, monkeypatch):
     checks = [Check("9.9", "doubles", _doubles, points=3), Check("9.9", "again", _doubles)]
-    assert graded(lambda: run_checks("9.9", checks, _loud), points=4) == 4.0
+    assert graded("9.9", lambda: run_checks("9.9", checks, _loud)) == 1.0
     out = capsys.readouterr()
     assert out.err == ""  # nbgrader scores a cell that wrote to stderr 0
     assert "to stderr" in out.out and "UserWarning: a warning from the reader's code" in out.out
-    assert graded(lambda: run_checks("9.9", checks, lambda x: x), points=4) == 0.0
+    assert "your grade is computed by the grader" in out.out
     half = [Check("9.9", "doubles", _doubles), Check("9.9", "fails", lambda impl, rng: expect(False, "no"))]
-    assert graded(lambda: run_checks("9.9", half, _loud), points=2) == 1.0
+    assert graded("9.9", lambda: run_checks("9.9", half, _loud)) == 0.5
+    assert "careful: this assignment was generated with lab version old" in (
+        graded("9.9", lambda: run_checks("9.9", half, _loud), lab_version="old") is not None
+        and capsys.readouterr().out)
 
 
-def test_graded_refuses_points_that_no_longer_match_the_checks():
-    with pytest.raises(GradingError, match="generated for 5 points, but its checks now carry 1"):
-        graded(lambda: run_checks("9.9", [Check("9.9", "doubles", _doubles)], _loud), points=5)
+def test_graded_runs_no_check_when_nbgrader_autogrades():
+    """Under autograding the grader scores the cell; without the grader configured the cell errs (0, visibly)."""
+    import os
+
+    ran = []
+    os.environ["NBGRADER_EXECUTION"] = "autograde"
+    try:
+        with pytest.raises(GradingError, match="autograde_preprocessors"):
+            graded("9.9", lambda: ran.append(1))
+    finally:
+        del os.environ["NBGRADER_EXECUTION"]
+    assert not ran
     with pytest.raises(GradingError, match="must return a check report"):
-        graded(lambda: 3.0, points=1)
+        graded("9.9", lambda: 3.0)
 
 
 # ----------------------------------------------------------------------------- the real nbgrader
@@ -127,24 +157,61 @@ def _planted_primer(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+def _cheat(nb: nbformat.NotebookNode, lines: str) -> nbformat.NotebookNode:
+    """The untouched release with ``lines`` prepended to 0.1's answer cell: what a kernel would run first."""
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "answer-0_1":
+            cell.source = lines + cell.source
+    return nb
+
+
+CHEATS = {  # each ran in the student's kernel before the check cell; each gave full marks before the grader
+    "rebinds_graded": "import synclab.lab.grading as g\ng.graded = lambda *a, **k: 14.0\n",
+    "rebinds_run_one": "import synclab.checks as c\nc._run_one = lambda check, *a: c.Outcome(check.task, check.name, "
+                       "'passed')\n",
+    "forges_the_log": "import os\nopen(os.environ.get('SYNCLAB_CHECK_LOG', '/dev/null'), 'a').write('{}')\n",
+}
+
+
 @pytest.mark.slow
-def test_autograde_scores_the_solution_the_release_and_a_planted_bug(tmp_path):
-    """Full marks, nothing, and exactly the planted bugs' checks lost: 4/5 on 0.1 and 0/1 on 0.2."""
+def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(tmp_path, capsys):
+    """Full marks, nothing, the planted bugs' share lost; every cheat 0 and flagged; nbgrader and --json agree."""
+    import json
+
+    from synclab.lab import cli
+
     chapter, stem = "ch0", CHAPTERS["ch0"]
     released = release(ROOT, tmp_path, chapter, stem)
     solution = solved(tmp_path, chapter, stem, released)
     hand_in(tmp_path, chapter, stem, "solution", solution)
     hand_in(tmp_path, chapter, stem, "untouched", released)
     hand_in(tmp_path, chapter, stem, "planted", _planted_primer(solved(tmp_path, chapter, stem, released)))
+    for name, lines in CHEATS.items():
+        hand_in(tmp_path, chapter, stem, name, _cheat(nbformat.read(tmp_path / "release" / chapter / f"{stem}.ipynb",
+                                                                    as_version=4), lines))
     scores = autograde(tmp_path, chapter, stem)
-    assert scores["solution"] == {"check-0_1": (5.0, 5.0), "check-0_2": (1.0, 1.0)}
-    assert scores["untouched"] == {"check-0_1": (0.0, 5.0), "check-0_2": (0.0, 1.0)}
-    assert scores["planted"] == {"check-0_1": (4.0, 5.0), "check-0_2": (0.0, 1.0)}
+    full = points_of("0.1"), points_of("0.2")
+    assert scores["solution"] == {"check-0_1": (full[0], full[0]), "check-0_2": (full[1], full[1])}
+    assert scores["untouched"] == {"check-0_1": (0.0, full[0]), "check-0_2": (0.0, full[1])}
+    assert scores["planted"] == {"check-0_1": (round(full[0] * 4 / 5, 2), full[0]), "check-0_2": (0.0, full[1])}
+    for name in CHEATS:
+        assert scores[name]["check-0_1"] == (0.0, full[0]), name
+        cell = next(c for c in nbformat.read(tmp_path / "autograded" / name / chapter / f"{stem}.ipynb",
+                                             as_version=4).cells
+                    if c.metadata.get("nbgrader", {}).get("grade_id") == "check-0_1")
+        assert "flagged" in "".join(o.get("data", {}).get("text/plain", "") for o in cell.outputs), name
     graded_cell = next(c for c in nbformat.read(tmp_path / "autograded" / "planted" / chapter / f"{stem}.ipynb",
                                                 as_version=4).cells
                        if c.metadata.get("nbgrader", {}).get("grade_id") == "check-0_1")
     shown = "".join(o.get("data", {}).get("text/plain", "") for o in graded_cell.outputs)
     assert "✗ [0.1] NaN logits raise ValueError before any update: failed" in shown  # the student sees why
+    for student, by_cell in scores.items():  # the other grader, on the same submissions, gives the same points
+        path = tmp_path / "submitted" / student / chapter / f"{stem}.ipynb"
+        cli.main(["check", str(path), "--checks-only", "--json"])
+        summary = json.loads(capsys.readouterr().out)
+        earned = {f"check-{e['task'].replace('.', '_')}": e["earned"] for e in summary["exercises"]}
+        assert earned == {cell: score for cell, (score, _) in by_cell.items()}, student
+        assert bool(summary["flagged"]) == (student in CHEATS), student
 
 
 @pytest.mark.heavy
@@ -157,4 +224,5 @@ def test_autograde_every_chapter(tmp_path, chapter):
     scores = autograde(tmp_path, chapter, stem)
     assert all(score == best for score, best in scores["solution"].values()), scores["solution"]
     assert all(score == 0 for score, _ in scores["untouched"].values()), scores["untouched"]
-    assert sum(best for _, best in scores["solution"].values()) == sum(points_by_chapter(ROOT, {chapter: stem})[chapter].values())
+    core = {t: n for t, n in points_by_chapter({chapter: stem})[chapter].items() if not EXERCISES[t].stretch}
+    assert sum(best for _, best in scores["solution"].values()) == sum(core.values())

@@ -42,21 +42,25 @@ class GradingTablesDirective(SphinxDirective):
         from synclab.lab.nbgrader_source import points_by_chapter
         from synclab.provenance import Provenance
 
-        for stem in CHAPTERS.values():
-            self.env.note_dependency(str(ROOT / "solutions" / f"{stem}.ipynb"))
+        from synclab.lab.exercises import EXERCISES
+
+        self.env.note_dependency(str(ROOT / "synclab" / "lab" / "exercises.py"))
         stored = GRADING_DIR / "autograde.json"
         self.env.note_dependency(str(stored))
-        points = points_by_chapter(ROOT, CHAPTERS)
+        points = points_by_chapter(CHAPTERS)
         times = json.loads(stored.read_text()) if stored.exists() else None
         rows = []
         for chapter, tasks in points.items():
             timed = (times or {}).get("chapters", {}).get(chapter)
             notebook = f"{CHAPTERS[chapter]}.ipynb"
+            core = {t: n for t, n in tasks.items() if not EXERCISES[t].stretch}
+            stretch = {t: n for t, n in tasks.items() if EXERCISES[t].stretch}
             rows.append([chapter, nodes.literal(notebook, notebook),
-                         ", ".join(f"{task}: {n}" for task, n in tasks.items()), str(sum(tasks.values())),
+                         ", ".join(f"{task}: {n}" for task, n in core.items()), str(sum(core.values())),
+                         ", ".join(f"{task}: {n}" for task, n in stretch.items()) or "none",
                          f"{timed['seconds']:.0f} s" if timed else "not recorded"])
-        out: list[nodes.Node] = [_table(["assignment", "notebook", "points per exercise", "total",
-                                         "autograde time (one submission)"], rows)]
+        out: list[nodes.Node] = [_table(["assignment", "notebook", "core exercises: points", "total",
+                                         "stretch (extra credit)", "autograde time (one submission)"], rows)]
         note = nodes.paragraph(classes=["synclab-grading-provenance"])
         if times:
             label = Provenance.from_dict(times["provenance"]).label

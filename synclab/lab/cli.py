@@ -39,122 +39,97 @@ def solution_of(notebook: Path, nb: Any) -> str:
     return nb.metadata.get("synclab", {}).get("generated_from") or f"solutions/{notebook.name}"
 
 
-def cmd_check(args: argparse.Namespace) -> int:
+def pristine_lab(notebook: Path, nb: Any) -> Any | None:
+    """The lab as generated, for the grader's trusted setup cells; None where the solutions are not installed
+    (a students' install): the notebook's own setup cells are used then."""
+    from synclab.lab import labgen
     import nbformat
 
-    from synclab.lab import labgen
-    from synclab.checks import REPORT_LOG_ENV, CheckReport, Outcome
+    source = solution_of(notebook, nb)
+    if not (ROOT / source).exists():
+        return None
+    return labgen.generate_lab(nbformat.read(ROOT / source, as_version=4), source)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    import time
+
+    import nbformat
+
+    from synclab.lab.judge import chapter_of, judge_notebook
+    from synclab.lab.exercises import of_chapter
     from synclab.lab.notebook_runner import run_notebook
 
     notebook = Path(args.notebook)
     if not notebook.exists():
         print(f"no such notebook: {notebook}", file=sys.stderr)
         return 2
-    cells = None
-    if args.task or args.checks_only:
-        lab = nbformat.read(notebook, as_version=4)
-        source = solution_of(notebook, lab)
-        try:
-            solution = nbformat.read(ROOT / source, as_version=4)
-            cells = (labgen.cells_for_task(lab, solution, args.task) if args.task
-                     else labgen.cells_for_checks(lab, solution))
-        except (labgen.LabgenError, FileNotFoundError) as exc:
-            print(f"cannot check {f'exercise {args.task} alone' if args.task else 'without the profiling cells'}: {exc}",
-                  file=sys.stderr)
-            return 2
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "checks.jsonl"
-        what = (f"exercise {args.task} of {notebook}" if args.task
-                else f"the exercises of {notebook} (profiling cells left out)" if args.checks_only else str(notebook))
-        print(f"running {what} ...", file=sys.stderr, flush=True)
-        run = run_notebook(notebook, {REPORT_LOG_ENV: str(log)}, cell_timeout_s=args.timeout,
-                           notebook_timeout_s=args.notebook_timeout, cells=cells)
-        lines = log.read_text().splitlines() if log.exists() else []
-    reports = []
-    for line in lines:
-        data = json.loads(line)
-        reports.append(CheckReport(data["title"], [Outcome(**o) for o in data["outcomes"]], data["seed"],
-                                   data.get("check_function", "")))
-    summary = json_report(notebook, reports, run, args.task)
+    nb = nbformat.read(notebook, as_version=4)
+    trusted = pristine_lab(notebook, nb)
+    chapter = chapter_of(trusted if trusted is not None else nb)
+    if chapter is None:
+        print(f"{notebook} calls no exercise's checks", file=sys.stderr)
+        return 2
+    tasks = [e.task for e in of_chapter(chapter)]
+    if args.task and args.task not in tasks:
+        print(f"cannot check exercise {args.task} alone: no exercise {args.task} in this lab; its exercises: "
+              f"{', '.join(tasks)}", file=sys.stderr)
+        return 2
+    run = None
+    if not (args.task or args.checks_only):  # the profiling cells, and the cells that raise, need the kernel
+        print(f"running {notebook} ...", file=sys.stderr, flush=True)
+        run = run_notebook(notebook, {}, cell_timeout_s=args.timeout, notebook_timeout_s=args.notebook_timeout)
+    what = f"exercise {args.task} of {notebook}" if args.task else f"the exercises of {notebook}"
+    print(f"grading {what} from the saved notebook, each exercise in a fresh process ...", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    verdicts = judge_notebook(nb, [args.task] if args.task else None, trusted)
+    summary = json_report(notebook, verdicts, run, args.task, time.perf_counter() - started)
     crashed = summary["cells_raised"]
-    ok = summary["passed"] and not run.timed_out and not run.not_run and not crashed
+    ok = summary["passed"] and not (run and (run.timed_out or run.not_run))
     if args.json:
         print(json.dumps(summary, indent=1))
         return 0 if ok else 1
-    for report in reports:
-        print(report)
-    for check in summary["checks"]:
-        if check["status"] == "not run":  # its check cell never reported: the exercise scores 0
-            print(f"Exercise {check['task']}: not checked, {check['message']}")
-    stubbed = [e for e in run.errors if "NotImplementedError" in e]
-    if stubbed:
-        print(f"{len(stubbed)} cell(s) stopped at an unfinished exercise: " + "; ".join(stubbed[:3]))
-    for cell in crashed:  # the reader's code broke in a cell after its checks: the run does not pass
-        print(f"cell {cell['cell']} ({cell['exercise']}) raised {cell['error']}: code that passed its checks "
-              f"broke here, so the run does not pass")
-    other = [e for e in run.errors if "NotImplementedError" not in e
-             and not any(e.startswith(f"cell {c['cell']}: ") for c in crashed)]
-    if other:
-        print("cells that did not finish: " + "; ".join(other[:5]))
-    print(f"({run.seconds:.1f} s)", file=sys.stderr)
-    if not (args.task or args.checks_only):  # the profiling cells ran: their figures, for a reader in a terminal
+    for verdict in verdicts.values():
+        print(verdict)
+    if run is not None:
+        stubbed = [e for e in run.errors if "NotImplementedError" in e]
+        if stubbed:
+            print(f"{len(stubbed)} cell(s) stopped at an unfinished exercise: " + "; ".join(stubbed[:3]))
+        for cell in crashed:  # the reader's code broke in a cell after its checks: the run does not pass
+            print(f"cell {cell['cell']} ({cell['exercise']}) raised {cell['error']}: code that passed its checks "
+                  f"broke here, so the run does not pass")
+        other = [e for e in run.errors if "NotImplementedError" not in e
+                 and not any(e.startswith(f"cell {c['cell']}: ") for c in crashed)]
+        if other:
+            print("cells that did not finish: " + "; ".join(other[:5]))
+        print(f"({run.seconds:.1f} s in the kernel, {summary['seconds']:.1f} s grading)", file=sys.stderr)
         from synclab.lab.profile_html import write_profile_html
 
         page = notebook.with_suffix(".profile.html")
         drawn = write_profile_html(run.notebook, page, f"Your profile: {notebook.name}")
         print(f"your profile, {drawn} figure(s): {page.resolve()} (open it in a browser; it works offline)")
-    if not reports:
-        print("no checks ran in this notebook")
-        return 1
-    print(verdict(summary, ok))
+    print(verdict_line(summary, ok))
     return 0 if ok else 1
-
-
-def _expected_points(notebook: Path) -> dict[str, int]:
-    """Each exercise's points, from the solution the notebook was generated from ({} if unknown)."""
-    import nbformat
-
-    from synclab.lab.labgen import LabgenError
-    from synclab.lab.nbgrader_source import exercise_points
-
-    try:
-        nb = nbformat.read(notebook, as_version=4)
-        source = solution_of(notebook, nb)
-        return exercise_points(nbformat.read(ROOT / source, as_version=4), source)
-    except (LabgenError, OSError, ValueError):
-        return {}
 
 
 def _exercise_of_cells(notebook: Path) -> list[str]:
     """For each cell of ``notebook``, the last exercise whose code it follows ("" before the first).
 
-    An exercise's cell is known by its markers or stub, or (in a lab the reader finished, where
-    neither is left) by the names its solution's cell defines.
+    An exercise's cell is known by its stub or markers, or (in a lab the reader finished, where neither is
+    left) by the names the exercise defines (:mod:`synclab.lab.exercises`).
     """
-    import ast
-    import re
-
     import nbformat
 
+    from synclab.lab.exercises import of_chapter
+    from synclab.lab.judge import _defined_names, _tasks_of, chapter_of
+
     lab = nbformat.read(notebook, as_version=4)
-    by_name: dict[str, str] = {}
-    source = solution_of(notebook, lab)
-    if (ROOT / source).exists():
-        for cell in nbformat.read(ROOT / source, as_version=4).cells:
-            tasks = re.findall(r"### BEGIN SOLUTION (\d+\.\d+)", cell.source) if cell.cell_type == "code" else []
-            if tasks:
-                for node in ast.parse(cell.source).body:
-                    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                        by_name[node.name] = tasks[-1]
+    exercises = of_chapter(chapter_of(lab) or "")
     last, out = "", []
     for cell in lab.cells:
         if cell.cell_type == "code":
-            found = re.findall(r'(?:### BEGIN SOLUTION |NotImplementedError\("Exercise )(\d+\.\d+)', cell.source)
-            try:
-                found += [by_name[n.name] for n in ast.parse(cell.source).body
-                          if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in by_name]
-            except SyntaxError:
-                pass
+            names = _defined_names(cell.source)
+            found = sorted(_tasks_of(cell)) + [e.task for e in exercises if names & set(e.defines)]
             last = found[-1] if found else last
         out.append(last)
     return out
@@ -166,7 +141,7 @@ def cells_raised(notebook: Path, run: Any) -> list[dict[str, Any]]:
 
     raised = []
     exercise_of: list[str] | None = None
-    for error in run.errors:
+    for error in run.errors if run is not None else []:
         found = re.match(r"cell (\d+): (?!timed out)(.*)", error)
         if not found or "NotImplementedError" in found[2]:
             continue
@@ -177,57 +152,57 @@ def cells_raised(notebook: Path, run: Any) -> list[dict[str, Any]]:
     return raised
 
 
-def stretch_tasks(notebook: Path) -> set[str]:
-    """The exercises its solution heads ``## Exercise N.M (stretch)``: not needed to pass the lab."""
-    import re
-
-    import nbformat
-
-    try:
-        nb = nbformat.read(notebook, as_version=4)
-        source = solution_of(notebook, nb)
-        if (ROOT / source).exists():
-            nb = nbformat.read(ROOT / source, as_version=4)
-    except (OSError, ValueError):
-        return set()
-    return {m[1] for c in nb.cells if c.cell_type == "markdown"
-            for m in [re.match(r"## Exercise (\d+\.\d+) \(stretch\)", c.source)] if m}
-
-
-def verdict(summary: dict[str, Any], ok: bool) -> str:
+def verdict_line(summary: dict[str, Any], ok: bool) -> str:
     """The run's last line: a stretch left undone reads as such, not as a failure."""
-    undone = [t for t, passed in summary["stretch_passed"].items() if not passed]
+    undone = [e["task"] for e in summary["exercises"] if e["stretch"] and e["status"] != "passed"]
+    flagged = [e["task"] for e in summary["exercises"] if e["flags"]]
+    if flagged:
+        return f"FLAGGED by the grader: Exercise {', '.join(flagged)} (0 points each; see above)"
     if ok and undone:
         return "core: all passed; " + ", ".join(f"stretch {t}: not done" for t in undone)
     return "ALL CHECKS PASSED" if ok else "SOME CHECKS DID NOT PASS"
 
 
-def json_report(notebook: Path, reports: list, run: Any, task: str | None) -> dict[str, Any]:
-    """``check --json``: one entry per check, with points; an exercise whose checks never ran scores 0.
+def json_report(notebook: Path, verdicts: dict, run: Any, task: str | None, seconds: float,
+                points: dict[str, int] | None = None) -> dict[str, Any]:
+    """``check --json``: the grader's verdicts, per exercise and per check, with points.
 
-    A stretch exercise's checks are listed with ``"stretch": true`` and counted apart (``stretch_points``,
-    ``stretch_earned``): the lab passes on its core exercises.
+    An exercise is worth its points (:mod:`synclab.lab.exercises`); each check earns its share of them. A
+    flagged exercise earns 0. A stretch exercise is counted apart (``stretch_points``, ``stretch_earned``):
+    the lab passes on its core exercises, and ``total_earned`` adds the stretch as extra credit, as
+    nbgrader's gradebook does.
     """
-    stretch = stretch_tasks(notebook)
-    checks = [{"task": o.task, "name": o.name, "status": o.status, "passed": o.ok, "points": o.points,
-               "earned": o.earned, "message": o.message, "stretch": o.task in stretch}
-              for r in reports for o in r.outcomes]
-    ran = {c["task"] for c in checks}
-    for missing, points in _expected_points(notebook).items():
-        if missing not in ran and (task is None or missing == task):
-            reason = "its check cell did not run" + (f" ({run.errors[0]})" if run.errors else "")
-            checks.append({"task": missing, "name": "(the exercise's checks)", "status": "not run", "passed": False,
-                           "points": points, "earned": 0, "message": reason, "stretch": missing in stretch})
+    from synclab.lab.exercises import EXERCISES, points_of
+
+    exercises, checks = [], []
+    for t, verdict in verdicts.items():
+        worth, stretch = points_of(t, points), EXERCISES[t].stretch
+        exercises.append({"task": t, "stretch": stretch, "points": worth, "earned": verdict.earned(worth),
+                          "status": verdict.status(), "flags": verdict.flags, "error": verdict.error,
+                          "notes": verdict.notes, "review": verdict.review})
+        report = verdict.report
+        if report is None:
+            checks.append({"task": t, "name": "(the exercise's checks)", "status": "not run", "passed": False,
+                           "points": worth, "earned": 0, "message": verdict.error, "stretch": stretch})
+            continue
+        for o in report.outcomes:
+            share = worth * o.points / report.points
+            checks.append({"task": t, "name": o.name, "status": o.status, "passed": o.ok, "points": round(share, 2),
+                           "earned": round(share, 2) if o.ok and not verdict.flags else 0, "message": o.message,
+                           "stretch": stretch})
     raised = cells_raised(notebook, run)
-    core = [c for c in checks if not c["stretch"]] or checks  # a stretch checked alone (--task) is the run
-    extra = [c for c in checks if c["stretch"] and c not in core]
+    core = [e for e in exercises if not e["stretch"]] or exercises  # a stretch checked alone (--task) is the run
+    extra = [e for e in exercises if e["stretch"] and e not in core]
+    earned = round(sum(e["earned"] for e in core), 2)
+    stretch_earned = round(sum(e["earned"] for e in extra), 2)
     return {"notebook": str(notebook), "task": task,
-            "passed": bool(core) and all(c["passed"] for c in core) and not raised,
-            "points": sum(c["points"] for c in core), "earned": sum(c["earned"] for c in core),
-            "stretch_points": sum(c["points"] for c in extra), "stretch_earned": sum(c["earned"] for c in extra),
-            "stretch_passed": {t: all(c["passed"] for c in extra if c["task"] == t)
-                               for t in dict.fromkeys(c["task"] for c in extra)},
-            "seconds": round(run.seconds, 1), "checks": checks, "cells_not_finished": list(run.errors),
+            "passed": bool(core) and all(e["status"] == "passed" for e in core) and not raised,
+            "points": sum(e["points"] for e in core), "earned": earned,
+            "stretch_points": sum(e["points"] for e in extra), "stretch_earned": stretch_earned,
+            "total_earned": round(earned + stretch_earned, 2),
+            "flagged": [e["task"] for e in exercises if e["flags"]],
+            "seconds": round(seconds + (run.seconds if run is not None else 0), 1), "exercises": exercises,
+            "checks": checks, "cells_not_finished": list(run.errors) if run is not None else [],
             "cells_raised": raised}
 
 
@@ -235,7 +210,12 @@ def cmd_labs(args: argparse.Namespace) -> int:
     from synclab.lab import labgen
 
     if args.nbgrader:
-        return nbgrader_course(Path(args.nbgrader), args.chapters)
+        try:
+            points = {t: int(n) for t, n in (p.split("=") for p in args.points)}
+        except ValueError:
+            print("--points takes TASK=POINTS, e.g. --points 1.2=8", file=sys.stderr)
+            return 2
+        return nbgrader_course(Path(args.nbgrader), args.chapters, points, args.book_url)
     if args.chapters:
         print("chapters can be chosen with --nbgrader only; `labs` regenerates every lab", file=sys.stderr)
         return 2
@@ -243,7 +223,8 @@ def cmd_labs(args: argparse.Namespace) -> int:
     return labgen.main(argv, root=ROOT)
 
 
-def nbgrader_course(course: Path, chapters: list[str]) -> int:
+def nbgrader_course(course: Path, chapters: list[str], points: dict[str, int] | None = None,
+                    book_url: str = "") -> int:
     """Write nbgrader's ``source/<chapter>/`` notebooks (and a config) into ``course``."""
     from synclab.lab.labgen import LabgenError
     from synclab.lab.nbgrader_source import points_by_chapter, write_course
@@ -252,8 +233,8 @@ def nbgrader_course(course: Path, chapters: list[str]) -> int:
     if chosen is None:
         return 2
     try:
-        written = write_course(ROOT, course, chosen)
-        points = points_by_chapter(ROOT, chosen)
+        written = write_course(ROOT, course, chosen, points, book_url)
+        points = points_by_chapter(chosen, points)
     except LabgenError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -375,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="overwrite edited labs (a backup is kept)")
     p.add_argument("--nbgrader", metavar="COURSE", help="write nbgrader source assignments into COURSE instead")
     p.add_argument("chapters", nargs="*", help="with --nbgrader: the chapters (default: all)")
+    p.add_argument("--points", action="append", default=[], metavar="TASK=N",
+                   help="with --nbgrader: an exercise's points, over the lab's (repeatable: --points 1.2=8)")
+    p.add_argument("--book-url", default="", help="with --nbgrader: where students read the book (links to it)")
     p.set_defaults(fn=cmd_labs)
     p = sub.add_parser("bench", help="run a chapter's benchmarks on this device and save the results")
     p.add_argument("chapter", help=", ".join(CHAPTERS))

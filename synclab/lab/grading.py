@@ -1,23 +1,26 @@
-"""Grades from the chapters' checks: what nbgrader's autograded cells run.
+"""What an nbgrader check cell runs in the student's kernel: practice, never the grade.
 
 Used by the instructors' page (running the lab for a class with nbgrader). A check cell of an
 nbgrader assignment (written by :mod:`synclab.lab.nbgrader_source`) reads::
 
-    graded(lambda: ch6.check_sync_hunt(clean_runner), points=4)
+    graded("6.1", lambda: ch6.check_sync_hunt(clean_runner), lab_version="3f2a...")
 
-It shows the reader the same report as the lab, then evaluates to the points earned. nbgrader
-takes a grade cell's numeric result as partial credit, so a submission loses exactly the
-points of the checks it fails. Two things nbgrader would misread are kept out of the cell:
+While the student works (and when nbgrader's Validate button runs the notebook), it runs the checks in
+the kernel and shows the same report as the lab: that is practice, and says so. The grade is computed
+by the grader (:mod:`synclab.lab.nbgrader_judge`), which replaces this cell's outputs and value at
+autograding with its own verdict, judged from the saved notebook in a process the kernel never touched;
+during autograding this cell therefore runs no checks. A course whose nbgrader configuration lacks the
+grader gets an error here instead of a grade, so a misconfigured course scores 0, visibly, not full marks.
 
-* anything written to stderr (a warning from the reader's code) makes nbgrader score the cell 0:
-  it is caught and shown on stdout instead;
-* a result that is not a number makes nbgrader give full marks: the cell's value is always a float.
+Two things nbgrader would misread are kept out of the cell: anything written to stderr (a warning from
+the student's code) is shown on stdout instead, and the cell's value is always a number.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import warnings
 from typing import Callable
 
@@ -25,13 +28,25 @@ from synclab.checks import CheckReport
 
 
 class GradingError(RuntimeError):
-    """The assignment and the checks disagree (regenerate the assignment)."""
+    """The assignment cannot be graded as configured (no grader in nbgrader's chain, a check cell gone wrong)."""
 
 
-def graded(run_check: Callable[[], CheckReport], points: int) -> float:
-    """Run one exercise's checks, show their report, return the points earned (out of ``points``)."""
+def graded(task: str, run_check: Callable[[], CheckReport], lab_version: str = "") -> float:
+    """Practice: run exercise ``task``'s checks here, show their report, return the share of checks passed.
+
+    The value is the practice share (0 to 1), not points: at autograding the grader replaces it.
+    """
     from IPython.display import display
 
+    from synclab.lab.exercises import lab_version as installed
+
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde":
+        raise GradingError(f"Exercise {task} is graded by the grader, not in this kernel: the course's "
+                           "nbgrader_config.py must set c.Autograde.autograde_preprocessors = autograde_preprocessors() "
+                           "(from synclab.lab.nbgrader_judge)")
+    if lab_version and lab_version != installed():
+        print(f"careful: this assignment was generated with lab version {lab_version}, but this machine runs "
+              f"{installed()}: tell your instructor (the grader runs the assignment's version)")
     stderr = io.StringIO()
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(stderr):
         warnings.simplefilter("always")
@@ -42,7 +57,6 @@ def graded(run_check: Callable[[], CheckReport], points: int) -> float:
     noise = stderr.getvalue().strip().splitlines() + [f"{w.category.__name__}: {w.message}" for w in caught]
     if noise:
         print("the code under test wrote (not counted against the grade):\n  " + "\n  ".join(noise[:5]))
-    if report.points != points:
-        raise GradingError(f"this cell was generated for {points} points, but its checks now carry {report.points}: "
-                           "regenerate the assignment (python -m synclab labs --nbgrader DIR)")
-    return float(report.earned)
+    print(f"practice: {report.earned}/{report.points} of Exercise {task}'s checks passed in this kernel; your grade "
+          "is computed by the grader from your saved notebook")
+    return round(report.earned / report.points, 4) if report.points else 0.0

@@ -6,28 +6,32 @@ notebook becomes ``DIR/source/<chapter>/<notebook>.ipynb``, an nbgrader *source*
 
 * an exercise cell (``### BEGIN SOLUTION X.Y``) is an **autograded answer**; nbgrader replaces
   the region by its stub, after our hint line ``# Exercise X.Y: YOUR CODE HERE (~N lines)``;
-* an exercise's check cell is an **autograder test**, locked, worth the points of its checks,
-  rewritten as ``graded(lambda: <the check call>, points=N)`` (:mod:`synclab.lab.grading`);
+* an exercise's check cell is an **autograder test**, locked, worth the exercise's points
+  (:mod:`synclab.lab.exercises`, or the instructor's), rewritten as ``graded("X.Y", lambda: <the check
+  call>)`` (:mod:`synclab.lab.grading`: practice in the kernel; the grader scores it,
+  :mod:`synclab.lab.nbgrader_judge`); a stretch exercise's cell is worth 0 in the total and its points
+  go to the gradebook as extra credit;
 * a written answer (``<!-- BEGIN SOLUTION -->`` in markdown) is a **manually graded answer**
   worth 0 points: the lab's checks do not grade prose, so nor does the assignment;
 * every other cell is **read-only**; cells tagged ``solution-only`` are left out, as in the lab.
 
-An exercise's points are read from the solution's stored check output ("5/5 checks passed"),
-which ``pytest --nbval`` keeps equal to what the checks report today; a check cell whose
-checks later change refuses to grade (:class:`synclab.lab.grading.GradingError`) until the
-assignment is regenerated. The regular labs do not change.
+The solution's stored check output must pass (``make solutions``); the points are the exercise's,
+so checks may be added or removed without regenerating an assignment. Links to the book and to
+``labs/`` become plain text (students have neither folder), or links under ``book_url``.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
 
 from synclab.checks import parse_summary
+from synclab.lab.exercises import EXERCISES, lab_version, of_chapter, points_of
 from synclab.lab.labgen import (_BEGIN, _END, _MD_REGION, SOLUTION_ONLY_TAG, LabgenError, _lab_title, _source,
                             cell_roles, lab_lines, size_hint)
 
@@ -42,6 +46,10 @@ c.ClearSolutions.code_stub = {"python": 'raise NotImplementedError("not done yet
 # A chapter's checks may take a minute (each exercise's checks share a 60 s limit); its
 # benchmark cells run too. nbgrader's default of 30 s per cell is too short.
 c.Execute.timeout = 600
+# The grade is the grader's: each check cell is judged from the saved notebook in a fresh process.
+from synclab.lab.nbgrader_judge import autograde_preprocessors  # noqa: E402
+
+c.Autograde.autograde_preprocessors = autograde_preprocessors()
 '''
 
 
@@ -89,19 +97,40 @@ def _hinted(source: str) -> str:
     return "\n".join(out)
 
 
-def _graded_call(source: str, points: int, where: str) -> str:
+def _graded_call(source: str, task: str, where: str) -> str:
     try:
         ast.parse(source.strip(), mode="eval")
     except SyntaxError:
         raise LabgenError(f"{where}: a check cell must be one expression (the check call) to be graded") from None
-    return f"from synclab.lab.grading import graded\n\ngraded(lambda: {source.strip()}, points={points})"
+    if source.strip() != EXERCISES[task].check:
+        raise LabgenError(f"{where}: the check cell of {task} calls {source.strip()!r}, but the grader calls "
+                          f"{EXERCISES[task].check!r} (synclab/lab/exercises.py)")
+    return (f'from synclab.lab.grading import graded\n\n'
+            f'graded("{task}", lambda: {source.strip()}, lab_version="{lab_version()}")')
 
 
-def nbgrader_notebook(solution: NotebookNode, source_name: str) -> NotebookNode:
-    """The nbgrader source notebook of ``solution`` (``source_name``: e.g. ``"solutions/06_x.ipynb"``)."""
-    points = exercise_points(solution, source_name)
+_BOOK_LINK = re.compile(r"\[([^\]]+)\]\(\.\./book/([\w.-]+)\.md\)")
+
+
+def course_text(source: str, book_url: str = "") -> str:
+    """A markdown cell as students of a course read it: no links into folders they do not have."""
+    if book_url:
+        source = _BOOK_LINK.sub(lambda m: f"[{m[1]}]({book_url.rstrip('/')}/book/{m[2]}.html)", source)
+    else:
+        source = _BOOK_LINK.sub(lambda m: f"{m[1]} (in the book)", source)
+    return re.sub(r"`?labs/(\d\d_\w+\.ipynb)`?", r"this notebook", source).replace("`labs/`", "your chapter folders")
+
+
+def nbgrader_notebook(solution: NotebookNode, source_name: str, points: dict[str, int] | None = None,
+                      book_url: str = "") -> NotebookNode:
+    """The nbgrader source notebook of ``solution`` (``source_name``: e.g. ``"solutions/06_x.ipynb"``).
+
+    ``points``: the instructor's points per exercise (task -> points), over :mod:`synclab.lab.exercises`'.
+    """
+    exercise_points(solution, source_name)  # the stored reports must all pass
     roles = cell_roles(solution)
     cells, seen_ids = [], set()
+    extra: dict = {}
     for index, cell in enumerate(solution.cells):
         if SOLUTION_ONLY_TAG in cell.get("metadata", {}).get("tags", []):
             continue
@@ -113,15 +142,21 @@ def nbgrader_notebook(solution: NotebookNode, source_name: str) -> NotebookNode:
         if cell.cell_type == "code" and role == "exercise":
             source, meta = _hinted(source), _meta(f"answer-{key}", solution=True)
         elif cell.cell_type == "code" and role == "check":
-            source = _graded_call(source, points[task], where)
-            meta = _meta(f"check-{key}", grade=True, locked=True, points=points[task])
+            source = _graded_call(source, task, where)
+            worth = points_of(task, points)
+            stretch = EXERCISES[task].stretch
+            meta = _meta(f"check-{key}", grade=True, locked=True, points=0 if stretch else worth)
+            extra = {"task": task, "lab_version": lab_version(),
+                     **({"stretch": True, "stretch_points": worth} if stretch else {})}
         elif cell.cell_type == "markdown" and _MD_REGION.search(source):
             meta = _meta(f"written-{index}", grade=True, solution=True, points=0)
         else:
             if cell.cell_type == "markdown" and not cells:
                 source = _lab_title(source)
+            if cell.cell_type == "markdown":
+                source = course_text(source, book_url)
             if cell.cell_type == "code":
-                source = lab_lines(source)
+                source = lab_lines(source).replace("load_fixes()", 'load_fixes("..")')  # ../ch1 ... ../ch5
             meta = _meta(f"cell-{cell_id}", locked=True)
         if role == "exercise":  # an exercise may span cells (two methods): answer-3_8, answer-3_8-2, ...
             base, n = meta["grade_id"], 2
@@ -131,7 +166,8 @@ def nbgrader_notebook(solution: NotebookNode, source_name: str) -> NotebookNode:
             raise LabgenError(f"{where}: two cells would share the nbgrader id {meta['grade_id']}")
         seen_ids.add(meta["grade_id"])
         new = {"cell_type": cell.cell_type, "id": cell_id, "source": source,
-               "metadata": {"nbgrader": meta, **({"tags": cell.metadata["tags"]} if cell.metadata.get("tags") else {})}}
+               "metadata": {"nbgrader": meta, **({"tags": cell.metadata["tags"]} if cell.metadata.get("tags") else {}),
+                            **({"synclab": extra} if role == "check" and cell.cell_type == "code" else {})}}
         if cell.cell_type == "code":
             new.update(outputs=[], execution_count=None)
         cells.append(new)
@@ -141,12 +177,13 @@ def nbgrader_notebook(solution: NotebookNode, source_name: str) -> NotebookNode:
     return nb
 
 
-def write_course(root: Path, course_dir: Path, chapters: dict[str, str]) -> list[Path]:
+def write_course(root: Path, course_dir: Path, chapters: dict[str, str], points: dict[str, int] | None = None,
+                 book_url: str = "") -> list[Path]:
     """Write ``course_dir/source/<chapter>/<stem>.ipynb`` for each ``chapter -> stem``, and a config if none."""
     written = []
     for chapter, stem in chapters.items():
         name = f"solutions/{stem}.ipynb"
-        nb = nbgrader_notebook(nbformat.read(root / name, as_version=4), name)
+        nb = nbgrader_notebook(nbformat.read(root / name, as_version=4), name, points, book_url)
         path = course_dir / "source" / chapter / f"{stem}.ipynb"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
@@ -157,7 +194,6 @@ def write_course(root: Path, course_dir: Path, chapters: dict[str, str]) -> list
     return written
 
 
-def points_by_chapter(root: Path, chapters: dict[str, str]) -> dict[str, dict[str, int]]:
+def points_by_chapter(chapters: dict[str, str], points: dict[str, int] | None = None) -> dict[str, dict[str, int]]:
     """Each chapter's exercises and their points (what the instructors' page lists)."""
-    return {chapter: exercise_points(nbformat.read(root / f"solutions/{stem}.ipynb", as_version=4), stem)
-            for chapter, stem in chapters.items()}
+    return {chapter: {e.task: points_of(e.task, points) for e in of_chapter(chapter)} for chapter in chapters}

@@ -1,0 +1,313 @@
+"""The grader: a notebook's exercises judged where the reader's other cells cannot reach the verdict.
+
+Used by ``python -m synclab check`` (its report and ``--json``) and by nbgrader's autograding
+(:mod:`synclab.lab.nbgrader_judge`); the instructors' page explains it. The lab's check cells run the
+checks in the reader's own kernel, which is right for learning and wrong for grading: a cell can rebind
+the check machinery, or the report file, before the check cell runs. The grader instead:
+
+* takes each exercise's **definitions** from the saved notebook (``def``, ``class``, imports, constants of
+  the cells before its check cell; no other top-level statement runs), with the notebook's setup cells
+  from a trusted copy (nbgrader's locked cells, or the lab as generated, where the grader has it);
+* runs its checks in a fresh process forked for that exercise alone, beside a fresh import of synclab
+  (:mod:`synclab.lab.judge_worker`), and checks afterwards that the machinery is untouched;
+* hands back one :class:`Verdict` per exercise; points follow from it (:meth:`Verdict.earned`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nbformat import NotebookNode
+
+from synclab.checks import CheckReport, Outcome
+from synclab.lab.chapters import PACKAGES
+from synclab.lab.exercises import EXERCISES, Exercise, of_chapter
+
+JUDGE_TIME_LIMIT_S = 240.0  # one exercise: its checks' own limits (60 s, 120 s for chapter 3's ranks) and setup
+_STUB = re.compile(r'raise NotImplementedError\("(Exercise [\d.]+|not done yet)"\)')
+# Names an answer has no reason to touch: an answer cell naming one is flagged (0 points; the instructor reads
+# the line). Dynamic checks in the worker catch what these would do; this catches the attempt, done or not.
+_TAMPERING = re.compile(r"synclab\.(checks|lab|answer_keys)|answer_keys|_run_one|__wrapped__|__closure__|__code__|"
+                        r"__globals__|_getframe|settrace|setprofile|sys\.modules|gc\.get_|os\._exit|/proc/|"
+                        r"SYNCLAB_|NBGRADER_|\bbuiltins\b")
+# Worth a look, not a flag: an honest answer has little use for them, but may.
+_REVIEW = re.compile(r"(?<![\w.])(eval|exec)\(|importlib|__import__")
+
+
+@dataclass
+class Verdict:
+    """What the grader found for one exercise."""
+
+    task: str
+    report: CheckReport | None = None
+    flags: list[str] = field(default_factory=list)  # what the submission did to the grading: the exercise scores 0
+    notes: list[str] = field(default_factory=list)  # what the grader did the reader should know (statements left out)
+    error: str = ""  # why its checks did not run (the answer does not parse, defines nothing, ...)
+    review: list[str] = field(default_factory=list)  # lines an instructor should read (they name the grader's parts)
+
+    @property
+    def share(self) -> float:
+        """The share of the exercise's points earned: the checks passed, weighted; 0 when flagged or not run."""
+        if self.flags or self.report is None or not self.report.points:
+            return 0.0
+        return self.report.earned / self.report.points
+
+    def earned(self, points: float) -> float:
+        return round(points * self.share, 2)
+
+    @property
+    def passed(self) -> bool:
+        return self.report is not None and self.report.passed and not self.flags
+
+    def status(self) -> str:
+        return "flagged" if self.flags else "not run" if self.report is None else \
+            "passed" if self.report.passed else "failed"
+
+    def __str__(self) -> str:
+        lines = []
+        if self.flags:
+            lines.append(f"Exercise {self.task}: 0 points, flagged by the grader: " + "; ".join(self.flags))
+        if self.error:
+            lines.append(f"Exercise {self.task}: not checked: {self.error}")
+        if self.report is not None:
+            lines.append(str(self.report))
+        lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  for the instructor to read: {r}" for r in self.review]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "status": self.status(), "share": round(self.share, 4), "flags": self.flags,
+                "notes": self.notes, "error": self.error, "review": self.review,
+                "report": self.report.to_dict() if self.report is not None else None}
+
+
+# ----------------------------------------------------------------------------- reading a notebook
+
+
+def _code(cell: NotebookNode) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _tasks_of(cell: NotebookNode) -> set[str]:
+    """The exercises a cell answers, by nbgrader's grade id, the lab's metadata, or its stub."""
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+    if grade_id.startswith("answer-"):
+        return {t.replace("_", ".") for t in re.findall(r"\d+_\d+", grade_id)}
+    found = {m[1].split()[-1] for m in _STUB.finditer(_code(cell)) if m[1].startswith("Exercise")}
+    return found | set(re.findall(r"### BEGIN SOLUTION (\d+\.\d+)", _code(cell)))
+
+
+def _defined_names(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def _defines_any(source: str, names: set[str]) -> bool:
+    """Whether ``source`` defines one of ``names`` at top level (read from its lines: it may not parse)."""
+    return any(re.search(rf"^(async def|def|class) {re.escape(n)}\b", source, re.M) for n in names)
+
+
+def _is_check_cell(cell: NotebookNode, chapter: str) -> str | None:
+    """The exercise whose check cell this is (nbgrader's grade id, or the check call in its source)."""
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+    if grade_id.startswith("check-"):
+        return grade_id[len("check-"):].replace("_", ".")
+    source = _code(cell)
+    return next((e.task for e in of_chapter(chapter) if e.check in source), None)
+
+
+def chapter_of(nb: NotebookNode) -> str | None:
+    """The chapter whose exercises a notebook holds (the one whose check calls it makes)."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            for exercise in EXERCISES.values():
+                if exercise.check in _code(cell) or cell.get("metadata", {}).get("nbgrader", {}).get(
+                        "grade_id", "") == f"check-{exercise.task.replace('.', '_')}":
+                    return exercise.chapter
+    return None
+
+
+def _first_exercise_cell(nb: NotebookNode, chapter: str) -> int:
+    """Where the reader's part begins: the first exercise heading or answer cell (before it: setup cells)."""
+    names = {n for e in of_chapter(chapter) for n in e.defines}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and _code(cell).lstrip().startswith("## Exercise"):
+            return index
+        if cell.cell_type == "code" and (_tasks_of(cell) or _defined_names(_code(cell)) & names
+                                         or cell.get("metadata", {}).get("nbgrader", {}).get("solution")):
+            return index
+    return len(nb.cells)
+
+
+def _setup_cells(nb: NotebookNode, trusted: NotebookNode | None, chapter: str) -> tuple[list[str], set[str]]:
+    """The setup cells' code and ids: the trusted copy's where there is one, else the notebook's own."""
+    source = trusted if trusted is not None else nb
+    cells = [c for c in source.cells[:_first_exercise_cell(source, chapter)] if c.cell_type == "code"]
+    return [_code(c) for c in cells], {c.get("id") for c in cells}
+
+
+def _needed(setup: list[str], reads_from: list[str]) -> list[str]:
+    """The setup cells the exercise needs: every import cell, and cells binding a name it (or a needed cell) reads."""
+    from synclab.lab.labgen import _names
+
+    reads: set[str] = set()
+    for source in reads_from:
+        found = _names(source)
+        reads |= found[1] if found else set()
+    needed = []
+    for source in reversed(setup):
+        found = _names(source)
+        if found is None or found[0] & reads:
+            needed.append(source)
+            reads |= found[1] if found else set()
+    return list(reversed(needed))
+
+
+def review_lines(sources: list[str], pattern: re.Pattern = _REVIEW) -> list[str]:
+    """The reader's lines (comments aside) that match ``pattern``."""
+    found = []
+    for source in sources:
+        for line in source.splitlines():
+            if pattern.search(line) and not line.lstrip().startswith("#"):
+                found.append(line.strip()[:120])
+    return list(dict.fromkeys(found))
+
+
+def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
+             trusted: NotebookNode | None = None) -> tuple[str, list[dict], list[str], dict[str, list[str]]]:
+    """(chapter, the worker's exercises, the setup cells, each exercise's review lines) for a notebook.
+
+    An exercise loads the definitions of every reader's cell before its check cell, as its kernel would have
+    them; one that builds on another (1.2 on 1.1) gets the package's stand-in for it when that one failed.
+    A dependency is honoured only when ``tasks`` asks for it too, or it was judged in the same run.
+    """
+    chapter = chapter_of(trusted if trusted is not None else nb) or chapter_of(nb)
+    if chapter is None:
+        raise ValueError("this notebook calls no exercise's checks")
+    setup, setup_ids = _setup_cells(nb, trusted, chapter)
+    first = _first_exercise_cell(nb, chapter) if trusted is None else 0
+    check_at = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and (task := _is_check_cell(cell, chapter)) and task not in check_at:
+            check_at[task] = index
+    checks = set(check_at.values())
+    names = {e.task: set(e.defines) for e in of_chapter(chapter)}
+    reader = []  # the reader's cells: everything after the setup but the check cells; each with what it answers
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and index >= first and index not in checks and \
+                (trusted is None or cell.get("id") not in setup_ids):
+            source = _code(cell)
+            answers = _tasks_of(cell) | {t for t, defined in names.items() if _defines_any(source, defined)}
+            reader.append((index, source, sorted(answers)))
+    exercises, reviews, reads = [], {}, []
+    tampering: dict[str, list[str]] = {}
+    for exercise in of_chapter(chapter):
+        if tasks is not None and exercise.task not in tasks:
+            continue
+        end = check_at.get(exercise.task, len(nb.cells))
+        cells = [{"source": source, "answers": answers} for i, source, answers in reader if i < end]
+        exercises.append({"task": exercise.task, "defines": list(exercise.defines), "check": exercise.check,
+                          "cells": cells, "builds_on": list(exercise.builds_on),
+                          "stand_in": [list(pair) for pair in exercise.stand_in]})
+        reviews[exercise.task] = review_lines([c["source"] for c in cells if exercise.task in c["answers"]])
+        tampering[exercise.task] = review_lines([c["source"] for c in cells], _TAMPERING)
+        reads += [c["source"] for c in cells] + [exercise.check]
+        if trusted is None:  # the setup cells are the notebook's own: the reader's, as far as the grader knows
+            tampering[exercise.task] += [line for line in review_lines(setup, _TAMPERING)
+                                         if not line.startswith(("from ", "import "))]
+    return chapter, exercises, _needed(setup, reads), {t: (reviews[t], tampering[t]) for t in reviews}
+
+
+# ----------------------------------------------------------------------------- running the worker
+
+
+def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: NotebookNode | None = None,
+                   time_limit_s: float = JUDGE_TIME_LIMIT_S) -> dict[str, Verdict]:
+    """Each exercise of ``nb`` (or of ``tasks``) judged by :mod:`synclab.lab.judge_worker`.
+
+    An exercise another builds on is judged first (1.1 for 1.2), and reported only if asked for.
+    """
+    asked = tasks
+    if tasks is not None:
+        tasks = sorted({*tasks, *(d for t in tasks if t in EXERCISES for d in EXERCISES[t].builds_on)})
+    chapter, exercises, setup, reviews = jobs_for(nb, tasks, trusted)
+    if not exercises:
+        return {}
+    token = secrets.token_hex(16)
+    read_end, write_end = os.pipe()
+    job = {"imports": [PACKAGES[chapter]], "setup": setup, "setup_trusted": trusted is not None, "exercises": exercises, "token": token,
+           "channel_fd": write_end, "time_limit_s": time_limit_s}
+    with tempfile.TemporaryDirectory(prefix="synclab-judge-") as cwd:
+        proc = subprocess.Popen([sys.executable, "-m", "synclab.lab.judge_worker"], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd, env=_worker_env(),
+                                pass_fds=(write_end,))
+        os.close(write_end)
+        proc.stdin.write(json.dumps(job).encode())  # type: ignore[union-attr]
+        proc.stdin.close()  # type: ignore[union-attr]
+        with os.fdopen(read_end, "rb") as channel:
+            lines = channel.read().decode(errors="replace").splitlines()
+        stderr = proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
+        proc.wait()
+    verdicts: dict[str, Verdict] = {}
+    forged = [line for line in lines if not line.startswith(token)]
+    for line in lines:
+        if not line.startswith(token):
+            continue
+        data = json.loads(line[len(token):])
+        task = data["task"]
+        if task in verdicts or task not in {e["task"] for e in exercises}:
+            forged.append(line)
+            continue
+        report = data["report"]
+        review, tampering = reviews[task]
+        flags = [f"names the grader's parts: {line}" for line in tampering] + data["flags"]
+        verdicts[task] = Verdict(task, _report(report) if report else None, flags, data["notes"], data["error"], review)
+    for exercise in exercises:
+        task = exercise["task"]
+        if task not in verdicts:
+            verdicts[task] = Verdict(task, error="the grader's process ended before this exercise"
+                                     + (f": {stderr.strip().splitlines()[-1]}" if stderr.strip() else ""),
+                                     review=reviews[task][0])
+        if forged:
+            verdicts[task].flags.append("the grader's channel carried lines it did not write")
+    return {t: v for t, v in verdicts.items() if asked is None or t in asked}
+
+
+def _report(data: dict) -> CheckReport:
+    return CheckReport(data["title"], [Outcome(**o) for o in data["outcomes"]], data["seed"],
+                       data.get("check_function", ""))
+
+
+def _worker_env() -> dict[str, str]:
+    """The reader's code must not tell it is graded, nor find the course: no nbgrader or report variables."""
+    from synclab.timing import reader_environment
+
+    env = reader_environment()
+    return {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}
+
+
+def judged_seconds(started: float) -> float:
+    return round(time.perf_counter() - started, 1)
+
+
+def exercise(task: str) -> Exercise:
+    return EXERCISES[task]
+
+
+def path_label(path: Path) -> str:
+    return str(path)

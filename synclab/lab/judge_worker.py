@@ -1,0 +1,262 @@
+"""The grader's worker: judge a notebook's exercises, each in a fresh process that no other cell of it ran in.
+
+Started by :mod:`synclab.lab.judge` (``python -m synclab.lab.judge_worker``), never by a notebook. It reads
+one job on stdin (the notebook's trusted setup cells, and per exercise its answer cells and its check
+call), imports the chapter, then for each exercise forks a child that has run nothing of the reader's:
+
+1. the child runs the setup cells (imports, fixtures: the notebook's locked cells, or the pristine lab's);
+2. it loads the exercise's **definitions only** (``def``, ``class``, imports, constants) from its answer
+   cells; any other top-level statement is left out and named in the report;
+3. it evaluates the check call, with a tracer that sees any call of the package's answers that went
+   around their guard (:func:`synclab.answer_keys.bypassed_by`);
+4. it compares the check machinery (every function and class of ``synclab`` and of the modules the checks
+   rely on: ``builtins``, ``torch``, ...) with what it was before the reader's definitions were loaded.
+
+A submission that rebinds that machinery, turns the tracer off, or calls an answer scores 0 for the exercise,
+with a flag that says what it did. The verdict goes back on a pipe, one line per exercise, prefixed with a
+token from the judge. What code inside an exercise's own functions could still do, and what the grader
+does about it, is on the instructors' page ("What the judge stops").
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import importlib
+import json
+import os
+import select
+import signal
+import sys
+import threading
+import time
+import types
+from typing import Any
+
+# Modules the checks' verdicts rely on besides synclab itself: rebinding a function of one (torch.equal)
+# would change a verdict without changing the reader's code.
+WATCHED = ("builtins", "sys", "os", "random", "math", "json", "functools", "operator", "threading", "signal", "copy",
+           "contextlib", "dataclasses", "collections", "itertools", "statistics", "traceback", "inspect", "torch",
+           "torch.testing", "torch.nn.functional", "numpy")
+DEFINITION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+
+
+def definitions_only(source: str, filename: str) -> tuple[types.CodeType, list[str]]:
+    """The cell's definitions, compiled with their own line numbers; and one line per statement left out."""
+    tree = ast.parse(source, filename)
+    kept, left_out = [], []
+    for node in tree.body:
+        constant = isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _is_literal(node.value)
+        if isinstance(node, DEFINITION_NODES) or constant or _is_docstring(node):
+            kept.append(node)
+        else:
+            text = ast.get_source_segment(source, node) or type(node).__name__
+            left_out.append(f"line {node.lineno}: {text.splitlines()[0][:80]}")
+    return compile(ast.Module(body=kept, type_ignores=[]), filename, "exec"), left_out
+
+
+def _is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _identity(value: Any) -> tuple:
+    code = getattr(value, "__code__", None)
+    return (id(value), id(code) if code is not None else 0)
+
+
+def fingerprint() -> dict[str, tuple]:
+    """Every function and class of synclab and of :data:`WATCHED` modules (and the members of synclab's classes
+    and of ``torch.Tensor``): what the checks call, by identity."""
+    seen: dict[str, tuple] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name in WATCHED or name == "synclab" or name.startswith("synclab.")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, types.ModuleType) or not (callable(value) or isinstance(value, property)):
+                continue
+            seen[f"{name}.{attr}"] = _identity(value)
+            if isinstance(value, type) and getattr(value, "__module__", "") == name and name.startswith("synclab"):
+                for member, inner in list(vars(value).items()):
+                    if _is_code(inner):  # methods and descriptors; a class's counters are state, not machinery
+                        seen[f"{name}.{attr}.{member}"] = _identity(inner)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        for cls in (torch.Tensor, torch._C.TensorBase):
+            for member, inner in list(vars(cls).items()):
+                if _is_code(inner):
+                    seen[f"torch.{cls.__name__}.{member}"] = _identity(inner)
+    return seen
+
+
+def _is_code(value: Any) -> bool:
+    return callable(value) or isinstance(value, (property, classmethod, staticmethod, functools.cached_property)) \
+        or hasattr(value, "__get__") and not isinstance(value, (int, float, str, bytes, tuple, list, dict, set))
+
+
+def tampered(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+    """What was rebound or removed between the two fingerprints (new names are the checks' own lazy imports)."""
+    return [name for name, identity in before.items() if after.get(name) != identity]
+
+
+class ReferenceTracer:
+    """Sees every call of a guarded answer's own code that did not come through its guard."""
+
+    def __init__(self) -> None:
+        from synclab.answer_keys import GUARDED_CODE, bypassed_by
+
+        self._codes, self._bypassed_by = GUARDED_CODE, bypassed_by
+        self.bypassed: list[str] = []
+
+    def __call__(self, frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in self._codes:
+            key = self._bypassed_by(frame)
+            if key is not None and key.name not in self.bypassed:
+                self.bypassed.append(key.name)
+        return None
+
+    def __enter__(self) -> "ReferenceTracer":
+        sys.settrace(self)
+        threading.settrace(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.still_on = sys.gettrace() is self
+        sys.settrace(None)
+        threading.settrace(None)  # type: ignore[arg-type]
+
+
+def _load(namespace: dict, cells: list[dict], task: str, notes: list[str]) -> str | None:
+    """Load the definitions of ``cells`` into ``namespace``; an error message if one does not parse or raises."""
+    for n, cell in enumerate(cells, start=1):
+        own = task in cell["answers"]
+        filename = f"<Exercise {task}, cell {n}>" if own else f"<your cell {n}>"
+        try:
+            code, left_out = definitions_only(cell["source"], filename)
+        except SyntaxError as exc:
+            if not own:  # another cell that does not parse defined nothing in the kernel either
+                notes.append(f"a cell before the check does not parse: {exc.msg} (line {exc.lineno})")
+                continue
+            return f"its answer cell does not parse: {exc.msg} (line {exc.lineno})"
+        if own:
+            notes += [f"not run by the grader (only definitions are): {line}" for line in left_out]
+        try:
+            exec(code, namespace)
+        except Exception as exc:  # a definition that raises: a decorator, a class body, a default value
+            return f"defining it raised {type(exc).__name__}: {exc}"
+    return None
+
+
+def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
+    """Judge one exercise in this (fresh, forked) process; the verdict as a dict."""
+    from synclab.checks import CheckReport
+
+    task = exercise["task"]
+    verdict: dict[str, Any] = {"task": task, "report": None, "flags": [], "notes": [], "error": ""}
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    before = fingerprint()
+    for n, source in enumerate(job["setup"], start=1):
+        if job["setup_trusted"]:  # nbgrader's locked cells, or the lab as generated
+            exec(compile(source, f"<setup cell {n}>", "exec"), namespace)
+        else:  # the notebook's own: definitions only, like the reader's cells
+            exec(definitions_only(source, f"<setup cell {n}>")[0], namespace)
+    failed = [dep for dep in exercise["builds_on"] if not passed.get(dep)]
+    for dep in failed:  # judged on the package's version of it: its bugs cost it alone
+        for name, target in exercise["stand_in"]:
+            module, attr = target.split(":")
+            namespace[name] = getattr(importlib.import_module(module), attr)
+        verdict["notes"].append(f"Exercise {dep} did not pass its own checks, so Exercise {task} was judged on the "
+                                f"package's {dep} in its place: a bug in {dep} costs {dep}'s points only")
+    cells = [c for c in exercise["cells"] if not set(c["answers"]) & set(failed)]
+    error = _load(namespace, cells, task, verdict["notes"])
+    missing = [name for name in exercise["defines"] if name not in namespace]
+    if error or missing:
+        verdict["error"] = error or f"the notebook defines no {', '.join(missing)}"
+    changed = tampered(before, fingerprint())
+    if not verdict["error"] and not changed:
+        report: Any = None
+        try:
+            with ReferenceTracer() as tracer:
+                report = eval(compile(exercise["check"], f"<check {task}>", "eval"), namespace)
+        except BaseException as exc:  # the machinery itself broke: tampering is the likely cause, looked for below
+            verdict["error"] = f"the checks broke: {type(exc).__name__}: {exc}"
+        changed = tampered(before, fingerprint())
+        if not tracer.still_on:
+            verdict["flags"].append("turned off the grader's tracer (sys.settrace) while its checks ran")
+        verdict["flags"] += [f"called {name} around its guard (the package's answer)" for name in tracer.bypassed]
+        if isinstance(report, CheckReport):
+            verdict["report"] = report.to_dict()
+            verdict["flags"] += [f"called or handed in {name} (the package's answer)"
+                                 for name in dict.fromkeys(o.refused for o in report.outcomes if o.refused)]
+        elif not verdict["error"]:
+            verdict["error"] = f"the check returned {type(report).__name__}, not a report"
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        verdict["flags"].insert(0, f"rebound the grader's machinery: {shown}")
+    return verdict
+
+
+def _in_a_fork(exercise: dict, job: dict, passed: dict[str, bool], channel: int) -> dict:
+    """:func:`judge_here` in a forked child, with a time limit; its verdict, or what stopped it."""
+    read_end, write_end = os.pipe()
+    token = job["token"]
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of the reader's has run in this process
+        os.close(read_end)
+        os.close(channel)  # the worker's channel to the judge is not the child's to write
+        try:
+            verdict = judge_here(exercise, job, passed)
+        except BaseException as exc:  # a setup cell or the check machinery itself broke
+            verdict = {"task": exercise["task"], "report": None, "flags": [], "notes": [],
+                       "error": f"the grader could not run the checks: {type(exc).__name__}: {exc}"}
+        os.write(write_end, (token + json.dumps(verdict) + "\n").encode())
+        os._exit(0)
+    os.close(write_end)
+    chunks, deadline = [], time.monotonic() + job["time_limit_s"]
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([read_end], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(read_end, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    lines = b"".join(chunks).decode(errors="replace").splitlines()
+    base = {"task": exercise["task"], "report": None, "flags": [], "notes": []}
+    if time.monotonic() >= deadline:
+        return {**base, "error": f"the grader stopped it after {job['time_limit_s']:g} s"}
+    mine = [line[len(token):] for line in lines if line.startswith(token)]
+    if len(lines) != 1 or len(mine) != 1 or os.waitstatus_to_exitcode(status) != 0:
+        return {**base, "error": "its process did not hand back one verdict",
+                "flags": ["wrote to the grader's channel, or ended its process during the checks"]}
+    return json.loads(mine[0])
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    channel = job["channel_fd"]
+    for module in job["imports"]:
+        importlib.import_module(module)  # imports only: the children fork from a process that ran no cell
+    passed: dict[str, bool] = {}
+    for exercise in job["exercises"]:
+        verdict = _in_a_fork(exercise, job, passed, channel)
+        report = verdict.get("report")
+        passed[exercise["task"]] = bool(report and report["passed"] and not verdict["flags"])
+        os.write(channel, (job["token"] + json.dumps(verdict) + "\n").encode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""The grader: every known way to cheat the checks scores 0 and is flagged; honest work scores what it earns.
+
+Each submission is a solution notebook with its answer cells changed, judged by ``python -m synclab check
+--json`` (the grader's verdicts; nbgrader's autograding uses the same, see test_nbgrader.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from synclab.lab import cli
+from synclab.lab.exercises import EXERCISES, of_chapter, points_of
+
+ROOT = Path(__file__).resolve().parent.parent
+CHEAT_BY_TASK = "# a cheat"
+
+
+def _submission(tmp_path: Path, stem: str, answers: dict[str, str], name: str = "submission") -> Path:
+    """The solution ``stem`` with the cells defining each key's exercise replaced by its value."""
+    nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
+    for task, source in answers.items():
+        names = set(EXERCISES[task].defines)
+        cells = [c for c in nb.cells if c.cell_type == "code" and any(
+            re.search(rf"^(class {n}\b|def {n}\()", c.source, re.M) for n in names)]
+        assert cells, task
+        cells[0].source = source
+        for extra in cells[1:]:
+            extra.source = "pass"
+    path = tmp_path / f"{name}.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def _graded(path: Path, capsys: pytest.CaptureFixture) -> dict:
+    cli.main(["check", str(path), "--checks-only", "--json"])
+    return json.loads(capsys.readouterr().out)
+
+
+def _by_task(summary: dict) -> dict[str, dict]:
+    return {e["task"]: e for e in summary["exercises"]}
+
+
+def _solution_source(stem: str, name: str) -> str:
+    nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
+    return next(c.source for c in nb.cells if c.cell_type == "code" and f"def {name}(" in c.source)
+
+
+PRIMER = "00_primer"
+STUB_0_1 = '''def decode_step(batch):
+    raise NotImplementedError("Exercise 0.1")
+'''
+
+# Each cheat: (what it does, the answer cell of 0.1, a phrase of its flag).
+CHEATS_0_1 = [
+    ("rebinds graded() at top level", "import synclab.lab.grading as g\ng.graded = lambda *a, **k: 14.0\n" + STUB_0_1,
+     "names the grader's parts"),
+    ("rebinds _run_one at top level",
+     "import synclab.checks as c\nfrom synclab.checks import Outcome\n"
+     "c._run_one = lambda check, *a: Outcome(check.task, check.name, 'passed')\n" + STUB_0_1,
+     "names the grader's parts"),
+    ("forges the report log", "import os, json\nlog = os.environ.get('SYNCLAB_CHECK_LOG')\n" + STUB_0_1,
+     "names the grader's parts"),
+    ("calls the reference through __wrapped__",
+     "from synclab.primer import checks as pc\ndecode_step = pc._decode_step_reference.__wrapped__\n",
+     "names the grader's parts"),
+]
+
+
+@pytest.mark.parametrize("what, answer, flag", CHEATS_0_1, ids=[c[0] for c in CHEATS_0_1])
+def test_a_cheat_written_in_an_answer_cell_scores_0_and_is_flagged(tmp_path, capsys, what, answer, flag):
+    summary = _graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys)
+    exercise = _by_task(summary)["0.1"]
+    assert exercise["earned"] == 0 and exercise["flags"], (what, exercise)
+    assert any(flag in f for f in exercise["flags"]), exercise["flags"]
+    assert summary["flagged"] and not summary["passed"]
+
+
+def _hidden(expr: str) -> str:
+    """``expr`` with the grader's names spelt so no line names them (a cheat that hides from the static flag)."""
+    return expr.replace("checks", "che' + 'cks").replace("_run_one", "_run' + '_one")
+
+
+def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_flagged(tmp_path, capsys):
+    """The static flag misses it (no line names the checks); the fingerprint after the check does not."""
+    answer = _solution_source(PRIMER, "decode_step").replace(
+        "def decode_step(batch", "import importlib\n\ndef _hide():\n"
+        "    m = importlib.import_module('synclab.' + 'che' + 'cks')\n"
+        "    setattr(m, '_run' + '_one', lambda check, *a: None)\n\n\ndef decode_step(batch", 1)
+    answer = answer.replace('    """', "    _hide()\n    \"\"\"", 1) if False else answer
+    # call it on the first step: the first line of the body
+    body = answer.index(":\n", answer.index("def decode_step(batch")) + 2
+    answer = answer[:body] + "    _hide()\n" + answer[body:]
+    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys))["0.1"]
+    assert exercise["earned"] == 0
+    assert any("rebound the grader's machinery: synclab.checks._run_one" in f for f in exercise["flags"]), exercise
+
+
+def test_the_reference_dug_out_of_its_guard_is_seen_when_it_runs(tmp_path, capsys):
+    """No line names a grader's part; the tracer sees the reference's own code called by the answer."""
+    answer = ("from synclab.reverse_scan import checks as rc\n\n"
+              "def host_bottleneck_length(costs_us, device_step_us, max_length):\n"
+              "    guard = getattr(rc, '_bottleneck_' + 'reference')\n"
+              "    raw = [c.cell_contents for c in getattr(guard, '__clo' + 'sure__') if callable(c.cell_contents)][0]\n"
+              "    return raw(costs_us, device_step_us, max_length)\n")
+    exercise = _by_task(_graded(_submission(tmp_path, "04_reverse_placeholder_scans", {"4.2": answer}), capsys))["4.2"]
+    assert exercise["earned"] == 0
+    assert any("around its guard" in f and "_bottleneck_reference" in f for f in exercise["flags"]), exercise
+
+
+def test_the_guard_hands_out_no_wrapped_function():
+    from synclab.primer import checks as pc
+    from synclab.reverse_scan import checks as rc
+
+    for guarded in (pc._decode_step_reference, rc._bottleneck_reference):
+        assert not hasattr(guarded, "__wrapped__")
+
+
+def test_a_baseline_handed_in_scores_0_and_is_flagged(tmp_path, capsys):
+    answer = "from synclab.engine.pooler_baseline import AllPoolBaseline\n\nclass AllPool(AllPoolBaseline):\n    pass\n"
+    exercise = _by_task(_graded(_submission(tmp_path, "01_slice_then_split", {"1.1": answer}), capsys))["1.1"]
+    assert exercise["earned"] == 0 and any("AllPoolBaseline" in f for f in exercise["flags"]), exercise
+
+
+def test_a_process_that_ends_during_its_checks_is_flagged(tmp_path, capsys):
+    answer = ("import os\n\ndef decode_step(batch):\n    getattr(os, '_ex' + 'it')(0)\n")
+    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys))["0.1"]
+    assert exercise["earned"] == 0 and any("ended its process" in f for f in exercise["flags"]), exercise
+
+
+def test_top_level_statements_of_an_answer_cell_do_not_run_in_the_grader(tmp_path, capsys):
+    """A correct answer with a stray statement still passes; the statement is named, not run."""
+    answer = _solution_source(PRIMER, "decode_step") + "\nraise RuntimeError('never run by the grader')\n"
+    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys))["0.1"]
+    assert exercise["status"] == "passed" and exercise["earned"] == points_of("0.1")
+    assert any("not run by the grader" in n and "RuntimeError" in n for n in exercise["notes"])
+
+
+def test_honest_empty_and_buggy_submissions_score_what_they_earn(tmp_path, capsys):
+    full = _graded(ROOT / "solutions" / f"{PRIMER}.ipynb", capsys)
+    assert full["earned"] == full["points"] == sum(e.points for e in of_chapter("ch0")) and not full["flagged"]
+    empty = _graded(ROOT / "labs" / f"{PRIMER}.ipynb", capsys)
+    assert empty["earned"] == 0 and empty["points"] == full["points"] and not empty["flagged"]
+    buggy = _solution_source(PRIMER, "decode_step").replace(
+        '    if nan_flag:\n        raise ValueError("NaN in logits")\n', "")
+    assert buggy != _solution_source(PRIMER, "decode_step")
+    partial = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": buggy}), capsys))["0.1"]
+    assert partial["earned"] == round(points_of("0.1") * 4 / 5, 2) and not partial["flags"]
+
+
+def test_a_bug_in_1_1_costs_1_1_only(tmp_path, capsys):
+    """1.2's class inherits 1.1's forward: with 1.1 broken, 1.2 is judged on the package's 1.1 and keeps its points."""
+    nb = nbformat.read(ROOT / "solutions" / "01_slice_then_split.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "class AllPool(" in c.source)
+    broken = cell.source.replace("return [c.clone() for c in chunks] if self.clone_finished else chunks",
+                                 "return chunks")
+    assert broken != cell.source
+    summary = _by_task(_graded(_submission(tmp_path, "01_slice_then_split", {"1.1": broken}), capsys))
+    assert 0 < summary["1.1"]["earned"] < points_of("1.1")
+    assert summary["1.2"]["earned"] == points_of("1.2"), summary["1.2"]
+    assert any("judged on the package's 1.1" in n for n in summary["1.2"]["notes"])
+
+
+def test_stretch_points_are_less_than_every_core_exercise_of_their_chapter():
+    for exercise in EXERCISES.values():
+        if exercise.stretch:
+            core = [e.points for e in of_chapter(exercise.chapter) if not e.stretch]
+            assert exercise.points < min(core), exercise
+
+
+def test_every_solution_check_cell_calls_what_the_grader_calls():
+    from synclab.lab.chapters import CHAPTERS
+    from synclab.lab.labgen import cell_roles
+
+    for chapter, stem in CHAPTERS.items():
+        nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
+        roles = cell_roles(nb)
+        calls = {task: c.source.strip() for c in nb.cells for role, task in [roles.get(c.get("id", ""), ("", ""))]
+                 if role == "check"}
+        assert calls == {e.task: e.check for e in of_chapter(chapter)}, chapter
