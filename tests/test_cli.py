@@ -44,8 +44,8 @@ def test_check_notebook_without_checks_fails(tmp_path):
     path = tmp_path / "no_checks.ipynb"
     nbformat.write(nb, path)
     proc = synclab("check", str(path))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "calls no exercise's checks" in proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "no checks ran" in proc.stdout
     assert "ALL CHECKS PASSED" not in proc.stdout
 
 

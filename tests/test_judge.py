@@ -17,7 +17,6 @@ from synclab.lab import cli
 from synclab.lab.exercises import EXERCISES, of_chapter, points_of
 
 ROOT = Path(__file__).resolve().parent.parent
-CHEAT_BY_TASK = "# a cheat"
 
 
 def _submission(tmp_path: Path, stem: str, answers: dict[str, str], name: str = "submission") -> Path:
@@ -80,18 +79,12 @@ def test_a_cheat_written_in_an_answer_cell_scores_0_and_is_flagged(tmp_path, cap
     assert summary["flagged"] and not summary["passed"]
 
 
-def _hidden(expr: str) -> str:
-    """``expr`` with the grader's names spelt so no line names them (a cheat that hides from the static flag)."""
-    return expr.replace("checks", "che' + 'cks").replace("_run_one", "_run' + '_one")
-
-
 def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_flagged(tmp_path, capsys):
     """The static flag misses it (no line names the checks); the fingerprint after the check does not."""
     answer = _solution_source(PRIMER, "decode_step").replace(
         "def decode_step(batch", "import importlib\n\ndef _hide():\n"
         "    m = importlib.import_module('synclab.' + 'che' + 'cks')\n"
         "    setattr(m, '_run' + '_one', lambda check, *a: None)\n\n\ndef decode_step(batch", 1)
-    answer = answer.replace('    """', "    _hide()\n    \"\"\"", 1) if False else answer
     # call it on the first step: the first line of the body
     body = answer.index(":\n", answer.index("def decode_step(batch")) + 2
     answer = answer[:body] + "    _hide()\n" + answer[body:]

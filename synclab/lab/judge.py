@@ -23,16 +23,14 @@ import secrets
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from nbformat import NotebookNode
 
 from synclab.checks import CheckReport, Outcome
 from synclab.lab.chapters import PACKAGES
-from synclab.lab.exercises import EXERCISES, Exercise, of_chapter
+from synclab.lab.exercises import EXERCISES, of_chapter
 
 JUDGE_TIME_LIMIT_S = 240.0  # one exercise: its checks' own limits (60 s, 120 s for chapter 3's ranks) and setup
 _STUB = re.compile(r'raise NotImplementedError\("(Exercise [\d.]+|not done yet)"\)')
@@ -300,14 +298,3 @@ def _worker_env() -> dict[str, str]:
     env = reader_environment()
     return {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}
 
-
-def judged_seconds(started: float) -> float:
-    return round(time.perf_counter() - started, 1)
-
-
-def exercise(task: str) -> Exercise:
-    return EXERCISES[task]
-
-
-def path_label(path: Path) -> str:
-    return str(path)
