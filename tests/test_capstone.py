@@ -466,8 +466,20 @@ def test_load_fixes_finds_a_course_folder_with_a_folder_per_chapter(tmp_path, ca
     said = capsys.readouterr().out
     assert fixes.unfinished == frozenset({"pinned_uploads"})
     assert f"Exercise 3.1 is not done in {tmp_path / 'ch3' / '03_pinned_transfers.ipynb'}" in said
+    # a chapter not handed in (nor autograded) yet is treated as not done, and said so
     (tmp_path / "ch3" / "03_pinned_transfers.ipynb").unlink()
-    with pytest.raises(FileNotFoundError, match="03_pinned_transfers.ipynb is missing"):
+    (tmp_path / "ch5" / "05_list_based_caches.ipynb").unlink()
+    fixes = ch6.load_fixes(tmp_path)
+    said = capsys.readouterr().out
+    assert fixes.unfinished == frozenset({"pinned_uploads", "list_cache"})
+    assert f"Exercise 3.1 is not in {tmp_path}: no 03_pinned_transfers.ipynb there (nor in {tmp_path / 'ch3'})" \
+        in said
+    assert f"Exercise 5.2 is not in {tmp_path}: no 05_list_based_caches.ipynb there" in said
+    assert fixes.scheduler is book_fixes().scheduler and "5.2 (EncoderScheduler)" not in said
+    for n in range(1, 6):  # a folder that holds none of them is the wrong folder
+        for notebook in (tmp_path / f"ch{n}").glob("*.ipynb"):
+            notebook.unlink()
+    with pytest.raises(FileNotFoundError, match="holds none of chapters 1-5's notebooks"):
         ch6.load_fixes(tmp_path)
 
 

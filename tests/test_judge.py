@@ -175,3 +175,22 @@ def test_every_solution_check_cell_calls_what_the_grader_calls():
         calls = {task: c.source.strip() for c in nb.cells for role, task in [roles.get(c.get("id", ""), ("", ""))]
                  if role == "check"}
         assert calls == {e.task: e.check for e in of_chapter(chapter)}, chapter
+
+
+def test_a_setup_line_the_grader_cannot_run_is_passed_over_and_said(tmp_path):
+    """Chapter 6's ``load_fixes("..")`` reads the student's other chapters, which the grader's temp folder lacks:
+    the exercises that do not use ``fixes`` are judged as usual, and the note says what was passed over."""
+    from synclab.lab.judge import judge_notebook
+    from synclab.lab.labgen import generate_lab
+
+    stem = "06_capstone_engine_step"
+    solution = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
+    trusted = generate_lab(solution, f"solutions/{stem}.ipynb")
+    for nb in (solution, trusted):
+        setup = next(c for c in nb.cells if c.cell_type == "code" and "= load_fixes(" in c.source)
+        setup.source = re.sub(r"fixes = load_fixes\(.*", 'fixes = load_fixes("..")  # the course folder',
+                              setup.source)
+    verdict = judge_notebook(solution, ["6.1"], trusted)["6.1"]
+    assert verdict.report is not None and verdict.report.passed and not verdict.flags, verdict
+    assert any("passed over (FileNotFoundError): fixes = load_fixes(\"..\")" in note for note in verdict.notes), \
+        verdict.notes

@@ -252,22 +252,28 @@ def _load_fixes(folder: Path, stamp: tuple) -> tuple[Components, list[str]]:
     unfinished: set[str] = set()
     lines: list[str] = []
     namespaces: dict[int, dict] = {}
+    if not any(_notebook(folder, chapter).exists() for chapter in NOTEBOOKS):
+        raise FileNotFoundError(f"load_fixes: {folder} holds none of chapters 1-5's notebooks (nor its ch1 ... ch5 "
+                                f"folders): chapter 6 runs your fixes from them")
+    stood_in: set[str] = set()
     for field_name, chapter, name, task, pattern, pr in FIXES:
         notebook = _notebook(folder, chapter)
-        if not notebook.exists():
-            raise FileNotFoundError(f"{notebook} is missing (nor is it in {folder / f'ch{chapter}'}): chapter 6 "
-                                    f"runs Exercise {task} ({name}) from it")
         needs = ["AllPool", name] if name == "AllPoolNoSync" else [name]
         shown = where / notebook.relative_to(folder)
-        if _stubbed(notebook, needs) and pattern is not None:
+        exercises = f"Exercises {task} are" if " and " in task else f"Exercise {task} is"
+        # a chapter not handed in yet (a course folder before its autograding) is treated as not done
+        missing = not notebook.exists()
+        where_not = (f"not in {where}: no {notebook.name} there (nor in {where / f'ch{chapter}'})" if missing
+                     else f"not done in {shown}")
+        if (missing or _stubbed(notebook, needs)) and pattern is not None:
             unfinished.add(pattern)
-            exercises = f"Exercises {task} are" if " and " in task else f"Exercise {task} is"
-            lines.append(f"{exercises} not done in {shown}: the engine runs vLLM's code before {pr} "
+            lines.append(f"{exercises} {where_not}: the engine runs vLLM's code before {pr} "
                          f"for it (the {pattern} switch stays off)")
             continue
-        if _stubbed(notebook, needs):  # the scheduler: no code before a PR to fall back on
+        if missing or _stubbed(notebook, needs):  # the scheduler: no code before a PR to fall back on
             loaded[field_name] = BOOK_FIXES[field_name]
-            lines.append(f"Exercise {task} is not done in {shown}: the engine needs a scheduler, so it runs the "
+            stood_in.add(task)
+            lines.append(f"{exercises} {where_not}: the engine needs a scheduler, so it runs the "
                          f"book's solution of {task} (the package's own copy) until yours is written")
             continue
         namespace = namespaces.setdefault(chapter, {})
@@ -276,8 +282,7 @@ def _load_fixes(folder: Path, stamp: tuple) -> tuple[Components, list[str]]:
     if "output_copy_stream" in loaded:
         loaded["output_copy_stream"] = loaded["output_copy_stream"]._get_or_create_async_output_copy_stream
     yours = [f"{task} ({name})" for field_name, _, name, task, pattern, _ in FIXES
-             if field_name in loaded and pattern not in unfinished and not any(
-                 line.startswith(f"Exercise {task} is not done") for line in lines)]
+             if field_name in loaded and pattern not in unfinished and task not in stood_in]
     if yours:
         lines.append(f"Loaded from {where}: " + ", ".join(yours) + ". The engine runs them as written; it does not "
                      "check them: their chapters' check cells say whether they are right")

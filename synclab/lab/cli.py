@@ -9,6 +9,7 @@
     python -m synclab bench ch0                     # run a chapter's profiling on this device, save results
     python -m synclab measure [ch0 ...]             # the deliberate CPU run: re-execute solutions, store outputs
     python -m synclab autograde-times [ch0 ...]     # time nbgrader autograding each chapter's solution
+    python -m synclab student-image DEST            # the students' install: package, data, labs; no solutions
 """
 
 from __future__ import annotations
@@ -263,6 +264,22 @@ def cmd_autograde_times(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_student_image(args: argparse.Namespace) -> int:
+    """Write the students' install (no solution notebooks) into a new folder."""
+    from synclab.lab.student_image import StudentImageError, write_student_image
+
+    dest = Path(args.dest).resolve()
+    try:
+        write_student_image(ROOT, dest)
+    except StudentImageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(f"wrote {dest}: synclab/, data/, labs/ (generated), requirements.txt, pyproject.toml; no solutions/")
+    print(f"install it in the students' image: python -m pip install -r {dest}/requirements.txt && "
+          f"python -m pip install --no-deps -e {dest}")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.chapter not in CHAPTERS:
         print(f"unknown chapter {args.chapter!r}; choose from {', '.join(CHAPTERS)}", file=sys.stderr)
@@ -375,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("autograde-times", help="time nbgrader autograding each chapter's solution (data/grading/)")
     p.add_argument("chapters", nargs="*", help=f"chapters (default: all of {', '.join(CHAPTERS)})")
     p.set_defaults(fn=cmd_autograde_times)
+    p = sub.add_parser("student-image", help="write the students' install (package, data, labs; no solutions)")
+    p.add_argument("dest", help="a new or empty folder")
+    p.set_defaults(fn=cmd_student_image)
     args = parser.parse_args(argv)
     from synclab.lab.notebook_runner import Stopped, stop_on_signals
 

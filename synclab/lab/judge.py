@@ -24,10 +24,12 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nbformat import NotebookNode
 
+import synclab
 from synclab.checks import CheckReport, Outcome
 from synclab.lab.chapters import PACKAGES
 from synclab.lab.exercises import EXERCISES, of_chapter
@@ -296,5 +298,9 @@ def _worker_env() -> dict[str, str]:
     from synclab.timing import reader_environment
 
     env = reader_environment()
-    return {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}
+    env = {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}
+    # the worker imports the synclab this grader is, whatever else the path holds (it starts in a temp dir)
+    package_parent = str(Path(synclab.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([package_parent, *filter(None, [env.get("PYTHONPATH")])])
+    return env
 

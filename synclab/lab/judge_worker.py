@@ -44,7 +44,11 @@ DEFINITION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Imp
 
 def definitions_only(source: str, filename: str) -> tuple[types.CodeType, list[str]]:
     """The cell's definitions, compiled with their own line numbers; and one line per statement left out."""
-    tree = ast.parse(source, filename)
+    kept, left_out = _definitions(ast.parse(source, filename), source)
+    return compile(ast.Module(body=kept, type_ignores=[]), filename, "exec"), left_out
+
+
+def _definitions(tree: ast.Module, source: str) -> tuple[list[ast.stmt], list[str]]:
     kept, left_out = [], []
     for node in tree.body:
         constant = isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _is_literal(node.value)
@@ -53,7 +57,7 @@ def definitions_only(source: str, filename: str) -> tuple[types.CodeType, list[s
         else:
             text = ast.get_source_segment(source, node) or type(node).__name__
             left_out.append(f"line {node.lineno}: {text.splitlines()[0][:80]}")
-    return compile(ast.Module(body=kept, type_ignores=[]), filename, "exec"), left_out
+    return kept, left_out
 
 
 def _is_literal(node: ast.expr) -> bool:
@@ -134,6 +138,26 @@ class ReferenceTracer:
         threading.settrace(None)  # type: ignore[arg-type]
 
 
+def run_setup(source: str, filename: str, namespace: dict, whole: bool) -> list[str]:
+    """Run a setup cell one top-level statement at a time; a line per statement that raised.
+
+    A statement that needs what the grader's process lacks (``load_fixes("..")`` reads the student's
+    other chapters, which a grader's temp folder does not hold) binds nothing, and the exercises that
+    do not use what it binds are judged as usual; one that does meets a ``NameError`` in its checks.
+    """
+    tree = ast.parse(source, filename)
+    if not whole:
+        tree = ast.Module(body=_definitions(tree, source)[0], type_ignores=[])
+    failed = []
+    for node in tree.body:
+        try:
+            exec(compile(ast.Module(body=[node], type_ignores=[]), filename, "exec"), namespace)
+        except Exception as exc:
+            text = (ast.get_source_segment(source, node) or type(node).__name__).splitlines()[0][:80]
+            failed.append(f"a setup line raised in the grader and was passed over ({type(exc).__name__}): {text}")
+    return failed
+
+
 def _load(namespace: dict, cells: list[dict], task: str, notes: list[str]) -> str | None:
     """Load the definitions of ``cells`` into ``namespace``; an error message if one does not parse or raises."""
     for n, cell in enumerate(cells, start=1):
@@ -164,10 +188,8 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     before = fingerprint()
     for n, source in enumerate(job["setup"], start=1):
-        if job["setup_trusted"]:  # nbgrader's locked cells, or the lab as generated
-            exec(compile(source, f"<setup cell {n}>", "exec"), namespace)
-        else:  # the notebook's own: definitions only, like the reader's cells
-            exec(definitions_only(source, f"<setup cell {n}>")[0], namespace)
+        # nbgrader's locked cells or the lab as generated run whole; the notebook's own, definitions only
+        verdict["notes"] += run_setup(source, f"<setup cell {n}>", namespace, whole=job["setup_trusted"])
     failed = [dep for dep in exercise["builds_on"] if not passed.get(dep)]
     for dep in failed:  # judged on the package's version of it: its bugs cost it alone
         for name, target in exercise["stand_in"]:
