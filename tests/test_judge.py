@@ -7,7 +7,9 @@ Each submission is a solution notebook with its answer cells changed, judged by 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -194,3 +196,31 @@ def test_a_setup_line_the_grader_cannot_run_is_passed_over_and_said(tmp_path):
     assert verdict.report is not None and verdict.report.passed and not verdict.flags, verdict
     assert any("passed over (FileNotFoundError): fixes = load_fixes(\"..\")" in note for note in verdict.notes), \
         verdict.notes
+
+
+@pytest.mark.skipif(not (os.geteuid() == 0 and shutil.which("setpriv")), reason="needs root and util-linux's setpriv")
+def test_a_sandboxed_worker_reaches_no_course_file_and_grades_the_same(tmp_path):
+    """The same answer, which also copies a course file: unsandboxed it can; as ``nobody`` it cannot, and still
+    earns what its code earns (the instructors' page: JudgeChecks.sandbox)."""
+    from synclab.lab.judge import judge_notebook
+
+    course = tmp_path / "course"
+    course.mkdir(mode=0o700)
+    (course / "secret.txt").write_text("the answers")
+    honest = _solution_source(PRIMER, "decode_step").replace("def decode_step(", "def _decode_step(")
+    answer = honest + f'''
+
+def decode_step(*args, **kwargs):
+    try:
+        open({str(course / "copied.txt")!r}, "w").write(open({str(course / "secret.txt")!r}).read())
+    except OSError:
+        pass
+    return _decode_step(*args, **kwargs)
+'''
+    nb = nbformat.read(_submission(tmp_path, PRIMER, {"0.1": answer}), as_version=4)
+    sandbox = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
+    verdict = judge_notebook(nb, ["0.1"], sandbox=sandbox)["0.1"]
+    assert verdict.report is not None and verdict.report.passed and not verdict.flags, verdict
+    assert not (course / "copied.txt").exists()
+    verdict = judge_notebook(nb, ["0.1"])["0.1"]  # the control: the grader's own user reads the course
+    assert verdict.report.passed and (course / "copied.txt").read_text() == "the answers"

@@ -17,7 +17,7 @@ from synclab.lab.cli import CHAPTERS
 from synclab.checks import Check, expect, run_checks
 from synclab.lab.grading import GradingError, graded
 from synclab.lab.labgen import LabgenError
-from synclab.lab.nbgrader_run import autograde, hand_in, release, solved
+from synclab.lab.nbgrader_run import autograde, gradebook_scores, hand_in, release, solved
 from synclab.lab.exercises import EXERCISES, lab_version, points_of
 from synclab.lab.nbgrader_source import exercise_points, nbgrader_notebook, points_by_chapter
 
@@ -43,7 +43,7 @@ def test_source_notebook_marks_answers_checks_and_read_only_cells():
     check, check_meta = meta["check-0_1"]
     assert check_meta["grade"] and check_meta["locked"] and check_meta["points"] == points_of("0.1")
     assert check.source.endswith(f'graded("0.1", lambda: primer.check_decode_step(decode_step), '
-                                 f'lab_version="{lab_version()}")')
+                                 f'points={points_of("0.1")}, lab_version="{lab_version()}")')
     assert check.metadata["synclab"] == {"task": "0.1", "lab_version": lab_version()}
     others = [m for c, m in meta.values() if not (m["solution"] or m["grade"])]
     assert others and all(m["locked"] for m in others)  # everything else is read-only
@@ -118,6 +118,9 @@ def test_graded_is_practice_in_the_kernel_and_keeps_stderr_out_of_the_cell(capsy
     assert "your grade is computed by the grader" in out.out
     half = [Check("9.9", "doubles", _doubles), Check("9.9", "fails", lambda impl, rng: expect(False, "no"))]
     assert graded("9.9", lambda: run_checks("9.9", half, _loud)) == 0.5
+    # in the cell's points: nbgrader's Validate calls a cell that earns less than its points "failed"
+    assert graded("9.9", lambda: run_checks("9.9", half, _loud), points=14) == 7.0
+    assert graded("9.9", lambda: run_checks("9.9", checks, _loud), points=14) == 14.0
     assert "careful: this assignment was generated with lab version old" in (
         graded("9.9", lambda: run_checks("9.9", half, _loud), lab_version="old") is not None
         and capsys.readouterr().out)
@@ -173,24 +176,69 @@ CHEATS = {  # each ran in the student's kernel before the check cell; each gave 
 }
 
 
+def _reads_the_course(nb: nbformat.NotebookNode, course: Path) -> nbformat.NotebookNode:
+    """The solution, whose decode_step also tries to copy the course's source notebook next to the gradebook."""
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "answer-0_1":
+            assert "def decode_step(" in cell.source
+            cell.source = cell.source.replace("def decode_step(", "def _decode_step(") + f"""
+
+def decode_step(*args, **kwargs):
+    try:
+        with open({str(course / "source" / "ch0" / "00_primer.ipynb")!r}) as source:
+            open({str(course / "stolen.ipynb")!r}, "w").write(source.read())
+    except OSError:
+        pass  # the grader's user may not read the course: carry on, as a careful cheat would
+    return _decode_step(*args, **kwargs)
+"""
+    return nb
+
+
+SANDBOX = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
+
+
+def _can_sandbox() -> bool:
+    """Whether this machine can run the grader's worker as ``nobody`` (root, and util-linux's setpriv)."""
+    import os
+    import shutil
+
+    return os.geteuid() == 0 and shutil.which("setpriv") is not None
+
+
 @pytest.mark.slow
 def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(tmp_path, capsys):
-    """Full marks, nothing, the planted bugs' share lost; every cheat 0 and flagged; nbgrader and --json agree."""
+    """Full marks, nothing, the planted bugs' share lost; every cheat 0 and flagged; nbgrader and --json agree.
+
+    Autograded as the instructors' page says: in parallel, the grader's worker in a sandbox where this machine
+    can make one (a user who cannot read the course), the release through the course's own exchange."""
     import json
 
     from synclab.lab import cli
 
     chapter, stem = "ch0", CHAPTERS["ch0"]
     released = release(ROOT, tmp_path, chapter, stem)
+    sandboxed = _can_sandbox()
+    if sandboxed:
+        with open(tmp_path / "nbgrader_config.py", "a") as config:
+            config.write(f"c.JudgeChecks.sandbox = {SANDBOX!r}\n")
     solution = solved(tmp_path, chapter, stem, released)
     hand_in(tmp_path, chapter, stem, "solution", solution)
     hand_in(tmp_path, chapter, stem, "untouched", released)
     hand_in(tmp_path, chapter, stem, "planted", _planted_primer(solved(tmp_path, chapter, stem, released)))
+    hand_in(tmp_path, chapter, stem, "reads_the_course",
+            _reads_the_course(solved(tmp_path, chapter, stem, released), tmp_path))
     for name, lines in CHEATS.items():
         hand_in(tmp_path, chapter, stem, name, _cheat(nbformat.read(tmp_path / "release" / chapter / f"{stem}.ipynb",
                                                                     as_version=4), lines))
-    scores = autograde(tmp_path, chapter, stem)
+    # as an instructor would: the lab's parallel autograde, three students at a time, in the course folder
+    assert cli.main(["autograde", chapter, "--course", str(tmp_path), "--jobs", "3"]) == 0
+    said = capsys.readouterr()
+    assert "[7/7]" in said.err and "autograded 7 of 7" in said.out
+    scores = gradebook_scores(tmp_path, chapter, stem)
+    # in the sandbox the course was out of reach; without one, the grader's user could read it (the page says so)
+    assert (tmp_path / "stolen.ipynb").exists() is not sandboxed
     full = points_of("0.1"), points_of("0.2")
+    assert scores["reads_the_course"] == {"check-0_1": (full[0], full[0]), "check-0_2": (full[1], full[1])}
     assert scores["solution"] == {"check-0_1": (full[0], full[0]), "check-0_2": (full[1], full[1])}
     assert scores["untouched"] == {"check-0_1": (0.0, full[0]), "check-0_2": (0.0, full[1])}
     assert scores["planted"] == {"check-0_1": (round(full[0] * 4 / 5, 2), full[0]), "check-0_2": (0.0, full[1])}
@@ -206,12 +254,53 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
     shown = "".join(o.get("data", {}).get("text/plain", "") for o in graded_cell.outputs)
     assert "✗ [0.1] NaN logits raise ValueError before any update: failed" in shown  # the student sees why
     for student, by_cell in scores.items():  # the other grader, on the same submissions, gives the same points
+        if student == "reads_the_course":
+            continue  # unsandboxed, it would copy the course
         path = tmp_path / "submitted" / student / chapter / f"{stem}.ipynb"
         cli.main(["check", str(path), "--checks-only", "--json"])
         summary = json.loads(capsys.readouterr().out)
         earned = {f"check-{e['task'].replace('.', '_')}": e["earned"] for e in summary["exercises"]}
         assert earned == {cell: score for cell, (score, _) in by_cell.items()}, student
         assert bool(summary["flagged"]) == (student in CHEATS), student
+
+
+@pytest.mark.slow
+def test_the_students_side_validates_with_their_config_and_fetches_from_the_exchange(tmp_path):
+    """The students' config as the course writes it: Validate passes a finished notebook and names the check cells
+    of an unfinished one; the release goes to the course's exchange, not nbgrader's default folder."""
+    import shutil
+    import subprocess
+
+    from synclab.lab.nbgrader_run import nbgrader
+
+    course, student = tmp_path / "course", tmp_path / "student"
+    released = release(ROOT, course, "ch0", CHAPTERS["ch0"])
+    student.mkdir()
+    shutil.copy(course / "students_nbgrader_config.py", student / "nbgrader_config.py")
+    assert "c.Execute.timeout = 600" in (student / "nbgrader_config.py").read_text()
+    nbformat.write(solved(course, "ch0", CHAPTERS["ch0"], released), student / "finished.ipynb")
+    nbformat.write(_planted_primer(solved(course, "ch0", CHAPTERS["ch0"], released)), student / "planted.ipynb")
+    validate = [str(Path(sys.executable).parent / "nbgrader"), "validate"]
+    finished = subprocess.run([*validate, "finished.ipynb"], cwd=student, capture_output=True, text=True)
+    assert "Success! Your notebook passes all the tests." in finished.stdout, finished.stdout + finished.stderr
+    planted = subprocess.run([*validate, "planted.ipynb"], cwd=student, capture_output=True, text=True)
+    assert "VALIDATION FAILED ON 2 CELL(S)" in planted.stdout and 'graded("0.1"' in planted.stdout, planted.stdout
+
+    nbgrader(course, "release_assignment", "ch0")
+    assert (course / "exchange" / "synclab" / "outbound" / "ch0" / f"{CHAPTERS['ch0']}.ipynb").exists()
+
+
+def test_autograde_says_what_is_wrong_before_running_anything(tmp_path, capsys):
+    from synclab.lab import cli
+
+    assert cli.main(["autograde", "ch0", "--course", str(tmp_path)]) == 2
+    assert "not an nbgrader course folder" in capsys.readouterr().err
+    (tmp_path / "nbgrader_config.py").write_text("")
+    assert cli.main(["autograde", "ch0", "--course", str(tmp_path)]) == 2
+    assert "no submissions of ch0" in capsys.readouterr().err
+    (tmp_path / "submitted" / "ada" / "ch0").mkdir(parents=True)
+    assert cli.main(["autograde", "ch0", "--course", str(tmp_path), "--student", "bob"]) == 2
+    assert "no submission of ch0 from bob" in capsys.readouterr().err
 
 
 @pytest.mark.heavy

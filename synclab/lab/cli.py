@@ -8,6 +8,7 @@
     python -m synclab labs --nbgrader COURSE [ch0 ...]   # nbgrader source assignments for a class
     python -m synclab bench ch0                     # run a chapter's profiling on this device, save results
     python -m synclab measure [ch0 ...]             # the deliberate CPU run: re-execute solutions, store outputs
+    python -m synclab autograde ch3 --jobs 8        # in a course folder: nbgrader autograde, 8 students at a time
     python -m synclab autograde-times [ch0 ...]     # time nbgrader autograding each chapter's solution
     python -m synclab student-image DEST            # the students' install: package, data, labs; no solutions
 """
@@ -220,7 +221,7 @@ def cmd_labs(args: argparse.Namespace) -> int:
         except ValueError:
             print("--points takes TASK=POINTS, e.g. --points 1.2=8", file=sys.stderr)
             return 2
-        return nbgrader_course(Path(args.nbgrader), args.chapters, points, args.book_url)
+        return nbgrader_course(Path(args.nbgrader), args.chapters, points, args.book_url, args.exchange)
     if args.chapters:
         print("chapters can be chosen with --nbgrader only; `labs` regenerates every lab", file=sys.stderr)
         return 2
@@ -229,16 +230,17 @@ def cmd_labs(args: argparse.Namespace) -> int:
 
 
 def nbgrader_course(course: Path, chapters: list[str], points: dict[str, int] | None = None,
-                    book_url: str = "") -> int:
-    """Write nbgrader's ``source/<chapter>/`` notebooks (and a config) into ``course``."""
+                    book_url: str = "", exchange: str = "") -> int:
+    """Write nbgrader's ``source/<chapter>/`` notebooks (and the configs) into ``course``."""
+    from synclab.lab.exercises import lab_version
     from synclab.lab.labgen import LabgenError
-    from synclab.lab.nbgrader_source import points_by_chapter, write_course
+    from synclab.lab.nbgrader_source import EXCHANGE, points_by_chapter, write_course
 
     chosen = chosen_chapters(chapters)
     if chosen is None:
         return 2
     try:
-        written = write_course(ROOT, course, chosen, points, book_url)
+        written = write_course(ROOT, course, chosen, points, book_url, exchange or EXCHANGE)
         points = points_by_chapter(chosen, points)
     except LabgenError as exc:
         print(exc, file=sys.stderr)
@@ -246,8 +248,60 @@ def nbgrader_course(course: Path, chapters: list[str], points: dict[str, int] | 
     for path, (chapter, tasks) in zip(written, points.items()):
         detail = ", ".join(f"{task}: {n}" for task, n in tasks.items())
         print(f"{path}: {sum(tasks.values())} points ({detail})")
+    print(f"lab version {lab_version()}: install this version on the students' image and on the grader")
+    print(f"students' nbgrader config: {course / 'students_nbgrader_config.py'} (copy it to /etc/jupyter/"
+          "nbgrader_config.py in their image)")
     print(f"next: cd {course} && nbgrader generate_assignment <chapter> (see the book's page for instructors)")
     return 0
+
+
+def cmd_autograde(args: argparse.Namespace) -> int:
+    """``nbgrader autograde`` of one assignment, ``--jobs`` students at a time, with a line per student."""
+    import os
+    import time
+
+    from synclab.lab.nbgrader_run import StudentRun, autograde_students, submitted_students
+
+    course = Path(args.course).resolve()
+    if not (course / "nbgrader_config.py").exists():
+        print(f"{course} is not an nbgrader course folder (no nbgrader_config.py): run this in the course folder "
+              "or give --course", file=sys.stderr)
+        return 2
+    submitted = submitted_students(course, args.assignment)
+    unknown = sorted(set(args.student) - set(submitted))
+    if unknown:
+        print(f"no submission of {args.assignment} from {', '.join(unknown)} in {course / 'submitted'}",
+              file=sys.stderr)
+        return 2
+    students = args.student or submitted
+    if not students:
+        print(f"no submissions of {args.assignment} in {course / 'submitted'} (run nbgrader collect first)",
+              file=sys.stderr)
+        return 2
+    jobs = args.jobs or os.cpu_count() or 1
+    print(f"autograding {len(students)} submission(s) of {args.assignment}, {jobs} at a time ...", file=sys.stderr,
+          flush=True)
+    done: list[StudentRun] = []
+
+    def said(run: StudentRun) -> None:
+        done.append(run)
+        log = run.log.read_text()
+        reason = [line.strip() for line in log.splitlines() if "Error: " in line][-1:]
+        outcome = ("FAILED: " + (reason[0] if reason else "no error line") + f" (log: {run.log})" if not run.ok
+                   else "already autograded, skipped (--force grades it again)" if "Skipping existing" in log
+                   else "done")
+        print(f"[{len(done)}/{len(students)}] {run.student}: {outcome} ({run.seconds:.1f} s)", file=sys.stderr,
+              flush=True)
+
+    started = time.perf_counter()
+    runs = autograde_students(course, args.assignment, students, jobs, args.force, on_done=said)
+    seconds = time.perf_counter() - started
+    failed = [run.student for run in runs if not run.ok]
+    print(f"autograded {len(runs) - len(failed)} of {len(runs)} in {seconds:.0f} s ({seconds / len(runs):.1f} s per "
+          f"submission with {jobs} jobs); logs in {course / 'autograde-logs' / args.assignment}")
+    if failed:
+        print(f"failed: {', '.join(failed)}: read their logs, then run again with --student", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_autograde_times(args: argparse.Namespace) -> int:
@@ -274,7 +328,10 @@ def cmd_student_image(args: argparse.Namespace) -> int:
     except StudentImageError as exc:
         print(exc, file=sys.stderr)
         return 2
+    from synclab.lab.exercises import lab_version
+
     print(f"wrote {dest}: synclab/, data/, labs/ (generated), requirements.txt, pyproject.toml; no solutions/")
+    print(f"lab version {lab_version()}: the grader must run the same")
     print(f"install it in the students' image: python -m pip install -r {dest}/requirements.txt && "
           f"python -m pip install --no-deps -e {dest}")
     return 0
@@ -380,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--points", action="append", default=[], metavar="TASK=N",
                    help="with --nbgrader: an exercise's points, over the lab's (repeatable: --points 1.2=8)")
     p.add_argument("--book-url", default="", help="with --nbgrader: where students read the book (links to it)")
+    p.add_argument("--exchange", default="", help="with --nbgrader: nbgrader's exchange folder, written into both "
+                   "configs (default: /srv/nbgrader/exchange)")
     p.set_defaults(fn=cmd_labs)
     p = sub.add_parser("bench", help="run a chapter's benchmarks on this device and save the results")
     p.add_argument("chapter", help=", ".join(CHAPTERS))
@@ -389,6 +448,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("chapters", nargs="*", help=f"chapters to measure (default: all of {', '.join(CHAPTERS)})")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     p.set_defaults(fn=cmd_measure)
+    p = sub.add_parser("autograde", help="nbgrader autograde one assignment, several students at a time")
+    p.add_argument("assignment", help="the assignment, e.g. ch3")
+    p.add_argument("--course", default=".", help="the nbgrader course folder (default: here)")
+    p.add_argument("--jobs", type=int, default=0, help="submissions at a time (default: one per CPU core)")
+    p.add_argument("--student", action="append", default=[], help="only this student (repeatable)")
+    p.add_argument("--force", action="store_true", help="autograde again what was autograded already")
+    p.set_defaults(fn=cmd_autograde)
     p = sub.add_parser("autograde-times", help="time nbgrader autograding each chapter's solution (data/grading/)")
     p.add_argument("chapters", nargs="*", help=f"chapters (default: all of {', '.join(CHAPTERS)})")
     p.set_defaults(fn=cmd_autograde_times)

@@ -31,10 +31,13 @@ class GradingError(RuntimeError):
     """The assignment cannot be graded as configured (no grader in nbgrader's chain, a check cell gone wrong)."""
 
 
-def graded(task: str, run_check: Callable[[], CheckReport], lab_version: str = "") -> float:
-    """Practice: run exercise ``task``'s checks here, show their report, return the share of checks passed.
+def graded(task: str, run_check: Callable[[], CheckReport], points: float | None = None,
+           lab_version: str = "") -> float:
+    """Practice: run exercise ``task``'s checks here, show their report, return what they would earn.
 
-    The value is the practice share (0 to 1), not points: at autograding the grader replaces it.
+    The value is the cell's ``points`` times the share of checks passed (the share alone without ``points``):
+    nbgrader's Validate button compares it with the cell's points and calls a cell that earns less "failed".
+    At autograding the grader computes the grade instead, from the saved notebook.
     """
     from IPython.display import display
 
@@ -59,4 +62,5 @@ def graded(task: str, run_check: Callable[[], CheckReport], lab_version: str = "
         print("the code under test wrote (not counted against the grade):\n  " + "\n  ".join(noise[:5]))
     print(f"practice: {report.earned}/{report.points} of Exercise {task}'s checks passed in this kernel; your grade "
           "is computed by the grader from your saved notebook")
-    return round(report.earned / report.points, 4) if report.points else 0.0
+    share = report.earned / report.points if report.points else 0.0
+    return round(share * points, 2) if points is not None else round(share, 4)

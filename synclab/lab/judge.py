@@ -237,10 +237,13 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
 
 
 def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: NotebookNode | None = None,
-                   time_limit_s: float = JUDGE_TIME_LIMIT_S) -> dict[str, Verdict]:
+                   time_limit_s: float = JUDGE_TIME_LIMIT_S, sandbox: list[str] | None = None) -> dict[str, Verdict]:
     """Each exercise of ``nb`` (or of ``tasks``) judged by :mod:`synclab.lab.judge_worker`.
 
-    An exercise another builds on is judged first (1.1 for 1.2), and reported only if asked for.
+    An exercise another builds on is judged first (1.1 for 1.2), and reported only if asked for. ``sandbox``
+    is a command the worker runs under (``setpriv --reuid=... --``: as a user who can read no course file);
+    the worker reads its job on stdin and writes verdicts to a pipe, and starts in an empty folder it may
+    not write to.
     """
     asked = tasks
     if tasks is not None:
@@ -253,7 +256,9 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
     job = {"imports": [PACKAGES[chapter]], "setup": setup, "setup_trusted": trusted is not None, "exercises": exercises, "token": token,
            "channel_fd": write_end, "time_limit_s": time_limit_s}
     with tempfile.TemporaryDirectory(prefix="synclab-judge-") as cwd:
-        proc = subprocess.Popen([sys.executable, "-m", "synclab.lab.judge_worker"], stdin=subprocess.PIPE,
+        os.chmod(cwd, 0o755)  # empty; a sandboxed worker's user may enter it, not write to it
+        proc = subprocess.Popen([*(sandbox or []), sys.executable, "-m", "synclab.lab.judge_worker"],
+                                stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd, env=_worker_env(),
                                 pass_fds=(write_end,))
         os.close(write_end)

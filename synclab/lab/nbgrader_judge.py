@@ -4,7 +4,7 @@ Used by the nbgrader course (``nbgrader_config.py`` as ``python -m synclab labs 
 instructors' page). nbgrader runs a submission in one kernel and reads each grade cell's value as its score,
 so anything the student's cells did before a check cell could set it. Two preprocessors change that:
 
-* :class:`JudgeChecks`, after nbgrader's ``Execute``: each check cell's outputs are replaced by the grader's
+* :class:`JudgeChecks`, in place of nbgrader's ``Execute`` (or after it): each check cell's outputs are the grader's
   verdict on that exercise, judged from the submission's definitions in a fresh process, and its value by
   the points earned: the cell's points (which nbgrader restores from the source) times the checks' share;
 * :class:`SaveStretchCredit`, after ``SaveAutoGrades``: a stretch exercise is worth 0 points in the total and
@@ -21,18 +21,27 @@ from typing import Any
 import nbformat
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
-from traitlets import Bool
+from traitlets import Bool, List, Unicode
 
 from synclab.lab.exercises import lab_version
 
 
-def autograde_preprocessors() -> list[Any]:
-    """nbgrader's autograde preprocessors with the grader's two inserted (what the course's config sets)."""
+def autograde_preprocessors(run_kernel: bool = False) -> list[Any]:
+    """nbgrader's autograde preprocessors with the grader's two inserted (what the course's config sets).
+
+    Without ``run_kernel`` nbgrader's ``Execute`` is left out: no kernel runs the submission, so the student's
+    code runs only where the grader runs it (each exercise's definitions and what its checks call, under
+    :attr:`JudgeChecks.sandbox` when one is set). The grade is the same either way; with the kernel, the
+    feedback also shows every other cell's run, and the student's code runs in that kernel as nbgrader's own
+    user (give the kernel a sandbox of your own then).
+    """
     from nbgrader.converters.autograde import Autograde
     from nbgrader.preprocessors import Execute, SaveAutoGrades
 
     chain = list(Autograde.class_traits()["autograde_preprocessors"].default())
     chain.insert(chain.index(Execute) + 1, JudgeChecks)
+    if not run_kernel:
+        chain.remove(Execute)
     chain.insert(chain.index(SaveAutoGrades) + 1, SaveStretchCredit)
     return chain
 
@@ -51,6 +60,11 @@ class JudgeChecks(Preprocessor):
     """Replace every check cell's outputs by the grader's verdict (see the module docstring)."""
 
     enabled = Bool(True)  # nbconvert's preprocessors are off unless enabled
+    sandbox = List(Unicode(), default_value=[], help=(
+        "A command the grader's worker runs under, which runs the rest of its command line as a user who can "
+        "read neither source/ nor the gradebook, e.g. ['setpriv', '--reuid=synclab-judge', "
+        "'--regid=synclab-judge', '--clear-groups', '--']. The worker gets its job on stdin and hands its "
+        "verdicts back on a pipe: it needs no file of the course.")).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
         from synclab.lab.judge import judge_notebook
@@ -65,7 +79,7 @@ class JudgeChecks(Preprocessor):
                                f"{lab_version()}: install the version the students have (or regenerate and re-release)")
         stretch = {c.metadata["nbgrader"]["grade_id"]: _synclab_meta(c) for c in source.cells
                    if _synclab_meta(c).get("stretch")}
-        verdicts = judge_notebook(nb, trusted=source)
+        verdicts = judge_notebook(nb, trusted=source, sandbox=list(self.sandbox))
         resources["synclab_extra_credit"] = {}
         for cell in nb.cells:
             grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")

@@ -37,19 +37,40 @@ from synclab.lab.labgen import (_BEGIN, _END, _MD_REGION, SOLUTION_ONLY_TAG, Lab
 
 SCHEMA_VERSION = 3
 
+EXCHANGE = "/srv/nbgrader/exchange"  # where both sides meet unless the instructor says otherwise
+
 CONFIG = '''\
 # nbgrader configuration for the Sync Lab course, written by `python -m synclab labs --nbgrader`.
 c = get_config()  # noqa: F821 (nbgrader provides it)
 c.CourseDirectory.course_id = "synclab"
+# The exchange, the same folder in students_nbgrader_config.py: one every user may write to
+# (sudo mkdir -p {exchange} && sudo chmod 1777 {exchange}).
+c.Exchange.root = "{exchange}"
 # Our exercise cells carry their own hint line ("# Exercise X.Y: YOUR CODE HERE (~N lines)").
-c.ClearSolutions.code_stub = {"python": 'raise NotImplementedError("not done yet")'}
+c.ClearSolutions.code_stub = {{"python": 'raise NotImplementedError("not done yet")'}}
 # A chapter's checks may take a minute (each exercise's checks share a 60 s limit); its
 # benchmark cells run too. nbgrader's default of 30 s per cell is too short.
 c.Execute.timeout = 600
-# The grade is the grader's: each check cell is judged from the saved notebook in a fresh process.
+# The grade is the grader's: each exercise judged from the saved notebook in a fresh process. No kernel
+# runs the submission (autograde_preprocessors(run_kernel=True) adds one: the feedback then shows every
+# cell's run, and the student's code runs in that kernel as your user).
 from synclab.lab.nbgrader_judge import autograde_preprocessors  # noqa: E402
 
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
+# The grader's worker runs the student's code: run it as a user who can read no course file
+# (sudo useradd --system --no-create-home synclab-judge; see the instructors' page).
+# c.JudgeChecks.sandbox = ["setpriv", "--reuid=synclab-judge", "--regid=synclab-judge", "--clear-groups", "--"]
+'''
+
+STUDENT_CONFIG = '''\
+# nbgrader configuration for the students of the Sync Lab course, written by `python -m synclab labs --nbgrader`.
+# Put it in the students' image as /etc/jupyter/nbgrader_config.py.
+c = get_config()  # noqa: F821 (nbgrader provides it)
+c.CourseDirectory.course_id = "synclab"
+c.Exchange.root = "{exchange}"  # the instructor's exchange
+# The Validate button runs the whole notebook, checks and benchmark cells included: nbgrader's
+# default of 30 s per cell is too short for them.
+c.Execute.timeout = 600
 '''
 
 
@@ -97,7 +118,7 @@ def _hinted(source: str) -> str:
     return "\n".join(out)
 
 
-def _graded_call(source: str, task: str, where: str) -> str:
+def _graded_call(source: str, task: str, where: str, points: float) -> str:
     try:
         ast.parse(source.strip(), mode="eval")
     except SyntaxError:
@@ -106,7 +127,7 @@ def _graded_call(source: str, task: str, where: str) -> str:
         raise LabgenError(f"{where}: the check cell of {task} calls {source.strip()!r}, but the grader calls "
                           f"{EXERCISES[task].check!r} (synclab/lab/exercises.py)")
     return (f'from synclab.lab.grading import graded\n\n'
-            f'graded("{task}", lambda: {source.strip()}, lab_version="{lab_version()}")')
+            f'graded("{task}", lambda: {source.strip()}, points={points:g}, lab_version="{lab_version()}")')
 
 
 _BOOK_LINK = re.compile(r"\[([^\]]+)\]\(\.\./book/([\w.-]+)\.md\)")
@@ -142,9 +163,9 @@ def nbgrader_notebook(solution: NotebookNode, source_name: str, points: dict[str
         if cell.cell_type == "code" and role == "exercise":
             source, meta = _hinted(source), _meta(f"answer-{key}", solution=True)
         elif cell.cell_type == "code" and role == "check":
-            source = _graded_call(source, task, where)
-            worth = points_of(task, points)
-            stretch = EXERCISES[task].stretch
+            worth, stretch = points_of(task, points), EXERCISES[task].stretch
+            # the cell's own points: Validate compares the practice value with them (a stretch's are 0)
+            source = _graded_call(source, task, where, 0 if stretch else worth)
             meta = _meta(f"check-{key}", grade=True, locked=True, points=0 if stretch else worth)
             extra = {"task": task, "lab_version": lab_version(),
                      **({"stretch": True, "stretch_points": worth} if stretch else {})}
@@ -178,8 +199,9 @@ def nbgrader_notebook(solution: NotebookNode, source_name: str, points: dict[str
 
 
 def write_course(root: Path, course_dir: Path, chapters: dict[str, str], points: dict[str, int] | None = None,
-                 book_url: str = "") -> list[Path]:
-    """Write ``course_dir/source/<chapter>/<stem>.ipynb`` for each ``chapter -> stem``, and a config if none."""
+                 book_url: str = "", exchange: str = EXCHANGE) -> list[Path]:
+    """Write ``course_dir/source/<chapter>/<stem>.ipynb`` for each ``chapter -> stem``, and the two configs
+    (the grader's ``nbgrader_config.py``, the students' ``students_nbgrader_config.py``) where there are none."""
     written = []
     for chapter, stem in chapters.items():
         name = f"solutions/{stem}.ipynb"
@@ -188,9 +210,10 @@ def write_course(root: Path, course_dir: Path, chapters: dict[str, str], points:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
         written.append(path)
-    config = course_dir / "nbgrader_config.py"
-    if not config.exists():  # an instructor's own settings are theirs
-        config.write_text(CONFIG)
+    for name, text in (("nbgrader_config.py", CONFIG), ("students_nbgrader_config.py", STUDENT_CONFIG)):
+        config = course_dir / name
+        if not config.exists():  # an instructor's own settings are theirs
+            config.write_text(text.format(exchange=exchange))
     return written
 
 
