@@ -572,6 +572,12 @@ def test_instructors_page_lists_each_chapters_points_and_the_stored_times(built_
         timed = f"{times[chapter]['seconds']:.0f} s" if chapter in times else "not recorded"
         assert re.search(rf"<p>{chapter}</p>.*?<p>{re.escape(detail)}</p>.*?<p>{sum(core.values())}</p>.*?"
                          rf"<p>{re.escape(stretch)}</p>.*?<p>{re.escape(timed)}</p>", html, re.DOTALL), chapter
+    if stored.exists() and "parallel" in json.loads(stored.read_text()):  # the class's hours, from the same file
+        data = json.loads(stored.read_text())
+        one_student = sum(row["seconds"] for row in data["chapters"].values())
+        hours = 200 * one_student / 3600
+        assert f"200 × {one_student:.0f} s = {hours:.1f} hours" in html
+        assert f"= {hours / data['parallel']['speedup']:.1f} hours on that machine" in html
 
 
 def test_listings_show_vllms_code_without_the_labs_scaffolding(built_book: Path) -> None:

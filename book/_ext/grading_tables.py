@@ -4,7 +4,8 @@
   (``synclab.lab.nbgrader_source.points_by_chapter``, the same numbers nbgrader's cells get);
 * autograde time per notebook: what ``python -m synclab autograde-times`` stored in
   ``data/grading/autograde.json`` (with the machine, torch version and date), or one line
-  saying how to record it.
+  saying how to record it; and from the same file, the hours a class of 200 takes
+  (:func:`class_arithmetic`, its formula printed with it).
 """
 
 from __future__ import annotations
@@ -66,10 +67,42 @@ class GradingTablesDirective(SphinxDirective):
             label = Provenance.from_dict(times["provenance"]).label
             note += nodes.Text(f"Autograde times measured by python -m synclab autograde-times with nbgrader "
                                f"{times['nbgrader']} on {label}: each chapter's solution autograded alone, "
-                               "kernel start and every cell included.")
+                               "as the course's configuration does it (the grader's worker, no kernel).")
         else:
             note += nodes.Text("No autograde times are recorded yet: run python -m synclab autograde-times.")
-        return out + [note]
+        out.append(note)
+        if times and "parallel" in times:
+            paragraph = nodes.paragraph(classes=["synclab-class-hours"])
+            for n, part in enumerate(class_arithmetic(times, CLASS_SIZE).split("`")):
+                paragraph += nodes.literal(part, part) if n % 2 else nodes.Text(part)  # `command` as code
+            out.append(paragraph)
+        return out
+
+
+CLASS_SIZE = 200  # the class the issue that asked for this page had in mind
+
+
+def class_arithmetic(times: dict, students: int, cores: int = 16) -> str:
+    """Hours to autograde ``students`` × every chapter, from the stored times, with the formula used."""
+    chapters = times["chapters"]
+    one_student = sum(row["seconds"] for row in chapters.values())
+    parallel = times["parallel"]
+    serial_h = students * one_student / 3600
+    here_h = serial_h / parallel["speedup"]
+    # each job's share of the speedup, per core; above 1 where jobs overlap nbgrader's start-up and waits,
+    # which a model for more cores does not count on
+    per_core = min(1.0, parallel["speedup"] / parallel["cores"])
+    there_h = serial_h / (per_core * cores)
+    return (f"A class of {students} handing in all {len(chapters)} chapters makes {students * len(chapters):,} "
+            f"submissions. One at a time, at the times above ({one_student:.0f} s for one student's "
+            f"{len(chapters)} chapters), that is {students} × {one_student:.0f} s = {serial_h:.1f} hours. "
+            f"`python -m synclab autograde CHAPTER --jobs N` grades N at a time: {parallel['submissions']} "
+            f"submissions of {parallel['chapter']}, {parallel['jobs']} at a time on {parallel['cores']} cores, took "
+            f"{parallel['seconds']:.0f} s, {parallel['speedup']:g}× one at a time, so the class takes "
+            f"{serial_h:.1f} h ÷ {parallel['speedup']:g} = {here_h:.1f} hours on that machine. A model for a "
+            f"bigger grader, where each job speeds the class up by at most one core's worth "
+            f"({parallel['speedup']:g} ÷ {parallel['cores']} cores here, counted as {per_core:.2f}): with {cores} "
+            f"cores and `--jobs {cores}`, {serial_h:.1f} h ÷ ({per_core:.2f} × {cores}) = {there_h:.1f} hours.")
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
