@@ -161,10 +161,11 @@ def _planted_primer(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def _cheat(nb: nbformat.NotebookNode, lines: str) -> nbformat.NotebookNode:
-    """The untouched release with ``lines`` prepended to 0.1's answer cell: what a kernel would run first."""
+    """The untouched release with ``lines`` prepended to 0.1's answer cell (what a kernel would run first), or in
+    place of its stub where they define ``decode_step`` themselves."""
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "answer-0_1":
-            cell.source = lines + cell.source
+            cell.source = lines if "def decode_step(" in lines else lines + cell.source
     return nb
 
 
@@ -173,6 +174,9 @@ CHEATS = {  # each ran in the student's kernel before the check cell; each gave 
     "rebinds_run_one": "import synclab.checks as c\nc._run_one = lambda check, *a: c.Outcome(check.task, check.name, "
                        "'passed')\n",
     "forges_the_log": "import os\nopen(os.environ.get('SYNCLAB_CHECK_LOG', '/dev/null'), 'a').write('{}')\n",
+    # gave 4.2 full marks: the guard's raw function was left on it
+    "unwraps_the_reference": "from synclab.primer import checks as pc\n\n\ndef decode_step(batch):\n"
+                             "    return pc._decode_step_reference.__wrapped__(batch)\n\n\n",
 }
 
 
@@ -233,7 +237,7 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
     # as an instructor would: the lab's parallel autograde, three students at a time, in the course folder
     assert cli.main(["autograde", chapter, "--course", str(tmp_path), "--jobs", "3"]) == 0
     said = capsys.readouterr()
-    assert "[7/7]" in said.err and "autograded 7 of 7" in said.out
+    assert "[8/8]" in said.err and "autograded 8 of 8" in said.out
     scores = gradebook_scores(tmp_path, chapter, stem)
     # in the sandbox the course was out of reach; without one, the grader's user could read it (the page says so)
     assert (tmp_path / "stolen.ipynb").exists() is not sandboxed
