@@ -121,7 +121,7 @@ class Check:
     crash_hints: tuple[tuple[str, str], ...] = ()  # (text in the error, hint): a crash torch explains badly, explained
 
 
-@dataclass
+@dataclass(frozen=True)  # a verdict is not edited after the fact, by the reader's code least of all
 class Outcome:
     task: str
     name: str
@@ -390,6 +390,7 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
     (for checks that cannot run once one has hung: chapter 3's ranks are stopped by a hang).
     """
     seed = random.SystemRandom().randrange(10**6) if seed is None else seed
+    checks = tuple(checks)  # the list the exercise declared stays as it was, whatever the reader's code reaches
     scale = float(os.environ.get(TIME_SCALE_ENV, "1"))
     limit_s *= scale
     outcomes: list[Outcome] = []

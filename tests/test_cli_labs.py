@@ -160,7 +160,7 @@ def test_a_stretch_left_undone_reads_as_a_stretch_and_its_points_come_apart():
     assert (summary["stretch_points"], summary["stretch_earned"]) == (points_of("1.2"), 0)
     assert summary["total_earned"] == points_of("1.1")
     assert verdict_line(summary, ok=True) == "core: all passed; stretch 1.2: not done"
-    verdicts["1.1"].report.outcomes[0].status = "failed"
+    verdicts["1.1"].report.outcomes[0] = Outcome("1.1", "c0", "failed")
     failing = json_report(lab, verdicts, run, None, 1.0)
     assert failing["earned"] == round(points_of("1.1") * 7 / 8, 2)
     assert not failing["passed"] and verdict_line(failing, ok=False) == "SOME CHECKS DID NOT PASS"

@@ -82,7 +82,8 @@ def test_a_cheat_written_in_an_answer_cell_scores_0_and_is_flagged(tmp_path, cap
 
 
 def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_flagged(tmp_path, capsys):
-    """The static flag misses it (no line names the checks); the fingerprint after the check does not."""
+    """No line names the checks; the static reading names importlib and the computed setattr, and the fingerprint
+    after the check names what was rebound."""
     answer = _solution_source(PRIMER, "decode_step").replace(
         "def decode_step(batch", "import importlib\n\ndef _hide():\n"
         "    m = importlib.import_module('synclab.' + 'che' + 'cks')\n"
@@ -92,7 +93,9 @@ def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_flagge
     answer = answer[:body] + "    _hide()\n" + answer[body:]
     exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys))["0.1"]
     assert exercise["earned"] == 0
-    assert any("rebound the grader's machinery: synclab.checks._run_one" in f for f in exercise["flags"]), exercise
+    assert any("rebound or changed the grader's machinery or tables: synclab.checks._run_one" in f
+               for f in exercise["flags"]), exercise
+    assert any("imports importlib" in f for f in exercise["flags"]), exercise
 
 
 def test_the_reference_dug_out_of_its_guard_is_seen_when_it_runs(tmp_path, capsys):
@@ -199,28 +202,31 @@ def test_a_setup_line_the_grader_cannot_run_is_passed_over_and_said(tmp_path):
 
 
 @pytest.mark.skipif(not (os.geteuid() == 0 and shutil.which("setpriv")), reason="needs root and util-linux's setpriv")
-def test_a_sandboxed_worker_reaches_no_course_file_and_grades_the_same(tmp_path):
+def test_a_sandboxed_worker_reaches_no_course_file_and_grades_the_same(tmp_path, capsys):
     """The same answer, which also copies a course file: unsandboxed it can; as ``nobody`` it cannot, and still
-    earns what its code earns (the instructors' page: JudgeChecks.sandbox)."""
+    earns what its code earns (the instructors' page: JudgeChecks.sandbox, and check --sandbox)."""
     from synclab.lab.judge import judge_notebook
 
     course = tmp_path / "course"
     course.mkdir(mode=0o700)
     (course / "secret.txt").write_text("the answers")
     honest = _solution_source(PRIMER, "decode_step").replace("def decode_step(", "def _decode_step(")
-    answer = honest + f'''
+    # numpy reads and writes files too: nothing the reading of the answer can tell from honest use
+    answer = "import numpy\n\n" + honest + f'''
 
 def decode_step(*args, **kwargs):
     try:
-        open({str(course / "copied.txt")!r}, "w").write(open({str(course / "secret.txt")!r}).read())
+        numpy.fromfile({str(course / "secret.txt")!r}, dtype=numpy.uint8).tofile({str(course / "copied.txt")!r})
     except OSError:
         pass
     return _decode_step(*args, **kwargs)
 '''
-    nb = nbformat.read(_submission(tmp_path, PRIMER, {"0.1": answer}), as_version=4)
-    sandbox = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
-    verdict = judge_notebook(nb, ["0.1"], sandbox=sandbox)["0.1"]
-    assert verdict.report is not None and verdict.report.passed and not verdict.flags, verdict
+    path = _submission(tmp_path, PRIMER, {"0.1": answer})
+    sandbox = "setpriv --reuid=nobody --regid=nogroup --clear-groups --"
+    assert cli.main(["check", str(path), "--task", "0.1", "--json", "--sandbox", sandbox]) == 0
+    exercise = _by_task(json.loads(capsys.readouterr().out))["0.1"]
+    assert exercise["earned"] == points_of("0.1") and not exercise["flags"], exercise
     assert not (course / "copied.txt").exists()
+    nb = nbformat.read(path, as_version=4)
     verdict = judge_notebook(nb, ["0.1"])["0.1"]  # the control: the grader's own user reads the course
     assert verdict.report.passed and (course / "copied.txt").read_text() == "the answers"

@@ -185,12 +185,12 @@ def _reads_the_course(nb: nbformat.NotebookNode, course: Path) -> nbformat.Noteb
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "answer-0_1":
             assert "def decode_step(" in cell.source
-            cell.source = cell.source.replace("def decode_step(", "def _decode_step(") + f"""
+            cell.source = "import numpy\n\n" + cell.source.replace("def decode_step(", "def _decode_step(") + f"""
 
 def decode_step(*args, **kwargs):
-    try:
-        with open({str(course / "source" / "ch0" / "00_primer.ipynb")!r}) as source:
-            open({str(course / "stolen.ipynb")!r}, "w").write(source.read())
+    try:  # numpy reads and writes files: nothing the reading of the answer can tell from honest use
+        numpy.fromfile({str(course / "source" / "ch0" / "00_primer.ipynb")!r}, dtype=numpy.uint8).tofile(
+            {str(course / "stolen.ipynb")!r})
     except OSError:
         pass  # the grader's user may not read the course: carry on, as a careful cheat would
     return _decode_step(*args, **kwargs)
@@ -323,3 +323,16 @@ def test_autograde_every_chapter(tmp_path, chapter):
                for student, by_cell in scores.items()}  # chapter 3's written answers are graded by hand
     assert checked["solution"] == full, checked["solution"]
     assert checked["untouched"] == {cell: (0.0, best) for cell, (_, best) in full.items()}, checked["untouched"]
+
+
+def test_the_autograde_chain_runs_no_kernel_unless_asked():
+    """By default the grader's worker is the only place a submission's code runs; run_kernel adds nbgrader's kernel."""
+    from nbgrader.preprocessors import Execute, SaveAutoGrades
+
+    from synclab.lab.nbgrader_judge import JudgeChecks, SaveStretchCredit, autograde_preprocessors
+
+    chain = autograde_preprocessors()
+    assert Execute not in chain
+    assert chain.index(JudgeChecks) < chain.index(SaveAutoGrades) < chain.index(SaveStretchCredit)
+    with_kernel = autograde_preprocessors(run_kernel=True)
+    assert with_kernel.index(Execute) + 1 == with_kernel.index(JudgeChecks)

@@ -97,12 +97,12 @@ def class_arithmetic(times: dict, students: int, cores: int = 16) -> str:
             f"submissions. One at a time, at the times above ({one_student:.0f} s for one student's "
             f"{len(chapters)} chapters), that is {students} × {one_student:.0f} s = {serial_h:.1f} hours. "
             f"`python -m synclab autograde CHAPTER --jobs N` grades N at a time: {parallel['submissions']} "
-            f"submissions of {parallel['chapter']}, {parallel['jobs']} at a time on {parallel['cores']} cores, took "
-            f"{parallel['seconds']:.0f} s, {parallel['speedup']:g}× one at a time, so the class takes "
-            f"{serial_h:.1f} h ÷ {parallel['speedup']:g} = {here_h:.1f} hours on that machine. A model for a "
-            f"bigger grader, where each job speeds the class up by at most one core's worth "
-            f"({parallel['speedup']:g} ÷ {parallel['cores']} cores here, counted as {per_core:.2f}): with {cores} "
-            f"cores and `--jobs {cores}`, {serial_h:.1f} h ÷ ({per_core:.2f} × {cores}) = {there_h:.1f} hours.")
+            f"submissions of {parallel['chapter']}, {parallel['jobs']} at a time on {parallel['cores']} cores, went "
+            f"{parallel['speedup']:g}× as fast as one at a time, so the class takes {serial_h:.1f} h ÷ "
+            f"{parallel['speedup']:g} = {here_h:.1f} hours on that machine. For a bigger grader, count at most one "
+            f"core's worth per job (here {parallel['speedup'] / parallel['cores']:.2f} per core, so the model "
+            f"counts {per_core:.2f}): with {cores} cores and `--jobs {cores}`, {serial_h:.1f} h ÷ "
+            f"({per_core:.2f} × {cores}) = {there_h:.1f} hours.")
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

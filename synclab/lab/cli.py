@@ -88,7 +88,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     what = f"exercise {args.task} of {notebook}" if args.task else f"the exercises of {notebook}"
     print(f"grading {what} from the saved notebook, each exercise in a fresh process ...", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    verdicts = judge_notebook(nb, [args.task] if args.task else None, trusted)
+    import shlex
+
+    verdicts = judge_notebook(nb, [args.task] if args.task else None, trusted, sandbox=shlex.split(args.sandbox))
     summary = json_report(notebook, verdicts, run, args.task, time.perf_counter() - started)
     crashed = summary["cells_raised"]
     ok = summary["passed"] and not (run and (run.timed_out or run.not_run))
@@ -428,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checks-only", action="store_true",
                    help="run only the cells the exercises and their checks need (leave the profiling cells out)")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout (points per check)")
+    p.add_argument("--sandbox", default="", metavar="COMMAND",
+                   help="run the grader's worker under COMMAND, e.g. 'setpriv --reuid=synclab-judge "
+                        "--regid=synclab-judge --clear-groups --' (a user who can read no course file)")
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("labs", help="regenerate labs/ from solutions/")
     p.add_argument("--check", action="store_true", help="only verify the labs are fresh")

@@ -31,6 +31,7 @@ from nbformat import NotebookNode
 
 import synclab
 from synclab.checks import CheckReport, Outcome
+from synclab.lab.answer_scan import package_names, suspicious
 from synclab.lab.chapters import PACKAGES
 from synclab.lab.exercises import EXERCISES, of_chapter
 
@@ -216,6 +217,7 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
             reader.append((index, source, sorted(answers)))
     exercises, reviews, reads = [], {}, []
     tampering: dict[str, list[str]] = {}
+    names = package_names(setup + [source for _, source, _ in reader])  # what the cells call the package
     for exercise in of_chapter(chapter):
         if tasks is not None and exercise.task not in tasks:
             continue
@@ -225,11 +227,16 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
                           "cells": cells, "builds_on": list(exercise.builds_on),
                           "stand_in": [list(pair) for pair in exercise.stand_in]})
         reviews[exercise.task] = review_lines([c["source"] for c in cells if exercise.task in c["answers"]])
-        tampering[exercise.task] = review_lines([c["source"] for c in cells], _TAMPERING)
+        tampering[exercise.task] = [f"names the grader's parts: {line}"
+                                    for line in review_lines([c["source"] for c in cells], _TAMPERING)]
+        tampering[exercise.task] += [f"cell {n}, {finding}" for n, c in enumerate(cells, start=1)
+                                     for finding in suspicious(c["source"], names)]
         reads += [c["source"] for c in cells] + [exercise.check]
         if trusted is None:  # the setup cells are the notebook's own: the reader's, as far as the grader knows
-            tampering[exercise.task] += [line for line in review_lines(setup, _TAMPERING)
+            tampering[exercise.task] += [f"names the grader's parts: {line}" for line in review_lines(setup, _TAMPERING)
                                          if not line.startswith(("from ", "import "))]
+            tampering[exercise.task] += [f"a setup cell, {finding}" for source in setup
+                                         for finding in suspicious(source, names) if ": imports " not in finding]
     return chapter, exercises, _needed(setup, reads), {t: (reviews[t], tampering[t]) for t in reviews}
 
 
@@ -280,7 +287,7 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
             continue
         report = data["report"]
         review, tampering = reviews[task]
-        flags = [f"names the grader's parts: {line}" for line in tampering] + data["flags"]
+        flags = tampering + data["flags"]
         verdicts[task] = Verdict(task, _report(report) if report else None, flags, data["notes"], data["error"], review)
     for exercise in exercises:
         task = exercise["task"]

@@ -101,6 +101,34 @@ def fingerprint() -> dict[str, tuple]:
     return seen
 
 
+def _contents(value: Any) -> tuple:
+    """What a container of the package holds, by identity, and each element's fields (a Check's ``run``)."""
+    items = [x for pair in value.items() for x in pair] if isinstance(value, dict) else list(value)
+    return tuple((id(item), tuple(map(id, vars(item).values())) if hasattr(item, "__dict__") else ())
+                 for item in items)
+
+
+# Public tables the package itself adds to as it runs: an exercise's status once checked, a guard per function
+# and the claims of each module imported.
+GROWING = {"synclab.checks.EXERCISE_STATUS", "synclab.answer_keys.GUARDED_CODE", "synclab.claims.REGISTRY"}
+
+
+def state_fingerprint() -> dict[str, tuple]:
+    """The package's module-level constants (ALL_CAPS lists, dicts, sets and tuples: the checks' lists, the
+    snippets, the tables): each by identity and contents. A class body or a default value that rewrites one
+    changes this, as does an answer that does so while its checks run."""
+    seen: dict[str, tuple] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "synclab" or name.startswith("synclab.")):
+            continue
+        for attr, value in list(vars(module).items()):
+            key = f"{name}.{attr}"
+            if attr.isupper() and not attr.startswith("_") and key not in GROWING \
+                    and isinstance(value, (list, dict, set, tuple, frozenset)):
+                seen[key] = (id(value), _contents(value))
+    return seen
+
+
 def _is_code(value: Any) -> bool:
     return callable(value) or isinstance(value, (property, classmethod, staticmethod, functools.cached_property)) \
         or hasattr(value, "__get__") and not isinstance(value, (int, float, str, bytes, tuple, list, dict, set))
@@ -112,20 +140,55 @@ def tampered(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
 
 
 class ReferenceTracer:
-    """Sees every call of a guarded answer's own code that did not come through its guard."""
+    """Sees every call of a guarded answer's own code that did not come through its guard; keeps its own record of
+    which exercises' checks are running, to compare with the guard's; and sees code that runs under one of the
+    package's file names without being the package's code."""
 
     def __init__(self) -> None:
-        from synclab.answer_keys import GUARDED_CODE, bypassed_by
+        import synclab.answer_keys as answer_keys
 
-        self._codes, self._bypassed_by = GUARDED_CODE, bypassed_by
+        self._keys = answer_keys
+        self._codes, self._bypassed_by = answer_keys.GUARDED_CODE, answer_keys.bypassed_by
+        self._enter, self._exit = answer_keys.checking.__enter__.__code__, answer_keys.checking.__exit__.__code__
+        self._running: list[str] = list(answer_keys._RUNNING)  # as the tracer saw them start and end
+        self._package = os.path.dirname(os.path.dirname(os.path.abspath(answer_keys.__file__))) + os.sep
+        self._genuine: set[types.CodeType] = set()
+        self._known: dict[int, bool] = {}  # by identity: hashing a code object reads all of it
+        self._read: set[str] = set()
         self.bypassed: list[str] = []
+        self.guard_state_changed = False
+        self.disguised: list[str] = []
 
     def __call__(self, frame: types.FrameType, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code in self._codes:
+        if event != "call":
+            return None
+        code = frame.f_code
+        if code is self._enter:
+            self._running.append(frame.f_locals["self"].task)
+        elif code is self._exit and self._running:
+            self._running.pop()
+        if code in self._codes:
             key = self._bypassed_by(frame)
             if key is not None and key.name not in self.bypassed:
                 self.bypassed.append(key.name)
+            if self._keys._RUNNING != self._running:
+                self.guard_state_changed = True
+        if code.co_filename.startswith(self._package) and not self._known.setdefault(id(code), self._is_genuine(code)):
+            where = f"{code.co_name} ({os.path.relpath(code.co_filename, self._package)})"
+            if where not in self.disguised:
+                self.disguised.append(where)
         return None
+
+    def _is_genuine(self, code: types.CodeType) -> bool:
+        """Whether ``code`` is code the package's file holds (compiled from it, so equal to it), read once."""
+        if code.co_filename not in self._read:
+            self._read.add(code.co_filename)
+            try:
+                with open(code.co_filename, encoding="utf-8") as source:
+                    self._genuine |= set(_all_code(compile(source.read(), code.co_filename, "exec")))
+            except (OSError, SyntaxError, ValueError):
+                pass
+        return code in self._genuine
 
     def __enter__(self) -> "ReferenceTracer":
         sys.settrace(self)
@@ -158,6 +221,15 @@ def run_setup(source: str, filename: str, namespace: dict, whole: bool) -> list[
     return failed
 
 
+def _all_code(code: types.CodeType) -> list[types.CodeType]:
+    """``code`` and every code object nested in it (functions, lambdas, comprehensions, class bodies)."""
+    found = [code]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found += _all_code(const)
+    return found
+
+
 def _load(namespace: dict, cells: list[dict], task: str, notes: list[str]) -> str | None:
     """Load the definitions of ``cells`` into ``namespace``; an error message if one does not parse or raises."""
     for n, cell in enumerate(cells, start=1):
@@ -186,7 +258,7 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     task = exercise["task"]
     verdict: dict[str, Any] = {"task": task, "report": None, "flags": [], "notes": [], "error": ""}
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    before = fingerprint()
+    before, state_before = fingerprint(), state_fingerprint()
     for n, source in enumerate(job["setup"], start=1):
         # nbgrader's locked cells or the lab as generated run whole; the notebook's own, definitions only
         verdict["notes"] += run_setup(source, f"<setup cell {n}>", namespace, whole=job["setup_trusted"])
@@ -202,7 +274,7 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     missing = [name for name in exercise["defines"] if name not in namespace]
     if error or missing:
         verdict["error"] = error or f"the notebook defines no {', '.join(missing)}"
-    changed = tampered(before, fingerprint())
+    changed = tampered(before, fingerprint()) + tampered(state_before, state_fingerprint())
     if not verdict["error"] and not changed:
         report: Any = None
         try:
@@ -210,10 +282,13 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
                 report = eval(compile(exercise["check"], f"<check {task}>", "eval"), namespace)
         except BaseException as exc:  # the machinery itself broke: tampering is the likely cause, looked for below
             verdict["error"] = f"the checks broke: {type(exc).__name__}: {exc}"
-        changed = tampered(before, fingerprint())
+        changed = tampered(before, fingerprint()) + tampered(state_before, state_fingerprint())
         if not tracer.still_on:
             verdict["flags"].append("turned off the grader's tracer (sys.settrace) while its checks ran")
         verdict["flags"] += [f"called {name} around its guard (the package's answer)" for name in tracer.bypassed]
+        if tracer.guard_state_changed:
+            verdict["flags"].append("changed the answer guard's record of which checks are running")
+        verdict["flags"] += [f"ran code disguised as the package's: {where}" for where in tracer.disguised]
         if isinstance(report, CheckReport):
             verdict["report"] = report.to_dict()
             verdict["flags"] += [f"called or handed in {name} (the package's answer)"
@@ -222,7 +297,7 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
             verdict["error"] = f"the check returned {type(report).__name__}, not a report"
     if changed:
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-        verdict["flags"].insert(0, f"rebound the grader's machinery: {shown}")
+        verdict["flags"].insert(0, f"rebound or changed the grader's machinery or tables: {shown}")
     return verdict
 
 

@@ -212,7 +212,8 @@ def check_predictions(predict: Callable[[], dict[str, int]], seed: int | None = 
                got="; ".join(([f"missing: {', '.join(repr(k) for k in missing)}"] if missing else [])
                              + ([f"not a snippet: {', '.join(repr(k) for k in unknown)}"] if unknown else [])),
                hint="the keys are the table's names ('a: x[2:9].sum()', ...) or just their letters ('a' to 'h')")
-        not_counts = {k: v for k, v in preds.items() if isinstance(v, bool) or not isinstance(v, int)}
+        # exactly an int: a bool is not a count, and a subclass of int may compare its own way
+        not_counts = {k: v for k, v in preds.items() if type(v) is not int}
         expect(not not_counts, "each prediction is a number of syncs (an int)",
                got="; ".join(f"{k}: {v!r} (a {type(v).__name__})" for k, v in not_counts.items()),
                hint="write 0, 1, 2, ... as numbers, not strings or booleans")

@@ -1,0 +1,198 @@
+"""What an answer has no reason to contain: the constructs that reach into the grader, found in its syntax tree.
+
+Used by the grader (:mod:`synclab.lab.judge`; the instructors' page, "What the judge stops"). The checks run
+the reader's code in their own process, so code that walks up the call stack, rewrites the package's state or
+answers every comparison with ``True`` could change a verdict from inside. None of the lab's exercises needs
+any of that, and each way in needs a construct this module names:
+
+* frames, code objects and tracebacks (``f_back``, ``tb_frame``, ``co_consts``, ...) and most dunder attributes;
+* reflection with a computed name (``getattr(x, "f_" + "back")``), ``exec``/``eval``/``compile``, ``globals()``;
+* modules an answer has no use for (``sys``, ``os``, ``inspect``, ``gc``, ``types``, ``ctypes``, ...);
+* the package's private names, and any change to the package's objects (``primer.CHECKS_0_1.clear()``);
+* values that compare their own way: a class defining ``__eq__``, ``__bool__``, ``__torch_function__``, ...
+
+Each finding is one line naming the construct and its line; the grader gives such an exercise 0 points.
+"""
+
+from __future__ import annotations
+
+import ast
+
+# Python's computing modules, torch and numpy, and the package: what an answer may import.
+ALLOWED_MODULES = {"torch", "numpy", "math", "cmath", "itertools", "functools", "operator", "collections",
+                   "dataclasses", "typing", "typing_extensions", "enum", "bisect", "heapq", "contextlib", "copy",
+                   "random", "statistics", "numbers", "abc", "array", "string", "re", "time", "warnings",
+                   "__future__", "synclab"}
+GRADER_PARTS = ("synclab.checks", "synclab.lab", "synclab.answer_keys")
+# The ways from a value to the frames, code and namespaces around it.
+FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_lasti", "f_trace", "f_lineno",
+               "tb_frame", "tb_next", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",
+               "co_consts", "co_code", "co_names", "co_filename", "co_varnames", "cell_contents"}
+ALLOWED_DUNDERS = {"__init__", "__post_init__", "__name__", "__qualname__", "__doc__", "__call__", "__enter__",
+                   "__exit__", "__version__", "__len__", "__getitem__", "__setitem__", "__iter__", "__next__",
+                   "__repr__", "__str__", "__contains__"}
+# Names that hand out namespaces or run text as code.
+REFLECTIVE = {"vars", "globals", "locals", "exec", "eval", "compile", "__import__", "open", "breakpoint", "input",
+              "__builtins__", "memoryview", "attrgetter", "methodcaller"}
+NAMED_ACCESS = {"getattr", "setattr", "delattr", "hasattr"}  # fine with a plain name: getattr(self, "cache")
+MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "sort",
+            "reverse", "add", "discard", "__setitem__", "__delitem__"}
+# Methods that decide how a value compares, converts or dispatches: an answer that defines one can agree with
+# any expected value.
+OWN_RULES = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__hash__", "__index__",
+             "__int__", "__float__", "__complex__", "__torch_function__", "__torch_dispatch__", "__instancecheck__",
+             "__subclasscheck__", "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__del__",
+             "__init_subclass__", "__set_name__", "__class_getitem__", "__reduce__", "__reduce_ex__"}
+
+
+def _root(node: ast.expr) -> ast.expr:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node
+
+
+class _Scanner(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.found: list[str] = []
+        self.package_names: set[str] = set()  # names bound to the package's modules and objects
+
+    def _say(self, node: ast.AST, what: str) -> None:
+        self.found.append(f"line {getattr(node, 'lineno', '?')}: {what}")
+
+    def _module(self, node: ast.AST, name: str) -> None:
+        if name.startswith(GRADER_PARTS):
+            self._say(node, f"imports {name}, the grader's own machinery")
+        elif name.split(".")[0] not in ALLOWED_MODULES:
+            self._say(node, f"imports {name}, which no exercise needs")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._module(node, alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        self._module(node, module)
+        if module == "synclab":  # from synclab import checks
+            for alias in node.names:
+                if f"synclab.{alias.name}".startswith(GRADER_PARTS):
+                    self._module(node, f"synclab.{alias.name}")
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in REFLECTIVE:
+            self._say(node, f"uses {node.id}, which hands out namespaces or runs text as code")
+        elif node.id in NAMED_ACCESS and not getattr(node, "_plain_call", False):
+            self._say(node, f"uses {node.id} other than with a plain attribute name")
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in NAMED_ACCESS and len(node.args) >= 2:
+            name = node.args[1]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                self._attribute(node, node.args[0], name.value)
+                if func.id in ("setattr", "delattr"):
+                    self._changes(node, node.args[0], f"{func.id}(..., {name.value!r})")
+        if isinstance(func, ast.Attribute) and func.attr in MUTATORS:
+            self._changes(node, func.value, f".{func.attr}()")
+        if isinstance(func, ast.Name) and func.id == "type" and len(node.args) == 3:
+            self._say(node, "builds a class with type(name, bases, namespace)")
+        self.generic_visit(node)
+
+    def _attribute(self, node: ast.AST, value: ast.expr, attr: str) -> None:
+        if attr in FRAME_ATTRS:
+            self._say(node, f"reads .{attr}: frames, code objects and tracebacks lead into the grader")
+        elif attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
+            self._say(node, f"uses .{attr}")
+        elif attr.startswith("_") and not attr.startswith("__") and isinstance(value, ast.Name) \
+                and value.id in self.package_names:
+            self._say(node, f"uses {value.id}.{attr}, a private part of the package")
+        elif attr in ("sys", "os", "gc", "inspect", "ctypes", "builtins", "importlib", "modules", "_getframe",
+                      "settrace", "setprofile", "_current_frames"):
+            self._say(node, f"reaches .{attr}")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self._attribute(node, node.value, node.attr)
+        self.generic_visit(node)
+
+    def _changes(self, node: ast.AST, target: ast.expr, how: str) -> None:
+        root = _root(target)
+        if isinstance(root, ast.Name) and root.id in self.package_names:
+            self._say(node, f"changes the package's {ast.unparse(target)} ({how})")
+
+    def _targets(self, node: ast.AST, targets: list[ast.expr]) -> None:
+        for target in targets:
+            for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if isinstance(element, (ast.Attribute, ast.Subscript)):
+                    self._changes(node, element, "assigned")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self._targets(node, node.targets)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._targets(node, [node.target])
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._targets(node, [node.target])
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        self._targets(node, node.targets)
+        self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if any(k.arg == "metaclass" for k in node.keywords):
+            self._say(node, f"class {node.name} has its own metaclass")
+        for item in node.body:
+            names = [item.name] if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
+                [t.id for t in getattr(item, "targets", [getattr(item, "target", None)]) if isinstance(t, ast.Name)]
+            for name in names:
+                if name in OWN_RULES:
+                    self._say(item, f"class {node.name} defines {name}: its values would compare, convert or "
+                                    "dispatch their own way")
+        self.generic_visit(node)
+
+
+def package_names(sources: list[str]) -> set[str]:
+    """The names ``sources`` (a notebook's cells) bind to the package's modules and objects, aliases included."""
+    names: set[str] = set()
+    trees = []
+    for source in sources:
+        try:
+            trees.append(ast.parse(source))
+        except SyntaxError:
+            continue
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    module = node.module if isinstance(node, ast.ImportFrom) else alias.name
+                    if (module or "").split(".")[0] == "synclab":
+                        names.add(alias.asname or alias.name.split(".")[0])
+    for _ in range(3):  # m = primer; c = m.CHECKS_0_1: aliases of aliases
+        for tree in trees:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Assign) and isinstance(root := _root(node.value), ast.Name) \
+                        and root.id in names:
+                    names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def suspicious(source: str, names: set[str] | None = None) -> list[str]:
+    """What in ``source`` (a cell) reaches into the grader, one line each; empty for an honest answer.
+
+    ``names``: the names the notebook binds to the package (:func:`package_names`); the cell's own by default.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []  # the grader says so on its own
+    scanner = _Scanner()
+    scanner.package_names = set(names) if names is not None else package_names([source])
+    for node in ast.walk(tree):  # calls first: getattr with a plain name is marked before its Name is seen
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in NAMED_ACCESS \
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+                and isinstance(node.args[1].value, str):
+            node.func._plain_call = True  # type: ignore[attr-defined]
+    scanner.visit(tree)
+    return list(dict.fromkeys(scanner.found))

@@ -1,0 +1,195 @@
+"""The grader's reading of answer cells: every way in that a reviewer found is named; honest answers are not.
+
+The cheats below are an instructor's red-team submissions, as written (chapter 0 and 1); each earned points
+before :mod:`synclab.lab.answer_scan`. The end-to-end test judges two of them as ``check --json`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from synclab.lab import cli
+from synclab.lab.answer_scan import package_names, suspicious
+from synclab.lab.labgen import cell_roles
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SETUP = "from synclab import primer\nm = primer\n"  # a setup cell names the chapter's package
+WALKS_THE_STACK = '''import dataclasses, inspect
+
+def _fix(impl, rng):
+    f = inspect.currentframe()
+    while f.f_code.co_name != "run_checks":
+        f = f.f_back
+    for o in f.f_locals["outcomes"]:
+        o.status = "passed"
+
+def decode_step(batch):
+    raise NotImplementedError("not done yet")
+'''
+REWRITES_THE_CHECKS = '''import dataclasses
+
+class _Config:
+    """Looks like a harmless config class; its body runs when the grader loads the definitions."""
+    primer.CHECKS_0_1[:] = [dataclasses.replace(c, run=lambda impl, rng: None) for c in primer.CHECKS_0_1]
+    primer.SNIPPETS.clear()
+
+def decode_step(batch):
+    raise NotImplementedError("not done yet")
+'''
+EQUALS_ANYTHING = '''class _Yes(int):
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    __hash__ = int.__hash__
+
+def my_predictions() -> dict[str, int]:
+    return {k: _Yes(0) for k in "abcdefgh"}
+'''
+DISGUISED_CALLER = '''import os, types, synclab
+from synclab.primer import checks as _pc
+
+def _trampoline():
+    home = os.path.join(os.path.dirname(synclab.__file__), "util.py")
+    code = compile("def call(f, *a):\\n    return f(*a)\\n", home, "exec")
+    return types.FunctionType(next(c for c in code.co_consts if isinstance(c, types.CodeType)), {})
+
+def decode_step(batch):
+    return _trampoline()(_pc._decode_step_reference, batch)
+'''
+GUARD_OFF = '''import inspect
+from synclab.primer import checks as _pc
+
+def _unguarded(f, *a):
+    running = getattr(inspect.getmodule(_pc.answer_key), "_RUN" + "NING")
+    running.append("9.9")
+    try:
+        return f(*a)
+    finally:
+        running.pop()
+'''
+READS_THE_COURSE = '''import json
+
+def _answer(pid):
+    root = open("/pr" + f"oc/{pid}/stat").read()
+    return json.loads(root)
+'''
+
+CHEATS = [  # (what it does, the cell, a phrase its finding must hold)
+    ("walks up the stack to the checks' outcomes", WALKS_THE_STACK, "imports inspect"),
+    ("walks up the stack to the checks' outcomes", WALKS_THE_STACK, "reads .f_back"),
+    ("rewrites the checks from a class body", REWRITES_THE_CHECKS, "changes the package's primer.CHECKS_0_1[:]"),
+    ("rewrites the checks from a class body", REWRITES_THE_CHECKS, "changes the package's primer.SNIPPETS (.clear())"),
+    ("an int that equals anything", EQUALS_ANYTHING, "class _Yes defines __eq__"),
+    ("code compiled under the package's file name", DISGUISED_CALLER, "uses compile"),
+    ("code compiled under the package's file name", DISGUISED_CALLER, "imports types"),
+    ("code compiled under the package's file name", DISGUISED_CALLER, "uses _pc._decode_step_reference"),
+    ("turns the guard off by its state", GUARD_OFF, "uses getattr other than with a plain attribute name"),
+    ("reads /proc and the course", READS_THE_COURSE, "uses open"),
+    ("a class with its own attribute lookup", "class A:\n    def __getattribute__(self, n):\n        return 1\n",
+     "defines __getattribute__"),
+    ("the builtins through a dunder chain", "x = ().__class__.__base__.__subclasses__()\n", "uses .__class__"),
+    ("sys through torch", "import torch\nf = torch.sys\n", "reaches .sys"),
+    ("an alias of the chapter's package", "m.CHECKS_0_1.clear()\n", "changes the package's m.CHECKS_0_1"),
+    ("getattr handed around", "import functools\ng = functools.partial(getattr, object())\n",
+     "uses getattr other than"),
+    ("a Tensor that dispatches its own way",
+     "import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, *a, **k):\n"
+     "        return True\n", "defines __torch_function__"),
+]
+
+
+@pytest.mark.parametrize("what, source, phrase", CHEATS, ids=[f"{c[0]}: {c[2]}" for c in CHEATS])
+def test_each_way_into_the_grader_is_named(what, source, phrase):
+    found = suspicious(source, package_names([SETUP, source]))
+    assert any(phrase in line for line in found), (what, found)
+
+
+def test_no_cell_of_the_lab_or_its_solutions_is_suspicious_but_the_setup_imports():
+    """Every answer of the book, and every cell of the labs, reads as honest (setup cells import synclab.checks)."""
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")) + sorted((ROOT / "labs").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith("%"))
+            found = [f for f in suspicious(source) if ": imports " not in f]
+            assert not found, (path.name, index, found)
+    honest = ["import bisect\nfrom itertools import accumulate\n\ndef f(xs):\n    return list(accumulate(xs))\n",
+              "class R:\n    def __init__(self):\n        self.cache = None\n        setattr(self, 'hits', 0)\n"
+              "        getattr(self, 'cache')\n"]
+    assert [suspicious(s) for s in honest] == [[], []]
+
+
+@pytest.mark.slow
+def test_a_class_body_that_rewrites_the_checks_and_an_int_that_equals_anything_score_0(tmp_path, capsys):
+    """Class bodies run when the grader loads the definitions: the one that rewrote the checks got 20 of 20."""
+    nb = nbformat.read(ROOT / "solutions" / "00_primer.ipynb", as_version=4)
+    roles = cell_roles(nb)
+    for cell in nb.cells:
+        role, task = roles.get(cell.get("id", ""), ("other", ""))
+        if role == "exercise":
+            cell.source = {"0.1": REWRITES_THE_CHECKS, "0.2": EQUALS_ANYTHING}[task]
+    path = tmp_path / "cheat.ipynb"
+    nbformat.write(nb, path)
+    cli.main(["check", str(path), "--checks-only", "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    by_task = {e["task"]: e for e in summary["exercises"]}
+    assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
+    assert any(re.search(r"changes the package's primer\.CHECKS_0_1", f) for f in by_task["0.1"]["flags"])
+    assert any("class _Yes defines __eq__" in f for f in by_task["0.2"]["flags"])
+    assert summary["flagged"] == ["0.1", "0.2"]
+    # the grader's process saw it too: the checks' table was not the one it started with
+    assert any("changed the grader's machinery or tables: " in f and "synclab.primer.checks.CHECKS_0_1" in f
+               for f in by_task["0.1"]["flags"]), by_task["0.1"]["flags"]
+
+
+def _judged(tmp_path: Path, answers: dict[str, str], capsys: pytest.CaptureFixture) -> dict[str, dict]:
+    nb = nbformat.read(ROOT / "solutions" / "00_primer.ipynb", as_version=4)
+    roles = cell_roles(nb)
+    for cell in nb.cells:
+        role, task = roles.get(cell.get("id", ""), ("other", ""))
+        if role == "exercise":
+            cell.source = answers[task]
+    path = tmp_path / "cheat.ipynb"
+    nbformat.write(nb, path)
+    cli.main(["check", str(path), "--checks-only", "--json"])
+    return {e["task"]: e for e in json.loads(capsys.readouterr().out)["exercises"]}
+
+
+@pytest.mark.slow
+def test_the_guard_turned_off_and_code_disguised_as_the_package_are_seen_when_they_run(tmp_path, capsys):
+    """Past the reading, the grader's tracer sees both while the checks run: each earned 17.2 of 20 before."""
+    by_task = _judged(tmp_path, {
+        "0.1": GUARD_OFF + "\n\ndef decode_step(batch):\n    return _unguarded(_pc._decode_step_reference, batch)\n",
+        "0.2": DISGUISED_CALLER + "\n\ndef my_predictions():\n    return _trampoline()(_pc._measure_snippet_syncs)\n",
+    }, capsys)
+    assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
+    assert "changed the answer guard's record of which checks are running" in by_task["0.1"]["flags"]
+    assert "ran code disguised as the package's: call (util.py)" in by_task["0.2"]["flags"], by_task["0.2"]["flags"]
+
+
+ALL_PASS = WALKS_THE_STACK.replace("def decode_step(batch):", """def _all_pass():
+    f = inspect.currentframe()
+    while f is not None and f.f_code.co_name != "run_checks":
+        f = f.f_back
+    checks = f.f_locals["checks"]
+    checks.append(dataclasses.replace(checks[0], run=_fix, points=0))
+
+
+def decode_step(batch):
+    _all_pass()""")
+
+
+@pytest.mark.slow
+def test_outcomes_and_the_checks_list_cannot_be_edited_from_the_answer(tmp_path, capsys):
+    """The stack walk reaches run_checks, but its checks are a tuple and an outcome is frozen: 0, not 20."""
+    by_task = _judged(tmp_path, {"0.1": ALL_PASS, "0.2": "def my_predictions():\n    _all_pass()\n    return {}\n"},
+                      capsys)
+    assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
