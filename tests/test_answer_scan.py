@@ -193,3 +193,72 @@ def test_outcomes_and_the_checks_list_cannot_be_edited_from_the_answer(tmp_path,
     by_task = _judged(tmp_path, {"0.1": ALL_PASS, "0.2": "def my_predictions():\n    _all_pass()\n    return {}\n"},
                       capsys)
     assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
+
+
+# A second red team's, as they wrote them: each earned points past the grader above.
+SHADOWS_THE_CHECK = '''import dataclasses
+def decode_step(batch):
+    raise NotImplementedError("Exercise 0.1")
+class primer:
+    def check_decode_step(impl, real=primer):
+        r = real.check_decode_step(impl)
+        return type(r)(r.title, [dataclasses.replace(o, status="passed") for o in r.outcomes], r.seed)
+'''
+THREAD_CALLS_THE_BASELINE = '''import torch.storage
+def decode_step(batch):
+    box = []
+    t = torch.storage.threading.Thread(target=list.extend, args=(box, map(primer.decode_step_baseline, [batch])))
+    t.start(); t.join()
+    if not box:
+        raise ValueError("NaN in logits")
+    return box[0]
+'''
+A_HELPER_CALLS_THE_REFERENCE = '''from synclab.timing import benchmark
+class Got(Exception):
+    pass
+def decode_step(batch):
+    box = []
+    def grab(result):
+        box.append(result)
+        raise Got()
+    try:
+        benchmark(primer.decode_step_baseline, batch, check=grab)
+    except Got:
+        pass
+    return box[0]
+'''
+
+
+def test_a_comment_is_prose_not_a_flag():
+    """An honest answer whose comment says "builtins" was flagged (0 on both exercises); comments and docstrings
+    are not read for the grader's parts any more."""
+    from synclab.lab.judge import _TAMPERING, review_lines
+
+    cell = 'def f(xs):\n    """Sum of plain builtins ints."""\n    return sum(xs)  # builtins ints: no sync\n'
+    assert review_lines([cell], _TAMPERING) == [] and suspicious(cell) == []
+    assert review_lines(["import builtins\n"], _TAMPERING) == ["import builtins"]
+
+
+def test_the_checks_machinery_by_another_name_is_named():
+    found = suspicious("from synclab.primer.checks import Check, run_checks, _measure_snippet_syncs\n")
+    assert any("imports synclab.primer.checks" in f for f in found)
+    assert any("imports run_checks from synclab.primer.checks" in f for f in found)
+    assert any("imports _measure_snippet_syncs from synclab.primer.checks, a private part" in f for f in found)
+    assert any("reaches .threading" in f for f in suspicious(THREAD_CALLS_THE_BASELINE))
+
+
+@pytest.mark.slow
+def test_a_shadowed_check_a_thread_and_a_helper_calling_the_answer_earn_nothing(tmp_path, capsys):
+    """The check call reaches the chapter's own checks; a thread of the reader's is seen and refused its answer;
+    a package helper that calls what it is handed cannot call an answer for the reader."""
+    by_task = _judged(tmp_path, {"0.1": SHADOWS_THE_CHECK, "0.2": "def my_predictions():\n    return {}\n"}, capsys)
+    assert by_task["0.1"]["earned"] == 0 and "rebinds primer, which the check call uses" in by_task["0.1"]["flags"]
+    by_task = _judged(tmp_path, {"0.1": THREAD_CALLS_THE_BASELINE.replace("import torch.storage\n", "")
+                                 .replace("torch.storage.threading.Thread", "Thread") + "\n\nfrom threading "
+                                 "import Thread\n", "0.2": "def my_predictions():\n    return {}\n"}, capsys)
+    flags = by_task["0.1"]["flags"]
+    assert by_task["0.1"]["earned"] == 0 and any("started a thread while its checks ran" in f for f in flags), flags
+    by_task = _judged(tmp_path, {"0.1": A_HELPER_CALLS_THE_REFERENCE,
+                                 "0.2": "def my_predictions():\n    return {}\n"}, capsys)
+    assert by_task["0.1"]["earned"] == 0, by_task["0.1"]
+    assert any("decode_step_baseline" in f for f in by_task["0.1"]["flags"]), by_task["0.1"]["flags"]

@@ -93,13 +93,24 @@ def _caller(frame: FrameType | None) -> FrameType | None:
     return frame
 
 
+def _is_checks_code(filename: str) -> bool:
+    """A chapter's checks (``synclab/<chapter>/checks.py`` or ``.../checks/``): the code that compares the reader's
+    work with the answers, not a helper that calls whatever it is handed (timing, profiling, the engine)."""
+    parts = os.path.relpath(filename, _PACKAGE).split(os.sep)
+    return not parts[0].startswith("..") and len(parts) >= 2 and parts[1] in ("checks.py", "checks")
+
+
 def _refuses(key: Key, caller: FrameType | None) -> bool:
-    if caller is None or _is_trusted(caller.f_code.co_filename):
-        return False
+    """Whether ``caller`` may not call ``key``'s answer now. No caller at all (a thread that reached it through
+    the standard library alone) is the reader's as much as a cell is."""
+    filename = caller.f_code.co_filename if caller is not None else ""
     task = running_task()
     if task is None:
-        return key.scope == "always"
-    return task in key.tasks
+        return key.scope == "always" and not _is_trusted(filename)
+    if task not in key.tasks:
+        return False  # another exercise's checks run: its answers are collaborators (5.2 is handed a 5.1)
+    # its own exercise's checks run: only the checks themselves (and the package's tests) compare with it
+    return not (_is_checks_code(filename) or filename.startswith(_TESTS + os.sep))
 
 
 def _guard(function: Callable[..., T], key: Key) -> Callable[..., T]:

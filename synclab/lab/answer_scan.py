@@ -24,6 +24,9 @@ ALLOWED_MODULES = {"torch", "numpy", "math", "cmath", "itertools", "functools", 
                    "random", "statistics", "numbers", "abc", "array", "string", "re", "time", "warnings",
                    "__future__", "synclab"}
 GRADER_PARTS = ("synclab.checks", "synclab.lab", "synclab.answer_keys")
+# The checks' machinery, by the names a chapter's checks module also exports it under.
+MACHINERY = {"Check", "CheckReport", "Outcome", "run_checks", "expect", "checking", "answer_key", "answer_in",
+             "GUARDED_CODE", "EXERCISE_STATUS", "ready"}
 # The ways from a value to the frames, code and namespaces around it.
 FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_lasti", "f_trace", "f_lineno",
                "tb_frame", "tb_next", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",
@@ -60,7 +63,7 @@ class _Scanner(ast.NodeVisitor):
         self.found.append(f"line {getattr(node, 'lineno', '?')}: {what}")
 
     def _module(self, node: ast.AST, name: str) -> None:
-        if name.startswith(GRADER_PARTS):
+        if name.startswith(GRADER_PARTS) or ".checks" in name:  # synclab.primer.checks: a chapter's checks
             self._say(node, f"imports {name}, the grader's own machinery")
         elif name.split(".")[0] not in ALLOWED_MODULES:
             self._say(node, f"imports {name}, which no exercise needs")
@@ -72,10 +75,15 @@ class _Scanner(ast.NodeVisitor):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
         self._module(node, module)
-        if module == "synclab":  # from synclab import checks
-            for alias in node.names:
-                if f"synclab.{alias.name}".startswith(GRADER_PARTS):
-                    self._module(node, f"synclab.{alias.name}")
+        if module.split(".")[0] != "synclab":
+            return
+        for alias in node.names:
+            if module == "synclab" and f"synclab.{alias.name}".startswith(GRADER_PARTS):  # from synclab import checks
+                self._module(node, f"synclab.{alias.name}")
+            elif alias.name.startswith("_"):
+                self._say(node, f"imports {alias.name} from {module}, a private part of the package")
+            elif alias.name in MACHINERY or alias.name.startswith("check_"):
+                self._say(node, f"imports {alias.name} from {module}: the checks' own machinery")
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in REFLECTIVE:
@@ -106,7 +114,8 @@ class _Scanner(ast.NodeVisitor):
                 and value.id in self.package_names:
             self._say(node, f"uses {value.id}.{attr}, a private part of the package")
         elif attr in ("sys", "os", "gc", "inspect", "ctypes", "builtins", "importlib", "modules", "_getframe",
-                      "settrace", "setprofile", "_current_frames"):
+                      "settrace", "setprofile", "_current_frames", "threading", "_thread", "multiprocessing",
+                      "subprocess", "concurrent", "socket", "signal", "pickle", "marshal", "shutil", "io"):
             self._say(node, f"reaches .{attr}")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:

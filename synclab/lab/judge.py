@@ -180,13 +180,27 @@ def _needed(setup: list[str], reads_from: list[str]) -> list[str]:
 
 
 def review_lines(sources: list[str], pattern: re.Pattern = _REVIEW) -> list[str]:
-    """The reader's lines (comments aside) that match ``pattern``."""
+    """The reader's lines that match ``pattern`` in their code: comments and docstrings are prose, not code."""
     found = []
     for source in sources:
-        for line in source.splitlines():
-            if pattern.search(line) and not line.lstrip().startswith("#"):
+        for line in _code_only(source).splitlines():
+            if pattern.search(line):
                 found.append(line.strip()[:120])
     return list(dict.fromkeys(found))
+
+
+def _code_only(source: str) -> str:
+    """``source`` without its comments and docstrings (as Python reads it back); as it is if it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            body[0] = ast.Pass()  # the docstring
+    return ast.unparse(tree)
 
 
 def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,

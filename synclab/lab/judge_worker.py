@@ -150,6 +150,8 @@ class ReferenceTracer:
         self._keys = answer_keys
         self._codes, self._bypassed_by = answer_keys.GUARDED_CODE, answer_keys.bypassed_by
         self._enter, self._exit = answer_keys.checking.__enter__.__code__, answer_keys.checking.__exit__.__code__
+        self._thread_start = threading.Thread.start.__code__
+        self.threads_started: list[str] = []
         self._running: list[str] = list(answer_keys._RUNNING)  # as the tracer saw them start and end
         self._package = os.path.dirname(os.path.dirname(os.path.abspath(answer_keys.__file__))) + os.sep
         self._genuine: set[types.CodeType] = set()
@@ -163,6 +165,11 @@ class ReferenceTracer:
         if event != "call":
             return None
         code = frame.f_code
+        if code is self._thread_start and frame.f_back is not None and not _is_library(frame.f_back.f_code):
+            # syncs are counted per thread: a thread of the reader's own would hide them
+            where = f"line {frame.f_back.f_lineno} of {frame.f_back.f_code.co_name}"
+            if where not in self.threads_started:
+                self.threads_started.append(where)
         if code is self._enter:
             self._running.append(frame.f_locals["self"].task)
         elif code is self._exit and self._running:
@@ -221,6 +228,25 @@ def run_setup(source: str, filename: str, namespace: dict, whole: bool) -> list[
     return failed
 
 
+_LIBRARIES = tuple(os.path.dirname(m.__file__) + os.sep for m in (os, ))  # the standard library
+
+
+def _is_library(code: types.CodeType) -> bool:
+    """Code of the standard library, torch, numpy or the package: anything but the reader's."""
+    filename = code.co_filename
+    return filename.startswith(_LIBRARIES) or f"{os.sep}site-packages{os.sep}" in filename or \
+        f"{os.sep}synclab{os.sep}" in filename
+
+
+def _check_names(check: str, package: str) -> dict[str, Any]:
+    """The names the check call reaches the chapter through (``primer`` in ``primer.check_decode_step(...)``),
+    bound to the chapter's package."""
+    func = ast.parse(check, mode="eval").body.func  # type: ignore[attr-defined]
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    return {func.id: importlib.import_module(package)} if isinstance(func, ast.Name) else {}
+
+
 def _all_code(code: types.CodeType) -> list[types.CodeType]:
     """``code`` and every code object nested in it (functions, lambdas, comprehensions, class bodies)."""
     found = [code]
@@ -275,6 +301,10 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     if error or missing:
         verdict["error"] = error or f"the notebook defines no {', '.join(missing)}"
     changed = tampered(before, fingerprint()) + tampered(state_before, state_fingerprint())
+    for name, module in _check_names(exercise["check"], job["imports"][0]).items():
+        if name in namespace and namespace[name] is not module:  # `class primer: ...` in an answer cell
+            verdict["flags"].append(f"rebinds {name}, which the check call uses")
+        namespace[name] = module  # the check call reaches the chapter's own checks, whatever the cells did
     if not verdict["error"] and not changed:
         report: Any = None
         try:
@@ -286,6 +316,8 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
         if not tracer.still_on:
             verdict["flags"].append("turned off the grader's tracer (sys.settrace) while its checks ran")
         verdict["flags"] += [f"called {name} around its guard (the package's answer)" for name in tracer.bypassed]
+        verdict["flags"] += [f"started a thread while its checks ran ({where}): the checks count syncs per thread"
+                             for where in tracer.threads_started]
         if tracer.guard_state_changed:
             verdict["flags"].append("changed the answer guard's record of which checks are running")
         verdict["flags"] += [f"ran code disguised as the package's: {where}" for where in tracer.disguised]
