@@ -99,6 +99,11 @@ CHEATS = [  # (what it does, the cell, a phrase its finding must hold)
     ("an alias of the chapter's package", "m.CHECKS_0_1.clear()\n", "changes the package's m.CHECKS_0_1"),
     ("getattr handed around", "import functools\ng = functools.partial(getattr, object())\n",
      "uses getattr other than"),
+    ("attributes looked up from a string", "import re\nf = re.Pattern\nimport string\n"
+     "g = string.Formatter().get_field('0.gi_frame', (f,), {})\n", "uses .get_field"),
+    ("code in a string annotation, evaluated by typing",
+     "import typing\ndef f(x: \"__import__('sys')\"):\n    pass\nh = typing.get_type_hints(f)\n",
+     "annotates with code in a string"),
     ("a Tensor that dispatches its own way",
      "import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, *a, **k):\n"
      "        return True\n", "defines __torch_function__"),
@@ -121,7 +126,8 @@ def test_no_cell_of_the_lab_or_its_solutions_is_suspicious_but_the_setup_imports
             source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith("%"))
             found = [f for f in suspicious(source) if ": imports " not in f]
             assert not found, (path.name, index, found)
-    honest = ["import bisect\nfrom itertools import accumulate\n\ndef f(xs):\n    return list(accumulate(xs))\n",
+    honest = ["import bisect\nfrom itertools import accumulate\n\ndef f(xs: 'list[int]') -> \"Foo | None\":\n"
+              "    return list(accumulate(xs))\n",
               "class R:\n    def __init__(self):\n        self.cache = None\n        setattr(self, 'hits', 0)\n"
               "        getattr(self, 'cache')\n"]
     assert [suspicious(s) for s in honest] == [[], []]
@@ -262,3 +268,49 @@ def test_a_shadowed_check_a_thread_and_a_helper_calling_the_answer_earn_nothing(
                                  "0.2": "def my_predictions():\n    return {}\n"}, capsys)
     assert by_task["0.1"]["earned"] == 0, by_task["0.1"]
     assert any("decode_step_baseline" in f for f in by_task["0.1"]["flags"]), by_task["0.1"]["flags"]
+
+
+# A third red team's, as they wrote them: 20 of 20 past the grader above.
+A_CHECKS_HELPER_CALLS_THE_BASELINE = '''import functools
+import synclab.pinned_transfers
+from synclab.device import unmark_device
+
+def decode_step(batch):
+    unmark_device(batch.logits)
+    unmark_device(batch.seq_lens_gpu)
+    return synclab.pinned_transfers.checks.common.counted(functools.partial(primer.decode_step_baseline, batch))[0]
+'''
+ASKS_THE_CHECKS = '''def my_predictions():
+    preds = {k: 0 for k in "abcdefgh"}
+    for k in preds:
+        for guess in range(4):
+            trial = dict(preds, **{k: guess})
+            report = primer.check_predictions(lambda: trial)
+            if report.outcomes[0].status == "passed":
+                return trial
+    return preds
+'''
+
+
+@pytest.mark.slow
+def test_a_checks_helper_and_the_checks_as_an_oracle_earn_nothing(tmp_path, capsys):
+    """The reader's code on the stack between the checks and an answer is the reader calling it; an exercise's
+    checks do not run inside themselves."""
+    by_task = _judged(tmp_path, {"0.1": A_CHECKS_HELPER_CALLS_THE_BASELINE, "0.2": ASKS_THE_CHECKS}, capsys)
+    assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
+    assert any("called or handed in primer.decode_step_baseline" in f for f in by_task["0.1"]["flags"]), \
+        by_task["0.1"]["flags"]
+    assert any("unmark_device" in f for f in by_task["0.1"]["flags"])
+    assert any("called or handed in the checks of Exercise 0.2" in f for f in by_task["0.2"]["flags"]), \
+        by_task["0.2"]["flags"]
+
+
+def test_an_instance_whose_call_is_an_answer_is_an_answer_handed_in():
+    from synclab.answer_keys import answer_in
+    from synclab.primer import workloads
+
+    class Calls:
+        __call__ = staticmethod(workloads.decode_step_baseline)
+
+    holder = Calls()
+    assert answer_in(holder, "0.1") is not None and answer_in(holder, "0.2") is None

@@ -100,16 +100,37 @@ def _is_checks_code(filename: str) -> bool:
     return not parts[0].startswith("..") and len(parts) >= 2 and parts[1] in ("checks.py", "checks")
 
 
-def _refuses(key: Key, caller: FrameType | None) -> bool:
-    """Whether ``caller`` may not call ``key``'s answer now. No caller at all (a thread that reached it through
-    the standard library alone) is the reader's as much as a cell is."""
+_LIBRARY = (os.path.dirname(os.__file__) + os.sep, f"{os.sep}site-packages{os.sep}", "<frozen ", "<string>")
+_RUN_CHECKS = (os.path.join(_PACKAGE, "checks.py"), "run_checks")  # where an exercise's checks begin
+
+
+def _reader_on_the_way(frame: FrameType | None) -> bool:
+    """Whether the reader's code stands between ``frame`` and the checks that are running: a cell's code handed
+    the answer to a helper (a timer, a counter) that called it on the cell's behalf."""
+    while frame is not None:
+        code = frame.f_code
+        if (code.co_filename, code.co_name) == _RUN_CHECKS:
+            return False
+        if not (_is_trusted(code.co_filename) or any(part in code.co_filename for part in _LIBRARY)):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _refuses(key: Key, caller: FrameType | None, start: FrameType | None = None) -> bool:
+    """Whether ``caller`` may not call ``key``'s answer now (``start``: the frame that called, helpers included).
+    No caller at all (a thread that reached it through the standard library alone) is the reader's as much as a
+    cell is."""
     filename = caller.f_code.co_filename if caller is not None else ""
     task = running_task()
     if task is None:
         return key.scope == "always" and not _is_trusted(filename)
     if task not in key.tasks:
         return False  # another exercise's checks run: its answers are collaborators (5.2 is handed a 5.1)
-    # its own exercise's checks run: only the checks themselves (and the package's tests) compare with it
+    # its own exercise's checks run: only the checks themselves (and the package's tests) compare with it, and
+    # not on behalf of the reader's code
+    if _reader_on_the_way(start if start is not None else caller):
+        return True
     return not (_is_checks_code(filename) or filename.startswith(_TESTS + os.sep))
 
 
@@ -118,7 +139,7 @@ def _guard(function: Callable[..., T], key: Key) -> Callable[..., T]:
 
     @functools.wraps(function)
     def guarded(*args: Any, **kwargs: Any) -> T:
-        if (_RUNNING or not checks_only) and _refuses(key, _caller(sys._getframe(1))):
+        if (_RUNNING or not checks_only) and _refuses(key, _caller(sys._getframe(1)), sys._getframe(1)):
             _REFUSED.append(key)
             raise AnswerKeyRefused(key)
         return function(*args, **kwargs)
@@ -158,7 +179,7 @@ def bypassed_by(frame: FrameType) -> Key | None:
         return None  # through the guard
     if key.scope == "checks" and not _RUNNING:
         return None
-    return key if _refuses(key, _caller(caller)) else None
+    return key if _refuses(key, _caller(caller), caller) else None
 
 
 # Methods of the code before a PR (``scope="checks"``), as written: what :func:`as_written` puts back.
@@ -261,7 +282,9 @@ def _effective_members(cls: type) -> Iterator[Any]:
 def answer_in(impl: Any, task: str) -> Key | None:
     """The answer for ``task`` that ``impl`` is, wraps, or inherits without overriding (a class), if any."""
     for obj in _unwrapped(impl):
-        candidates = [obj, *_effective_members(obj)] if isinstance(obj, type) else [obj]
+        # a class, or an instance: what its class has (__call__ = staticmethod(answer)) and what it holds
+        candidates = [obj, *_effective_members(obj)] if isinstance(obj, type) else \
+            [obj, *_effective_members(type(obj)), *getattr(obj, "__dict__", {}).values()]
         for candidate in candidates:
             key = getattr(candidate, "__answer_key__", None)
             if isinstance(key, Key) and task in key.tasks:
@@ -284,6 +307,8 @@ class checking:
         self.refused: list[Key] = []
 
     def __enter__(self) -> "checking":
+        if self.task in _RUNNING:  # the reader's code asked the checks about itself (an oracle, and a timer reset)
+            raise refuse(Key((self.task,), f"the checks of Exercise {self.task}", "checks", "checks"))
         _RUNNING.append(self.task)
         self._mark = len(_REFUSED)
         return self

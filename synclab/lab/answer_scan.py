@@ -17,12 +17,13 @@ Each finding is one line naming the construct and its line; the grader gives suc
 from __future__ import annotations
 
 import ast
+import re
 
 # Python's computing modules, torch and numpy, and the package: what an answer may import.
 ALLOWED_MODULES = {"torch", "numpy", "math", "cmath", "itertools", "functools", "operator", "collections",
                    "dataclasses", "typing", "typing_extensions", "enum", "bisect", "heapq", "contextlib", "copy",
-                   "random", "statistics", "numbers", "abc", "array", "string", "re", "time", "warnings",
-                   "__future__", "synclab"}
+                   "random", "statistics", "numbers", "abc", "array", "re", "time", "warnings", "__future__",
+                   "synclab"}
 GRADER_PARTS = ("synclab.checks", "synclab.lab", "synclab.answer_keys")
 # The checks' machinery, by the names a chapter's checks module also exports it under.
 MACHINERY = {"Check", "CheckReport", "Outcome", "run_checks", "expect", "checking", "answer_key", "answer_in",
@@ -36,8 +37,13 @@ ALLOWED_DUNDERS = {"__init__", "__post_init__", "__name__", "__qualname__", "__d
                    "__repr__", "__str__", "__contains__"}
 # Names that hand out namespaces or run text as code.
 REFLECTIVE = {"vars", "globals", "locals", "exec", "eval", "compile", "__import__", "open", "breakpoint", "input",
-              "__builtins__", "memoryview", "attrgetter", "methodcaller"}
+              "__builtins__", "memoryview"}
 NAMED_ACCESS = {"getattr", "setattr", "delattr", "hasattr"}  # fine with a plain name: getattr(self, "cache")
+# The simulated device's bookkeeping: which tensors count as the device's.
+SIMULATION = {"mark_device", "unmark_device"}
+# Functions that look attributes up, or evaluate text, from a string: getattr by another name.
+STRING_ACCESS = {"get_field", "vformat", "get_type_hints", "ForwardRef", "_eval_type", "evaluate_forward_ref",
+                 "getattr_static", "attrgetter", "methodcaller", "import_module", "literal_eval"}
 MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "sort",
             "reverse", "add", "discard", "__setitem__", "__delitem__"}
 # Methods that decide how a value compares, converts or dispatches: an answer that defines one can agree with
@@ -86,7 +92,11 @@ class _Scanner(ast.NodeVisitor):
                 self._say(node, f"imports {alias.name} from {module}: the checks' own machinery")
 
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in REFLECTIVE:
+        if node.id in SIMULATION:
+            self._say(node, f"uses {node.id}, which changes what the simulated device counts")
+        elif node.id in STRING_ACCESS:
+            self._say(node, f"uses {node.id}, which looks attributes up or evaluates text from a string")
+        elif node.id in REFLECTIVE:
             self._say(node, f"uses {node.id}, which hands out namespaces or runs text as code")
         elif node.id in NAMED_ACCESS and not getattr(node, "_plain_call", False):
             self._say(node, f"uses {node.id} other than with a plain attribute name")
@@ -106,17 +116,26 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _attribute(self, node: ast.AST, value: ast.expr, attr: str) -> None:
-        if attr in FRAME_ATTRS:
+        if attr in STRING_ACCESS:
+            self._say(node, f"uses .{attr}, which looks attributes up or evaluates text from a string")
+        elif attr in FRAME_ATTRS:
             self._say(node, f"reads .{attr}: frames, code objects and tracebacks lead into the grader")
         elif attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
             self._say(node, f"uses .{attr}")
-        elif attr.startswith("_") and not attr.startswith("__") and isinstance(value, ast.Name) \
-                and value.id in self.package_names:
-            self._say(node, f"uses {value.id}.{attr}, a private part of the package")
+        elif self._of_package(value) and attr.startswith("_") and not attr.startswith("__"):
+            self._say(node, f"uses {ast.unparse(value)}.{attr}, a private part of the package")
+        elif self._of_package(value) and (attr == "checks" or attr.startswith("check_") or attr in MACHINERY):
+            self._say(node, f"reaches {ast.unparse(value)}.{attr}, the grader's own machinery")
+        elif attr in SIMULATION:
+            self._say(node, f"uses .{attr}, which changes what the simulated device counts")
         elif attr in ("sys", "os", "gc", "inspect", "ctypes", "builtins", "importlib", "modules", "_getframe",
                       "settrace", "setprofile", "_current_frames", "threading", "_thread", "multiprocessing",
                       "subprocess", "concurrent", "socket", "signal", "pickle", "marshal", "shutil", "io"):
             self._say(node, f"reaches .{attr}")
+
+    def _of_package(self, value: ast.expr) -> bool:
+        root = _root(value)
+        return isinstance(root, ast.Name) and root.id in self.package_names
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self._attribute(node, node.value, node.attr)
@@ -142,12 +161,30 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._annotation(node.annotation)
         self._targets(node, [node.target])
         self.generic_visit(node)
 
     def visit_Delete(self, node: ast.Delete) -> None:
         self._targets(node, node.targets)
         self.generic_visit(node)
+
+    def _annotation(self, annotation: ast.expr | None) -> None:
+        """A string annotation is evaluated by whoever asks for the type hints (typing, singledispatch): a forward
+        reference names a class, anything else is code in a string."""
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str) \
+                and not re.fullmatch(r"[\w.\[\], |]*", annotation.value):
+            self._say(annotation, f"annotates with code in a string ({annotation.value[:40]!r})")
+
+    def visit_arg(self, node: ast.arg) -> None:
+        self._annotation(node.annotation)
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._annotation(node.returns)
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         if any(k.arg == "metaclass" for k in node.keywords):
