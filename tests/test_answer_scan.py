@@ -104,6 +104,10 @@ CHEATS = [  # (what it does, the cell, a phrase its finding must hold)
     ("code in a string annotation, evaluated by typing",
      "import typing\ndef f(x: \"__import__('sys')\"):\n    pass\nh = typing.get_type_hints(f)\n",
      "annotates with code in a string"),
+    ("torch's modes switched off, so nothing is counted",
+     "import torch\ndef f(x):\n    with torch._C.DisableTorchFunction():\n        return x.tolist()\n",
+     "uses .DisableTorchFunction"),
+    ("torch's modes imported", "from torch.overrides import TorchFunctionMode\n", "imports torch.overrides"),
     ("a Tensor that dispatches its own way",
      "import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, *a, **k):\n"
      "        return True\n", "defines __torch_function__"),

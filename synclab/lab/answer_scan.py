@@ -39,8 +39,11 @@ ALLOWED_DUNDERS = {"__init__", "__post_init__", "__name__", "__qualname__", "__d
 REFLECTIVE = {"vars", "globals", "locals", "exec", "eval", "compile", "__import__", "open", "breakpoint", "input",
               "__builtins__", "memoryview"}
 NAMED_ACCESS = {"getattr", "setattr", "delattr", "hasattr"}  # fine with a plain name: getattr(self, "cache")
-# The simulated device's bookkeeping: which tensors count as the device's.
-SIMULATION = {"mark_device", "unmark_device"}
+# The simulated device's bookkeeping (which tensors count as the device's), and torch's switches for the modes
+# that count syncs and calls.
+SIMULATION = {"mark_device", "unmark_device", "DisableTorchFunction", "DisableTorchFunctionSubclass",
+              "_DisableTorchDispatch", "TorchFunctionMode", "TorchDispatchMode", "overrides", "no_dispatch",
+              "_python_dispatch", "set_default_device"}
 # Functions that look attributes up, or evaluate text, from a string: getattr by another name.
 STRING_ACCESS = {"get_field", "vformat", "get_type_hints", "ForwardRef", "_eval_type", "evaluate_forward_ref",
                  "getattr_static", "attrgetter", "methodcaller", "import_module", "literal_eval"}
@@ -69,8 +72,11 @@ class _Scanner(ast.NodeVisitor):
         self.found.append(f"line {getattr(node, 'lineno', '?')}: {what}")
 
     def _module(self, node: ast.AST, name: str) -> None:
+        parts = name.split(".")
         if name.startswith(GRADER_PARTS) or ".checks" in name:  # synclab.primer.checks: a chapter's checks
             self._say(node, f"imports {name}, the grader's own machinery")
+        elif any(part in SIMULATION or (part.startswith("_") and part != "__future__") for part in parts):
+            self._say(node, f"imports {name}, which no exercise needs (a private module, or torch's modes)")
         elif name.split(".")[0] not in ALLOWED_MODULES:
             self._say(node, f"imports {name}, which no exercise needs")
 
@@ -81,6 +87,9 @@ class _Scanner(ast.NodeVisitor):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
         self._module(node, module)
+        for alias in node.names:
+            if alias.name in SIMULATION:
+                self._say(node, f"imports {alias.name}, which changes what the grader counts")
         if module.split(".")[0] != "synclab":
             return
         for alias in node.names:
@@ -93,7 +102,7 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in SIMULATION:
-            self._say(node, f"uses {node.id}, which changes what the simulated device counts")
+            self._say(node, f"uses {node.id}, which changes what the grader counts (the device's tensors, torch's modes)")
         elif node.id in STRING_ACCESS:
             self._say(node, f"uses {node.id}, which looks attributes up or evaluates text from a string")
         elif node.id in REFLECTIVE:
@@ -122,12 +131,15 @@ class _Scanner(ast.NodeVisitor):
             self._say(node, f"reads .{attr}: frames, code objects and tracebacks lead into the grader")
         elif attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
             self._say(node, f"uses .{attr}")
+        elif attr.startswith("_") and not attr.startswith("__") and isinstance(root := _root(value), ast.Name) \
+                and root.id in ("torch", "numpy", "np"):
+            self._say(node, f"uses {ast.unparse(value)}.{attr}, a private part of {root.id}")
         elif self._of_package(value) and attr.startswith("_") and not attr.startswith("__"):
             self._say(node, f"uses {ast.unparse(value)}.{attr}, a private part of the package")
         elif self._of_package(value) and (attr == "checks" or attr.startswith("check_") or attr in MACHINERY):
             self._say(node, f"reaches {ast.unparse(value)}.{attr}, the grader's own machinery")
         elif attr in SIMULATION:
-            self._say(node, f"uses .{attr}, which changes what the simulated device counts")
+            self._say(node, f"uses .{attr}, which changes what the grader counts (the device's tensors, torch's modes)")
         elif attr in ("sys", "os", "gc", "inspect", "ctypes", "builtins", "importlib", "modules", "_getframe",
                       "settrace", "setprofile", "_current_frames", "threading", "_thread", "multiprocessing",
                       "subprocess", "concurrent", "socket", "signal", "pickle", "marshal", "shutil", "io"):
