@@ -318,3 +318,36 @@ def test_an_instance_whose_call_is_an_answer_is_an_answer_handed_in():
 
     holder = Calls()
     assert answer_in(holder, "0.1") is not None and answer_in(holder, "0.2") is None
+
+
+# A fourth red team's: the simulated device's mark, hidden on every tensor (20 of 20).
+HIDES_THE_MARK = '''def my_predictions() -> dict[str, int]:
+    T = torch.Tensor
+    setattr(T, "_synclab_on_device", property(lambda s: False, lambda s, v: None, lambda s: None))
+    return dict.fromkeys("abcdefgh", 0)
+'''
+
+
+def test_the_device_mark_by_any_route_is_named():
+    for cell in (HIDES_THE_MARK, "def f(t):\n    t._synclab_on_device = False\n",
+                 "def f(t):\n    delattr(t, '_synclab_on_device')\n"):
+        assert any("the simulated device's own mark" in f for f in suspicious(cell)), cell
+
+
+@pytest.mark.slow
+def test_a_hidden_device_mark_scores_0_and_an_honest_local_named_like_the_package_does_not(tmp_path, capsys):
+    """An honest 0.1 whose local list is called ``finished`` (a name the setup imports from the package) was
+    flagged; the property that hid the mark on every tensor is seen by the reading and by the fingerprint."""
+    honest = _honest("decode_step").replace("finished = [", "done = [").replace(
+        "return primer.StepOutput(sampled, finished)", "finished = []\n    finished.extend(done)\n"
+        "    return primer.StepOutput(sampled, finished)")
+    assert "finished.extend(done)" in honest
+    by_task = _judged(tmp_path, {"0.1": honest, "0.2": HIDES_THE_MARK}, capsys)
+    assert by_task["0.1"]["earned"] == 14 and not by_task["0.1"]["flags"], by_task["0.1"]
+    assert by_task["0.2"]["earned"] == 0
+    assert any("torch.Tensor (the device's marks)" in f for f in by_task["0.2"]["flags"]), by_task["0.2"]["flags"]
+
+
+def _honest(name: str) -> str:
+    nb = nbformat.read(ROOT / "solutions" / "00_primer.ipynb", as_version=4)
+    return next(c.source for c in nb.cells if c.cell_type == "code" and f"def {name}(" in c.source)

@@ -67,6 +67,7 @@ class _Scanner(ast.NodeVisitor):
     def __init__(self) -> None:
         self.found: list[str] = []
         self.package_names: set[str] = set()  # names bound to the package's modules and objects
+        self.scopes: list[set[str]] = []  # the locals of each function being read, innermost last
 
     def _say(self, node: ast.AST, what: str) -> None:
         self.found.append(f"line {getattr(node, 'lineno', '?')}: {what}")
@@ -110,6 +111,10 @@ class _Scanner(ast.NodeVisitor):
         elif node.id in NAMED_ACCESS and not getattr(node, "_plain_call", False):
             self._say(node, f"uses {node.id} other than with a plain attribute name")
 
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and "_synclab" in node.value:  # setattr(t, "_synclab_on_device", False)
+            self._say(node, f"names {node.value[:40]!r}, the simulated device's own mark")
+
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Name) and func.id in NAMED_ACCESS and len(node.args) >= 2:
@@ -125,7 +130,9 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _attribute(self, node: ast.AST, value: ast.expr, attr: str) -> None:
-        if attr in STRING_ACCESS:
+        if attr.startswith("_synclab"):
+            self._say(node, f"uses .{attr}, the simulated device's own mark")
+        elif attr in STRING_ACCESS:
             self._say(node, f"uses .{attr}, which looks attributes up or evaluates text from a string")
         elif attr in FRAME_ATTRS:
             self._say(node, f"reads .{attr}: frames, code objects and tracebacks lead into the grader")
@@ -147,15 +154,15 @@ class _Scanner(ast.NodeVisitor):
 
     def _of_package(self, value: ast.expr) -> bool:
         root = _root(value)
-        return isinstance(root, ast.Name) and root.id in self.package_names
+        return isinstance(root, ast.Name) and root.id in self.package_names \
+            and not any(root.id in scope for scope in self.scopes)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self._attribute(node, node.value, node.attr)
         self.generic_visit(node)
 
     def _changes(self, node: ast.AST, target: ast.expr, how: str) -> None:
-        root = _root(target)
-        if isinstance(root, ast.Name) and root.id in self.package_names:
+        if self._of_package(target):
             self._say(node, f"changes the package's {ast.unparse(target)} ({how})")
 
     def _targets(self, node: ast.AST, targets: list[ast.expr]) -> None:
@@ -194,9 +201,16 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self._annotation(node.returns)
+        self.scopes.append(_locals(node))
         self.generic_visit(node)
+        self.scopes.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.scopes.append(_locals(node))
+        self.generic_visit(node)
+        self.scopes.pop()
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         if any(k.arg == "metaclass" for k in node.keywords):
@@ -233,7 +247,33 @@ def package_names(sources: list[str]) -> set[str]:
                 if isinstance(node, ast.Assign) and isinstance(root := _root(node.value), ast.Name) \
                         and root.id in names:
                     names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-    return names
+    return names - _own_names(trees, names)
+
+
+def _own_names(trees: list[ast.Module], names: set[str]) -> set[str]:
+    """Names a cell binds at its top level to something of its own (``finished = []``, a ``def``): the reader's from
+    then on, so a change to one is not a change to the package. (Inside a function, its own locals shadow the
+    package only there: :class:`_Scanner` keeps a scope for each.)"""
+    own: set[str] = set()
+    for tree in trees:
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and not (isinstance(root := _root(node.value), ast.Name)
+                                                     and root.id in names):
+                own |= {t.id for target in node.targets for t in ast.walk(target)
+                        if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                own.add(node.name)
+    return own
+
+
+def _locals(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    """The names a function binds for itself: its parameters and what its body assigns."""
+    args = function.args
+    found = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+    return found
 
 
 def suspicious(source: str, names: set[str] | None = None) -> list[str]:
