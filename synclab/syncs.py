@@ -489,6 +489,8 @@ class _DispatchLevel(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
+        if self.obs.simulated:
+            _refuse_device_data_into_host(func, args, kwargs)
         if self.obs.suppress == 0:
             kind = self._classify(func, args, kwargs)
             if kind is not None:
@@ -553,6 +555,27 @@ class _DispatchLevel(TorchDispatchMode):
         if is_device_tensor(target) == is_device_tensor(src):
             return None
         return SyncKind.H2D_COPY if is_device_tensor(target) else SyncKind.D2H_COPY
+
+
+# In-place and out= ops that may take a source on the other side: a copy (counted as one) and a re-pointing.
+_CROSS_DEVICE_WRITES = {"copy_", "set_"}
+
+
+def _refuse_device_data_into_host(func: Any, args: tuple, kwargs: dict) -> None:
+    """Refuse what CUDA refuses: an in-place or ``out=`` op that writes device data into host memory
+    (``host.add_(device)``, ``torch.add(device, 0, out=host)``). On CUDA it raises before any copy; without this,
+    the simulated device would mark the host tensor and miss every read of memory that aliases it."""
+    name = func.overloadpacket.__name__
+    out = kwargs.get("out")
+    dest = out if isinstance(out, torch.Tensor) else args[0] if name.endswith("_") and args else None
+    if not isinstance(dest, torch.Tensor) or name in _CROSS_DEVICE_WRITES or is_device_tensor(dest):
+        return
+    sources = [a for a in (*args, *(v for k, v in kwargs.items() if k != "out"))
+               if isinstance(a, torch.Tensor) and a is not dest]
+    if any(is_device_tensor(a) for a in sources):
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                           f"cuda:0 and cpu! ({name} writes device data into a host tensor: CUDA refuses it; "
+                           f"copy to the host first with .cpu() or copy_, one counted sync)")
 
 
 def _equal_reads_back(a: torch.Tensor, b: torch.Tensor) -> bool:

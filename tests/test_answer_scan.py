@@ -351,3 +351,27 @@ def test_a_hidden_device_mark_scores_0_and_an_honest_local_named_like_the_packag
 def _honest(name: str) -> str:
     nb = nbformat.read(ROOT / "solutions" / "00_primer.ipynb", as_version=4)
     return next(c.source for c in nb.cells if c.cell_type == "code" and f"def {name}(" in c.source)
+
+
+def test_device_data_written_into_host_memory_is_refused_as_cuda_refuses_it():
+    """A fifth red team read every logit through memory a host tensor shared, uncounted (14 of 14): writing device
+    data into a host tensor in place, which CUDA refuses, is refused; a copy is still one counted sync."""
+    import numpy as np
+    import torch
+
+    from synclab.device import to_device
+    from synclab.syncs import count_syncs
+
+    device = to_device(torch.randn(4, 8))
+    writes = {"add_": lambda host: host.add_(device), "+=": lambda host: host.__iadd__(device),
+              "lerp_": lambda host: host.lerp_(device, 1.0), "out=": lambda host: torch.add(device, 0, out=host),
+              "into numpy's memory": lambda host: torch.from_numpy(np.zeros((4, 8), np.float32)).add_(device)}
+    for what, write in writes.items():
+        with count_syncs(), pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            write(torch.zeros(4, 8))
+        assert what  # each refused
+    with count_syncs() as report:
+        torch.zeros(4, 8).copy_(device)
+        torch.zeros(4, 8).add_(torch.ones(4, 8))  # host to host: nothing to refuse
+    assert len(report.events) == 1
+    assert any("from_dlpack" in f for f in suspicious("def f(t):\n    return torch.from_dlpack(t)\n"))

@@ -43,7 +43,7 @@ NAMED_ACCESS = {"getattr", "setattr", "delattr", "hasattr"}  # fine with a plain
 # that count syncs and calls.
 SIMULATION = {"mark_device", "unmark_device", "DisableTorchFunction", "DisableTorchFunctionSubclass",
               "_DisableTorchDispatch", "TorchFunctionMode", "TorchDispatchMode", "overrides", "no_dispatch",
-              "_python_dispatch", "set_default_device"}
+              "_python_dispatch", "set_default_device", "to_dlpack", "from_dlpack", "dlpack", "__dlpack__"}
 # Functions that look attributes up, or evaluate text, from a string: getattr by another name.
 STRING_ACCESS = {"get_field", "vformat", "get_type_hints", "ForwardRef", "_eval_type", "evaluate_forward_ref",
                  "getattr_static", "attrgetter", "methodcaller", "import_module", "literal_eval"}
