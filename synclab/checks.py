@@ -119,6 +119,9 @@ class Check:
     random: bool = True  # whether it draws random cases (a failure then prints the seed that replays them)
     names_fault: bool = False  # its failure names the fault itself (not only a wrong value): read it first
     crash_hints: tuple[tuple[str, str], ...] = ()  # (text in the error, hint): a crash torch explains badly, explained
+    # the check whose pass this one's points wait for: a property (in place, few syncs, little work) that an
+    # answer doing nothing has too counts once the answer is right
+    after: str = ""
 
 
 @dataclass(frozen=True)  # a verdict is not edited after the fact, by the reader's code least of all
@@ -406,7 +409,13 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
         limit = min(check.timeout_s * scale, left)
         if any(o.status == "timed out" for o in outcomes):
             limit = min(limit, AFTER_TIMEOUT_S * scale)
-        outcomes.append(_run_one(check, impl, seed, limit))
+        outcome = _run_one(check, impl, seed, limit)
+        first = next((o for o in outcomes if o.name == check.after), None) if check.after else None
+        if outcome.ok and first is not None and not first.ok:
+            outcome = Outcome(check.task, check.name, "skipped", points=check.points,
+                              message=f"counts once \"{check.after}\" passes: an answer that does nothing has this "
+                                      "property too")
+        outcomes.append(outcome)
     report = CheckReport(title=title, outcomes=outcomes, seed=seed, check_function=_public_check_function())
     EXERCISE_STATUS.update(exercise_status(outcomes))
     log = os.environ.get(REPORT_LOG_ENV)

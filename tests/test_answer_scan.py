@@ -160,14 +160,16 @@ def test_a_class_body_that_rewrites_the_checks_and_an_int_that_equals_anything_s
                for f in by_task["0.1"]["flags"]), by_task["0.1"]["flags"]
 
 
-def _judged(tmp_path: Path, answers: dict[str, str], capsys: pytest.CaptureFixture) -> dict[str, dict]:
-    nb = nbformat.read(ROOT / "solutions" / "00_primer.ipynb", as_version=4)
+def _judged(tmp_path: Path, answers: dict[str, str], capsys: pytest.CaptureFixture,
+            stem: str = "00_primer") -> dict[str, dict]:
+    """``check --json`` on the solution ``stem`` with the answer cells of ``answers``' exercises replaced."""
+    nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
     roles = cell_roles(nb)
     for cell in nb.cells:
         role, task = roles.get(cell.get("id", ""), ("other", ""))
-        if role == "exercise":
+        if role == "exercise" and task in answers:
             cell.source = answers[task]
-    path = tmp_path / "cheat.ipynb"
+    path = tmp_path / f"cheat_{stem}.ipynb"
     nbformat.write(nb, path)
     cli.main(["check", str(path), "--checks-only", "--json"])
     return {e["task"]: e for e in json.loads(capsys.readouterr().out)["exercises"]}
@@ -375,3 +377,36 @@ def test_device_data_written_into_host_memory_is_refused_as_cuda_refuses_it():
         torch.zeros(4, 8).add_(torch.ones(4, 8))  # host to host: nothing to refuse
     assert len(report.events) == 1
     assert any("from_dlpack" in f for f in suspicious("def f(t):\n    return torch.from_dlpack(t)\n"))
+
+
+# A sixth red team's, on chapters 4 and 5: 10 of 10, 6 of 6 and 7 of 14 for a method that does nothing.
+LENDS_THE_REFERENCE = """from dataclasses import replace
+from functools import partial
+
+class EncoderScheduler(Scheduler):
+    @property
+    def _try_schedule_encoder_inputs(self, ref=ch5.scheduler_to_profile(Scheduler)):
+        return partial(ref._try_schedule_encoder_inputs, self)
+"""
+SUBTRACTS_TO_ZERO = """class Near(float):
+    def __sub__(self, other):
+        return 0.0
+
+def host_bottleneck_length(costs_us, device_step_us, max_length):
+    return Near(0)
+"""
+DOES_NOTHING = """class ReverseScanBatch(InputBatch):
+    def update_async_output_token_ids(self) -> None:
+        pass
+"""
+
+
+@pytest.mark.slow
+def test_a_lent_method_a_number_that_subtracts_to_zero_and_a_method_that_does_nothing_earn_nothing(tmp_path,
+                                                                                                   capsys):
+    by_task = _judged(tmp_path, {"5.2": LENDS_THE_REFERENCE}, capsys, "05_list_based_caches")
+    assert by_task["5.2"]["earned"] == 0 and by_task["5.2"]["flags"], by_task["5.2"]
+    by_task = _judged(tmp_path, {"4.1": DOES_NOTHING, "4.2": SUBTRACTS_TO_ZERO}, capsys,
+                      "04_reverse_placeholder_scans")
+    assert by_task["4.2"]["earned"] == 0 and any("a number of its own kind" in f for f in by_task["4.2"]["flags"])
+    assert by_task["4.1"]["earned"] == 0 and not by_task["4.1"]["flags"], by_task["4.1"]

@@ -279,9 +279,12 @@ def test_random_steps_depend_on_the_seed():
 
 
 def test_a_value_mistake_is_not_blamed_on_in_place_updates():
-    """Keeping the -1 padding gives wrong values; the lists are still the request states' own."""
+    """Keeping the -1 padding gives wrong values; the in-place check does not fail for it: it waits for the values
+    to be right (a method that does nothing keeps the lists in place too)."""
     report = ch4.check_update_async_output_token_ids(KeepsPadding, seed=0)
-    assert outcome(report, "fixed cases") == "failed" and outcome(report, "in place") == "passed", str(report)
+    assert outcome(report, "fixed cases") == "failed" and outcome(report, "in place") == "skipped", str(report)
+    (in_place,) = [o for o in report.outcomes if "in place" in o.name]
+    assert in_place.message.startswith('counts once "same as a plain reference'), in_place.message
 
 
 def test_the_work_check_names_what_grew():

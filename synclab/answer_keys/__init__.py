@@ -142,6 +142,9 @@ def _guard(function: Callable[..., T], key: Key) -> Callable[..., T]:
         if (_RUNNING or not checks_only) and _refuses(key, _caller(sys._getframe(1)), sys._getframe(1)):
             _REFUSED.append(key)
             raise AnswerKeyRefused(key)
+        if _RUNNING and running_task() in key.tasks and args and _borrowed(function, args[0]):
+            _REFUSED.append(key)  # an answer's method on the reader's object: partial(Ref.method, self)
+            raise AnswerKeyRefused(key)
         return function(*args, **kwargs)
 
     guarded.__answer_key__ = key  # type: ignore[attr-defined]
@@ -152,6 +155,26 @@ def _guard(function: Callable[..., T], key: Key) -> Callable[..., T]:
     GUARDED_CODE[function.__code__] = key
     _RAW[guarded] = function
     return guarded
+
+
+_OWNERS: dict[Any, type | None] = {}
+
+
+def _borrowed(function: Callable[..., Any], receiver: Any) -> bool:
+    """Whether a marked method runs on an object of another class than its own (a reader's object lent the
+    answer's method, which the checks then call without any of the reader's code on the stack)."""
+    if function not in _OWNERS:
+        owner: type | None = None
+        if "." in function.__qualname__ and "<locals>" not in function.__qualname__:
+            try:
+                found, attr = _owner_of(function)
+                if isinstance(found, type) and not isinstance(vars(found).get(attr), (staticmethod, classmethod)):
+                    owner = found
+            except (AttributeError, KeyError):
+                owner = None
+        _OWNERS[function] = owner
+    owner = _OWNERS[function]
+    return owner is not None and not isinstance(receiver, owner)
 
 
 # The code of every marked function, as written, and its key: a call of it that did not come through its guard

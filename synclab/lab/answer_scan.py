@@ -54,7 +54,13 @@ MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "s
 OWN_RULES = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__hash__", "__index__",
              "__int__", "__float__", "__complex__", "__torch_function__", "__torch_dispatch__", "__instancecheck__",
              "__subclasscheck__", "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__del__",
-             "__init_subclass__", "__set_name__", "__class_getitem__", "__reduce__", "__reduce_ex__"}
+             "__init_subclass__", "__set_name__", "__class_getitem__", "__reduce__", "__reduce_ex__",
+             # arithmetic: abs(got - want) <= tolerance holds for a number whose __sub__ says 0
+             "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+             "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__neg__", "__pos__",
+             "__abs__", "__round__", "__trunc__", "__floor__", "__ceil__"}
+# Numbers of the answer's own kind: a subclass of one passes isinstance(x, float) and answers its own way.
+NUMBER_TYPES = {"int", "float", "complex", "bool"}
 
 
 def _root(node: ast.expr) -> ast.expr:
@@ -215,6 +221,8 @@ class _Scanner(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         if any(k.arg == "metaclass" for k in node.keywords):
             self._say(node, f"class {node.name} has its own metaclass")
+        if any(isinstance(b, ast.Name) and b.id in NUMBER_TYPES for b in node.bases):
+            self._say(node, f"class {node.name} is a number of its own kind (a subclass of a built-in number)")
         for item in node.body:
             names = [item.name] if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
                 [t.id for t in getattr(item, "targets", [getattr(item, "target", None)]) if isinstance(t, ast.Name)]
