@@ -9,8 +9,8 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# four workers on two cores: while some wait on a kernel, a rank, a grader's process or a timeout, two compute
-JOBS ?= 4
+# three workers on two cores: while one waits on a kernel, a rank or a timeout, two compute
+JOBS ?= 3
 
 .PHONY: test lab labs labs-force solutions browser clean gpu-wheels
 
