@@ -29,3 +29,21 @@ def pytest_configure(config):
             option.nbval_sanitize_with = str(SANITIZER)
         if not option.nbval_kernel_name:
             option.nbval_current_env = True  # the notebooks run in the interpreter running pytest
+
+
+# The files that take longest, started first: make test hands whole files to its workers in collection order,
+# and one of these started last kept the suite running a minute after the others were done.
+LONGEST_FIRST = ["tests/test_book.py", "tests/test_cli_labs.py", "tests/test_nbgrader.py",
+                 "tests/test_cli_fresh_labs.py", "tests/test_answer_scan.py", "tests/test_judge.py",
+                 "tests/test_cli_solutions.py", "tests/test_wrong_versions.py"]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    root = Path(__file__).parent
+
+    def rank(item) -> int:
+        path = Path(str(item.fspath))
+        name = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items[:] = sorted(items, key=rank)  # stable: each file's own order is kept
