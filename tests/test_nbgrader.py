@@ -257,9 +257,11 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
                        if c.metadata.get("nbgrader", {}).get("grade_id") == "check-0_1")
     shown = "".join(o.get("data", {}).get("text/plain", "") for o in graded_cell.outputs)
     assert "✗ [0.1] NaN logits raise ValueError before any update: failed" in shown  # the student sees why
-    for student, by_cell in scores.items():  # the other grader, on the same submissions, gives the same points
-        if student == "reads_the_course":
-            continue  # unsandboxed, it would copy the course
+    # the other grader, on the same submissions, gives the same points (each cheat's own --json verdict is in
+    # tests/test_judge.py: one cheat here keeps the flag's path through both)
+    for student, by_cell in scores.items():
+        if student == "reads_the_course" or student in CHEATS and student != "rebinds_graded":
+            continue  # unsandboxed, reads_the_course would copy the course
         path = tmp_path / "submitted" / student / chapter / f"{stem}.ipynb"
         cli.main(["check", str(path), "--checks-only", "--json"])
         summary = json.loads(capsys.readouterr().out)
