@@ -104,6 +104,11 @@ _LIBRARY = (os.path.dirname(os.__file__) + os.sep, f"{os.sep}site-packages{os.se
 _RUN_CHECKS = (os.path.join(_PACKAGE, "checks.py"), "run_checks")  # where an exercise's checks begin
 
 
+def is_readers_code(filename: str) -> bool:
+    """Whether code from ``filename`` is the reader's: neither the package (nor its tests) nor a library."""
+    return not (_is_trusted(filename) or any(part in filename for part in _LIBRARY))
+
+
 def _reader_on_the_way(frame: FrameType | None) -> bool:
     """Whether the reader's code stands between ``frame`` and the checks that are running: a cell's code handed
     the answer to a helper (a timer, a counter) that called it on the cell's behalf."""
@@ -111,7 +116,7 @@ def _reader_on_the_way(frame: FrameType | None) -> bool:
         code = frame.f_code
         if (code.co_filename, code.co_name) == _RUN_CHECKS:
             return False
-        if not (_is_trusted(code.co_filename) or any(part in code.co_filename for part in _LIBRARY)):
+        if is_readers_code(code.co_filename):
             return True
         frame = frame.f_back
     return False

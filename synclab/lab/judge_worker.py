@@ -169,7 +169,8 @@ class ReferenceTracer:
         if event != "call":
             return None
         code = frame.f_code
-        if code is self._thread_start and frame.f_back is not None and not _is_library(frame.f_back.f_code):
+        if code is self._thread_start and frame.f_back is not None \
+                and self._keys.is_readers_code(frame.f_back.f_code.co_filename):
             # syncs are counted per thread: a thread of the reader's own would hide them
             where = f"line {frame.f_back.f_lineno} of {frame.f_back.f_code.co_name}"
             if where not in self.threads_started:
@@ -230,16 +231,6 @@ def run_setup(source: str, filename: str, namespace: dict, whole: bool) -> list[
             text = (ast.get_source_segment(source, node) or type(node).__name__).splitlines()[0][:80]
             failed.append(f"a setup line raised in the grader and was passed over ({type(exc).__name__}): {text}")
     return failed
-
-
-_LIBRARIES = tuple(os.path.dirname(m.__file__) + os.sep for m in (os, ))  # the standard library
-
-
-def _is_library(code: types.CodeType) -> bool:
-    """Code of the standard library, torch, numpy or the package: anything but the reader's."""
-    filename = code.co_filename
-    return filename.startswith(_LIBRARIES) or f"{os.sep}site-packages{os.sep}" in filename or \
-        f"{os.sep}synclab{os.sep}" in filename
 
 
 def _check_names(check: str, package: str) -> dict[str, Any]:

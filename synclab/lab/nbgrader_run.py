@@ -73,17 +73,10 @@ def hand_in(course: Path, chapter: str, stem: str, student: str, nb: nbformat.No
     nbformat.write(nb, folder / f"{stem}.ipynb")
 
 
-def autograde(course: Path, chapter: str, stem: str, jobs: int = 1) -> dict[str, Scores]:
-    """Autograde every submission of ``chapter`` (``jobs`` at a time: :func:`autograde_students`); each
-    student's score per grade cell."""
-    if jobs == 1:
-        nbgrader(course, "autograde", chapter, "--force")
-    else:
-        failed = [run for run in autograde_students(course, chapter, submitted_students(course, chapter), jobs,
-                                                    force=True) if not run.ok]
-        if failed:
-            raise RuntimeError(f"nbgrader autograde failed for {[r.student for r in failed]}:\n"
-                               + failed[0].log.read_text()[-3000:])
+def autograde(course: Path, chapter: str, stem: str) -> dict[str, Scores]:
+    """``nbgrader autograde`` every submission of ``chapter``, one at a time; each student's score per grade cell
+    (in parallel: :func:`autograde_students`)."""
+    nbgrader(course, "autograde", chapter, "--force")
     return gradebook_scores(course, chapter, stem)
 
 
