@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 # three workers on two cores: while one waits on a kernel, a rank or a timeout, two compute
 JOBS ?= 3
 
-.PHONY: test lab labs labs-force solutions browser clean gpu-wheels
+.PHONY: test lab labs labs-force solutions browser clean gpu-wheels gpu-check
 
 # uv installs the pinned set in seconds where pip takes a minute and a half (most of make test's budget);
 # pip is the fallback wherever uv cannot be had. Both read the wheels pip is pointed at.
@@ -70,6 +70,12 @@ solutions: $(VENV)/.installed
 
 # Before a GPU run (../shared/gpu/README.md): the wheels the GPU machine lacks, into .whl/, and
 # .gpu/on-device.sh. The script appends to .git/info/exclude, which a fresh clone may not have.
+# On a machine with a CUDA GPU: smoke test, the CUDA half of the suite, every chapter's bench, nbval on the
+# solutions and the rest of the suite; logs and data/reference/<device>/ in _build/gpu-check/gpu-check.tgz.
+# STEPS="bench nbval" runs some of them.
+gpu-check: $(VENV)/.installed
+	PY=$(PY) tools/gpu-check.sh $(STEPS)
+
 gpu-wheels:
 	mkdir -p "$$(git rev-parse --git-path info)"
 	../shared/gpu/wheels.sh

@@ -7,14 +7,69 @@ sanitizer and the kernel choice are set here when ``--nbval`` is on.
 import os
 from pathlib import Path
 
+import pytest
 import torch
 
+from synclab.device import DEVICE_ENV, SIMULATED
 from synclab.timing import SMOKE_ENV
 
 SANITIZER = Path(__file__).parent / "tests" / "sanitize.cfg"
 
 
+# Every test under tests/ names the device it tests, with one of two marks (the closest one counts, so a module's
+# `pytestmark = pytest.mark.sim` can be overridden by one test's `@pytest.mark.cuda`):
+#   sim   the simulated device, on every machine: SYNCLAB_DEVICE=sim hides a GPU from the lab (has_cuda(),
+#         pick_device() and count_syncs()'s default then answer as on a CPU-only machine), so that no such
+#         test depends on whether the machine has a GPU;
+#   cuda  a real GPU; skipped where there is none.
+# A test with neither fails on every machine, a CPU-only one included: a test that takes a device-dependent default
+# without saying which device it means cannot be committed. The solution notebooks (nbval) run on the machine's own
+# device, as a reader's do.
+DEVICE_MARKS = ("sim", "cuda")
+_ASKED_ENV = "SYNCLAB_DEVICE_ASKED"  # what the person running pytest set SYNCLAB_DEVICE to ("": nothing); xdist's
+# workers inherit it from the process that started them, which has already set SYNCLAB_DEVICE=sim for collection
+
+
+def device_mark(item) -> str | None:
+    """``"sim"`` or ``"cuda"``: the test's closest device mark; None when it has none."""
+    return next((m.name for m in item.iter_markers() if m.name in DEVICE_MARKS), None)
+
+
+def _set_device_env(value: str | None) -> None:
+    if value is None:
+        os.environ.pop(DEVICE_ENV, None)
+    else:
+        os.environ[DEVICE_ENV] = value
+
+
+def pytest_runtest_setup(item):
+    if not isinstance(item, pytest.Function):  # a solution notebook's cell: the machine's device
+        _set_device_env(os.environ.get(_ASKED_ENV) or None)
+        return
+    mark = device_mark(item)
+    if mark is None:
+        pytest.fail(f"{item.nodeid} names no device: mark it @pytest.mark.sim (the simulated device, on every "
+                    f"machine) or @pytest.mark.cuda (a real GPU, skipped without one); a module may set "
+                    f"pytestmark = pytest.mark.sim", pytrace=False)
+    if mark == "cuda":
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA GPU")
+        _set_device_env(None)
+    else:
+        _set_device_env(SIMULATED)
+
+
+def pytest_runtest_teardown(item, nextitem):
+    _set_device_env(SIMULATED)  # collection and module-level code between tests see the simulated device
+
+
 def pytest_configure(config):
+    for name, what in (("sim", "tests the simulated device, on every machine (SYNCLAB_DEVICE=sim hides a GPU)"),
+                       ("cuda", "tests a real CUDA GPU; skipped without one")):
+        config.addinivalue_line("markers", f"{name}: {what}")
+    # Collection (module-level code) sees the simulated device; each test then gets the device its mark names.
+    os.environ.setdefault(_ASKED_ENV, os.environ.get(DEVICE_ENV, ""))
+    os.environ[DEVICE_ENV] = SIMULATED
     # Timings under test run their whole path as briefly as it allows (synclab.timing.smoke_run); the
     # kernels nbval and the CLI start inherit it. Tests assert counts, never times.
     os.environ.setdefault(SMOKE_ENV, "1")

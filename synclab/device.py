@@ -43,9 +43,21 @@ class SimulatedDevice(str):
 SIM_DEVICE = SimulatedDevice("cpu")
 
 
+# ``SYNCLAB_DEVICE=sim`` runs the lab on the simulated device even where a GPU is present: the counts a
+# CPU-only machine reports, on any machine. The test suite sets it for every test not marked ``cuda``
+# (tests/conftest.py), so that no test's outcome depends on whether the machine has a GPU.
+DEVICE_ENV = "SYNCLAB_DEVICE"
+SIMULATED = "sim"
+
+
+def device_is_pinned_to_simulation() -> bool:
+    """True when ``SYNCLAB_DEVICE=sim`` hides the GPU from the lab."""
+    return os.environ.get(DEVICE_ENV, "") == SIMULATED
+
+
 def has_cuda() -> bool:
-    """True when a real CUDA (or ROCm) GPU is usable."""
-    return torch.cuda.is_available()
+    """True when a real CUDA (or ROCm) GPU is usable, and ``SYNCLAB_DEVICE=sim`` does not hide it."""
+    return not device_is_pinned_to_simulation() and torch.cuda.is_available()
 
 
 def is_cuda_alike() -> bool:
@@ -72,10 +84,12 @@ def is_host(device: object) -> bool:
     return not is_simulated(device) and torch.device(device).type == "cpu"
 
 
-@lru_cache(maxsize=1)
 def _probe_pin_memory() -> bool:
-    if not has_cuda():
-        return False
+    return has_cuda() and _pinning_works()
+
+
+@lru_cache(maxsize=1)
+def _pinning_works() -> bool:
     if "microsoft" in os.uname().release.lower():  # WSL: pinning is unreliable, vLLM turns it off
         return False
     try:

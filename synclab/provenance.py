@@ -7,12 +7,15 @@ Used by :mod:`synclab.timing`, :mod:`synclab.figures` and the reference results
 from __future__ import annotations
 
 import ctypes
+import os
 import datetime as _dt
 import platform
 import re
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import torch
 
@@ -29,6 +32,7 @@ class Provenance:
     threads: int = 0  # torch intra-op threads the measurement ran with (0: not recorded)
     cuda_runtime: str = ""  # GPU runs: the CUDA runtime torch runs on, e.g. "12.8"
     driver: str = ""  # GPU runs: the NVIDIA driver, e.g. "570.86.15" (or "CUDA 12.8" when only that is known)
+    commit: str = ""  # GPU runs: the lab's git commit the reference was measured at, e.g. "46d6785"
 
     @classmethod
     def here(cls) -> "Provenance":
@@ -42,6 +46,7 @@ class Provenance:
             threads=torch.get_num_threads(),
             cuda_runtime=(torch.version.cuda or "") if gpu else "",
             driver=driver_version() if gpu else "",
+            commit=lab_commit() if gpu else "",
         )
 
     @property
@@ -55,7 +60,8 @@ class Provenance:
             device += " (no GPU)" + (f", {self.threads} torch thread{'s' * (self.threads > 1)}" if self.threads else "")
         cuda = f" · CUDA {self.cuda_runtime}" if self.cuda_runtime else ""
         driver = f" · driver {self.driver}" if self.driver else ""
-        return f"{device} · torch {self.torch_version}{cuda}{driver} · {self.date}"
+        commit = f" · lab {self.commit}" if self.commit else ""
+        return f"{device} · torch {self.torch_version}{cuda}{driver} · {self.date}{commit}"
 
     @property
     def slug(self) -> str:
@@ -88,6 +94,27 @@ def driver_version() -> str:
     except (OSError, AttributeError):
         pass
     return ""
+
+
+@lru_cache(maxsize=1)  # one answer per process: a run measures one checkout
+def lab_commit() -> str:
+    """The lab's git commit, short, with ``+`` when the working tree differs from it; "" outside a git checkout.
+
+    ``SYNCLAB_COMMIT`` names it where the checkout travelled without its history (a copy on a GPU machine).
+    """
+    if os.environ.get("SYNCLAB_COMMIT"):
+        return os.environ["SYNCLAB_COMMIT"]
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if head.returncode != 0:
+        return ""
+    return head.stdout.strip() + ("+" if dirty.returncode == 0 and dirty.stdout.strip() else "")
 
 
 def cuda_version_label(encoded: int) -> str:

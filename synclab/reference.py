@@ -37,14 +37,38 @@ def record(chapter: str, name: str, result: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=1))
 
 
+RUN_FILE = "run.yaml"  # beside a device's references: what their files lack (the lab's commit, before it was stored)
+REPEAT_DIR = "repeat"  # a second run of the same bench on the same machine: the run-to-run spread
+
+
 def load(chapter: str, root: Path = REFERENCE_DIR) -> dict[str, dict[str, Any]]:
-    """Every recorded GPU reference for ``chapter``: ``{device slug: {"provenance": ..., "results": ...}}``."""
+    """Every recorded GPU reference for ``chapter``: ``{device slug: {"provenance": ..., "results": ...}}``.
+
+    A device's ``run.yaml`` fills in what its files' provenance lacks (``commit: 46d6785``); the files
+    themselves stay as the bench wrote them.
+    """
     found = {}
     for path in sorted(root.glob(f"*/{chapter}.json")):
         data = json.loads(path.read_text())
         if data.get("provenance", {}).get("is_gpu"):  # never show a CPU run as a reference
+            run = path.parent / RUN_FILE
+            extra = _run_notes(run) if run.exists() else {}
+            data["provenance"] = {**{k: v for k, v in extra.items() if k == "commit"}, **data["provenance"]}
             found[path.parent.name] = data
     return found
+
+
+def _run_notes(path: Path) -> dict[str, Any]:
+    import yaml
+
+    notes = yaml.safe_load(path.read_text()) or {}
+    return {k: str(v) for k, v in notes.items()}
+
+
+def load_repeat(chapter: str, slug: str, root: Path = REFERENCE_DIR) -> dict[str, Any] | None:
+    """The results of a second bench run of ``chapter`` on device ``slug`` (``<slug>/repeat/``), if one is kept."""
+    path = root / slug / REPEAT_DIR / f"{chapter}.json"
+    return json.loads(path.read_text())["results"] if path.exists() else None
 
 
 def load_sweeps(chapter: str, name: str, root: Path = REFERENCE_DIR) -> dict[str, "Sweep"]:
@@ -107,6 +131,52 @@ def describe_missing(chapter: str, figure: str | None = None) -> str:
         f"records {'; '.join(a.rstrip('.') for a in adds)} (in data/reference/<device>/{chapter}.json)."])
 
 
+def _times(ratio: float) -> str:
+    return f"{ratio:.2f}×" if ratio < 10 else f"{ratio:,.0f}×"
+
+
+def speedup_table(chapter: str, name: str, root: Path = REFERENCE_DIR) -> str:
+    """The recorded sweep ``name`` as a Markdown table of speed-ups (the baseline's time ÷ each variant's), per
+    recorded GPU, with the second run's numbers beside the first where one is kept. "" when nothing is recorded.
+
+    Drawing only, from the stored medians: a ratio under 1 is a fix that costs more than it saves there.
+    """
+    from synclab.timing import Sweep
+
+    blocks = []
+    for slug, data in load(chapter, root).items():
+        result = data["results"].get(name)
+        if result is not None and "host_waiting_us" in str(result.get("results", "")):
+            blocks.append(_host_blocked_table(result, Provenance.from_dict(data["provenance"]).label))
+            continue
+        if result is None or "timings" not in result:
+            continue
+        sweep = Sweep.from_dict(result)
+        repeat_results = load_repeat(chapter, slug, root) or {}
+        repeat = Sweep.from_dict(repeat_results[name]) if name in repeat_results else None
+        base = sweep.variants[0]
+        rows = [f"| {sweep.parameter} | " + " | ".join(str(v) for v in sweep.values) + " |",
+                "|---|" + "---|" * len(sweep.values)]
+        for variant in sweep.variants[1:]:
+            cells = [_times(r) for r in sweep.ratio(base, variant)]
+            if repeat is not None and variant in repeat.variants and repeat.values == sweep.values:
+                cells = [f"{c} ({_times(r)})" for c, r in zip(cells, repeat.ratio(base, variant))]
+            rows.append(f"| {variant} | " + " | ".join(cells) + " |")
+        again = " (in brackets: a second run, minutes later)" if repeat is not None else ""
+        blocks.append(f"**Measured on the {Provenance.from_dict(data['provenance']).label}**: how many times "
+                      f"faster than {base}{again}; under 1× the fix costs more than it saves.\n\n" + "\n".join(rows))
+    return "\n\n".join(blocks)
+
+
+def _host_blocked_table(result: dict[str, Any], label: str) -> str:
+    """Chapter 2's ``host_blocked``: per runner, the time per step and the host's share of it spent waiting."""
+    rows = ["| runner | time per step | host waiting per step |", "|---|---|---|"]
+    rows += [f"| {runner} | {r['step_us']:,.0f} µs | {r['host_waiting_us']:,.0f} µs |"
+             for runner, r in result["results"].items()]
+    return (f"**Measured on the {label}**, {result['num_reqs']} requests per step (medians of {result['repeats']} "
+            f"runs of {result['steps']} steps):\n\n" + "\n".join(rows))
+
+
 Y_AXIS = {("ch6", "host_time"): "median time per run (us)"}  # a sweep whose point is not one call
 
 
@@ -124,7 +194,7 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
     drawn = []
     for slug, data in load(chapter, root).items():
         result = data["results"].get(name)
-        if result is None:
+        if result is None or name == "host_blocked":  # a table (speedup_table), not a figure
             continue
         label = Provenance.from_dict(data["provenance"]).label
         if name == "gpu_ablation":

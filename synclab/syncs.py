@@ -329,11 +329,23 @@ _CUDA_NUMPY = ("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu
 _REFUSED_ON_CUDA = {"numpy": (TypeError, _CUDA_NUMPY), "__array__": (TypeError, _CUDA_NUMPY),
                     "__dlpack__": (BufferError, "numpy's from_dlpack takes host memory only: a DLPack capsule of "
                                                 "a cuda:0 tensor is refused. Use Tensor.cpu() first.")}
-# Routes that copy a device tensor's bytes to the host without an aten op the dispatch level would see: pickling
-# saves the storage through a host copy; a storage read on the host copies its bytes (the simulated device sees
-# the storage being taken, not the read, so it counts the taking: data_ptr() alone would be no sync on CUDA).
+# Routes that copy a device tensor's bytes to the host without an aten op the dispatch level would see.
+# Pickling saves the storage through one blocking host copy (UntypedStorage.cpu()): counted on CUDA too, where
+# no tensor op shows it. A storage read on the host fetches one value per read: CUDA waits once per byte of
+# `untyped_storage().tolist()` (64 for 16 floats, the debug mode agreeing), once per element of a typed
+# storage. The simulated device sees the storage being taken, not the reads, so it counts those reads at the
+# taking (data_ptr() alone would be no sync on CUDA).
+_PICKLED = {"__reduce_ex__"}
 _HIDDEN_READS = {"__reduce_ex__": SyncKind.D2H_COPY, "untyped_storage": SyncKind.D2H_COPY,
                  "storage": SyncKind.D2H_COPY, "_typed_storage": SyncKind.D2H_COPY}
+
+
+def _hidden_reads(name: str, tensor: torch.Tensor) -> int:
+    """How many waits a route of ``_HIDDEN_READS`` costs on CUDA: one copy to pickle, one per value read."""
+    if name in _PICKLED:
+        return 1
+    nbytes = tensor.untyped_storage().nbytes()  # the whole storage, of which the tensor may be a view
+    return nbytes if name == "untyped_storage" else nbytes // tensor.element_size()
 _CREATE_FROM_DATA = {"tensor", "as_tensor"}
 _READS_BACK = {SyncKind.ITEM, SyncKind.TOLIST, SyncKind.BOOL, SyncKind.PRINT, SyncKind.D2H_COPY}
 
@@ -401,8 +413,10 @@ class _FunctionLevel(TorchFunctionMode):
             raise error(message)
         if on_device and name in _SCALAR_READS and (name not in _ONE_VALUE or args[0].numel() == 1):
             kind = _SCALAR_READS[name]
-        elif on_device and obs.simulated and name in _HIDDEN_READS:
+        elif on_device and name in _HIDDEN_READS and (obs.simulated or name in _PICKLED):
             kind = _HIDDEN_READS[name]
+            for _ in range(_hidden_reads(name, args[0]) - 1):  # the last one is recorded below, as every kind is
+                obs.record(kind, name)
         elif name in ("to", "cpu", "cuda") and args and isinstance(args[0], torch.Tensor):
             src = args[0]
             target = False if name == "cpu" else True if name == "cuda" else _target_is_device(args[1:], kwargs)
@@ -491,6 +505,8 @@ class _DispatchLevel(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.obs.simulated:
             _refuse_device_data_into_host(func, args, kwargs)
+            _refuse_a_host_mask(func, args)
+            _refuse_an_aliased_mask_write(func, args)
         if self.obs.suppress == 0:
             kind = self._classify(func, args, kwargs)
             if kind is not None:
@@ -528,6 +544,12 @@ class _DispatchLevel(TorchDispatchMode):
             indices = args[1] if len(args) > 1 else kwargs.get("indices", [])
             masks = [t for t in indices if t is not None and t.dtype in (torch.bool, torch.uint8)]
             value = args[2] if len(args) > 2 else None
+            if isinstance(args[0], torch.Tensor) and is_device_tensor(args[0]):
+                # x[[2, 9]] or x[host_idx]: ATen moves each host index to the device with a blocking copy
+                # from pageable memory (make_info in TensorAdvancedIndexing.cpp), one wait per index tensor.
+                for _ in range(sum(1 for t in indices if t is not None and t.dim() > 0 and not is_device_tensor(t)
+                                   and t.dtype not in (torch.bool, torch.uint8))):
+                    self.obs.record(SyncKind.H2D_COPY, f"{func} (a host index uploaded)")
             if not masks:
                 if name != "index" and _is_host_scalar(value):
                     # x[idx] = 0: torch keeps the Python scalar in host memory and copies it to the
@@ -576,6 +598,48 @@ def _refuse_device_data_into_host(func: Any, args: tuple, kwargs: dict) -> None:
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                            f"cuda:0 and cpu! ({name} writes device data into a host tensor: CUDA refuses it; "
                            f"copy to the host first with .cpu() or copy_, one counted sync)")
+
+
+def _refuse_a_host_mask(func: Any, args: tuple) -> None:
+    """``device.masked_fill_(host_mask, v)``: CUDA's kernel refuses a mask that is not on the tensor's device."""
+    if func.overloadpacket.__name__ not in ("masked_fill", "masked_fill_") or len(args) < 2:
+        return
+    self, mask = args[0], args[1]
+    if isinstance(mask, torch.Tensor) and is_device_tensor(self) and not is_device_tensor(mask):
+        raise RuntimeError("expected self and mask to be on the same device, but got mask on cpu and self on cuda:0 "
+                           "(CUDA refuses a host mask: build the mask on the device, or move it there first)")
+
+
+def _refuse_an_aliased_mask_write(func: Any, args: tuple) -> None:
+    """``x[mask] = x[:1]``: CUDA refuses a write whose values share memory with the tensor written.
+
+    With a one-element value in host memory torch would turn the write into ``masked_fill_`` (no check); a device
+    value goes through ``index_put_``, whose ``assert_no_overlap`` raises on CUDA. A CPU tensor standing for device
+    memory would take the host route silently, so the simulated device raises as CUDA does.
+    """
+    if func.overloadpacket.__name__ not in ("index_put", "index_put_", "_index_put_impl_") or len(args) < 3:
+        return
+    self, value = args[0], args[2]
+    if not (isinstance(value, torch.Tensor) and is_device_tensor(value) and is_device_tensor(self)):
+        return
+    if _overlaps(self, value):
+        raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
+                           "refer to a single memory location. Please clone() the tensor before performing the "
+                           "operation.")
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the memory ``a`` spans and the memory ``b`` spans share a byte (ATen's ``get_overlap_status``)."""
+    if a.numel() == 0 or b.numel() == 0 or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        start = t.storage_offset() * t.element_size()
+        extent = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+        return start, start + extent * t.element_size()
+
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
 
 
 def _equal_reads_back(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -680,6 +744,9 @@ _device_module.UPLOAD_OBSERVERS.append(record_simulated_upload)
 _allow_depth: ContextVar[int] = ContextVar("synclab_gpu_sync_allow_depth", default=0)
 _counting: ContextVar["SyncReport | None"] = ContextVar("synclab_gpu_sync_counting", default=None)
 _CUDA_SYNC_WARNING = "called a synchronizing CUDA operation"  # torch's words ("warn" mode)
+# Arming the debug mode warns once per process that it is a prototype: the lab arms it on purpose, and the
+# warning would land on a notebook's stderr under the first count_syncs of a GPU session.
+_CUDA_PROTOTYPE_WARNING = "Synchronization debug mode is a prototype feature"
 _arm_lock = threading.Lock()
 _arm_count = 0
 _mode_before_arming: Any = 0
@@ -739,6 +806,8 @@ def count_syncs(simulate: bool | None = None, *, profiler_marks: bool = False) -
     others: list[warnings.WarningMessage] = []
 
     def hook(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        if arm_cuda and _CUDA_PROTOTYPE_WARNING in str(message):
+            return
         if arm_cuda and _CUDA_SYNC_WARNING in str(message):
             counting = _counting.get()
             if counting is not None:  # a thread or task outside every block is not counted

@@ -23,6 +23,8 @@ from synclab import slice_then_split as ch1
 from synclab import answer_keys
 from tests.notebook_code import load_function
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 CELL_FILE = "/tmp/ipykernel_4242/1234567890.py"  # where ipykernel compiles a cell: outside synclab and tests/
 REFUSED = "cannot stand in for your code"
 

@@ -17,6 +17,8 @@ from synclab.lab import cli
 from synclab.lab.answer_scan import package_names, suspicious
 from synclab.lab.labgen import cell_roles
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SETUP = "from synclab import primer\nm = primer\n"  # a setup cell names the chapter's package

@@ -70,7 +70,7 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 IGNORED_URL_PATHS = {"/favicon.ico"}
 WIDGET_SMOKE_PATH = "/_test/widgets.html"  # served from memory, see widget_smoke_page()
 
-pytestmark = pytest.mark.slow  # registered in pyproject.toml
+pytestmark = [pytest.mark.slow, pytest.mark.sim]  # registered in pyproject.toml and conftest.py
 
 
 def toc_pages() -> list[str]:
@@ -475,6 +475,8 @@ def test_every_gpu_figure_shows_its_prs_own_numbers_never_an_empty_placeholder(b
                 assert all(value in text for row in report.rows for value in row), (page.name, text)
             if not any(REFERENCE_DIR.glob(f"*/{chapter}.json")):
                 assert f"python -m synclab bench {chapter}" in text and "No GPU run of this lab" in text
+            else:  # a recorded GPU run: its figures or tables, never the placeholder
+                assert "No GPU run of this lab" not in text and "on a GPU:" in text, (page.name, text)
             shown += 1
     assert shown >= 7
 

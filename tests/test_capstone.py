@@ -17,6 +17,8 @@ from synclab.syncs import count_syncs
 from tests.check_reports import copied
 from tests.notebook_code import load_function
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 SOLUTION = "solutions/06_capstone_engine_step.ipynb"
 
 

@@ -10,6 +10,8 @@ import pytest
 from synclab.checks import (REPORT_LOG_ENV, Check, CheckFailed, CheckReport, Outcome, expect, expect_equal,
                             run_checks)
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 
 # ----------------------------------------------------------------------------- implementations under test
 

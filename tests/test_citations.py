@@ -20,6 +20,8 @@ import yaml
 from synclab.lab.citations import (CITATIONS_PATH, PYTORCH, VLLM, Citation, cited_in, cited_numbers, load_citations,
                                problems, unknown_citations)
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

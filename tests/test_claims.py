@@ -20,6 +20,8 @@ from synclab.provenance import Provenance
 from synclab.reference import REFERENCE_DIR
 from synclab.lab.chapters import import_all
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 import_all()  # the chapters declare their claims when imported
 from synclab.timing import DELIBERATE_ENV, Sweep, Timing
 
@@ -205,7 +207,7 @@ def test_a_measured_figure_without_its_evidence_is_caught():
 
 def test_gpu_references_satisfy_their_claims():
     """data/reference/<device>/chN.json, as written by `python -m synclab bench` on a GPU."""
-    for path in sorted(REFERENCE_DIR.glob("*/*.json")):
+    for path in sorted(REFERENCE_DIR.glob("*/*.json")) + sorted(REFERENCE_DIR.glob("*/repeat/*.json")):
         for name, result in json.loads(path.read_text())["results"].items():
             if isinstance(result, dict) and "claim" in result:
                 assert check_stored(Sweep.from_dict(result)) == [], f"{path}: {name}"

@@ -17,6 +17,8 @@ from nbformat import v4
 
 from synclab.timing import reader_environment
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 

@@ -10,6 +10,8 @@ import pytest
 
 from tests.test_cli import SOLUTIONS, solution_regions, synclab
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.stem for s in SOLUTIONS])

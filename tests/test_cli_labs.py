@@ -17,6 +17,8 @@ import pytest
 from synclab.timing import reader_environment
 from tests.test_cli import ROOT, synclab
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 
 def _lab_with(chapter: str, answers: dict[str, str], tmp_name: str) -> Path:
     """The chapter's fresh lab with the given exercises' stubs replaced by ``answers[task]`` (whole cells)."""

@@ -12,6 +12,8 @@ import pytest
 
 from tests.test_cli import ROOT, SOLUTIONS, solution_regions, synclab
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.stem for s in SOLUTIONS])

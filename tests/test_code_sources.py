@@ -7,6 +7,8 @@ import pytest
 from synclab.lab.code_sources import code_blocks, unsourced_code_blocks
 from tests.notebook_code import ROOT
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 PAGES = sorted((ROOT / "book").glob("*.md"))
 
 

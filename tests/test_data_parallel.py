@@ -19,6 +19,8 @@ from synclab.engine.dp_utils import (_get_device_and_group, _run_ar_baseline, _s
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 NOTEBOOK = "solutions/03_pinned_transfers.ipynb"
 _namespace: dict = {}
 _run_ar = load_function(NOTEBOOK, "_run_ar", _namespace)

@@ -10,7 +10,7 @@ from synclab.device import (SIM_DEVICE, SimulatedDevice, device_name, has_cuda, 
                             is_pin_memory_available, is_simulated, mark_device, pick_device, synchronize,
                             to_device)
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="these tests describe a CPU-only machine")
+pytestmark = pytest.mark.sim  # the CPU-only machine: SYNCLAB_DEVICE=sim hides a GPU from the lab
 
 
 def test_no_cuda_here():
@@ -75,7 +75,7 @@ def test_mark_device_marks_in_place():
 
 
 def test_no_pinned_memory_without_cuda():
-    dev._probe_pin_memory.cache_clear()
+    dev._pinning_works.cache_clear()
     assert is_pin_memory_available() is False
 
 

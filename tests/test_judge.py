@@ -18,6 +18,8 @@ import pytest
 from synclab.lab import cli
 from synclab.lab.exercises import EXERCISES, of_chapter, points_of
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -21,6 +21,8 @@ from nbclient import NotebookClient
 from nbformat import v4
 from traitlets.config import Config
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 KERNELSPEC = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
 

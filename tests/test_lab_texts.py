@@ -15,6 +15,9 @@ from synclab.answer_keys import unguarded
 from synclab.device import to_device
 from synclab.syncs import count_syncs
 from tests.notebook_code import ROOT
+import pytest
+
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
 
 def markdown(lab: str) -> list[str]:

@@ -12,6 +12,8 @@ from synclab.lab import labgen
 from synclab.lab.labgen import (LabgenError, LabWouldOverwriteWork, check_lab_fresh, generate_lab,
                             lab_path_for, leaked_solution, main, write_lab)
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 SOLUTION_CODE = """\
 import torch
 

@@ -17,6 +17,8 @@ import pytest
 import synclab
 from synclab.lab.chapters import PACKAGES
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 SYNCLAB = Path(synclab.__file__).parent
 CHAPTERS = set(PACKAGES.values())
 ALLOWED_CIRCLES = [{"synclab.engine.scheduler", "synclab.engine.encoder_cache_manager"}]  # as in vLLM itself

@@ -16,6 +16,8 @@ from synclab.lazy_streams.checks import _diagnose
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 NOTEBOOK = "solutions/02_lazy_streams.ipynb"
 _namespace: dict = {}
 AsyncPoolingOutput = load_function(NOTEBOOK, "AsyncPoolingOutput", _namespace)

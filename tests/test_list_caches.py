@@ -17,6 +17,8 @@ from synclab.engine.scheduler import Request, SchedulerConfig
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 NOTEBOOK = "solutions/05_list_based_caches.ipynb"
 _namespace: dict = {}
 ListCachedRange = load_function(NOTEBOOK, "ListCachedRange", _namespace)

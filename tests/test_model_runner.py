@@ -20,6 +20,8 @@ from synclab.engine.platform import current_platform, forced_platform
 from synclab.lazy_streams.checks import _pool_reference as pool_reference
 from synclab.syncs import SyncKind, count_syncs
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 
 def same_outputs(got, want) -> bool:
     return len(got) == len(want) and all(

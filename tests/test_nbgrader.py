@@ -21,6 +21,8 @@ from synclab.lab.nbgrader_run import autograde, gradebook_scores, hand_in, relea
 from synclab.lab.exercises import EXERCISES, lab_version, points_of
 from synclab.lab.nbgrader_source import exercise_points, nbgrader_notebook, points_by_chapter
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -16,6 +16,8 @@ from synclab.pinned_transfers.checks.ngram import count_bad_words, count_reorder
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 NOTEBOOK = "solutions/03_pinned_transfers.ipynb"
 _namespace: dict = {}
 async_tensor_h2d = load_function(NOTEBOOK, "async_tensor_h2d", _namespace)

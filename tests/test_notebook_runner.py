@@ -16,6 +16,8 @@ from nbformat import v4
 from synclab.lab.notebook_runner import run_notebook
 from synclab.timing import reader_environment
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -17,6 +17,8 @@ import yaml
 
 from synclab.lab.main_flow import MAX_PRS, MAX_WORDS, main_flow, pr_numbers, problems, words
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER_PAGES = sorted((ROOT / "book").glob("0*.md"))
 

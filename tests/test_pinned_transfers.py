@@ -18,6 +18,8 @@ from synclab.pinned_transfers.checks.snippets import _measure_snippet_syncs
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import load_function
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 NOTEBOOK = "solutions/03_pinned_transfers.ipynb"
 _namespace: dict = {}
 async_tensor_h2d = load_function(NOTEBOOK, "async_tensor_h2d", _namespace)
@@ -97,7 +99,6 @@ def test_stale_read_shows_the_hazard():
         assert result == {"device": "simulated", "num_elements": 4096, "wrong_before_wait": 4096, "wrong_after_wait": 0}
 
 
-@pytest.mark.skipif(has_cuda(), reason="on a GPU the sweep runs")
 def test_bandwidth_needs_a_gpu_and_draws_nothing_without_one():
     assert ch3.bandwidth_sweep() is None
     assert ch3.bandwidth_figures() is None  # no empty chart: the notebook and the page say it in one line

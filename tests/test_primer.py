@@ -12,6 +12,8 @@ from synclab.syncs import count_syncs
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import ROOT, load_function
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 decode_step = load_function("solutions/00_primer.ipynb", "decode_step")
 my_predictions = load_function("solutions/00_primer.ipynb", "my_predictions")
 

@@ -16,6 +16,8 @@ from synclab.provenance import Provenance
 from synclab.syncs import PROFILER_MARK, count_syncs
 from tests.notebook_code import load_function
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 X = to_device(torch.arange(64.0))  # device memory (simulated here): its reads are syncs
 
 

@@ -17,6 +17,8 @@ import torch.distributed as dist
 from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout, _alive
 from tests.conftest import proc_stat
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 
 # ----------------------------------------------------------------------------- the group itself
 

@@ -16,6 +16,8 @@ from synclab.provenance import Provenance, cuda_version_label
 from synclab.reference import BENCH_DIR_ENV, describe_missing, load, record
 from synclab.lab.chapters import import_all
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 import_all()  # the chapters declare their claims when imported
 
 H100 = Provenance(device="NVIDIA H100 80GB HBM3", is_gpu=True, torch_version="2.9.0+cu128",

@@ -21,6 +21,8 @@ from synclab.reverse_scan.checks import _bottleneck_reference, _update_reference
 from tests.check_reports import assert_every_check_shown_to_fail, copied, outcome
 from tests.notebook_code import load_function
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 NOTEBOOK = "solutions/04_reverse_placeholder_scans.ipynb"
 _namespace: dict = {}
 ReverseScanBatch = load_function(NOTEBOOK, "ReverseScanBatch", _namespace)

@@ -9,6 +9,8 @@ from synclab.device import SIM_DEVICE, has_cuda, is_pin_memory_available, is_pin
 from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning
 from synclab.syncs import SyncKind, count_syncs
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 
 def test_available_pinning_gives_pinned_host_tensors():
     with simulated_pinning(True):
@@ -71,7 +73,6 @@ def test_the_answer_is_restored_after_the_block():
     assert is_pin_memory_available() == before
 
 
-@pytest.mark.skipif(has_cuda(), reason="a GPU has no simulated device")
 def test_simulated_device_is_the_cpu_stand_in():
     assert pick_device() == SIM_DEVICE
 

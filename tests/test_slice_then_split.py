@@ -24,6 +24,8 @@ from synclab.provenance import Provenance
 from tests.check_reports import assert_every_check_shown_to_fail, copied, outcome
 from tests.notebook_code import ROOT, load_function
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 NOTEBOOK = "solutions/01_slice_then_split.ipynb"
 _namespace: dict = {}
 AllPool = load_function(NOTEBOOK, "AllPool", _namespace)

@@ -19,6 +19,8 @@ from synclab.lab import labgen
 from synclab.lab.exercises import points_of
 from synclab.lab.student_image import StudentImageError, write_student_image
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -27,6 +27,9 @@ import torch
 from synclab.device import has_cuda, is_device_tensor, is_pin_memory_available, pick_device, to_device
 from synclab.sim import cuda as sim_cuda
 from synclab.syncs import SyncKind, count_syncs, syncs_per_call
+from tests.devices import EACH_DEVICE
+
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
 
 @dataclass
@@ -84,9 +87,15 @@ TABLE: list[tuple[str, Callable[[Env], object], int, set[SyncKind]]] = [
     ("unique", lambda e: torch.unique(e.x), 1, {SyncKind.NONZERO}),
     ("boolean-mask read", lambda e: e.x[e.x > 3], 1, {SyncKind.BOOL_MASK_INDEX}),
     ("boolean-mask write of a Python scalar (masked_fill)", lambda e: e.x.__setitem__(e.x > 3, 0.0), 0, set()),
-    ("boolean-mask write of device values", lambda e: e.x.__setitem__(e.x > 3, e.x[:1]), 1,
+    # values that alias the written tensor (e.x[:1]) CUDA refuses: see REFUSED
+    ("boolean-mask write of device values", lambda e: e.x.__setitem__(e.x > 3, e.x[:1].clone()), 1,
      {SyncKind.BOOL_MASK_INDEX}),
     ("integer-index gather", lambda e: e.x[e.idx], 0, set()),
+    # the index is built in host memory and copied to the device, blocking (from pageable memory)
+    ("integer-index gather with a Python list", lambda e: e.x[[2, 9]], 1, {SyncKind.H2D_COPY}),
+    ("integer-index gather with a host index tensor", lambda e: e.x[e.host], 1, {SyncKind.H2D_COPY}),
+    ("integer-index write of a Python scalar at a Python list (the scalar, then the index)",
+     lambda e: e.x.__setitem__([2, 9], 0.0), 2, {SyncKind.H2D_COPY}),
     ("index_fill_", lambda e: e.x.index_fill_(0, e.idx, 0.0), 0, set()),
     ("integer-index write of a Python scalar (copies the scalar over)", lambda e: e.x.__setitem__(e.idx, 0.0), 1,
      {SyncKind.H2D_COPY}),
@@ -131,8 +140,9 @@ def _streams():
     return nullcontext() if has_cuda() else sim_cuda.simulated_cuda()
 
 
+@EACH_DEVICE
 @pytest.mark.parametrize("name,op,expected,kinds", TABLE, ids=[row[0] for row in TABLE])
-def test_sync_table(name, op, expected, kinds):
+def test_sync_table(name, op, expected, kinds, device):
     env = make_env()
     with _streams(), count_syncs() as report:
         op(env)
@@ -140,7 +150,7 @@ def test_sync_table(name, op, expected, kinds):
     assert {e.kind for e in report.events + report.staged} == kinds
 
 
-@pytest.mark.skipif(not has_cuda(), reason="needs a GPU: checks the table against CUDA's own sync debug mode")
+@pytest.mark.cuda
 @pytest.mark.parametrize("name,op,expected,kinds", TABLE, ids=[row[0] for row in TABLE])
 def test_sync_table_against_cuda_debug_mode(name, op, expected, kinds):
     env = make_env()
@@ -159,7 +169,7 @@ def test_sync_table_against_cuda_debug_mode(name, op, expected, kinds):
 SLEEP_CYCLES = 200_000_000  # about 0.1 s of one busy kernel on a 2 GHz GPU: far longer than any row's host work
 
 
-@pytest.mark.skipif(not has_cuda(), reason="needs a GPU: asks the device whether the host waited for it")
+@pytest.mark.cuda
 @pytest.mark.parametrize("name,op,expected,kinds", TABLE, ids=[row[0] for row in TABLE])
 def test_sync_table_against_the_device(name, op, expected, kinds):
     """A row counts a sync exactly when the host returns only after the work queued before it is done.
@@ -195,9 +205,9 @@ ROUTES: list[tuple[str, Callable[[Env], object], type[BaseException] | int, set[
     ("t.numpy()", lambda e: e.x.numpy(), TypeError, set()),
     ("np.from_dlpack(t)", lambda e: np.from_dlpack(e.x), BufferError, set()),
     ("memoryview(t) (no buffer protocol, host or device)", lambda e: memoryview(e.x), TypeError, set()),
-    # a storage read copies bytes to the host; the simulated device counts taking the storage (it cannot see
-    # the read), CUDA at least one wait
-    ("t.untyped_storage().tolist()", lambda e: e.x.untyped_storage().tolist(), 1, {SyncKind.D2H_COPY}),
+    # a storage read fetches one byte per read: 64 waits for 16 floats on CUDA (the debug mode agrees); the
+    # simulated device counts them when the storage is taken (it cannot see the reads)
+    ("t.untyped_storage().tolist()", lambda e: e.x.untyped_storage().tolist(), 64, {SyncKind.D2H_COPY}),
     ("pickle.dumps(t) (the storage saved through a host copy)", lambda e: pickle.dumps(e.x), 1, {SyncKind.D2H_COPY}),
     ("bytes(t): one __index__ per element", lambda e: bytes(e.idx), 2, {SyncKind.ITEM}),
     ("str(t)", lambda e: str(e.x), 1, {SyncKind.PRINT}),
@@ -215,13 +225,43 @@ ROUTES: list[tuple[str, Callable[[Env], object], type[BaseException] | int, set[
 ]
 
 
+# What CUDA refuses where a CPU would go on: the simulated device refuses it too, with CUDA's words.
+REFUSED: list[tuple[str, Callable[[Env], object], str]] = [
+    # a one-element host value becomes masked_fill_ on a CPU; a device value goes through index_put_, whose
+    # overlap check raises (at::assert_no_overlap)
+    ("boolean-mask write of values that alias the written tensor", lambda e: e.x.__setitem__(e.x > 3, e.x[:1]),
+     "refer to a single memory location"),
+    ("masked_fill_ with a host mask", lambda e: e.x.masked_fill_(torch.arange(16) > 3, 0.0), "same device"),
+]
+
+
+@EACH_DEVICE
+@pytest.mark.parametrize("name,op,words", REFUSED, ids=[row[0] for row in REFUSED])
+def test_what_cuda_refuses_the_simulated_device_refuses(name, op, words, device):
+    env = make_env()
+    with _streams(), count_syncs(), pytest.raises(RuntimeError, match=words):
+        op(env)
+
+
+def test_the_refusals_are_the_simulated_devices_own(monkeypatch):
+    """Without the simulated device's refusals, a CPU accepts both writes: the test above would fail."""
+    import synclab.syncs
+
+    monkeypatch.setattr(synclab.syncs, "_refuse_a_host_mask", lambda func, args: None)
+    monkeypatch.setattr(synclab.syncs, "_refuse_an_aliased_mask_write", lambda func, args: None)
+    for name, op, words in REFUSED:
+        with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+            test_what_cuda_refuses_the_simulated_device_refuses(name, op, words, "sim")
+
+
 def _raises(fn: Callable[[Any], object], arg: Any) -> None:
     with pytest.raises((TypeError, ValueError, RuntimeError)):
         fn(arg)
 
 
+@EACH_DEVICE
 @pytest.mark.parametrize("name,op,cuda,kinds", ROUTES, ids=[row[0] for row in ROUTES])
-def test_every_route_to_a_device_tensors_bytes_behaves_as_on_cuda(name, op, cuda, kinds):
+def test_every_route_to_a_device_tensors_bytes_behaves_as_on_cuda(name, op, cuda, kinds, device):
     env = make_env()
     with _streams(), count_syncs() as report:
         if isinstance(cuda, type):
@@ -242,13 +282,13 @@ def test_the_route_table_fails_on_a_route_that_slips_through(monkeypatch):
 
     monkeypatch.setattr(synclab.syncs, "_REFUSED_ON_CUDA", {})
     with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
-        test_every_route_to_a_device_tensors_bytes_behaves_as_on_cuda(*ROUTES[0])
+        test_every_route_to_a_device_tensors_bytes_behaves_as_on_cuda(*ROUTES[0], "sim")
     monkeypatch.setattr(synclab.syncs, "_HIDDEN_READS", {})
     with pytest.raises(AssertionError):
-        test_every_route_to_a_device_tensors_bytes_behaves_as_on_cuda(*ROUTES[7])  # pickle, no longer counted
+        test_every_route_to_a_device_tensors_bytes_behaves_as_on_cuda(*ROUTES[7], "sim")  # pickle, no longer counted
 
 
-@pytest.mark.skipif(not has_cuda(), reason="needs a GPU: checks each route against CUDA itself")
+@pytest.mark.cuda
 @pytest.mark.parametrize("name,op,cuda,kinds", ROUTES, ids=[row[0] for row in ROUTES])
 def test_every_route_on_cuda(name, op, cuda, kinds):
     env = make_env()
@@ -406,7 +446,7 @@ def test_an_asyncio_task_inherits_the_region_it_was_created_in():
     assert [e.allowed for e in report.events] == [True, False]
 
 
-@pytest.mark.skipif(not has_cuda(), reason="needs a GPU")
+@pytest.mark.cuda
 def test_on_cuda_the_debug_mode_count_splits_allowed_from_stray_and_is_restored():
     from synclab.syncs import gpu_sync_allowed
 

@@ -16,6 +16,8 @@ from synclab import timing
 from synclab.timing import (BOOK_BUILD_ENV, DELIBERATE_ENV, ROUNDS, SMOKE_ENV, Sweep, Timing, benchmark, compare,
                             measurement_threads, median, sweep)
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 FAST = 0.01  # min_run_time: keeps every benchmark here around 10-20 ms
 
 

@@ -17,6 +17,8 @@ import torch
 
 from synclab.device import has_cuda
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 
 def _parameters(fn) -> set[str]:
     return set(inspect.signature(fn).parameters)
@@ -93,7 +95,7 @@ def test_profiler_apis():
     assert hasattr(ProfilerActivity, "CPU") and hasattr(ProfilerActivity, "CUDA") and callable(record_function)
 
 
-@pytest.mark.skipif(not has_cuda(), reason="needs a GPU")
+@pytest.mark.cuda
 def test_the_sync_debug_mode_warns_with_the_words_count_syncs_looks_for():
     import warnings
 

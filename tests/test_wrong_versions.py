@@ -23,6 +23,8 @@ from synclab.lazy_streams import checks as ch2_checks
 from tests import (test_lazy_streams, test_list_caches, test_ngram_bad_words, test_pinned_transfers, test_primer,
                    test_reverse_scan, test_slice_then_split)
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 SEEDS = range(20)
 
 SOURCES: list[tuple[str, list[Check], list[tuple[Any, str]]]] = [

@@ -49,18 +49,23 @@ class GpuReferenceDirective(SphinxDirective):
         titles = [title.strip() for title in self.options.get("title", "").split("|")]  # one per measurement
         if len(titles) != len(names):
             titles = [f"{chapter} {name}" for name in names]
-        drawn = []
+        from synclab.reference import speedup_table
+
+        drawn, tables, shown = [], [], []
         try:
             for name, title in zip(names, titles):
-                drawn += headline_figures(chapter, name, title)
+                figures, table = headline_figures(chapter, name, title), speedup_table(chapter, name)
+                drawn += figures
+                tables += [table] if table else []
+                shown += [name] if figures or table else []
         except ValueError as exc:
             return [self.state.document.reporter.warning(str(exc), line=self.lineno)]
         box = nodes.container(classes=["synclab-pr-report"])
-        box += self.parse_text_to_nodes(_report_markdown(report, names, recorded=bool(drawn)))
+        box += self.parse_text_to_nodes("".join(t + "\n\n" for t in tables) + _report_markdown(report, names, shown))
         return [plotly_node(figure) for figure in drawn] + [box]
 
 
-def _report_markdown(report: Any, names: list[str], recorded: bool) -> str:
+def _report_markdown(report: Any, names: list[str], shown: list[str]) -> str:
     """The PR's own numbers as a small table, sourced, and what a GPU run of the lab adds (or added) here."""
     if report.pr is None:
         text = f"**No PR measured this.** {report.why}"
@@ -70,11 +75,18 @@ def _report_markdown(report: Any, names: list[str], recorded: bool) -> str:
                 f"| | before {pr} | after {pr} |\n|---|---|---|\n"
                 + "".join(f"| {what} | {before} | {after} |\n" for what, before, after in report.rows)
                 + (f"\n{report.note[0].upper()}{report.note[1:]}" if report.note else ""))
-    adds = "; ".join(report.bench[name].rstrip(".") for name in names)
-    if recorded:
-        return text + f"\n\nAbove, from `python -m synclab bench {report.chapter}` on a GPU: {adds}."
-    return (text + f"\n\n*No GPU run of this lab is recorded yet.* On a machine with a GPU, "
-            f"`python -m synclab bench {report.chapter}` draws here {adds[0].lower()}{adds[1:]}.")
+    def adds(which: list[str]) -> str:
+        return "; ".join(report.bench[name].rstrip(".") for name in which)
+
+    missing = [name for name in names if name not in shown]
+    if shown:
+        text += f"\n\nAbove, from `python -m synclab bench {report.chapter}` on a GPU: {adds(shown)}."
+    if missing:
+        what = adds(missing)
+        text += (f"\n\n{'Not yet recorded on a GPU' if shown else '*No GPU run of this lab is recorded yet.*'}: "
+                 f"on a machine with a GPU, `python -m synclab bench {report.chapter}` draws here "
+                 f"{what[0].lower()}{what[1:]}.")
+    return text
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

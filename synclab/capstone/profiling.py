@@ -18,13 +18,18 @@ Taught in chapter 6 (the capstone), Exercise 6.2 and its profiling cells.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+import torch
 from torch.overrides import TorchFunctionMode
+
+from synclab import device as device_module
+from synclab.sim import cuda as sim_cuda
 
 from synclab.capstone.workloads import (ABLATION_LENGTHS, Workload, ablation_configs, ablation_workload, is_planned,
                                         current_fixes, run_engine, step_syncs)
@@ -203,10 +208,26 @@ class _Recording(TorchFunctionMode):
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None):
         phase = phase_of(sys._getframe(1))
         self.flush_syncs(phase)  # a sync outside torch calls (an event's wait) comes before this call
-        self.events.append(HostEvent("call", getattr(func, "__name__", str(func)), phase))
+        if not _from_the_device_layer(sys._getframe(1)):
+            self.events.append(HostEvent("call", getattr(func, "__name__", str(func)), phase))
         result = func(*args, **(kwargs or {}))
         self.flush_syncs(phase)  # this call's own syncs come right after it
         return result
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_DEVICE_LAYER = (os.path.dirname(sim_cuda.__file__), os.path.abspath(device_module.__file__))
+
+
+def _from_the_device_layer(frame: Any) -> bool:
+    """Whether the first frame outside torch belongs to the lab's device layer (synclab/sim/, synclab/device.py).
+
+    Its calls stand in for what CUDA does below the engine (marking simulated device memory, landing a simulated
+    copy), and differ between a GPU and the simulated device: the engine's own calls are the same on both.
+    """
+    while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR):
+        frame = frame.f_back
+    return frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_DEVICE_LAYER)
 
 
 def step_host_events(workload: Workload, config: EngineConfig, step: int,

@@ -182,6 +182,30 @@ class _ReadyEvent:
         return True
 
 
+class _OutputCopyEvent:
+    """The event recorded after a step's output copies, waited for at most once.
+
+    The placeholder repair (chapter 4) may wait for it first; collecting the output then waits no more. Whether
+    it was waited for is remembered, not asked of the device: on a GPU ``query()`` may find a short step's copy
+    already done, and the step's count of planned waits would then depend on timing.
+    """
+
+    def __init__(self) -> None:
+        self.event = torch.cuda.Event(blocking=True)  # the host sleeps while it waits (chapter 2)
+        self.waited = False
+
+    def record(self) -> None:
+        self.event.record()
+
+    def synchronize(self) -> None:
+        if not self.waited:
+            self.event.synchronize()
+            self.waited = True
+
+    def query(self) -> bool:
+        return self.waited or self.event.query()
+
+
 class PendingOutput:
     """A step's output on its way to the host: valid once the event recorded after its copies completes."""
 
@@ -189,7 +213,7 @@ class PendingOutput:
         self.req_ids, self._host, self.stopped, self.event = req_ids, tensors, stopped, event
 
     def get_output(self) -> EngineOutput:
-        if not self.event.query():  # already waited for (the placeholder repair may have): no second wait
+        if not getattr(self.event, "waited", True):  # the placeholder repair may have waited: no second wait
             with gpu_sync_allowed():  # the step's one planned wait, marked as vLLM marks one (#44800)
                 self.event.synchronize()
         host = self._host
@@ -403,7 +427,7 @@ class EngineRunner:
         cuda_alike = current_platform.is_cuda_alike()
         if self.config.lazy_stream and cuda_alike:
             stream = self.components.output_copy_stream(self)
-            event = torch.cuda.Event(blocking=True)
+            event = _OutputCopyEvent()
             stream.wait_stream(torch.cuda.current_stream())  # copy only what the step has written
             with torch.cuda.stream(stream):
                 host = self._queue_copies(to_copy, pooled)

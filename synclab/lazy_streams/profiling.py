@@ -95,8 +95,9 @@ def step_loop(runner: PoolingModelRunner, batches: list[PoolingBatch], steps: in
 
 declare("ch2.loop",
         cpu=("On a CPU the two lines agree within 25% at every batch size.", [Within(a=0, b=1, factor=1.25)]),
-        gpu=("On a GPU the asynchronous runner is never more than 5% slower than the synchronous one, at any "
-             "batch size.", [Faster(fast=1, slow=0, by=0.95)]),
+        gpu=("On a GPU the asynchronous runner is within 5% of the synchronous one, or faster, from 64 requests "
+             "per step; below that its fixed cost per step may make it slower.",
+             [Faster(fast=1, slow=0, by=0.95, from_value=64)]),
         cpu_shows="both runners take the CPU path (a CPU platform has no streams), so they do the same work and "
                   "a gap between the two lines is this machine's noise (other programs, the kernel's own threads), "
                   "not the runners. A CPU cannot show what #39113 saves, the host's wait for the device and the copy "

@@ -46,6 +46,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from synclab.device import has_cuda
+
 START_TIMEOUT_S = 120.0  # the first start also starts the fork server (it imports torch): a busy machine needs a while
 CALL_TIMEOUT_S = 60.0
 LEAVE_GRACE_S = 5.0  # how long a rank may take to leave cleanly before it is terminated
@@ -74,7 +76,7 @@ class RankTimeout(RuntimeError):
 
 def default_backend(world_size: int) -> str:
     """NCCL when every rank has a GPU of its own, else gloo (over CUDA tensors with one GPU, host tensors without)."""
-    if torch.cuda.is_available() and torch.cuda.device_count() >= world_size and dist_available("nccl"):
+    if has_cuda() and torch.cuda.device_count() >= world_size and dist_available("nccl"):
         return "nccl"
     return "gloo"
 
@@ -144,7 +146,7 @@ def _start_context() -> mp.context.BaseContext:
 def _rank_device(rank: int) -> Any:
     from synclab.device import SIM_DEVICE
 
-    if not torch.cuda.is_available():
+    if not has_cuda():
         return SIM_DEVICE
     device = torch.device("cuda", rank % torch.cuda.device_count())
     torch.cuda.set_device(device)

@@ -26,6 +26,9 @@ import torch
 from synclab.engine.encoder_cache_manager import EncoderCacheManager
 from synclab.engine.mm_inputs import MultiModalFeatureSpec
 from tests.upstream.adapters import free_request, get_freed_mm_hashes, list_cached_range, mock_request
+import pytest
+
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
 BIG = int(1e9)  # vLLM's "no compute budget limit"
 

@@ -33,6 +33,8 @@ from synclab.device import pick_device, to_device
 from synclab.engine.penalties import bincount_baseline
 from tests.upstream.adapters import solution
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 VOCAB_SIZE = 128
 NUM_ROWS = 2
 MAX_MODEL_LEN = 64

@@ -28,6 +28,8 @@ from synclab.engine.mm_inputs import PlaceholderRange, PlaceholderRangeBaseline
 from synclab.list_caches.checks import _PlaceholderRangeReference
 from tests.upstream.adapters import list_cached_range
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 ListCachedRange = list_cached_range()
 QUERY_CLASSES = [ListCachedRange, _PlaceholderRangeReference, PlaceholderRangeBaseline]
 

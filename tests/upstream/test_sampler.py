@@ -25,6 +25,8 @@ from synclab.device import pick_device, to_device
 from synclab.engine.bad_words import SingleBatchFunction, _apply_bad_words_single_batch_baseline, apply_bad_words
 from tests.upstream.adapters import solution
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 VOCAB_SIZE = 1024
 NUM_OUTPUT_TOKENS = 20
 SINGLE_BATCH = {"solution": solution(3, "_apply_bad_words_single_batch"),

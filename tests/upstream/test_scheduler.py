@@ -35,6 +35,8 @@ from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig
 from synclab.list_caches.checks import _SchedulerReference
 from tests.upstream.adapters import create_requests, list_cached_range, solution
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 LLAVA_MAX_TOKENS_PER_ITEM = 576  # what vLLM's budgets are raised to for llava-1.5 (encoder_cache_manager.py)
 SCHEDULERS = [solution(5, "EncoderScheduler"), _SchedulerReference]
 

@@ -25,6 +25,8 @@ from synclab.device import pick_device
 from synclab.engine.torch_utils import async_tensor_h2d_baseline
 from tests.upstream.adapters import solution
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 IMPLS = {"solution": solution(3, "async_tensor_h2d"), "baseline": async_tensor_h2d_baseline}
 DEVICES = {"lab device": pick_device(), "cpu": "cpu"}
 

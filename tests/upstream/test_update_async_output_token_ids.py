@@ -20,6 +20,8 @@ from synclab.engine.input_batch import CachedRequestState, InputBatch
 from synclab.engine.input_batch_baseline import InputBatchBaseline
 from tests.upstream.adapters import solution
 
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
 BATCHES = [solution(4, "ReverseScanBatch"), InputBatchBaseline]
 
 
