@@ -330,14 +330,21 @@ _REFUSED_ON_CUDA = {"numpy": (TypeError, _CUDA_NUMPY), "__array__": (TypeError, 
                     "__dlpack__": (BufferError, "numpy's from_dlpack takes host memory only: a DLPack capsule of "
                                                 "a cuda:0 tensor is refused. Use Tensor.cpu() first.")}
 # Routes that copy a device tensor's bytes to the host without an aten op the dispatch level would see.
-# Pickling saves the storage through one blocking host copy (UntypedStorage.cpu()): counted on CUDA too, where
-# no tensor op shows it. A storage read on the host fetches one value per read: CUDA waits once per byte of
+# Pickling saves the storage through one blocking host copy (UntypedStorage.cpu()); on CUDA no tensor op shows
+# it, and _watch_explicit_syncs counts it. A storage read on the host fetches one value per read: CUDA waits once per byte of
 # `untyped_storage().tolist()` (64 for 16 floats, the debug mode agreeing), once per element of a typed
 # storage. The simulated device sees the storage being taken, not the reads, so it counts those reads at the
 # taking (data_ptr() alone would be no sync on CUDA).
 _PICKLED = {"__reduce_ex__"}
-_HIDDEN_READS = {"__reduce_ex__": SyncKind.D2H_COPY, "untyped_storage": SyncKind.D2H_COPY,
-                 "storage": SyncKind.D2H_COPY, "_typed_storage": SyncKind.D2H_COPY}
+_HIDDEN_READS = {"__reduce_ex__": SyncKind.D2H_COPY, "untyped_storage": SyncKind.ITEM,
+                 "storage": SyncKind.ITEM, "_typed_storage": SyncKind.ITEM}  # a storage read: one value at a time
+
+
+def _python_list_indices(index: Any) -> int:
+    """How many Python lists of integers an index holds (``x[[2, 9]]``: 1; ``x[[0], [1]]``: 2)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return sum(1 for part in parts if isinstance(part, list) and part
+               and all(isinstance(i, int) and not isinstance(i, bool) for i in part))
 
 
 def _hidden_reads(name: str, tensor: torch.Tensor) -> int:
@@ -413,10 +420,17 @@ class _FunctionLevel(TorchFunctionMode):
             raise error(message)
         if on_device and name in _SCALAR_READS and (name not in _ONE_VALUE or args[0].numel() == 1):
             kind = _SCALAR_READS[name]
-        elif on_device and name in _HIDDEN_READS and (obs.simulated or name in _PICKLED):
+        elif on_device and name in _HIDDEN_READS and obs.simulated:  # on CUDA: _watch_explicit_syncs
             kind = _HIDDEN_READS[name]
             for _ in range(_hidden_reads(name, args[0]) - 1):  # the last one is recorded below, as every kind is
                 obs.record(kind, name)
+        elif not obs.simulated and name in ("__getitem__", "__setitem__") and len(args) > 1 and \
+                isinstance(args[0], torch.Tensor) and is_device_tensor(args[0]):
+            # x[[2, 9]]: torch builds the index from the list straight on the device, below the dispatch level,
+            # with a blocking copy from pageable memory (the debug mode reports it; H100, torch 2.11). The
+            # simulated device sees the host index at the dispatch level instead.
+            for _ in range(_python_list_indices(args[1])):
+                obs.record(SyncKind.H2D_COPY, f"{name} (a Python list index uploaded)")
         elif name in ("to", "cpu", "cuda") and args and isinstance(args[0], torch.Tensor):
             src = args[0]
             target = False if name == "cpu" else True if name == "cuda" else _target_is_device(args[1:], kwargs)
@@ -691,16 +705,28 @@ def _watch_explicit_syncs(obs: _Observer) -> Iterator[None]:
     if not has_cuda() or obs.simulated:
         yield
         return
+    # Tensor.__reduce_ex__ (pickling) skips __torch_function__ for a plain tensor, and saves a CUDA storage
+    # through one blocking copy to the host (the debug mode reports it; H100, torch 2.11): counted here.
     patched = [(torch.cuda, "synchronize", SyncKind.DEVICE_SYNC), (torch.cuda.Event, "synchronize", SyncKind.EVENT_SYNC),
-               (torch.cuda.Stream, "synchronize", SyncKind.STREAM_SYNC)]
+               (torch.cuda.Stream, "synchronize", SyncKind.STREAM_SYNC), (torch.Tensor, "__reduce_ex__", None)]
     originals = [getattr(owner, attr) for owner, attr, _ in patched]
 
-    def wrap(original: Callable, kind: SyncKind) -> Callable:
+    def wrap(original: Callable, kind: SyncKind | None) -> Callable:
         def counted(*a: Any, **k: Any) -> Any:
             obs.record(kind, kind.value)
             return original(*a, **k)
 
-        return counted
+        def pickled(tensor: torch.Tensor, *a: Any, **k: Any) -> Any:
+            if not (tensor.is_cuda and obs.suppress == 0):  # a tensor with state comes back here once more
+                return original(tensor, *a, **k)
+            obs.record(SyncKind.D2H_COPY, "pickle (the storage copied to the host)")
+            obs.suppress += 1
+            try:
+                return original(tensor, *a, **k)
+            finally:
+                obs.suppress -= 1
+
+        return counted if kind is not None else pickled
 
     for (owner, attr, kind), original in zip(patched, originals):
         setattr(owner, attr, wrap(original, kind))

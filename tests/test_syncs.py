@@ -207,7 +207,7 @@ ROUTES: list[tuple[str, Callable[[Env], object], type[BaseException] | int, set[
     ("memoryview(t) (no buffer protocol, host or device)", lambda e: memoryview(e.x), TypeError, set()),
     # a storage read fetches one byte per read: 64 waits for 16 floats on CUDA (the debug mode agrees); the
     # simulated device counts them when the storage is taken (it cannot see the reads)
-    ("t.untyped_storage().tolist()", lambda e: e.x.untyped_storage().tolist(), 64, {SyncKind.D2H_COPY}),
+    ("t.untyped_storage().tolist()", lambda e: e.x.untyped_storage().tolist(), 64, {SyncKind.ITEM}),
     ("pickle.dumps(t) (the storage saved through a host copy)", lambda e: pickle.dumps(e.x), 1, {SyncKind.D2H_COPY}),
     ("bytes(t): one __index__ per element", lambda e: bytes(e.idx), 2, {SyncKind.ITEM}),
     ("str(t)", lambda e: str(e.x), 1, {SyncKind.PRINT}),
