@@ -282,9 +282,20 @@ def _user_frame() -> tuple[str, int, str, str]:
         )
         if not skip:
             code = linecache.getline(filename, frame.f_lineno).strip()
-            return filename, frame.f_lineno, frame.f_code.co_name, code
+            return filename, frame.f_lineno, _function_name(frame), code
         frame = frame.f_back
     return "?", 0, "?", ""
+
+
+_INLINED_IN_312 = {"<listcomp>", "<dictcomp>", "<setcomp>"}  # PEP 709: no frame of their own from Python 3.12
+
+
+def _function_name(frame: Any) -> str:
+    """The function a line belongs to, the same on every Python: a comprehension is named by its enclosing function,
+    as Python 3.12 names it (the GPU machine runs 3.12, this lab's pinned set 3.11)."""
+    while frame.f_code.co_name in _INLINED_IN_312 and frame.f_back is not None:
+        frame = frame.f_back
+    return frame.f_code.co_name
 
 
 # ----------------------------------------------------------------------------- the two observers

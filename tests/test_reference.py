@@ -239,3 +239,14 @@ def test_headline_draws_the_measured_busy_share(tmp_path):
     (bars,) = figure["data"]
     assert list(bars["x"]) == ["baseline", "pinned_uploads", "all fixes"] and list(bars["y"]) == [0.4, 0.6, 0.95]
     assert "95%" in bars["text"][2] and "NVIDIA H100 80GB HBM3" in figure["layout"]["title"]["text"]
+
+
+def test_no_stored_solution_says_no_gpu_run_is_recorded_where_one_is():
+    """A chapter with a recorded GPU run shows it in its solution's stored outputs (make solutions re-stores them)."""
+    from synclab.reference import REFERENCE_DIR
+
+    root = REFERENCE_DIR.parent.parent
+    for notebook in sorted((root / "solutions").glob("0*.ipynb")):
+        chapter = f"ch{int(notebook.name[:2])}"
+        if any(REFERENCE_DIR.glob(f"*/{chapter}.json")):
+            assert "No GPU run of this lab is recorded yet" not in notebook.read_text(), notebook.name

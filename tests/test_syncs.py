@@ -458,3 +458,15 @@ def test_on_cuda_the_debug_mode_count_splits_allowed_from_stray_and_is_restored(
             x.max().item()
     assert report.cuda_reported == 2 and report.cuda_stray == 1, str(report)
     assert torch.cuda.get_sync_debug_mode() == before  # the process-wide switch is put back
+
+
+def test_a_sync_in_a_comprehension_is_named_by_its_function_on_every_python():
+    """Python 3.12 inlines comprehensions (PEP 709): the report names the enclosing function on 3.11 too."""
+    env = make_env()
+
+    def reads_each(e: Env) -> list[float]:
+        return [e.x[i].item() for i in range(2)]
+
+    with _streams(), count_syncs() as report:
+        reads_each(env)
+    assert [e.function for e in report.events] == ["reads_each", "reads_each"], str(report)

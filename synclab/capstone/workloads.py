@@ -40,6 +40,7 @@ from synclab.engine.scheduler import SchedulerConfig
 from synclab.engine.tiny_llm import CPU_MODEL, ModelConfig
 from synclab.lab.notebook_code import ROOT, load_function
 from synclab.sim import cuda as sim_cuda
+from synclab.sim.pinning import simulated_pinning
 from synclab.syncs import SyncEvent, count_syncs
 
 RunnerClass = type[EngineRunner]
@@ -126,9 +127,18 @@ def engine_for(workload: Workload, config: EngineConfig, components: Components,
                       workload.scheduler, runner_cls)
 
 
-def device_context() -> ContextManager[Any]:
-    """Where the engine runs: the real device, or simulated streams on a CPU (so the async path runs)."""
-    return nullcontext() if has_cuda() else sim_cuda.simulated_cuda()
+@contextmanager
+def device_context() -> Iterator[None]:
+    """Where the engine runs: the real device, or on a CPU a simulated GPU machine.
+
+    The simulated one has streams (so the async path runs) and pinned memory, as a GPU machine has (vLLM's
+    ``PIN_MEMORY``): the engine's uploads then take the same steps, and make the same torch calls, on both.
+    """
+    if has_cuda():
+        yield
+        return
+    with sim_cuda.simulated_cuda(), simulated_pinning(True):
+        yield
 
 
 def run_engine(workload: Workload, config: EngineConfig, components: Components,
