@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -193,6 +194,20 @@ def test_ablation_row_fails_on_wrong_counts(wrong):
     assert not report.passed and report.outcomes[0].status == "failed", report
     if wrong is _counts_everything_as_stray:
         assert "includes the planned waits" in report.outcomes[0].message, report
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_row_that_ignores_the_fixes_it_is_handed_fails_by_name(seed):
+    """6.2 counts with its third argument: a row that runs the book's fixes instead is told so, on every seed."""
+    right = solution("ablation_row")
+
+    def ignores_its_fixes(config, workload, fixes):
+        return right(config, workload, ch6.book_fixes())
+
+    report = ch6.check_ablation_row(ignores_its_fixes, seed=seed)
+    assert not report.passed, report
+    assert report.outcomes[0].message == "the row ignores the fixes it is handed", report
+    assert "components=fixes" in report.outcomes[0].hint, report
 
 
 # ----------------------------------------------------------------------------- the step's timeline and the MODEL
@@ -442,6 +457,63 @@ def test_a_lab_without_5_2_runs_the_packages_scheduler_not_solutions(tmp_path, m
     workload = ch6.ablation_workload(16)
     got = ch6.comparable(ch6.run_engine(workload, EngineConfig(), fixes))
     assert ch6.first_difference(got, ch6.comparable(ch6.run_engine(workload, EngineConfig(), book_fixes()))) is None
+
+
+def _with_the_labs_cell(notebook_name: str, defines: str, folder):
+    """The solution notebook, with the cell defining ``defines`` as the lab has it (its stub): one exercise undone."""
+    import nbformat
+
+    from tests.notebook_code import ROOT
+
+    solution = nbformat.read(ROOT / "solutions" / f"{notebook_name}.ipynb", as_version=4)
+    lab = nbformat.read(ROOT / "labs" / f"{notebook_name}.ipynb", as_version=4)
+    pattern = re.compile(rf"^(class|def) {defines}\b", re.M)
+    stub = next(c.source for c in lab.cells if c.cell_type == "code" and pattern.search(c.source))
+    for cell in solution.cells:
+        if cell.cell_type == "code" and pattern.search(cell.source):
+            cell.source = stub
+    nbformat.write(solution, folder / f"{notebook_name}.ipynb")
+
+
+def test_a_stretch_left_undone_is_named_as_one_and_the_books_runs_in_its_place(tmp_path, capsys):
+    from tests.notebook_code import ROOT
+
+    for name in ("02_lazy_streams", "04_reverse_placeholder_scans", "05_list_based_caches"):
+        (tmp_path / f"{name}.ipynb").write_bytes((ROOT / "solutions" / f"{name}.ipynb").read_bytes())
+    _with_the_labs_cell("01_slice_then_split", "AllPoolNoSync", tmp_path)  # 1.1 done, the stretch 1.2 not
+    _with_the_labs_cell("03_pinned_transfers", "_apply_bad_words_single_batch", tmp_path)  # 3.8, a stretch
+    fixes = ch6.load_fixes(tmp_path)
+    said = capsys.readouterr().out
+    assert fixes.unfinished == frozenset(), said  # every fix stays on
+    assert f"Exercise 1.2 (a stretch) is not done in {tmp_path / '01_slice_then_split.ipynb'}" in said, said
+    assert "Exercise 3.8 (a stretch) is not done" in said and "Exercises 1.1 and 1.2 are not done" not in said, said
+    assert fixes.all_pool is ch6.book_fixes().all_pool
+    assert fixes.bad_words_single_batch is ch6.book_fixes().bad_words_single_batch
+    syncs, _ = ch6.step_syncs(ch6.ablation_workload(16), EngineConfig(), components=fixes)
+    assert syncs.stray_per_step == 0, syncs.first_stray()
+
+
+def test_a_fix_that_breaks_the_engine_is_named_with_its_exercise_not_an_engine_traceback():
+    from dataclasses import replace
+
+    from synclab.capstone.workloads import FixBrokeTheEngine
+
+    book = ch6.book_fixes()
+
+    class OffByOneRange(book.placeholder_range):  # a 5.1 whose embeds count is one short: the engine's shapes break
+        def get_num_embeds(self) -> int:
+            return super().get_num_embeds() - 1
+
+    mine = replace(book, placeholder_range=OffByOneRange)
+    with pytest.raises(FixBrokeTheEngine, match=r"your Exercise 5\.1 \(ListCachedRange\) breaks the engine") as raised:
+        ch6.run_engine(ch6.ablation_workload(16), EngineConfig(), mine)
+    assert "chapter 5's check cells" in str(raised.value)
+    with pytest.raises(Exception) as plain:  # the book's fixes and a broken runner: nothing to blame on a chapter
+        class Broken(EngineRunner):
+            def execute_model(self, *args, **kwargs):
+                raise ValueError("a runner's own bug")
+        ch6.run_engine(ch6.ablation_workload(16), EngineConfig(), book, runner_cls=Broken)
+    assert not isinstance(plain.value, FixBrokeTheEngine)
 
 
 def test_load_fixes_finds_a_course_folder_with_a_folder_per_chapter(tmp_path, capsys):

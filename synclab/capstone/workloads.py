@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 import re
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator
@@ -38,6 +38,7 @@ from synclab.engine.engine_core import (PATTERNS, Components, EngineConfig, Engi
 from synclab.engine.mm_inputs import PlaceholderRangeBaseline
 from synclab.engine.scheduler import SchedulerConfig
 from synclab.engine.tiny_llm import CPU_MODEL, ModelConfig
+from synclab.lab.exercises import EXERCISES
 from synclab.lab.notebook_code import ROOT, load_function
 from synclab.sim import cuda as sim_cuda
 from synclab.sim.pinning import simulated_pinning
@@ -145,7 +146,30 @@ def run_engine(workload: Workload, config: EngineConfig, components: Components,
                runner_cls: type[EngineRunner] = EngineRunner, max_steps: int = 2_000,
                each_step: Callable[[EngineCore], ContextManager[Any]] | None = None
                ) -> dict[str, RequestResult]:
-    """Run every request of ``workload`` to the end; ``each_step(engine)`` may wrap each step (to count it)."""
+    """Run every request of ``workload`` to the end; ``each_step(engine)`` may wrap each step (to count it).
+
+    When the run raises with fixes of the reader's in it, :class:`FixBrokeTheEngine` names the exercise whose fix
+    broke it (each of the reader's fixes is swapped for the book's until the run completes), not the engine's line.
+    """
+    try:
+        return _run(workload, config, components, runner_cls, max_steps, each_step)
+    except Exception as exc:  # noqa: BLE001 - re-raised, or named and re-raised
+        culprit = _culprit(workload, config, components, runner_cls, max_steps)
+        if culprit is None:
+            raise
+        task, name = culprit
+        raise FixBrokeTheEngine(
+            f"your Exercise {task} ({name}) breaks the engine's run: {type(exc).__name__}: {exc}. With the book's "
+            f"{task} in its place the run completes. Run chapter {task.split('.')[0]}'s check cells: they say what "
+            f"your {name} gets wrong") from exc
+
+
+class FixBrokeTheEngine(RuntimeError):
+    """A fix loaded from the reader's chapters made the engine's run raise; the message names its exercise."""
+
+
+def _run(workload: Workload, config: EngineConfig, components: Components, runner_cls: type[EngineRunner],
+         max_steps: int, each_step: Callable[[EngineCore], ContextManager[Any]] | None) -> dict[str, RequestResult]:
     with device_context():
         engine = engine_for(workload, config, components, runner_cls)
         while engine.has_work:
@@ -154,6 +178,22 @@ def run_engine(workload: Workload, config: EngineConfig, components: Components,
             with each_step(engine) if each_step else nullcontext():
                 engine.step()
         return engine.results
+
+
+def _culprit(workload: Workload, config: EngineConfig, components: Components, runner_cls: type[EngineRunner],
+             max_steps: int) -> tuple[str, str] | None:
+    """The (exercise, name) of the reader's fix whose swap for the book's lets the run complete; None if none does."""
+    for field_name, _, name, task, pattern, _ in FIXES:
+        mine = getattr(components, field_name)
+        if mine is None or mine is BOOK_FIXES[field_name] or pattern in components.unfinished:
+            continue
+        try:
+            _run(workload, config, replace(components, **{field_name: BOOK_FIXES[field_name]}), runner_cls,
+                 max_steps, None)
+        except Exception:  # noqa: BLE001 - not this one
+            continue
+        return task.split(" and ")[-1], name
+    return None
 
 
 def comparable(results: dict[str, RequestResult]) -> dict[str, Any]:
@@ -275,6 +315,15 @@ def _load_fixes(folder: Path, stamp: tuple) -> tuple[Components, list[str]]:
         missing = not notebook.exists()
         where_not = (f"not in {where}: no {notebook.name} there (nor in {where / f'ch{chapter}'})" if missing
                      else f"not done in {shown}")
+        fix_task = task.split(" and ")[-1]  # the exercise that writes the fix (1.2 builds on 1.1)
+        if not missing and EXERCISES[fix_task].stretch and _stubbed(notebook, [name]) \
+                and not _stubbed(notebook, [n for n in needs if n != name]):
+            # a stretch left undone, its core written: the book's stretch runs in its place, the fix stays on
+            loaded[field_name] = BOOK_FIXES[field_name]
+            stood_in.add(task)
+            lines.append(f"Exercise {fix_task} (a stretch) is not done in {shown}: the engine runs the book's "
+                         f"solution of it in its place (the package's own copy), so the {pattern} fix stays on")
+            continue
         if (missing or _stubbed(notebook, needs)) and pattern is not None:
             unfinished.add(pattern)
             lines.append(f"{exercises} {where_not}: the engine runs vLLM's code before {pr} "
