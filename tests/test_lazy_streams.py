@@ -155,6 +155,31 @@ class WaitsOnItself(_QueuesItsOwnCopy):  # current_stream() asked inside the sid
         event.record()
 
 
+class WaitsOnAnEventOfTheComputeStream(_QueuesItsOwnCopy):  # CUDA's other ordering: an event, not wait_stream
+    def _queue(self, stream, compute, event, out, raw, finished):
+        ready = torch.cuda.Event()
+        ready.record(compute)
+        stream.wait_event(ready)
+        out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
+        event.record()
+
+
+class WaitsWithEventWait(_QueuesItsOwnCopy):  # the same ordering, said from the event's side
+    def _queue(self, stream, compute, event, out, raw, finished):
+        ready = torch.cuda.Event()
+        ready.record(compute)
+        ready.wait(stream)
+        out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
+        event.record()
+
+
+class WaitsOnAnUnrecordedEvent(_QueuesItsOwnCopy):  # an event never recorded orders nothing, on CUDA too
+    def _queue(self, stream, compute, event, out, raw, finished):
+        stream.wait_event(torch.cuda.Event())
+        out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
+        event.record()
+
+
 class KeepsDeviceTensors(AsyncOutputRunner):
     def _pool(self, *args):
         result = super()._pool(*args)
@@ -419,6 +444,19 @@ def test_record_stream_is_a_correct_alternative_on_every_seed():
     assert ch2.check_runner(runner_with(LearnersOutput), seed=0).passed  # the shared shape is right as it stands
     report = ch2.check_runner(runner_with(DropsTheReference), seed=0)
     assert outcome(report, "device tensors kept") == "failed", str(report)
+
+
+@pytest.mark.parametrize("runner", [WaitsOnAnEventOfTheComputeStream, WaitsWithEventWait])
+def test_ordering_by_an_event_of_the_compute_stream_is_a_correct_alternative(runner):
+    """``side.wait_event(ev)`` / ``ev.wait(side)`` after ``ev.record(compute)``: the order wait_stream gives."""
+    for seed in range(5):
+        report = ch2.check_runner(runner, seed=seed)
+        assert report.passed, str(report)
+
+
+def test_waiting_on_an_event_never_recorded_orders_nothing():
+    report = ch2.check_runner(WaitsOnAnUnrecordedEvent, seed=0)
+    assert not report.passed, str(report)
 
 
 def test_an_event_recorded_on_the_compute_stream_is_named_as_such_on_every_seed():

@@ -333,3 +333,10 @@ def test_a_running_sum_over_bools_is_named_as_such_and_never_crashes_the_timing(
     assert cumsum.status == "failed" and "accumulate(map(int, mask))" in cumsum.hint, text
     (ratio,) = [o for o in report.outcomes if "faster than the tensor cache" in o.name]
     assert ratio.status == "failed" and ratio.message.startswith("not timed"), text
+
+
+def test_a_slower_version_is_reported_as_slower_not_as_a_speed_up():
+    from synclab.list_caches.checks import speed_words
+
+    assert speed_words(1 / 2.1) == "2.1x slower"
+    assert speed_words(2.1) == "2.1x faster"

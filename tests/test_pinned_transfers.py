@@ -590,3 +590,13 @@ def test_a_read_back_on_wsl_gets_the_read_back_hint_not_keep_non_blocking():
     (wsl,) = [o for o in report.outcomes if "WSL" in o.name]
     assert wsl.status == "failed" and "reads device data back to the host" in wsl.hint, str(report)
     assert "keep non_blocking" not in wsl.hint
+
+
+def test_predictions_written_as_the_members_names_are_told_to_use_the_member():
+    def as_strings():
+        return {k: (v.name if v is not None else None) for k, v in my_predictions().items()}
+
+    report = ch3.check_sync_predictions(as_strings)
+    assert not report.passed
+    assert report.outcomes[0].message == "use the SyncKind member, not its name as a string", str(report)
+    assert "SyncKind.H2D_COPY, not 'H2D_COPY'" in report.outcomes[0].hint

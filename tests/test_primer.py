@@ -164,12 +164,61 @@ def test_0d_tensors_are_caught_though_they_compare_equal(wrong, message):
     assert outcome(report, "at most 1 sync") == "passed"  # one sync per step: only the types give it away
 
 
-def test_finished_may_be_read_back_as_0_or_1():
+def test_finished_as_0_or_1_is_told_to_return_bools():
     def flags_as_ints(batch):
         out = decode_step(batch)
         return primer.StepOutput(out.sampled_token_ids, [int(f) for f in out.finished])
 
-    assert primer.check_decode_step(flags_as_ints, seed=0).passed
+    report = primer.check_decode_step(flags_as_ints, seed=0)
+    (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
+    assert fixed.status == "failed" and fixed.message == "finished must hold Python bools", str(report)
+    assert "bool(flag)" in fixed.hint
+
+
+def advances_lengths_before_the_nan_check(batch):  # the lists stay, but the lengths move on a refused step
+    batch.seq_lens_cpu += 1
+    batch.seq_lens_gpu += 1
+    batch.seq_lens_cpu -= 1
+    batch.seq_lens_gpu -= 1
+    if torch.isnan(batch.logits).any():
+        batch.seq_lens_cpu += 1
+        batch.seq_lens_gpu += 1
+    return decode_step(batch)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_lengths_advanced_on_a_refused_step_fail_on_every_seed(seed):
+    report = primer.check_decode_step(advances_lengths_before_the_nan_check, seed=seed)
+    (nan,) = [o for o in report.outcomes if "NaN" in o.name]
+    assert nan.status == "failed" and "after a rejected step" in nan.message, str(report)
+    assert "a refused step changes nothing" in nan.hint
+
+
+def packs_three_int64_per_request(batch):
+    """A correct alternative: [token, done, nan] per request in int64, one .tolist() (24 bytes per request)."""
+    num_reqs = len(batch.output_token_ids)
+    if num_reqs == 0:
+        if torch.isnan(batch.logits).any():
+            raise ValueError("NaN in logits")
+        return primer.StepOutput([], [])
+    sampled = batch.logits.argmax(dim=-1)  # [num_reqs]
+    lens = batch.seq_lens_gpu
+    done = (sampled == batch.eos_token_id) | (lens + 1 >= batch.max_model_len)
+    nan = torch.isnan(batch.logits).any(dim=-1)
+    rows = torch.stack([sampled, done.long(), nan.long()], dim=1).tolist()  # the one sync
+    if any(r[2] for r in rows):
+        raise ValueError("NaN in logits")
+    for out, (token, _, _) in zip(batch.output_token_ids, rows):
+        out.append(token)
+    batch.seq_lens_gpu += 1
+    batch.seq_lens_cpu += 1
+    return primer.StepOutput([r[0] for r in rows], [bool(r[1]) for r in rows])
+
+
+def test_an_int64_pack_of_three_values_per_request_is_within_the_budget():
+    for seed in range(3):
+        report = primer.check_decode_step(packs_three_int64_per_request, seed=seed)
+        assert report.passed, str(report)
 
 
 def test_a_stub_reports_not_implemented():

@@ -234,6 +234,23 @@ def slope_threshold(costs_us, device_step_us, max_length):  # a threshold of its
     return None if b <= 1e-4 and a < device_step_us else _answer(a, b, device_step_us, max_length)
 
 
+class WrapsPastTheStart(_RepairsEachRequest):  # the walk back's guard lets the index reach -1, which wraps
+    def _repair(self, ids, row):
+        i, k = len(ids) - 1, 0
+        while i >= -1 and ids[i] == PLACEHOLDER and k < len(ids) + 1:
+            k, i = k + 1, i - 1
+        valid = [t for t in row if t != PLACEHOLDER]
+        n = min(len(valid), k)
+        ids[len(ids) - k:] = valid[:n]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_walk_back_that_wraps_past_index_0_fails_on_every_seed(seed):
+    report = ch4.check_update_async_output_token_ids(WrapsPastTheStart, seed=seed)
+    assert outcome(report, "fixed cases") == "failed", str(report)
+    assert "only placeholders" in str(report)
+
+
 WRONG_4_1 = [
     (copied(InputBatchBaseline), "fixed cases"),
     (copied(InputBatchBaseline), "random steps"),
@@ -433,3 +450,45 @@ def test_a_crash_names_the_step_it_crashed_on():
     assert fixed.status == "crashed" and fixed.case.startswith("the fixed cases, all in one step"), str(report)
     (rand,) = [o for o in report.outcomes if "random steps" in o.name]
     assert rand.case.startswith("random step 0"), str(report)
+
+
+def _numpy_fit(costs, device_step_us, max_length):
+    """4.2 as a learner writes it with numpy.polyfit: the crossing comes back as np.float64."""
+    import numpy as np
+
+    slope, intercept = np.polyfit(list(costs), list(costs.values()), 1)
+    if intercept >= device_step_us:
+        return 0
+    if slope <= 0:
+        return None
+    crossing = (device_step_us - intercept) / slope
+    return crossing if crossing <= max_length else None
+
+
+def _statistics_fit(costs, device_step_us, max_length):
+    """The same with statistics.linear_regression over numpy values: numpy floats again."""
+    import statistics
+
+    import numpy as np
+
+    fit = statistics.linear_regression(np.array(list(costs), dtype=float), np.array(list(costs.values())))
+    if fit.intercept >= device_step_us:
+        return 0
+    if fit.slope <= 0:
+        return None
+    crossing = (device_step_us - fit.intercept) / fit.slope
+    return crossing if crossing <= max_length else None
+
+
+@pytest.mark.parametrize("right", [_numpy_fit, _statistics_fit])
+def test_4_2_answers_in_numpy_floats_are_accepted(right):
+    for seed in range(3):
+        report = ch4.check_bottleneck_model(right, seed=seed)
+        assert report.passed, str(report)
+
+
+def test_4_2_an_answer_that_is_not_a_number_is_told_so_not_given_the_fit_hint():
+    report = ch4.check_bottleneck_model(lambda costs, device_step_us, max_length: "12000", seed=0)
+    assert not report.passed
+    failed = [o for o in report.outcomes if o.status == "failed"]
+    assert failed and "return a number" in failed[0].hint and "least squares" not in failed[0].hint, str(report)

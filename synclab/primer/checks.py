@@ -69,8 +69,8 @@ def _same_step(impl: DecodeStep, batch: DecodeBatch, case: str) -> None:
     ints = "Read the token ids back in the step's one .tolist(): it gives Python ints"
     _expect_host_values(list(got.sampled_token_ids), int, "sampled_token_ids", case, ints)
     _expect_host_values(list(got.finished), bool, "finished", case,
-                        "Decide finished on the host, from the ints of the step's one .tolist() and seq_lens_cpu",
-                        also=(int,))  # a 0/1 flag read back with the ids is fine
+                        "Decide finished on the host, from the ints of the step's one .tolist() and seq_lens_cpu; "
+                        "a 0/1 flag read back with the ids becomes one with bool(flag)")
     appended = [o[n] for o, n in zip(mine.output_token_ids, lens_before) if len(o) > n]
     _expect_host_values(appended, int, "the tokens appended to output_token_ids", case, ints)
     expect_equal(list(got.sampled_token_ids), want.sampled_token_ids, what="sampled_token_ids", case=case,
@@ -112,14 +112,23 @@ def _check_nan(impl: DecodeStep, rng: random.Random) -> None:
     batch = make_batch(5, rng=rng)
     batch.logits[rng.randrange(5), rng.randrange(128)] = float("nan")
     before = [list(o) for o in batch.output_token_ids]
+    lens_cpu, lens_gpu = batch.seq_lens_cpu.tolist(), batch.seq_lens_gpu.cpu().tolist()
     try:
         impl(batch)
     except ValueError:
         expect_equal(batch.output_token_ids, before, what="output lists after a rejected step",
                      hint="raise before changing any state", case="NaN in logits")
+        for what, now, was in (("seq_lens_cpu", batch.seq_lens_cpu.tolist(), lens_cpu),
+                               ("seq_lens_gpu", batch.seq_lens_gpu.cpu().tolist(), lens_gpu)):
+            expect_equal(now, was, what=f"{what} after a rejected step", case="NaN in logits",
+                         hint="a refused step changes nothing: advance the lengths only after the NaN test has "
+                              "passed, as the output lists")
         return
     raise CheckFailed("a step over NaN logits must raise ValueError", expected="ValueError", got="no exception",
                       case="NaN in logits", hint="keep the NaN check; bring its answer back with the tokens")
+
+
+READ_BACK_BYTES_PER_REQUEST = 64  # the contract's budget: a few int64 values per request (a token, flags), no logits
 
 
 def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
@@ -133,11 +142,14 @@ def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
                case=case,
                hint="compute argmax and the NaN test for the whole batch on the device, bring them back in ONE "
                     ".tolist(), and use seq_lens_cpu (the host already knows the lengths)")
-        budget = 16 * (num_reqs + 1)  # a token id and a flag per request, not a row of logits
+        budget = READ_BACK_BYTES_PER_REQUEST * (num_reqs + 1)  # a few values per request, never a row of logits
         expect(report.bytes_to_host <= budget, f"{report.bytes_to_host} bytes read back to the host",
-               expected=f"at most {budget} bytes for {num_reqs} requests", got=report.bytes_to_host,
-               case=case,
-               hint="one sync, but not a copy of the logits: reduce on the device (argmax) before reading back")
+               expected=f"at most {budget} bytes for {num_reqs} requests ({READ_BACK_BYTES_PER_REQUEST} per request "
+                        f"and one more request's worth: eight 8-byte values each, where a row of logits is "
+                        f"{batch.logits.shape[-1] * batch.logits.element_size()} bytes)",
+               got=report.bytes_to_host, case=case,
+               hint="one sync, but not a copy of the logits: reduce on the device (argmax) before reading back, and "
+                    "read back a few values per request")
 
 
 CHECKS_0_1 = [

@@ -8,8 +8,10 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from fractions import Fraction
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, expect_equal, run_checks
@@ -36,14 +38,23 @@ FIXED_CASES = [
     ("only a placeholder", [-1], [9], [9]),
     ("no valid sampled id (the row is all -1): every placeholder removed", [5, 6, -1, -1], [-1, -1], [5, 6]),
     ("every draft accepted: a row with no -1 padding, all valid", [5, 6, -1, -1, -1], [7, 8, 9], [5, 6, 7, 8, 9]),
+    # the first decode after a speculative prefill: nothing but placeholders, so a walk back must stop at index 0
+    # (a guard that lets the index reach -1 reads the list's last element again: Python wraps negative indices)
+    ("only placeholders (the first decode after a speculative prefill), 2 accepted", [-1, -1, -1], [7, 8, -1],
+     [7, 8]),
+    ("only placeholders, every draft accepted", [-1, -1], [4, 5], [4, 5]),
 ]
 
 
 # What each fixed case tests, when the general hint does not say it.
 _FIXED_HINTS = {
-    FIXED_CASES[-2][0]: "a row that starts with -1 has 0 valid ids: replace min(0, placeholders) = 0 of them, i.e. "
+    FIXED_CASES[-4][0]: "a row that starts with -1 has 0 valid ids: replace min(0, placeholders) = 0 of them, i.e. "
                         "slice-assign an empty list over the placeholders, which removes them all (the list shrinks)",
-    FIXED_CASES[-1][0]: "a row with no -1 at all is valid to its end: every id of it replaces a placeholder",
+    FIXED_CASES[-3][0]: "a row with no -1 at all is valid to its end: every id of it replaces a placeholder",
+    FIXED_CASES[-2][0]: "the list is nothing but placeholders: the walk back stops at index 0, and a guard that lets "
+                        "the index reach -1 wraps to the list's end (Python reads ids[-1]) and counts one too many",
+    FIXED_CASES[-1][0]: "the list is nothing but placeholders: every one of them is replaced, and the list's length "
+                        "is the number of placeholders",
 }
 
 
@@ -265,13 +276,22 @@ _MODEL_CASES: list[tuple[str, dict[int, float], float, int, str]] = [
 ]
 
 
+def _is_real_number(got: Any) -> bool:
+    """A real number of a known type: Python's, a Fraction, or numpy's (what ``numpy.polyfit`` and
+    ``statistics.linear_regression`` over numpy values give). Exactly these types: a subclass may compare its own
+    way."""
+    exact = type(got)
+    return exact in (int, float, Fraction) or (exact.__module__ == "numpy" and issubclass(exact, (np.floating,
+                                                                                                   np.integer)))
+
+
 def _same_length(got: Any, want: float | None) -> bool:
     """The same answer: a whole-token rounding of the crossing is as good as the crossing itself."""
     if got is None or want is None:
         return got is None and want is None
-    if type(got) not in (int, float) or math.isnan(got):  # exactly a number: a subclass may subtract its own way
+    if not _is_real_number(got) or math.isnan(float(got)):
         return False
-    return abs(got - want) <= max(1.0, 1e-9 * abs(want))
+    return abs(float(got) - want) <= max(1.0, 1e-9 * abs(want))
 
 
 def _two_point_answers(costs: dict[int, float], device_us: float, max_length: int) -> list[float | None]:
@@ -283,11 +303,13 @@ def _two_point_answers(costs: dict[int, float], device_us: float, max_length: in
 
 def _hint_for(got: Any, want: float | None, costs: dict[int, float], device_us: float, max_length: int,
               hint: str) -> str:
+    if got is not None and not _is_real_number(got):
+        return f"return a number (an int, a float, a numpy float) or None, not a {type(got).__name__}"
     if len(costs) > 2 and any(_same_length(got, two) for two in _two_point_answers(costs, device_us, max_length)):
         return _TWO_POINT_HINT
-    if isinstance(got, (int, float)) and not isinstance(got, bool) and got > max_length:
+    if _is_real_number(got) and got > max_length:
         return f"{got:,.0f} is past max_length ({max_length:,}): " + _PAST_MAX_HINT
-    if isinstance(got, (int, float)) and not isinstance(got, bool) and got < 0:
+    if _is_real_number(got) and got < 0:
         return "a length is never negative: " + _NEVER_HINT
     return hint
 

@@ -131,6 +131,16 @@ class SimStream:
         self.device.log.add("wait_stream", self.name, f"waits for {other.name}")
         self.device.edges.append(StreamEdge(waiter=self.name, waits_for=other.name, at=len(self.device.log.entries) - 1))
 
+    def wait_event(self, event: SimEvent) -> None:
+        """Later work on ``self`` waits for what ``event`` recorded (CUDA's ``cudaStreamWaitEvent``): an edge
+        ``self <- the event's stream``. An event never recorded is no wait at all, as on CUDA."""
+        if event._stream is None:
+            self.device.log.add("wait_event", self.name, "an event never recorded: no wait")
+            return
+        self.device.log.add("wait_event", self.name, f"waits for {event._stream.name} (an event recorded there)")
+        self.device.edges.append(StreamEdge(waiter=self.name, waits_for=event._stream.name,
+                                            at=len(self.device.log.entries) - 1))
+
     def synchronize(self) -> None:
         record_simulated_wait(SyncKind.STREAM_SYNC, f"Stream.synchronize ({self.name})")
         self.device.log.add("host waits", self.name, "Stream.synchronize")
@@ -194,6 +204,10 @@ class SimEvent:
         self.device.log.add("host waits", self._stream.name, "Event.query polled until the copies landed")
         self._stream.land(self._copies, self._uploads)
         return True
+
+    def wait(self, stream: SimStream | None = None) -> None:
+        """``event.wait(stream)``: ``stream`` (the current one by default) waits for this event; no host wait."""
+        (stream or self.device.current).wait_event(self)
 
     def synchronize(self) -> None:
         stream = self._stream.name if self._stream else "no stream"

@@ -10,6 +10,7 @@ import torch
 from synclab.checks import Check, CheckReport, expect, keyed_by_name, run_checks
 from synclab.device import is_pin_memory_available, pick_device, to_device
 from synclab.answer_keys import answer_key
+from synclab.syncs import SyncKind
 
 
 from synclab.sim.pinning import simulated_pinning
@@ -86,6 +87,12 @@ def check_sync_predictions(predict: Callable[[], dict[str, Any]], seed: int | No
         expect(set(preds) == set(SNIPPETS), "predict every snippet, keyed by its name or its letter",
                expected=SNIPPETS, got=sorted(map(str, preds)),
                hint="the keys are the table's names ('a: torch.tensor(ids, device=dev)', ...) or their letters")
+        names = [k for k, v in preds.items() if isinstance(v, str) and v.removeprefix("SyncKind.") in SyncKind.__members__]
+        expect(not names, "use the SyncKind member, not its name as a string",
+               got="; ".join(f"{k}: {preds[k]!r}" for k in names[:3]),
+               expected=f"SyncKind.{preds[names[0]].removeprefix('SyncKind.')}" if names else "",
+               hint="a prediction is a member of the enum (from synclab.syncs import SyncKind), or None for no "
+                    "wait: SyncKind.H2D_COPY, not 'H2D_COPY'")
         said = {k: "none" if v is None else getattr(v, "value", v) for k, v in preds.items()}
         measured = _measure_snippet_syncs()
         wrong = [k for k in SNIPPETS if said[k] != measured[k]]
