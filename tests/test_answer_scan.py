@@ -412,3 +412,15 @@ def test_a_lent_method_a_number_that_subtracts_to_zero_and_a_method_that_does_no
                       "04_reverse_placeholder_scans")
     assert by_task["4.2"]["earned"] == 0 and any("a number of its own kind" in f for f in by_task["4.2"]["flags"])
     assert by_task["4.1"]["earned"] == 0 and not by_task["4.1"]["flags"], by_task["4.1"]
+
+
+def test_a_base_hook_called_by_its_class_name_passes_as_super_does():
+    """6.1: ``PlantedRunner._stopped_on_device(self, ...)`` in an override of it means ``super()._stopped_on_device``."""
+    setup = "from synclab.capstone import PlantedRunner\n"
+    by_name = ("class Clean(PlantedRunner):\n    def _stopped_on_device(self, sampled, reqs):\n"
+               "        return PlantedRunner._stopped_on_device(self, sampled, reqs)\n")
+    assert suspicious(by_name, package_names([setup, by_name])) == []
+    not_overridden = ("class Clean(PlantedRunner):\n    def other(self):\n"
+                      "        return PlantedRunner._stopped_on_device(self, None, [])\n")
+    assert any("private part of the package" in line
+               for line in suspicious(not_overridden, package_names([setup, not_overridden])))

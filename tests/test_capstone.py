@@ -134,7 +134,29 @@ def _walks_history_for_min_tokens(self, logits, reqs):  # right, sync-free, but 
                     [float("-inf")] * len(stop), torch.float32)
 
 
+def _bias_by_python_lists(self, logits, reqs):  # both features, but the bias indexed by Python lists: uploaded, waited
+    rows, cols, values = [], [], []
+    for row, request in enumerate(reqs):
+        for token, bias in request.sampling.logit_bias:
+            rows.append(row)
+            cols.append(token)
+            values.append(bias)
+    if rows:
+        logits[rows, cols] += self.upload(values, torch.float32)
+    _min_tokens_only(self, logits, reqs)
+
+
+def _ban_with_a_host_mask(self, logits, reqs):  # min_tokens as a host mask handed to the device's masked_fill_
+    _bias_only(self, logits, reqs)
+    banned = torch.zeros(logits.shape, dtype=torch.bool)  # [S, vocab] host: CUDA refuses it as a device op's mask
+    for row, stop in _young_requests(self, reqs):
+        banned[row, stop] = True
+    logits.masked_fill_(banned, float("-inf"))
+
+
 @pytest.mark.parametrize("overrides, failing", [
+    ({"_apply_sampling_extras": _bias_by_python_lists}, "0 stray syncs per step, at most 1 planned wait"),
+    ({"_apply_sampling_extras": _ban_with_a_host_mask}, "0 stray syncs per step, at most 1 planned wait"),
     ({"_apply_sampling_extras": _min_tokens_only}, "outputs identical to the planted runner's"),
     ({"_apply_sampling_extras": _bias_only}, "outputs identical to the planted runner's"),
     ({"stopped_on_host": lambda self, output, requests: set()}, "outputs identical to the planted runner's"),
@@ -143,7 +165,7 @@ def _walks_history_for_min_tokens(self, logits, reqs):  # right, sync-free, but 
       "stopped_on_host": PlantedRunner.stopped_on_host}, "0 stray syncs per step, at most 1 planned wait"),
     ({"_apply_sampling_extras": _history_scan}, "host work per step flat in output length"),
     ({"_apply_sampling_extras": _walks_history_for_min_tokens}, "host work per step flat in output length"),
-], ids=["drops-bias", "drops-min-tokens", "never-stops", "scalar-value", "device-stop-check", "history-scan",
+], ids=["bias-by-python-lists", "host-mask", "drops-bias", "drops-min-tokens", "never-stops", "scalar-value", "device-stop-check", "history-scan",
         "min-tokens-history-walk"])
 def test_sync_hunt_fails_on_wrong_versions(overrides, failing):
     from synclab.capstone.checks import HUNT_CHECKS

@@ -74,6 +74,7 @@ class _Scanner(ast.NodeVisitor):
         self.found: list[str] = []
         self.package_names: set[str] = set()  # names bound to the package's modules and objects
         self.scopes: list[set[str]] = []  # the locals of each function being read, innermost last
+        self.overridden: set[str] = set()  # hooks the answer's own subclasses of the package's classes define
 
     def _say(self, node: ast.AST, what: str) -> None:
         self.found.append(f"line {getattr(node, 'lineno', '?')}: {what}")
@@ -147,7 +148,10 @@ class _Scanner(ast.NodeVisitor):
         elif attr.startswith("_") and not attr.startswith("__") and isinstance(root := _root(value), ast.Name) \
                 and root.id in ("torch", "numpy", "np"):
             self._say(node, f"uses {ast.unparse(value)}.{attr}, a private part of {root.id}")
-        elif self._of_package(value) and attr.startswith("_") and not attr.startswith("__"):
+        elif self._of_package(value) and attr.startswith("_") and not attr.startswith("__") \
+                and not (attr in self.overridden and isinstance(value, ast.Name)):
+            # (Base._hook(self, ...) where the answer's subclass overrides _hook: the base's version, as super()
+            # would call it, so it passes)
             self._say(node, f"uses {ast.unparse(value)}.{attr}, a private part of the package")
         elif self._of_package(value) and (attr == "checks" or attr.startswith("check_") or attr in MACHINERY):
             self._say(node, f"reaches {ast.unparse(value)}.{attr}, the grader's own machinery")
@@ -295,6 +299,9 @@ def suspicious(source: str, names: set[str] | None = None) -> list[str]:
         return []  # the grader says so on its own
     scanner = _Scanner()
     scanner.package_names = set(names) if names is not None else package_names([source])
+    scanner.overridden = {item.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                          and any(isinstance(b, ast.Name) and b.id in scanner.package_names for b in node.bases)
+                          for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for node in ast.walk(tree):  # calls first: getattr with a plain name is marked before its Name is seen
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in NAMED_ACCESS \
                 and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
