@@ -135,7 +135,45 @@ def h2d_returns_host(data, device, dtype=None):
     return torch.tensor(np.asarray(data).tolist() if not isinstance(data, list) else data, dtype=dtype)
 
 
+_STAGING: dict = {}
+
+
+def h2d_one_staging_buffer(data, device, dtype=None):  # one pinned buffer per shape, refilled on every call
+    from synclab.device import is_pin_memory_available
+
+    host = torch.as_tensor(
+        np.asarray(data) if not isinstance(data, torch.Tensor) else data, dtype=dtype)
+    key = (tuple(host.shape), host.dtype)
+    if key not in _STAGING:
+        _STAGING[key] = torch.empty(host.shape, dtype=host.dtype, pin_memory=is_pin_memory_available())
+    buffer = _STAGING[key]
+    buffer.copy_(host)  # the previous call's upload may not have read it yet
+    return buffer.to(device, non_blocking=True)
+
+
+def h2d_through_numpy(data, device, dtype=None):  # np.asarray first: Python floats become float64, not float32
+    from synclab.device import is_pin_memory_available
+
+    host = torch.from_numpy(np.array(data, copy=True)) if not isinstance(data, torch.Tensor) else data
+    if dtype is not None:
+        host = host.to(dtype)
+    return (host.pin_memory() if is_pin_memory_available() else host).to(device, non_blocking=True)
+
+
+def test_a_staging_buffer_kept_across_calls_fails_3_1_not_3_8():
+    report = ch3.check_async_tensor_h2d(h2d_one_staging_buffer, seed=0)
+    assert outcome(report, "no pinned buffer refilled") == "failed", str(report)
+    assert "a new pinned tensor" in str(report)
+
+
+def test_python_floats_made_float64_through_numpy_are_told_about_the_dtype():
+    report = ch3.check_async_tensor_h2d(h2d_through_numpy, seed=0)
+    assert outcome(report, "same values") == "failed", str(report)
+    assert "np.asarray makes them float64" in str(report)
+
+
 WRONG_3_1 = [
+    (h2d_one_staging_buffer, "no pinned buffer refilled"),
     (async_tensor_h2d_baseline, "0 syncs"),
     (h2d_pageable, "0 syncs"),
     (h2d_hard_pinned, "WSL"),
@@ -218,7 +256,40 @@ class PersistentPinnedBuffers(PinnedSampler):
         return LogprobsTensors(ids.to(torch.int32), logprobs, ranks)
 
 
+class BuffersCachedByShape(PinnedSampler):
+    """New pinned buffers when the shape changes, the cached ones when it repeats (a steady decode step)."""
+
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        if not logprob_token_ids:
+            return None
+        shape = (logits.shape[0], max(len(t) for t in logprob_token_ids.values()) + 1)
+        if getattr(self, "_shape", None) != shape:
+            self._shape = shape
+            self._ids_cpu = torch.zeros(shape, dtype=torch.int64, pin_memory=self.pin_memory)
+            self._mask_cpu = torch.zeros(shape, dtype=torch.bool, pin_memory=self.pin_memory)
+        ids_cpu, mask_cpu = self._ids_cpu, self._mask_cpu
+        ids_cpu.zero_()
+        mask_cpu.zero_()
+        mask_cpu[:, 0] = True
+        for row, token_ids in logprob_token_ids.items():
+            ids_cpu[row, 1:len(token_ids) + 1] = torch.as_tensor(token_ids, dtype=torch.int64)
+            mask_cpu[row, 1:len(token_ids) + 1] = True
+        ids = ids_cpu.to(logits.device, non_blocking=True)
+        mask = mask_cpu.to(logits.device, non_blocking=True)
+        ids[:, 0] = sampled
+        logprobs = compute_token_logprobs(logits, ids).masked_fill(~mask, float("-inf"))
+        ranks = (logits > logits.gather(-1, sampled.unsqueeze(-1))).sum(dim=-1)
+        return LogprobsTensors(ids.to(torch.int32), logprobs, ranks)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pinned_buffers_cached_by_shape_fail_on_every_seed(seed):
+    report = ch3.check_gather_specific_token_logprobs(BuffersCachedByShape, seed=seed)
+    assert outcome(report, "no pinned buffer written before its upload ran") == "failed", str(report)
+
+
 WRONG_3_2 = [
+    (BuffersCachedByShape, "no pinned buffer written before its upload ran"),
     (PersistentPinnedBuffers, "no pinned buffer written before its upload ran"),
     (SamplerBaseline, "0 syncs"),
     (SampledFromHost, "0 syncs"),

@@ -42,6 +42,7 @@ def _h2d_cases(rng: random.Random) -> list[tuple[str, Any, torch.dtype | None]]:
     return [
         ("list of ints", [3, 1, 4, 1, 5], None),
         ("list of ints, dtype=int32", [3, 1, 4, 1, 5], torch.int32),
+        ("list of floats (torch.tensor makes float32)", [0.5, 1.5, 2.25], None),
         ("nested list, dtype=float32", [[1, 2], [3, 4], [5, 6]], torch.float32),
         ("empty list, dtype=int32", [], torch.int32),
         ("NumPy int32 array", np.array([7, 8, 9], dtype=np.int32), None),
@@ -59,7 +60,11 @@ def _same_upload(got: Any, data: Any, dtype: torch.dtype | None, case: str) -> N
     expect(isinstance(got, torch.Tensor) and is_device_tensor(got), "the result must be a device tensor",
            got=type(got).__name__ if not isinstance(got, torch.Tensor) else "a host tensor",
            hint="return the tensor that .to(device, non_blocking=True) gives back", case=case)
-    expect_equal(got.dtype, want.dtype, what="dtype", hint="pass dtype both when building and in .to()", case=case)
+    float64_hint = ("torch.tensor(data) makes Python floats float32, torch's default dtype; np.asarray makes them "
+                    "float64: build a list with torch.tensor") if (got.dtype, want.dtype) == (torch.float64,
+                                                                                              torch.float32) else ""
+    expect_equal(got.dtype, want.dtype, what="dtype", hint=float64_hint or "pass dtype both when building and in .to()",
+                 case=case)
     expect_equal(tuple(got.shape), tuple(want.shape), what="shape", case=case)
     expect(torch.equal(got.cpu(), want), "values differ", expected=want.flatten()[:8].tolist(),
            got=got.cpu().flatten()[:8].tolist(), case=case)
@@ -91,9 +96,29 @@ def _check_h2d_wsl(impl: H2DFunction, rng: random.Random) -> None:
                              staged_ok=True)
 
 
+RACE_MESSAGE = "a host write into a pinned buffer an upload still needs"
+H2D_RACE_HINT = ("a non_blocking upload reads its pinned source when the stream gets to it, not when .to() returns, "
+                 "and the next call can come first: stage each call's data in a new pinned tensor "
+                 "(torch.tensor(data, pin_memory=...) or .pin_memory()), never in one buffer kept across calls")
+
+
+def _check_h2d_races(impl: H2DFunction, rng: random.Random) -> None:
+    """Back-to-back uploads of the same shape on the simulated streams, no wait between them: a staging buffer kept
+    across calls is refilled before the first upload has read it."""
+    values = [[rng.randrange(100) for _ in range(6)] for _ in range(3)]
+    with simulated_pinning(True), sim_cuda.simulated_cuda() as device:
+        for data in values:
+            counted(lambda: impl(data, SIM_DEVICE, torch.int64), simulate=True)
+    expect(not device.races, f"{RACE_MESSAGE}: the next call refilled it before that upload had run",
+           got=device.races[0] if device.races else "", hint=H2D_RACE_HINT,
+           case="3 uploads of 6 ints each, back to back, no wait between them")
+
+
 CHECKS_3_1 = [
     Check("3.1", "same values, dtype and shape as torch.tensor(data, dtype) for lists, arrays, tensors", _check_h2d_values),
     Check("3.1", "0 syncs: every upload is non_blocking from pinned memory", _check_h2d_syncs),
+    Check("3.1", "no pinned buffer refilled before its upload ran (back-to-back calls, simulated streams)",
+          _check_h2d_races),
     Check("3.1", "WSL (no pinned memory): no error, right values, pageable non_blocking upload", _check_h2d_wsl),
 ]
 
@@ -181,7 +206,6 @@ def _check_gather_syncs(sampler_cls: SamplerClass, rng: random.Random) -> None:
                          "64 requests, all with ids")
 
 
-RACE_MESSAGE = "a host write into a pinned buffer an upload still needs"
 GATHER_RACE_HINT = ("a non_blocking upload reads its pinned source when the stream gets to it, not when .to() returns, "
                     "and the next call can come first (nothing waits between two steps): build the id matrix and "
                     "the mask in new pinned tensors on every call (torch.zeros(..., pin_memory=self.pin_memory)); "
@@ -190,15 +214,19 @@ GATHER_RACE_HINT = ("a non_blocking upload reads its pinned source when the stre
 
 def _check_gather_races(sampler_cls: SamplerClass, rng: random.Random) -> None:
     """Back-to-back calls on the simulated streams, no wait between them, as in an engine loop that runs ahead."""
-    calls = [(8, 64), (3, 64), (8, 64)]  # the largest first: a buffer kept from the first call is refilled after
+    # The largest first: a buffer kept from the first call is refilled after. Then the same batch twice, as a steady
+    # decode step repeats its shape: a buffer cached for a shape is reused there.
+    calls = [(8, 64, False), (3, 64, False), (8, 64, False), (8, 64, True)]
     with simulated_pinning(True), sim_cuda.simulated_cuda() as device:
         sampler = sampler_cls()
-        for batch, vocab in calls:
-            logits, ids, sampled = logprob_case(rng, batch, vocab, share_with_ids=1.0, device=SIM_DEVICE)
+        for batch, vocab, same_as_before in calls:
+            if not same_as_before:
+                logits, ids, sampled = logprob_case(rng, batch, vocab, share_with_ids=1.0, device=SIM_DEVICE)
             counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled), simulate=True)
     expect(not device.races, f"{RACE_MESSAGE}: a later call refilled it before that upload had run",
            got=device.races[0] if device.races else "", hint=GATHER_RACE_HINT,
-           case=" then ".join(f"{b} requests" for b, _ in calls) + ", no wait between the calls")
+           case=" then ".join(f"{b} requests" + (" (the same batch again)" if same else "") for b, _, same in calls)
+           + ", no wait between the calls")
 
 
 def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
