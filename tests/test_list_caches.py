@@ -273,6 +273,49 @@ def _unclamped() -> type:
     return namespace["Unclamped"]
 
 
+def _edited_5_2(name: str, edits: list[tuple[str, str]]) -> type:
+    """The solution's 5.2 with ``edits`` made to its text, as a learner's version that differs in one clause."""
+    import nbformat
+
+    from tests.notebook_code import ROOT
+
+    source = next(c.source for c in nbformat.read(ROOT / NOTEBOOK, as_version=4).cells
+                  if "### BEGIN SOLUTION 5.2" in c.source)
+    wrong = source
+    for old, new in edits:
+        assert old in wrong, old
+        wrong = wrong.replace(old, new)
+    namespace = dict(_namespace)
+    exec(wrong.replace("class EncoderScheduler(", f"class {name}("), namespace)
+    return namespace[name]
+
+
+_GUARD = ("            if (self.scheduler_config.disable_chunked_mm_input and num_computed_tokens < start_pos\n"
+          "                    and window_end < start_pos + num_encoder_tokens):\n"
+          "                num_new_tokens = start_pos - num_computed_tokens  # do not split the item: stop before it\n"
+          "                break\n")
+_AFTER_ALLOCATE = "            # Does the window hold any of this item's embedding rows"
+
+CACHE_STATE_MISTAKES = [
+    ("NoEarlyReturn", [("if num_new_tokens == 0 or not request.has_encoder_inputs:",
+                        "if not request.has_encoder_inputs:")],
+     "no new tokens, the item's output cached"),
+    ("StrictWindowEnd", [("if start_pos >= window_end:", "if start_pos > window_end:")],
+     "the window ends where the item starts, its output cached"),
+    ("GuardAfterAllocate", [(_GUARD, ""), (_AFTER_ALLOCATE, _GUARD + _AFTER_ALLOCATE)],
+     "disable_chunked_mm_input: the window would split the item, the cache full"),
+]
+
+
+@pytest.mark.parametrize("name, edits, case", CACHE_STATE_MISTAKES, ids=[m[0] for m in CACHE_STATE_MISTAKES])
+def test_5_2_a_clause_on_the_encoder_cache_fails_on_its_fixed_case_on_every_seed(name, edits, case):
+    wrong = _edited_5_2(name, edits)
+    for seed in range(3):
+        report = ch5.check_encoder_scheduler(wrong, seed=seed)
+        fixed = next(o for o in report.outcomes if "fixed cases" in o.name)
+        assert fixed.status == "failed" and case in fixed.case, str(report)
+
+
 def test_5_2_an_unclamped_window_breaks_vllms_contract_inside_the_checks():
     """The checks hand 5.2 a range that holds vLLM's contract, so the fault fails a check, not a later cell."""
     report = ch5.check_encoder_scheduler(_unclamped(), seed=0)

@@ -335,14 +335,56 @@ def _pre_cache(scheduler: Scheduler, request: Request, input_ids: list[int]) -> 
             manager.free_encoder_input(earlier, i)
 
 
+# The contract's clauses on the encoder cache itself: a call that schedules nothing for an item leaves its entry as it
+# was (neither claimed back from the freeable ones nor evicted for it). (case, features, computed, new, budget,
+# config overrides, pre-cached input ids, another image's (identifier, embeddings) cached and freeable, expected, hint)
+FIXED_CACHE_STATES: list[tuple[str, list[FeatureSpec], int, int, int, dict, list[int], tuple | None, tuple, str]] = [
+    ("no new tokens, the item's output cached (freeable)", [IMG], 12, 0, 100, {}, [0], None, ([], 0, 100),
+     "return before the loop when num_new_tokens == 0: check_and_update_cache would claim the freeable entry"),
+    ("the window ends where the item starts, its output cached (freeable)", [IMG], 0, 10, 100, {}, [0], None,
+     ([], 10, 100), "an item starting at or after the window's end (start_pos >= num_computed_tokens + "
+                    "num_new_tokens) is not needed yet: stop before check_and_update_cache claims its entry"),
+    ("disable_chunked_mm_input: the window would split the item, the cache full of another freeable image", [IMG], 0,
+     14, 100, {"disable_chunked_mm_input": True, "encoder_cache_size": 8}, [], ("img-old", 8), ([], 10, 100),
+     "roll back before can_allocate: it evicts the other image to make room for an item you then do not schedule"),
+]
+
+
+def _pre_cache_other(scheduler: Scheduler, identifier: str, num_embeds: int) -> None:
+    """Another request's image, encoded earlier and now freeable: what can_allocate may evict."""
+    other = Request("earlier-other", num_embeds, [MultiModalFeatureSpec(
+        identifier, _PlaceholderRangeReference(0, num_embeds, None))])
+    scheduler.encoder_cache_manager.allocate(other, 0)
+    scheduler.encoder_cache_manager.free_encoder_input(other, 0)
+
+
+def _cache_state(scheduler: Scheduler) -> dict:
+    """The encoder cache as the contract speaks of it: who refers to what, what is freeable (in order), what was
+    evicted, and the free space."""
+    m = scheduler.encoder_cache_manager
+    return {"references": {k: sorted(v) for k, v in m.cached.items()}, "freeable": list(m.freeable),
+            "evicted": list(m.freed), "free slots": m.num_free_slots, "freeable slots": m.num_freeable_slots}
+
+
+def _run_fixed(scheduler_cls: SchedulerClass, features: list[FeatureSpec], computed: int, new: int, budget: int,
+               overrides: dict, cached: list[int], other: tuple | None) -> tuple[tuple, dict]:
+    scheduler = _scheduler_for(scheduler_cls, overrides)
+    request = make_request(_PlaceholderRangeReference, features, 40, num_computed_tokens=computed)
+    _pre_cache(scheduler, request, cached)
+    if other is not None:
+        _pre_cache_other(scheduler, *other)
+    got = scheduler._try_schedule_encoder_inputs(request, computed, new, budget)
+    return tuple(got), _cache_state(scheduler)
+
+
 def _check_sched_fixed(scheduler_cls: SchedulerClass, rng: random.Random) -> None:
-    for case, features, computed, new, budget, overrides, cached, want, hint in FIXED_SCHEDULES:
-        scheduler = _scheduler_for(scheduler_cls, overrides)
-        request = make_request(_PlaceholderRangeReference, features, 40, num_computed_tokens=computed)
-        _pre_cache(scheduler, request, cached)
-        got = scheduler._try_schedule_encoder_inputs(request, computed, new, budget)
-        expect_equal(tuple(got), want, what="(inputs to schedule, num_new_tokens, encoder budget)", hint=hint,
-                     case=f"{case}: computed {computed}, new {new}, budget {budget}")
+    cases = [(*case[:7], None, *case[7:]) for case in FIXED_SCHEDULES] + FIXED_CACHE_STATES
+    for case, features, computed, new, budget, overrides, cached, other, want, hint in cases:
+        where = f"{case}: computed {computed}, new {new}, budget {budget}"
+        got, state = _run_fixed(scheduler_cls, features, computed, new, budget, overrides, cached, other)
+        expect_equal(got, want, what="(inputs to schedule, num_new_tokens, encoder budget)", hint=hint, case=where)
+        _, want_state = _run_fixed(_SchedulerReference, features, computed, new, budget, overrides, cached, other)
+        expect_equal(state, want_state, what="the encoder cache after the call", hint=hint, case=where)
 
 
 def random_features(rng: random.Random, num_prompt_tokens: int, shared: list[str]) -> list[FeatureSpec]:
