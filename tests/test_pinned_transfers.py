@@ -386,6 +386,23 @@ class SilentOnEmpty(PinnedInputsRunner):
         return super()._prepare_kv_sharing_fast_prefill(logits_indices)
 
 
+class PadsOnlyToTheGraphSize(PinnedInputsRunner):  # fills up to the padded size: the buffer's rest stays stale
+    def _prepare_kv_sharing_fast_prefill(self, logits_indices):
+        n = logits_indices.shape[0]
+        assert n > 0
+        padded = self.pad_for_cudagraph(n)
+        buf = self.kv_sharing_fast_prefill_logits_indices
+        buf[:n].copy_(logits_indices)
+        buf[n:padded] = logits_indices[-1]
+        return buf[:padded]
+
+
+def test_padding_only_to_the_graph_size_fails_with_the_whole_tail_named():
+    report = ch3.check_fast_prefill(PadsOnlyToTheGraphSize, seed=0)
+    assert outcome(report, "fixed cases") == "failed", str(report)
+    assert "the buffer after the indices must hold the last index in every entry" in str(report)
+
+
 class Unpadded(PinnedInputsRunner):
     def _prepare_kv_sharing_fast_prefill(self, logits_indices):
         return super()._prepare_kv_sharing_fast_prefill(logits_indices)[:logits_indices.shape[0]]
@@ -402,6 +419,7 @@ WRONG_3_3 = [
     (WholeLengthBuffer, "a batch that shrank"),
 ]
 WRONG_3_4 = [
+    (PadsOnlyToTheGraphSize, "fixed cases"),
     (GPUModelRunnerBaseline, "0 syncs"),
     (ZeroPadding, "fixed cases"),
     (StaleTail, "fixed cases"),

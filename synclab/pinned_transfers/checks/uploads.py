@@ -368,6 +368,14 @@ def _same_padding(runner: GPUModelRunner, got: Any, indices: list[int], case: st
     expect_equal(got.cpu().tolist(), want, what=f"padded indices ({len(indices)} -> {len(want)})",
                  hint="copy the indices, then fill the tail with the last one (stale entries point past the batch)",
                  case=case)
+    tail = buf[len(indices):].cpu().tolist()  # the contract: every entry after the indices, not only up to the pad
+    stale = next((i for i, v in enumerate(tail) if v != indices[-1]), None)
+    expect(stale is None, "the buffer after the indices must hold the last index in every entry",
+           expected=f"{indices[-1]} in all {len(tail)} entries after the first {len(indices)}",
+           got=None if stale is None else f"{tail[stale]} at entry {len(indices) + stale} "
+                                          f"(the CUDA-graph size here is {len(want)})",
+           hint="fill buf[num_logits:], the whole tail, as vLLM does: a graph captured for a larger size reads past "
+                "the padded slice you return", case=case)
 
 
 def _stale_runner(runner_cls: RunnerClass) -> GPUModelRunner:
