@@ -124,6 +124,9 @@ class _QueuesItsOwnCopy(AsyncOutputRunner):
         raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
         finished = batch.metadata.get_pooling_cursor().get_finished_mask()
         out = ModelRunnerOutput(list(batch.req_ids))
+        if not any(finished):  # nothing to copy: the output itself
+            out.pooler_output = [None] * len(finished)
+            return out
         stream = self._get_or_create_async_output_copy_stream()
         result = object.__new__(AsyncPoolingOutput)
         result._model_runner_output, result._raw_pooler_output = out, raw
@@ -252,7 +255,7 @@ def test_each_check_catches_a_wrong_version(wrong, failing_check):
 
 
 def test_every_check_is_shown_to_fail():
-    assert_every_check_shown_to_fail(ch2.CHECKS_2_1, WRONG_2_1)
+    assert_every_check_shown_to_fail(ch2.CHECKS_2_1, WRONG_2_1 + [(w, c) for w, c, _ in NEW_2_1_MISTAKES])
 
 
 def test_wrong_diagnoses_fail_with_the_runner_named():
@@ -429,6 +432,72 @@ def runner_with(output_cls):
 
     Runner.__name__ = f"RunnerWith{output_cls.__name__}"
     return Runner
+
+
+class RecordsInGetOutput(LearnersOutput):  # the event made and recorded when the output is collected
+    event_on_side_stream = False
+
+    def __init__(self, model_runner_output, raw_pooler_output, finished_mask, async_output_copy_stream):
+        self._model_runner_output, self._raw = model_runner_output, raw_pooler_output
+        self._stream = async_output_copy_stream
+        compute_stream = torch.cuda.current_stream()
+        with torch.cuda.stream(async_output_copy_stream):
+            async_output_copy_stream.wait_stream(compute_stream)
+            model_runner_output.pooler_output = self._copy(raw_pooler_output, finished_mask, async_output_copy_stream)
+
+    def get_output(self):
+        event = torch.cuda.Event(blocking=True)
+        event.record(self._stream)  # by now the next step's copies are queued on this stream too
+        event.synchronize()
+        self._raw = None
+        return self._model_runner_output
+
+
+class SpinningEvent(LearnersOutput):  # torch.cuda.Event(): its synchronize() spins on the driver
+    def __init__(self, model_runner_output, raw_pooler_output, finished_mask, async_output_copy_stream):
+        super().__init__(model_runner_output, raw_pooler_output, finished_mask, async_output_copy_stream)
+        spinning = torch.cuda.Event()
+        spinning.record(async_output_copy_stream)
+        self.async_copy_ready_event = spinning
+
+
+class CopiesEvenWhenNothingFinished(AsyncOutputRunner):  # no early return: a stream and a wait for nothing
+    def _pool(self, hidden_states, num_scheduled_tokens, batch):
+        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
+        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+        output = ModelRunnerOutput(req_ids=list(batch.req_ids))
+        if not current_platform.is_cuda_alike():
+            output.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
+            self._sync_device()
+            return output
+        return AsyncPoolingOutput(output, raw, finished, self._get_or_create_async_output_copy_stream())
+
+
+class CpuPathWithoutSyncDevice(AsyncOutputRunner):  # the CPU/XPU path copies and returns, never _sync_device()
+    def _pool(self, hidden_states, num_scheduled_tokens, batch):
+        if current_platform.is_cuda_alike():
+            return super()._pool(hidden_states, num_scheduled_tokens, batch)
+        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
+        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+        output = ModelRunnerOutput(req_ids=list(batch.req_ids))
+        output.pooler_output = _copy_pooler_output_to_cpu(raw, finished) if any(finished) else [None] * len(finished)
+        return output
+
+
+NEW_2_1_MISTAKES = [
+    (runner_with(RecordsInGetOutput), "the engine's order", "the event is recorded in get_output()"),
+    (runner_with(SpinningEvent), "no sync in _pool", "the event waited on is not a blocking one"),
+    (CopiesEvenWhenNothingFinished, "nothing finished", "side streams created for a step with nothing to copy"),
+    (CpuPathWithoutSyncDevice, "CPU platform", "the CPU path copied without self._sync_device()"),
+]
+
+
+@pytest.mark.parametrize("wrong, check, message", NEW_2_1_MISTAKES, ids=[m[0].__name__ for m in NEW_2_1_MISTAKES])
+def test_each_2_1_clause_fails_by_name_on_every_seed(wrong, check, message):
+    for seed in range(3):
+        report = ch2.check_runner(wrong, seed=seed)
+        failed = next(o for o in report.outcomes if check in o.name)
+        assert failed.status == "failed" and message in failed.message, str(report)
 
 
 class DropsTheReference(RecordStreamOutput):  # neither a reference nor record_stream: freed while copied

@@ -40,7 +40,15 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
     model = _model()
     with cpu_platform() as spy:
         runner = runner_cls(model)
+        synced, sync_device = [0], runner._sync_device
+
+        def counted_sync_device() -> None:
+            synced[0] += 1
+            sync_device()
+
+        runner._sync_device = counted_sync_device  # type: ignore[method-assign]
         for case, batch in _batches(rng, 10):
+            synced[0] = 0
             try:
                 result = runner.execute_model(batch)
             except RuntimeError as exc:
@@ -56,6 +64,11 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
             want = _pool_reference(model, batch)
             expect(_same(result.pooler_output, want), "wrong pooler_output", case=case,
                    expected=_describe(want), got=_describe(result.pooler_output))
+            if any(t is not None for t in want):
+                expect(synced[0] >= 1, "the CPU path copied without self._sync_device()", case=case,
+                       expected="a call of self._sync_device() after the copy", got="none",
+                       hint="on a CPU or XPU platform _pool copies the finished outputs and then calls "
+                            "self._sync_device(), as vLLM's does: on XPU the copy is not done until then")
     expect_equal(spy.created, 0, what="CUDA streams created on a CPU platform", case="10 steps")
 
 
@@ -98,7 +111,7 @@ def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
     model = _model()
-    with sim_cuda.simulated_cuda():
+    with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
         for num_reqs in (1, 16, 64):
             case = f"{num_reqs} requests"  # named before the call: a hang reports it
@@ -125,6 +138,11 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
                    got=ops or "no wait", case=case,
                    hint="torch.cuda.synchronize() would also wait for the NEXT step's forward; wait on the event "
                         "recorded after the copies, once")
+            waits = [detail for op, _, detail in device.log.entries if op == "host waits"]
+            expect(bool(waits) and waits[-1].endswith("(blocking)"), "the event waited on is not a blocking one",
+                   expected="torch.cuda.Event(blocking=True)", got="torch.cuda.Event()", case=case,
+                   hint="a default event's synchronize() spins on the driver, holding a core while the host waits; "
+                        "create it with torch.cuda.Event(blocking=True), as vLLM does since #47081: the host sleeps")
 
 
 def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
@@ -164,6 +182,56 @@ def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
                "records on the current stream)")
 
 
+def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
+    """As the engine runs it: step 0 queued, step 1 queued, then step 0's output collected, then step 1's."""
+    model = _model()
+    with sim_cuda.simulated_cuda() as device:
+        runner = runner_cls(model)
+        batches = [make_pooling_batch(n, rng=rng, device=SIM_DEVICE) for n in (5, 3)]
+        first = runner.execute_model(batches[0])
+        recorded_in_pool = any(op == "record event" for op, _, _ in device.log.entries)
+        second = runner.execute_model(batches[1])
+        case = "step 0 queued, step 1 queued, then step 0's get_output(), then step 1's"
+        outputs = [resolve(first), resolve(second)]
+    if hasattr(first, "get_output"):
+        expect(recorded_in_pool, "the event is recorded in get_output(), not when step 0's copies are queued",
+               case=case, got="no event recorded while step 0 was queued",
+               hint="an event recorded in get_output() comes after step 1's forward and copies were queued: waiting "
+                    "on it waits for them too, and the overlap is lost. Record it in _pool (in the async output's "
+                    "constructor), on the side stream, right after the copies")
+    for n, (batch, output) in enumerate(zip(batches, outputs)):
+        want = _pool_reference(model, batch)
+        expect(_same(output.pooler_output, want), f"wrong pooler_output of step {n}", case=case,
+               expected=_describe(want), got=_describe(output.pooler_output),
+               hint="each step's output holds its own copies: buffers shared between steps are overwritten by the "
+                    "next step before the first is collected")
+
+
+def _unfinished_batch(rng: random.Random) -> PoolingBatch:
+    """Only first chunks of longer prompts: no request finishes in this step."""
+    while True:
+        batch = make_pooling_batch(4, rng=rng, max_len=12, partial_fraction=1.0, device=SIM_DEVICE)
+        if not any(batch.metadata.get_pooling_cursor().get_finished_mask()):
+            return batch
+
+
+def _check_nothing_finished(runner_cls: RunnerClass, rng: random.Random) -> None:
+    model = _model()
+    with sim_cuda.simulated_cuda() as device:
+        runner = runner_cls(model)
+        case = "a first step where no request finishes (4 unfinished chunks)"
+        batch = _unfinished_batch(rng)  # built before counting: its inputs' upload is the engine's, not _pool's
+        with count_syncs(simulate=True) as report:
+            output = resolve(runner.execute_model(batch))
+        expect_equal(device.streams_created, 0, what="side streams created for a step with nothing to copy",
+                     case=case, hint="a step where nothing finished returns its output at once, [None] per request, "
+                                     "before asking for the side stream: there is nothing to copy or wait for")
+        expect(report.count == 0, "a step with nothing to copy waited", case=case, expected="no wait",
+               got="; ".join(e.op for e in report.events),
+               hint="return the ModelRunnerOutput itself (pooler_output [None] per request) when nothing finished")
+        expect_equal(list(output.pooler_output), [None] * 4, what="pooler_output", case=case)
+
+
 def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
     model = _model()
     with sim_cuda.simulated_cuda():
@@ -192,6 +260,8 @@ CHECKS_2_1 = [
     Check("2.1", "the side stream is created on first use, once, and reused", _check_lazy_stream),
     Check("2.1", "no sync in _pool; get_output() waits once, on the event", _check_syncs),
     Check("2.1", "the copy waits for the compute stream; the event is recorded after it", _check_ordering),
+    Check("2.1", "the engine's order: two steps queued, then their outputs collected", _check_engine_order),
+    Check("2.1", "a step where nothing finished: no side stream, no wait", _check_nothing_finished),
     Check("2.1", "device tensors kept until get_output(), then released; host buffers pinned", _check_memory),
 ]
 
