@@ -545,3 +545,34 @@ def test_a_hand_written_copy_into_pageable_memory_is_named_as_one():
     (ordering,) = [o for o in report.outcomes if "event is recorded after it" in o.name]
     assert ordering.message == "no asynchronous copy to the host was queued on a stream", text
     assert "a copy into pageable memory" in ordering.hint and "copies *from*" not in ordering.hint
+
+
+def test_an_event_on_the_compute_stream_is_named_in_the_outputs_check_too():
+    """The first check it fails says which stream recorded the event and which ran the copies, not only "garbage"."""
+    report = ch2.check_runner(runner_with(EventOnComputeStream), seed=0)
+    (outputs,) = [o for o in report.outcomes if "right outputs after get_output" in o.name]
+    assert outputs.status == "failed", str(report)
+    assert "the event was recorded on the default stream, but the copies ran on side stream 1" in outputs.hint
+
+
+class RecordStreamOnComputeStream(RecordStreamOutput):  # record_stream with the compute stream
+    def _copy(self, raw, finished, stream):
+        out = _copy_pooler_output_to_cpu(raw, finished)
+        raw.record_stream(_COMPUTE[0])
+        return out
+
+
+_COMPUTE: list = []
+
+
+def test_record_stream_on_the_wrong_stream_is_named_as_such():
+    class Runner(runner_with(RecordStreamOnComputeStream)):
+        def _pool(self, hidden_states, num_scheduled_tokens, batch):
+            _COMPUTE[:] = [torch.cuda.current_stream()]  # the compute stream, captured outside the side block
+            return super()._pool(hidden_states, num_scheduled_tokens, batch)
+
+    report = ch2.check_runner(Runner, seed=0)
+    (memory,) = [o for o in report.outcomes if "then released" in o.name]
+    assert memory.status == "failed", str(report)
+    assert "record_stream kept" in memory.message and "for the default stream" in memory.message, str(report)
+    assert "drop the reference" not in memory.hint

@@ -72,9 +72,24 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
     expect_equal(spy.created, 0, what="CUDA streams created on a CPU platform", case="10 steps")
 
 
+def _early_read_hint(device: Any) -> str:
+    """Why the host read the buffers before the copy landed, from the stream log: which stream recorded the event
+    the host waited on, and which ran the copies."""
+    copies = {stream for op, stream, _ in device.log.entries if op == "copy to host"}
+    records = [stream for op, stream, _ in device.log.entries if op == "record event"]
+    if records and copies and records[-1] not in copies:
+        return (f"the event was recorded on the {records[-1]} stream, but the copies ran on "
+                f"{', '.join(sorted(copies))}: an event covers only the work of the stream it is recorded on. Record "
+                f"it inside the `with torch.cuda.stream(side):` block, after the copies")
+    if not records:
+        return "no event was recorded: record one on the side stream after the copies, and wait on it in get_output()"
+    return ("garbage means the host read the buffers before the copy landed: wait on the event recorded after the "
+            "copies, then return them")
+
+
 def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
     model = _model()
-    with sim_cuda.simulated_cuda():
+    with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
         for case, batch in _batches(rng, 15):
             output = resolve(runner.execute_model(batch))
@@ -82,10 +97,10 @@ def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
             expect(isinstance(output, ModelRunnerOutput), "get_output() must return the ModelRunnerOutput",
                    case=case, got=type(output).__name__)
             expect_equal(output.req_ids, batch.req_ids, what="req_ids", case=case)
-            expect(_same(output.pooler_output, want), "wrong pooler_output after get_output()", case=case,
+            right = _same(output.pooler_output, want)
+            expect(right, "wrong pooler_output after get_output()", case=case,
                    expected=_describe(want), got=_describe(output.pooler_output),
-                   hint="garbage means the host read the buffers before the copy landed: wait on the event "
-                        "recorded after the copies, then return them")
+                   hint="" if right else _early_read_hint(device))
 
 
 def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:
@@ -234,7 +249,7 @@ def _check_nothing_finished(runner_cls: RunnerClass, rng: random.Random) -> None
 
 def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
     model = _model()
-    with sim_cuda.simulated_cuda():
+    with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
         batch = make_pooling_batch(8, rng=rng, device=SIM_DEVICE)
         with watch_pooler_outputs(model) as raw_refs:
@@ -246,8 +261,15 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
                     "hand their memory to the next step")
         output = result.get_output()
         gc.collect()
-        alive = sum(r() is not None for r in raw_refs)
-        expect(alive == 0, f"{alive} device tensor(s) still referenced after get_output()",
+        alive = [r() for r in raw_refs if r() is not None]
+        held_by = sorted({stream.name for stream in device.streams for t in stream.in_use
+                          if any(t is a for a in alive)})
+        expect(not (alive and held_by), f"record_stream kept {len(alive)} device tensor(s) for the {held_by[0]} stream"
+               if held_by else "", case="8 requests",
+               hint="record_stream marks a block as in use by the stream you pass, until that stream's queued work is "
+                    "done: pass the side stream that runs the copy (raw.record_stream(side_stream)), not the compute "
+                    "stream, which the next step keeps busy")
+        expect(not alive, f"{len(alive)} device tensor(s) still referenced after get_output()",
                hint="drop the reference (del self._raw...) once the copy has landed")
         unpinned = [i for i, t in enumerate(output.pooler_output) if t is not None and not is_pinned_host(t)]
         expect(not unpinned, f"host buffers {unpinned} are not pinned", hint="a non-blocking copy to pageable memory "
