@@ -60,14 +60,19 @@ def test_a_hung_exercise_is_not_waited_for_again_by_the_profiling_cells():
     """0.1 never returns: its checks time out (limits scaled to a tenth here), and no later cell waits on it."""
     hang = "def decode_step(batch):\n    while True:\n        _time.sleep(0.01)\n\nimport time as _time\n"
     path = _lab_with("00_primer", {"0.1": hang}, "hung")
-    env_scale = {"SYNCLAB_CHECK_TIME_SCALE": "0.1"}
+    log = path.with_suffix(".checks.jsonl")
+    env_scale = {"SYNCLAB_CHECK_TIME_SCALE": "0.1", "SYNCLAB_CHECK_LOG": str(log)}
     try:
         proc = subprocess.run([sys.executable, "-m", "synclab", "check", str(path.relative_to(ROOT))], cwd=ROOT,
                               env={**reader_environment(), **env_scale}, capture_output=True, text=True, timeout=300)
+        logged = log.read_text() if log.exists() else ""
     finally:
         path.unlink()
+        log.unlink(missing_ok=True)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "[0.1]" in proc.stdout and "timed out" in proc.stdout, proc.stdout
+    # the kernel's check cell reported the grader's verdict and did not wait for the hang a second time
+    assert "not run again here" in logged, logged[-2000:]
     assert "timed out: ran longer than" not in proc.stdout, proc.stdout  # no cell waited out its own limit
     assert "cells that did not finish" not in proc.stdout, proc.stdout
 

@@ -81,17 +81,22 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"cannot check exercise {args.task} alone: no exercise {args.task} in this lab; its exercises: "
               f"{', '.join(tasks)}", file=sys.stderr)
         return 2
-    run = None
-    if not (args.task or args.checks_only):  # the profiling cells, and the cells that raise, need the kernel
-        print(f"running {notebook} ...", file=sys.stderr, flush=True)
-        run = run_notebook(notebook, {}, cell_timeout_s=args.timeout, notebook_timeout_s=args.notebook_timeout)
     what = f"exercise {args.task} of {notebook}" if args.task else f"the exercises of {notebook}"
     print(f"grading {what} from the saved notebook, each exercise in a fresh process ...", file=sys.stderr, flush=True)
     started = time.perf_counter()
     import shlex
 
+    from synclab.checks import KNOWN_TIMEOUTS_ENV
+
     verdicts = judge_notebook(nb, [args.task] if args.task else None, trusted, sandbox=shlex.split(args.sandbox))
-    summary = json_report(notebook, verdicts, run, args.task, time.perf_counter() - started)
+    graded_s = time.perf_counter() - started
+    run = None
+    if not (args.task or args.checks_only):  # the profiling cells, and the cells that raise, need the kernel
+        print(f"running {notebook} ...", file=sys.stderr, flush=True)
+        # an exercise that hung in the grader's process is not run again in the kernel: a hang costs one wait
+        env = {KNOWN_TIMEOUTS_ENV: json.dumps(timed_out_checks(verdicts))}
+        run = run_notebook(notebook, env, cell_timeout_s=args.timeout, notebook_timeout_s=args.notebook_timeout)
+    summary = json_report(notebook, verdicts, run, args.task, graded_s)
     crashed = summary["cells_raised"]
     ok = summary["passed"] and not (run and (run.timed_out or run.not_run))
     if args.json:
@@ -118,6 +123,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"your profile, {drawn} figure(s): {page.resolve()} (open it in a browser; it works offline)")
     print(verdict_line(summary, ok))
     return 0 if ok else 1
+
+
+def timed_out_checks(verdicts: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Per exercise whose checks timed out in the grader's process: {check name: its message} (the limit named)."""
+    out: dict[str, dict[str, str]] = {}
+    for task, verdict in verdicts.items():
+        report = getattr(verdict, "report", None)
+        for outcome in report.outcomes if report is not None else []:
+            if outcome.status == "timed out":
+                out.setdefault(task, {})[outcome.name] = outcome.message
+    return out
 
 
 def _exercise_of_cells(notebook: Path) -> list[str]:
