@@ -134,6 +134,23 @@ def is_pinned_host(tensor: torch.Tensor) -> bool:
 UPLOAD_OBSERVERS: list[Callable[[torch.Tensor, bool], None]] = []
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__)
+# The lab's device layer: this module and the simulated hardware (synclab/sim/). Its torch calls stand in for what
+# CUDA does below the engine (marking simulated device memory, landing a simulated copy) and differ between a GPU
+# and the simulated device, so the counters of host work (chapters 5 and 6) leave them out.
+_DEVICE_LAYER = (os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim") + os.sep, os.path.abspath(__file__))
+
+
+def called_from_device_layer(frame: object) -> bool:
+    """Whether the first frame outside torch at or above ``frame`` belongs to the lab's device layer."""
+    while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR):  # type: ignore[attr-defined]
+        frame = frame.f_back  # type: ignore[attr-defined]
+    if frame is None:
+        return False
+    filename = os.path.abspath(frame.f_code.co_filename)  # type: ignore[attr-defined]
+    return filename.startswith(_DEVICE_LAYER[0]) or filename == _DEVICE_LAYER[1]
+
+
 def to_device(tensor: torch.Tensor, device: DeviceLike | None = None, non_blocking: bool = False) -> torch.Tensor:
     """Put ``tensor`` in device memory: a real copy to CUDA, or a marked copy on the CPU.
 

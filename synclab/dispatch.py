@@ -16,6 +16,7 @@ reverse scan against ``list.index``; chapter 6's output histories).
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 from torch.overrides import TorchFunctionMode
 
+from synclab.device import called_from_device_layer
 from synclab.syncs import attribute_syncs_to_callers
 
 attribute_syncs_to_callers(__file__)  # a sync inside a counted call belongs to the line that made the call
@@ -51,7 +53,8 @@ class _Counting(TorchFunctionMode):
         self.calls = calls
 
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None):
-        self.calls.by_name[getattr(func, "__name__", str(func))] += 1
+        if not called_from_device_layer(sys._getframe(1)):  # the simulated device's own calls are not the host's work
+            self.calls.by_name[getattr(func, "__name__", str(func))] += 1
         return func(*args, **(kwargs or {}))
 
 

@@ -656,3 +656,20 @@ def test_a_readers_runner_runs_on_the_book_fixes_outside_the_checks_too():
                       ch6=ch6, mix=ch6.random_mix(random.Random(1), hunt_features=True), config=EngineConfig(),
                       fixes=book_fixes())
     assert namespace["syncs"].stray_per_step == 0
+
+
+def test_the_host_work_table_has_the_shape_the_page_says():
+    """Chapter 6's page: the reverse scan flat in output length, the list cache flat in images, all five flat in
+    both; the sync fixes leave the host's work as it was or add a few calls."""
+    from synclab.capstone.profiling import HOST_WORK_POINTS
+
+    assert HOST_WORK_POINTS == ((16, 2), (256, 2), (16, 16), (256, 16))  # short/long output, few/many images
+    table = ch6.host_work_table(components=ch6.book_fixes())
+    base = table["baseline"]
+    assert base[1] > 2 * base[0] and base[2] > base[0]  # grows with the output's length and with the images
+    scan, cache, every = table["reverse_scan"], table["list_cache"], table["all fixes"]
+    assert scan[0] == scan[1] and scan[2] == scan[3] and scan[2] > scan[0]  # flat in length, not in images
+    assert cache[0] == cache[2] and cache[1] == cache[3] and cache[1] > cache[0]  # flat in images, not in length
+    assert len(set(every)) == 1 and every[0] < min(base)
+    for sync_fix in ("slice_then_split", "lazy_stream", "pinned_uploads"):
+        assert all(0 <= mine - theirs <= 20 for mine, theirs in zip(table[sync_fix], base)), (sync_fix, table)

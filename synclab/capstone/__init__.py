@@ -14,8 +14,9 @@ The engine itself is :mod:`synclab.engine.engine_core` (and :mod:`synclab.engine
 
 from synclab.capstone.checks import check_ablation_row, check_sync_hunt
 from synclab.capstone.planted import PlantedRunner
-from synclab.capstone.profiling import (busy_share, busy_share_model, gpu_ablation, host_time_sweep,
-                                        modelled_busy_share, step_host_events, sync_table, trace_lanes)
+from synclab.capstone.profiling import (busy_share, busy_share_model, gpu_ablation, host_time_sweep, host_work_figure,
+                                        host_work_table, modelled_busy_share, step_host_events, sync_table,
+                                        trace_lanes)
 from synclab.capstone.workloads import (ablation_configs, ablation_workload, book_fixes, comparable,
                                         decode_workload, first_difference, host_work_in_decode_step,
                                         host_work_per_decode_step, is_planned, load_fixes, random_mix, run_engine,
@@ -23,6 +24,6 @@ from synclab.capstone.workloads import (ablation_configs, ablation_workload, boo
 
 __all__ = ["PlantedRunner", "ablation_configs", "ablation_workload", "book_fixes", "busy_share",
            "busy_share_model", "check_ablation_row", "check_sync_hunt", "comparable", "decode_workload",
-           "first_difference", "gpu_ablation", "host_time_sweep", "host_work_in_decode_step",
-           "host_work_per_decode_step", "is_planned", "load_fixes", "modelled_busy_share", "random_mix",
+           "first_difference", "gpu_ablation", "host_time_sweep", "host_work_figure", "host_work_in_decode_step",
+           "host_work_per_decode_step", "host_work_table", "is_planned", "load_fixes", "modelled_busy_share", "random_mix",
            "run_engine", "step_host_events", "step_syncs", "sync_table", "trace_lanes"]

@@ -18,23 +18,18 @@ Taught in chapter 6 (the capstone), Exercise 6.2 and its profiling cells.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-import torch
 from torch.overrides import TorchFunctionMode
 
-from synclab import device as device_module
-from synclab.sim import cuda as sim_cuda
-
-from synclab.capstone.workloads import (ABLATION_LENGTHS, Workload, ablation_configs, ablation_workload, is_planned,
-                                        current_fixes, run_engine, step_syncs)
+from synclab.capstone.workloads import (ABLATION_LENGTHS, Workload, ablation_configs, ablation_workload, current_fixes,
+                                        host_work_in_decode_step, is_planned, run_engine, step_syncs)
 from synclab.claims import Faster, Within, declare, validated
-from synclab.device import has_cuda
+from synclab.device import called_from_device_layer, has_cuda
 from synclab.engine.engine_core import EngineConfig, EngineCore, EngineRunner
 from synclab.syncs import SyncReport, attribute_syncs_to_callers, count_syncs
 from synclab.timeline_model import simulate
@@ -66,6 +61,35 @@ def sync_table(workload: Workload, configs: list[EngineConfig] | None = None,
         label = (components or current_fixes()).label_for(config)
         table[label] = (syncs.stray_per_step, sum(syncs.planned) / max(len(syncs.planned), 1))
     return table
+
+
+# (tokens each request already produced, images per request): where the scans of chapters 4 and 5 grow.
+HOST_WORK_POINTS = ((16, 2), (256, 2), (16, 16), (256, 16))
+
+
+def host_work_table(configs: list[EngineConfig] | None = None,
+                    points: Sequence[tuple[int, int]] = HOST_WORK_POINTS, components: Any = None) -> dict[str, list[int]]:
+    """Per configuration, at each point: the host's work in one decode step, torch calls plus elements of the output
+    histories touched (:func:`~synclab.capstone.workloads.host_work_in_decode_step`).
+
+    Counted, so the same on any machine (the simulated device's own calls are left out): what each fix buys the
+    host, which a CPU's wall time cannot show while the model's work runs on the host too.
+    """
+    components = components or current_fixes()
+    return {components.label_for(config): [host_work_in_decode_step(EngineRunner, config, n, m, components).total
+                                           for n, m in points]
+            for config in configs or ablation_configs()}
+
+
+def host_work_figure(table: dict[str, list[int]], points: Sequence[tuple[int, int]] = HOST_WORK_POINTS) -> Any:
+    """:func:`host_work_table` as grouped bars: one group per workload, one bar per configuration."""
+    from synclab import figures
+
+    return figures.sync_counts_figure("workload (tokens already out, images per request)",
+                                      [f"{n} out, {m} images" for n, m in points], table,
+                                      "Host work in one decode step, per configuration",
+                                      yaxis_title="torch calls + history elements touched",
+                                      counted_with="count_torch_calls and CountingList")
 
 
 _CH6_HOST_CPU = ("On this CPU every configuration's run takes within 1.5× of the baseline's: the model's own work, "
@@ -208,26 +232,11 @@ class _Recording(TorchFunctionMode):
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None):
         phase = phase_of(sys._getframe(1))
         self.flush_syncs(phase)  # a sync outside torch calls (an event's wait) comes before this call
-        if not _from_the_device_layer(sys._getframe(1)):
+        if not called_from_device_layer(sys._getframe(1)):  # the simulation's own calls differ from CUDA's
             self.events.append(HostEvent("call", getattr(func, "__name__", str(func)), phase))
         result = func(*args, **(kwargs or {}))
         self.flush_syncs(phase)  # this call's own syncs come right after it
         return result
-
-
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_DEVICE_LAYER = (os.path.dirname(sim_cuda.__file__), os.path.abspath(device_module.__file__))
-
-
-def _from_the_device_layer(frame: Any) -> bool:
-    """Whether the first frame outside torch belongs to the lab's device layer (synclab/sim/, synclab/device.py).
-
-    Its calls stand in for what CUDA does below the engine (marking simulated device memory, landing a simulated
-    copy), and differ between a GPU and the simulated device: the engine's own calls are the same on both.
-    """
-    while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR):
-        frame = frame.f_back
-    return frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_DEVICE_LAYER)
 
 
 def step_host_events(workload: Workload, config: EngineConfig, step: int,
