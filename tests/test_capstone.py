@@ -83,13 +83,19 @@ def _variant(**overrides):
     return lambda: type("Wrong", (clean,), overrides)
 
 
-def _bias_only(self, logits, reqs):  # the logit bias, sync-free; min_tokens forgotten
+def _bias_entries(reqs):
+    """(rows, token ids, values) of every request's logit bias, as host lists."""
     rows, cols, values = [], [], []
     for row, request in enumerate(reqs):
         for token, bias in request.sampling.logit_bias:
             rows.append(row)
             cols.append(token)
             values.append(bias)
+    return rows, cols, values
+
+
+def _bias_only(self, logits, reqs):  # the logit bias, sync-free; min_tokens forgotten
+    rows, cols, values = _bias_entries(reqs)
     if rows:
         logits[self.upload(rows, torch.int64), self.upload(cols, torch.int64)] += self.upload(values, torch.float32)
 
@@ -135,12 +141,7 @@ def _walks_history_for_min_tokens(self, logits, reqs):  # right, sync-free, but 
 
 
 def _bias_by_python_lists(self, logits, reqs):  # both features, but the bias indexed by Python lists: uploaded, waited
-    rows, cols, values = [], [], []
-    for row, request in enumerate(reqs):
-        for token, bias in request.sampling.logit_bias:
-            rows.append(row)
-            cols.append(token)
-            values.append(bias)
+    rows, cols, values = _bias_entries(reqs)
     if rows:
         logits[rows, cols] += self.upload(values, torch.float32)
     _min_tokens_only(self, logits, reqs)

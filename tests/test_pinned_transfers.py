@@ -236,24 +236,13 @@ class PersistentPinnedBuffers(PinnedSampler):
     def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
         if not logprob_token_ids:
             return None
-        batch_size, device = logits.shape[0], logits.device
+        batch_size = logits.shape[0]
         width = max(len(t) for t in logprob_token_ids.values()) + 1
         if getattr(self, "_ids_cpu", None) is None:  # sized once, for the largest batch this step
             self._ids_cpu = torch.zeros(64, 16, dtype=torch.int64, pin_memory=self.pin_memory)
             self._mask_cpu = torch.zeros(64, 16, dtype=torch.bool, pin_memory=self.pin_memory)
-        ids_cpu, mask_cpu = self._ids_cpu[:batch_size, :width], self._mask_cpu[:batch_size, :width]
-        ids_cpu.zero_()
-        mask_cpu.zero_()
-        mask_cpu[:, 0] = True
-        for row, token_ids in logprob_token_ids.items():
-            ids_cpu[row, 1:len(token_ids) + 1] = torch.as_tensor(token_ids, dtype=torch.int64)
-            mask_cpu[row, 1:len(token_ids) + 1] = True
-        ids = ids_cpu.to(device, non_blocking=True)
-        mask = mask_cpu.to(device, non_blocking=True)
-        ids[:, 0] = sampled
-        logprobs = compute_token_logprobs(logits, ids).masked_fill(~mask, float("-inf"))
-        ranks = (logits > logits.gather(-1, sampled.unsqueeze(-1))).sum(dim=-1)
-        return LogprobsTensors(ids.to(torch.int32), logprobs, ranks)
+        return _gather_from(self._ids_cpu[:batch_size, :width], self._mask_cpu[:batch_size, :width], logits,
+                            logprob_token_ids, sampled)
 
 
 class BuffersCachedByShape(PinnedSampler):
@@ -267,19 +256,23 @@ class BuffersCachedByShape(PinnedSampler):
             self._shape = shape
             self._ids_cpu = torch.zeros(shape, dtype=torch.int64, pin_memory=self.pin_memory)
             self._mask_cpu = torch.zeros(shape, dtype=torch.bool, pin_memory=self.pin_memory)
-        ids_cpu, mask_cpu = self._ids_cpu, self._mask_cpu
-        ids_cpu.zero_()
-        mask_cpu.zero_()
-        mask_cpu[:, 0] = True
-        for row, token_ids in logprob_token_ids.items():
-            ids_cpu[row, 1:len(token_ids) + 1] = torch.as_tensor(token_ids, dtype=torch.int64)
-            mask_cpu[row, 1:len(token_ids) + 1] = True
-        ids = ids_cpu.to(logits.device, non_blocking=True)
-        mask = mask_cpu.to(logits.device, non_blocking=True)
-        ids[:, 0] = sampled
-        logprobs = compute_token_logprobs(logits, ids).masked_fill(~mask, float("-inf"))
-        ranks = (logits > logits.gather(-1, sampled.unsqueeze(-1))).sum(dim=-1)
-        return LogprobsTensors(ids.to(torch.int32), logprobs, ranks)
+        return _gather_from(self._ids_cpu, self._mask_cpu, logits, logprob_token_ids, sampled)
+
+
+def _gather_from(ids_cpu, mask_cpu, logits, logprob_token_ids, sampled):
+    """3.2's gather, its id matrix and mask refilled in the pinned buffers it is handed."""
+    ids_cpu.zero_()
+    mask_cpu.zero_()
+    mask_cpu[:, 0] = True
+    for row, token_ids in logprob_token_ids.items():
+        ids_cpu[row, 1:len(token_ids) + 1] = torch.as_tensor(token_ids, dtype=torch.int64)
+        mask_cpu[row, 1:len(token_ids) + 1] = True
+    ids = ids_cpu.to(logits.device, non_blocking=True)
+    mask = mask_cpu.to(logits.device, non_blocking=True)
+    ids[:, 0] = sampled
+    logprobs = compute_token_logprobs(logits, ids).masked_fill(~mask, float("-inf"))
+    ranks = (logits > logits.gather(-1, sampled.unsqueeze(-1))).sum(dim=-1)
+    return LogprobsTensors(ids.to(torch.int32), logprobs, ranks)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -611,7 +604,7 @@ def test_a_pinned_buffer_refilled_before_its_upload_ran_is_the_race_and_nothing_
     assert "a host write into a pinned buffer an upload still needs" in said
     assert "new pinned tensors on every call" in said
     got = next(o.got for o in report.outcomes if not o.ok)
-    assert "ids_cpu.to(device, non_blocking=True)" in got  # the upload whose source was refilled, by its line
+    assert "ids_cpu.to(logits.device, non_blocking=True)" in got  # the upload whose source was refilled, by its line
 
 
 def test_every_check_is_shown_to_fail():
