@@ -155,7 +155,19 @@ def _ban_with_a_host_mask(self, logits, reqs):  # min_tokens as a host mask hand
     logits.masked_fill_(banned, float("-inf"))
 
 
+def _counts_generated_by_slicing(self, logits, reqs):  # len(hist[len(prior):]) copies every token generated so far
+    _bias_only(self, logits, reqs)
+    for row, request in enumerate(reqs):
+        p = request.sampling
+        history = self.states[request.request_id].output_token_ids
+        if p.stop_token_ids and len(history[len(request.prior_output_token_ids):]) < p.min_tokens:
+            stop = list(p.stop_token_ids)
+            logits[self.upload([row] * len(stop), torch.int64), self.upload(stop, torch.int64)] = self.upload(
+                [float("-inf")] * len(stop), torch.float32)
+
+
 @pytest.mark.parametrize("overrides, failing", [
+    ({"_apply_sampling_extras": _counts_generated_by_slicing}, "host work per step flat in tokens generated"),
     ({"_apply_sampling_extras": _bias_by_python_lists}, "0 stray syncs per step, at most 1 planned wait"),
     ({"_apply_sampling_extras": _ban_with_a_host_mask}, "0 stray syncs per step, at most 1 planned wait"),
     ({"_apply_sampling_extras": _min_tokens_only}, "outputs identical to the planted runner's"),
@@ -166,7 +178,7 @@ def _ban_with_a_host_mask(self, logits, reqs):  # min_tokens as a host mask hand
       "stopped_on_host": PlantedRunner.stopped_on_host}, "0 stray syncs per step, at most 1 planned wait"),
     ({"_apply_sampling_extras": _history_scan}, "host work per step flat in output length"),
     ({"_apply_sampling_extras": _walks_history_for_min_tokens}, "host work per step flat in output length"),
-], ids=["bias-by-python-lists", "host-mask", "drops-bias", "drops-min-tokens", "never-stops", "scalar-value", "device-stop-check", "history-scan",
+], ids=["history-slice", "bias-by-python-lists", "host-mask", "drops-bias", "drops-min-tokens", "never-stops", "scalar-value", "device-stop-check", "history-scan",
         "min-tokens-history-walk"])
 def test_sync_hunt_fails_on_wrong_versions(overrides, failing):
     from synclab.capstone.checks import HUNT_CHECKS

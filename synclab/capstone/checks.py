@@ -76,16 +76,20 @@ def _check_no_stray_syncs(factory: Callable[[], RunnerClass], rng: random.Random
 def _check_flat_in(parameter: str) -> Callable[[Callable[[], RunnerClass], random.Random], None]:
     def check(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
         runner_cls = _runner(factory)
-        small, large = ((16, 256), (2, 2)) if parameter == "output length" else ((16, 16), (2, 16))
-        work = [host_work_in_decode_step(runner_cls, EngineConfig(), n, m, book_fixes(),
-                                         hunt_features=True)
-                for n, m in zip(small, large)]
+        # (tokens already out, images, tokens decoded in the run) of the small and the large case
+        cases = {"output length": ((16, 2, 6), (256, 2, 6)), "images": ((16, 2, 6), (16, 16, 6)),
+                 "tokens generated": ((16, 2, 6), (16, 2, 96))}[parameter]
+        work = [host_work_in_decode_step(runner_cls, EngineConfig(), n, m, book_fixes(), hunt_features=True,
+                                         decode_tokens=d)
+                for n, m, d in cases]
+        at = cases[1][("output length", "images", "tokens generated").index(parameter)]
         expect(work[1].total <= FLAT_BOUND * work[0].total, f"host work per decode step grows with {parameter}",
                expected=f"at most {FLAT_BOUND}x",
                got=f"{work[0].total} -> {work[1].total} (torch calls + history elements); "
-                   f"the most at {parameter} {large[1] if parameter == 'images' else small[1]}: {work[1].largest()}",
-               hint="look for code of yours that walks a request's whole output history (or every image) each step: "
-                    "keep a count instead; the switches' fixes (chapters 4 and 5) already keep theirs flat")
+                   f"the most at {parameter} {at}: {work[1].largest()}",
+               hint="look for code of yours that walks a request's whole output history (or every image, or every "
+                    "token generated so far) each step: keep a count instead, or ask the list its len(); the "
+                    "switches' fixes (chapters 4 and 5) already keep theirs flat")
     return check
 
 
@@ -94,6 +98,7 @@ HUNT_CHECKS = [
     Check("6.1", "0 stray syncs per step, at most 1 planned wait", _check_no_stray_syncs),
     Check("6.1", "host work per step flat in output length", _check_flat_in("output length")),
     Check("6.1", "host work per step flat in images per request", _check_flat_in("images")),
+    Check("6.1", "host work per step flat in tokens generated", _check_flat_in("tokens generated")),
 ]
 
 

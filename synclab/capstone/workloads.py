@@ -411,8 +411,8 @@ def step_syncs(workload: Workload, config: EngineConfig, runner_cls: RunnerClass
 
 
 def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddings: int = 0,
-                    hunt_features: bool = False) -> Workload:
-    """Requests resumed with ``output_len`` tokens already out and ``images`` images each, decoding 6 tokens.
+                    hunt_features: bool = False, decode_tokens: int = 6) -> Workload:
+    """Requests resumed with ``output_len`` tokens already out and ``images`` images each, decoding ``decode_tokens``.
 
     Every other one asks for logprobs; ``embeddings`` embedding requests (12-token prompts) join them.
     ``hunt_features`` gives each a logit bias and a stop token banned by ``min_tokens`` for the whole
@@ -426,7 +426,7 @@ def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddi
         for j in range(images):
             ims.append(framed_image(f"img-{i}-{j}", len(prompt), 6))
             prompt += [0] * 6 + [3]
-        sampling = SamplingParams(max_tokens=6, bad_words=((5, 7),), logprob_token_ids=(1, 2) if i % 2 else (),
+        sampling = SamplingParams(max_tokens=decode_tokens, bad_words=((5, 7),), logprob_token_ids=(1, 2) if i % 2 else (),
                                   **extras)
         specs.append(RequestSpec(f"gen-{i}", tuple(prompt), sampling,
                                  tuple(ims), tuple((i + k) % 50 + 8 for k in range(output_len))))
@@ -449,7 +449,7 @@ class HostWork:
 
 
 def host_work_in_decode_step(runner_cls: RunnerClass, config: EngineConfig, output_len: int, images: int,
-                             components: Any = None, hunt_features: bool = False) -> HostWork:
+                             components: Any = None, hunt_features: bool = False, decode_tokens: int = 6) -> HostWork:
     """:class:`HostWork` of the last decode step of :func:`decode_workload`."""
     per_step: list[HostWork] = []
 
@@ -464,7 +464,7 @@ def host_work_in_decode_step(runner_cls: RunnerClass, config: EngineConfig, outp
             yield
         per_step.append(HostWork(calls.count + CountingList.touched, dict(calls.by_name), dict(CountingList.by_op)))
 
-    run_engine(decode_workload(output_len, images, hunt_features=hunt_features), config,
+    run_engine(decode_workload(output_len, images, hunt_features=hunt_features, decode_tokens=decode_tokens), config,
                components or current_fixes(), Counted, each_step=counted)
     return per_step[-2]  # the last step that queued work (the final one only collects)
 
