@@ -424,3 +424,26 @@ def test_a_base_hook_called_by_its_class_name_passes_as_super_does():
                       "        return PlantedRunner._stopped_on_device(self, None, [])\n")
     assert any("private part of the package" in line
                for line in suspicious(not_overridden, package_names([setup, not_overridden])))
+
+
+@pytest.mark.parametrize("source", [
+    "import os\n\ndef decode_step(batch):\n    return None\n",
+    "import os\nn = os.cpu_count()\nname = os.path.join('a', 'b')\n",
+    "import os as o\nhere = o.getpid()\n",
+    "from os import path\n",
+])
+def test_a_stray_import_os_and_its_harmless_parts_pass(source):
+    """An honest answer with `import os` left in it scores its points (a correct chapter 0 scored 0 before)."""
+    assert suspicious(source, package_names([SETUP, source])) == []
+
+
+@pytest.mark.parametrize("source, phrase", [
+    ("import os\nos.system('cat solutions/00_primer.ipynb')\n", "uses os other than"),
+    ("import os\nos.environ['SYNCLAB_DEVICE'] = 'sim'\n", "uses os other than"),
+    ("import os\nf = os\nf.fork()\n", "uses os other than"),
+    ("from os import fork\n", "imports fork from os"),
+    ("import os as o\no.kill(1, 9)\n", "uses o other than"),
+])
+def test_os_used_for_anything_else_is_named(source, phrase):
+    found = suspicious(source, package_names([SETUP, source]))
+    assert any(phrase in line for line in found), found

@@ -232,3 +232,15 @@ def decode_step(*args, **kwargs):
     nb = nbformat.read(path, as_version=4)
     verdict = judge_notebook(nb, ["0.1"])["0.1"]  # the control: the grader's own user reads the course
     assert verdict.report.passed and (course / "copied.txt").read_text() == "the answers"
+
+
+def test_a_correct_answer_with_a_stray_import_os_earns_its_points(tmp_path, capsys):
+    """Issue: a correct chapter 0 with one `import os` left in scored 0/20. Now the import passes; a use of os
+    the grader refuses is still named."""
+    source = "import os\n\n" + _solution_source(PRIMER, "decode_step")
+    summary = _graded(_submission(tmp_path, PRIMER, {"0.1": source}), capsys)
+    row = _by_task(summary)["0.1"]
+    assert row["status"] == "passed" and row["earned"] == row["points"], row
+    cheat = "import os\nos.environ['SYNCLAB_DEVICE'] = 'sim'\n\n" + _solution_source(PRIMER, "decode_step")
+    row = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": cheat}, "cheat"), capsys))["0.1"]
+    assert row["status"] == "flagged" and row["earned"] == 0, row

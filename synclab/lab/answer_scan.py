@@ -25,6 +25,9 @@ ALLOWED_MODULES = {"torch", "numpy", "math", "cmath", "itertools", "functools", 
                    "random", "statistics", "numbers", "abc", "array", "re", "time", "warnings", "__future__",
                    "synclab"}
 GRADER_PARTS = ("synclab.checks", "synclab.lab", "synclab.answer_keys")
+# `import os` left in an answer is harmless: it may stay, and these of its parts may be used. Any other use of os (a
+# process, a file, the environment the grader reads) is named.
+OS_HARMLESS = {"path", "cpu_count", "getpid", "sep", "linesep", "getenv"}
 # The checks' machinery, by the names a chapter's checks module also exports it under.
 MACHINERY = {"Check", "CheckReport", "Outcome", "run_checks", "expect", "checking", "answer_key", "answer_in",
              "GUARDED_CODE", "EXERCISE_STATUS", "ready"}
@@ -75,12 +78,15 @@ class _Scanner(ast.NodeVisitor):
         self.package_names: set[str] = set()  # names bound to the package's modules and objects
         self.scopes: list[set[str]] = []  # the locals of each function being read, innermost last
         self.overridden: set[str] = set()  # hooks the answer's own subclasses of the package's classes define
+        self.os_names: set[str] = set()  # names the answer binds to the os module
 
     def _say(self, node: ast.AST, what: str) -> None:
         self.found.append(f"line {getattr(node, 'lineno', '?')}: {what}")
 
     def _module(self, node: ast.AST, name: str) -> None:
         parts = name.split(".")
+        if name in ("os", "os.path"):
+            return  # harmless by itself: what it is used for is read at each use (OS_HARMLESS)
         if name.startswith(GRADER_PARTS) or ".checks" in name:  # synclab.primer.checks: a chapter's checks
             self._say(node, f"imports {name}, the grader's own machinery")
         elif any(part in SIMULATION or (part.startswith("_") and part != "__future__") for part in parts):
@@ -91,10 +97,16 @@ class _Scanner(ast.NodeVisitor):
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             self._module(node, alias.name)
+            if alias.name == "os":
+                self.os_names.add(alias.asname or "os")
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
         self._module(node, module)
+        if module == "os":
+            for alias in node.names:
+                if alias.name not in OS_HARMLESS:
+                    self._say(node, f"imports {alias.name} from os, which no exercise needs")
         for alias in node.names:
             if alias.name in SIMULATION:
                 self._say(node, f"imports {alias.name}, which changes what the grader counts")
@@ -109,7 +121,10 @@ class _Scanner(ast.NodeVisitor):
                 self._say(node, f"imports {alias.name} from {module}: the checks' own machinery")
 
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in SIMULATION:
+        if node.id in self.os_names and not getattr(node, "_harmless_os", False) \
+                and not any(node.id in scope for scope in self.scopes):
+            self._say(node, f"uses {node.id} other than for {', '.join(sorted(OS_HARMLESS))}")
+        elif node.id in SIMULATION:
             self._say(node, f"uses {node.id}, which changes what the grader counts (the device's tensors, torch's modes)")
         elif node.id in STRING_ACCESS:
             self._say(node, f"uses {node.id}, which looks attributes up or evaluates text from a string")
@@ -168,6 +183,8 @@ class _Scanner(ast.NodeVisitor):
             and not any(root.id in scope for scope in self.scopes)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.value, ast.Name) and node.value.id in self.os_names and node.attr in OS_HARMLESS:
+            node.value._harmless_os = True  # type: ignore[attr-defined]  # os.path.join(...), os.cpu_count()
         self._attribute(node, node.value, node.attr)
         self.generic_visit(node)
 
