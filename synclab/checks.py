@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 from synclab.answer_keys import answer_in, checking
 
 # CheckReport.summary, read back: "...: 4/5 checks passed" or "...: 3/4 checks passed (3/5 points)".
-_SUMMARY = re.compile(r": (?P<ok>\d+)/(?P<n>\d+) checks passed(?: \((?P<earned>\d+)/(?P<points>\d+) points\))?")
+_SUMMARY = re.compile(r": (?P<ok>\d+)/(?P<n>\d+) checks passed(?: \((?P<earned>[\d.]+)/(?P<points>\d+) points\))?")
 
 
 def parse_summary(text: str) -> tuple[int, int, int] | None:
@@ -53,9 +53,11 @@ KNOWN_TIMEOUTS_ENV = "SYNCLAB_KNOWN_TIMEOUTS"
 class CheckFailed(AssertionError):
     """Raised by a check: the implementation answered, but wrongly."""
 
-    def __init__(self, message: str, *, expected: Any = None, got: Any = None, hint: str = "", case: str = ""):
+    def __init__(self, message: str, *, expected: Any = None, got: Any = None, hint: str = "", case: str = "",
+                 share: float = 0.0):
         super().__init__(message)
         self.message, self.expected, self.got, self.hint, self.case = message, expected, got, hint, case
+        self.share = share  # the part of the check's points the answer still earns (a check of several clauses)
 
 
 class CheckTimeout(BaseException):
@@ -71,10 +73,15 @@ class CheckTimeout(BaseException):
         self.hint = hint
 
 
-def expect(condition: bool, message: str, *, expected: Any = None, got: Any = None, hint: str = "", case: str = "") -> None:
-    """Fail the current check with a readable message unless ``condition`` holds."""
+def expect(condition: bool, message: str, *, expected: Any = None, got: Any = None, hint: str = "", case: str = "",
+           share: float = 0.0) -> None:
+    """Fail the current check with a readable message unless ``condition`` holds.
+
+    ``share``: for a check of several independent clauses (predictions, a contract's cases), the part of its points
+    the clauses that held still earn.
+    """
     if not condition:
-        raise CheckFailed(message, expected=expected, got=got, hint=hint, case=case)
+        raise CheckFailed(message, expected=expected, got=got, hint=hint, case=case, share=share)
 
 
 def expect_equal(got: Any, expected: Any, *, what: str, hint: str = "", case: str = "") -> None:
@@ -143,6 +150,7 @@ class Outcome:
     random: bool = True  # the check draws random cases
     names_fault: bool = False  # the check's failure names the fault itself (Check.names_fault)
     refused: str = ""  # the package's answer the reader's code called or handed in (its name), if any
+    share: float = 0.0  # a failed check of several clauses: the part of its points the clauses that held earn
 
     @property
     def ok(self) -> bool:
@@ -155,9 +163,12 @@ class Outcome:
                 + bool(self.case))
 
     @property
-    def earned(self) -> int:
-        """Its points if it passed, else 0: a failure, crash or time-out costs this check alone."""
-        return self.points if self.ok else 0
+    def earned(self) -> float:
+        """Its points if it passed; if it failed, the share its clauses that held earn; else 0. A failure, crash or
+        time-out costs this check alone."""
+        if self.ok:
+            return self.points
+        return round(self.points * self.share, 4) if self.status == "failed" else 0
 
 
 _ICONS = {"passed": "✓", "failed": "✗", "not implemented": "…", "crashed": "✗", "timed out": "⏱", "skipped": "–"}
@@ -193,13 +204,15 @@ class CheckReport:
         return sum(o.points for o in self.outcomes)
 
     @property
-    def earned(self) -> int:
-        return sum(o.earned for o in self.outcomes)
+    def earned(self) -> float:
+        return round(sum(o.earned for o in self.outcomes), 4)
 
     @property
     def summary(self) -> str:
         n_ok = sum(o.ok for o in self.outcomes)
-        points = "" if self.points == len(self.outcomes) else f" ({self.earned}/{self.points} points)"
+        partial = any(o.earned and not o.ok for o in self.outcomes)
+        points = "" if self.points == len(self.outcomes) and not partial else \
+            f" ({self.earned:.3g}/{self.points} points)"
         return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed{points}"
 
     @property
@@ -335,7 +348,8 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
         return Outcome(**base, status="failed", message=exc.message,
                        expected=_short(exc.expected) if exc.expected is not None else "",
                        got=_short(exc.got) if exc.got is not None else "",
-                       hint=exc.hint or check.hint, case=exc.case, generic_hint=not exc.hint)
+                       hint=exc.hint or check.hint, case=exc.case, generic_hint=not exc.hint,
+                       share=min(max(float(exc.share), 0.0), 1.0))
     except NotImplementedError as exc:
         return Outcome(**base, status="not implemented",
                        message=f"not implemented yet ({exc})" if str(exc) else "not implemented yet")

@@ -247,7 +247,9 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
     assert scores["reads_the_course"] == {"check-0_1": (full[0], full[0]), "check-0_2": (full[1], full[1])}
     assert scores["solution"] == {"check-0_1": (full[0], full[0]), "check-0_2": (full[1], full[1])}
     assert scores["untouched"] == {"check-0_1": (0.0, full[0]), "check-0_2": (0.0, full[1])}
-    assert scores["planted"] == {"check-0_1": (round(full[0] * 4 / 5, 2), full[0]), "check-0_2": (0.0, full[1])}
+    # one prediction of 0.2's eight off: the other seven earn their share (partial credit per prediction)
+    assert scores["planted"] == {"check-0_1": (round(full[0] * 4 / 5, 2), full[0]),
+                                 "check-0_2": (round(full[1] * 7 / 8, 2), full[1])}
     for name in CHEATS:
         assert scores[name]["check-0_1"] == (0.0, full[0]), name
         cell = next(c for c in nbformat.read(tmp_path / "autograded" / name / chapter / f"{stem}.ipynb",

@@ -313,3 +313,17 @@ def test_the_model_plays_the_formula_the_primer_prints():
     assert printed == [f"{step_time_formula(40, 60, s):.0f}" for s in (0, 1, 2, 4, 8)]
     broken = simulate(40, 60, 1, steps=8)
     assert broken.step_time_us != (40 + 60)  # a "host + device" formula would not be what the model plays
+
+
+def test_predictions_earn_partial_credit_per_prediction():
+    """Issue: 6 of 8 right earned 0. Now each right prediction earns its share; the message still names the others."""
+    def two_wrong():
+        answers = dict(my_predictions())
+        for key in list(answers)[:2]:
+            answers[key] += 1
+        return answers
+
+    report = primer.check_predictions(two_wrong)
+    assert not report.passed and report.earned == pytest.approx(1 - 2 / len(primer.SNIPPETS)), report
+    assert "2 prediction(s) off" in str(report) and "points)" in report.summary
+    assert primer.check_predictions(lambda: {k: 99 for k in my_predictions()}).earned == 0

@@ -492,3 +492,11 @@ def test_4_2_an_answer_that_is_not_a_number_is_told_so_not_given_the_fit_hint():
     assert not report.passed
     failed = [o for o in report.outcomes if o.status == "failed"]
     assert failed and "return a number" in failed[0].hint and "least squares" not in failed[0].hint, str(report)
+
+
+def test_4_2_earns_partial_credit_per_clause_of_the_contract():
+    """A model right on every clause but the range's end: it earns the other clauses' share of the fixed cases."""
+    report = ch4.check_bottleneck_model(ignores_max_length, seed=0)
+    fixed = next(o for o in report.outcomes if "fixed cost tables" in o.name)
+    assert fixed.status == "failed" and 0 < fixed.earned < fixed.points, report
+    assert "clauses off" in fixed.message

@@ -212,7 +212,8 @@ def json_report(notebook: Path, verdicts: dict, run: Any, task: str | None, seco
         for o in report.outcomes:
             share = worth * o.points / report.points
             checks.append({"task": t, "name": o.name, "status": o.status, "passed": o.ok, "points": round(share, 2),
-                           "earned": round(share, 2) if o.ok and not verdict.flags else 0, "message": o.message,
+                           "earned": 0 if verdict.flags else round(share * o.earned / o.points, 2),
+                           "message": o.message,
                            "stretch": stretch})
     raised = cells_raised(notebook, run)
     core = [e for e in exercises if not e["stretch"]] or exercises  # a stretch checked alone (--task) is the run

@@ -231,7 +231,7 @@ def check_predictions(predict: Callable[[], dict[str, int]], seed: int | None = 
                hint="write 0, 1, 2, ... as numbers, not strings or booleans")
         measured = _measure_snippet_syncs()
         wrong = {k: preds[k] for k in SNIPPETS if preds[k] != measured[k]}
-        expect(not wrong, f"{len(wrong)} prediction(s) off",
+        expect(not wrong, f"{len(wrong)} prediction(s) off", share=1 - len(wrong) / len(SNIPPETS),
                got="; ".join(f"{k}: you said {p}, but {WHY[k.split(':')[0]]}" for k, p in wrong.items()),
                hint="a sync happens when the host needs a device VALUE or a data-dependent SHAPE")
 
