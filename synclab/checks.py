@@ -414,7 +414,8 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
     checks = tuple(checks)  # the list the exercise declared stays as it was, whatever the reader's code reaches
     known = json.loads(os.environ.get(KNOWN_TIMEOUTS_ENV) or "{}")
     if checks and checks[0].task in known:
-        return _known_timeout_report(title, checks, known[checks[0].task], seed)
+        return _reported(CheckReport(title=title, outcomes=_known_timeouts(checks, known[checks[0].task]), seed=seed,
+                                     check_function=_public_check_function()))
     scale = float(os.environ.get(TIME_SCALE_ENV, "1"))
     limit_s *= scale
     outcomes: list[Outcome] = []
@@ -450,15 +451,14 @@ def _reported(report: CheckReport) -> CheckReport:
     return report
 
 
-def _known_timeout_report(title: str, checks: tuple[Check, ...], timed_out: dict[str, str], seed: int) -> CheckReport:
+def _known_timeouts(checks: tuple[Check, ...], timed_out: dict[str, str]) -> list[Outcome]:
     """The grader's verdict on an exercise whose checks timed out in its fresh process: not run a second time."""
     again = " (in the grader's fresh process, just before this run: not run again here, so it costs one wait)"
-    outcomes = [Outcome(c.task, c.name, "timed out", points=c.points, message=timed_out[c.name] + again)
-                if c.name in timed_out else
-                Outcome(c.task, c.name, "skipped", points=c.points,
-                        message="not run: a check of this exercise timed out in the grader's fresh process")
-                for c in checks]
-    return _reported(CheckReport(title=title, outcomes=outcomes, seed=seed, check_function=_public_check_function()))
+    return [Outcome(c.task, c.name, "timed out", points=c.points, message=timed_out[c.name] + again)
+            if c.name in timed_out else
+            Outcome(c.task, c.name, "skipped", points=c.points,
+                    message="not run: a check of this exercise timed out in the grader's fresh process")
+            for c in checks]
 
 
 # ----------------------------------------------------------------------------- what the reader has finished

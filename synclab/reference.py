@@ -146,7 +146,7 @@ def speedup_table(chapter: str, name: str, root: Path = REFERENCE_DIR) -> str:
     blocks = []
     for slug, data in load(chapter, root).items():
         result = data["results"].get(name)
-        if result is not None and "host_waiting_us" in str(result.get("results", "")):
+        if _is_host_blocked(result):
             blocks.append(_host_blocked_table(result, Provenance.from_dict(data["provenance"]).label))
             continue
         if result is None or "timings" not in result:
@@ -166,6 +166,13 @@ def speedup_table(chapter: str, name: str, root: Path = REFERENCE_DIR) -> str:
         blocks.append(f"**Measured on the {Provenance.from_dict(data['provenance']).label}**: how many times "
                       f"faster than {base}{again}; under 1× the fix costs more than it saves.\n\n" + "\n".join(rows))
     return "\n\n".join(blocks)
+
+
+def _is_host_blocked(result: Any) -> bool:
+    """Chapter 2's ``host_blocked``: per runner, the time per step and the host's wait (a table, not a sweep)."""
+    runs = result.get("results") if isinstance(result, dict) else None
+    return isinstance(runs, dict) and bool(runs) and all(isinstance(r, dict) and "host_waiting_us" in r
+                                                         for r in runs.values())
 
 
 def _host_blocked_table(result: dict[str, Any], label: str) -> str:
@@ -194,7 +201,7 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
     drawn = []
     for slug, data in load(chapter, root).items():
         result = data["results"].get(name)
-        if result is None or name == "host_blocked":  # a table (speedup_table), not a figure
+        if result is None or _is_host_blocked(result):  # a table (speedup_table), not a figure
             continue
         label = Provenance.from_dict(data["provenance"]).label
         if name == "gpu_ablation":

@@ -346,7 +346,6 @@ _REFUSED_ON_CUDA = {"numpy": (TypeError, _CUDA_NUMPY), "__array__": (TypeError, 
 # `untyped_storage().tolist()` (64 for 16 floats, the debug mode agreeing), once per element of a typed
 # storage. The simulated device sees the storage being taken, not the reads, so it counts those reads at the
 # taking (data_ptr() alone would be no sync on CUDA).
-_PICKLED = {"__reduce_ex__"}
 _HIDDEN_READS = {"__reduce_ex__": SyncKind.D2H_COPY, "untyped_storage": SyncKind.ITEM,
                  "storage": SyncKind.ITEM, "_typed_storage": SyncKind.ITEM}  # a storage read: one value at a time
 
@@ -360,7 +359,7 @@ def _python_list_indices(index: Any) -> int:
 
 def _hidden_reads(name: str, tensor: torch.Tensor) -> int:
     """How many waits a route of ``_HIDDEN_READS`` costs on CUDA: one copy to pickle, one per value read."""
-    if name in _PICKLED:
+    if name == "__reduce_ex__":
         return 1
     nbytes = tensor.untyped_storage().nbytes()  # the whole storage, of which the tensor may be a view
     return nbytes if name == "untyped_storage" else nbytes // tensor.element_size()
@@ -709,43 +708,47 @@ def _becomes_masked_fill(indices: list, masks: list, value: Any) -> bool:
 
 @contextmanager
 def _watch_explicit_syncs(obs: _Observer) -> Iterator[None]:
-    """Count torch.cuda.synchronize / Event.synchronize / Stream.synchronize (GPU only), each as its own kind.
+    """Count torch.cuda.synchronize / Event.synchronize / Stream.synchronize (GPU only), each as its own kind, and
+    the copy pickling a CUDA tensor makes.
 
     A simulated block counts the simulated device's waits instead (``record_simulated_wait``).
     """
     if not has_cuda() or obs.simulated:
         yield
         return
-    # Tensor.__reduce_ex__ (pickling) skips __torch_function__ for a plain tensor, and saves a CUDA storage
-    # through one blocking copy to the host (the debug mode reports it; H100, torch 2.11): counted here.
     patched = [(torch.cuda, "synchronize", SyncKind.DEVICE_SYNC), (torch.cuda.Event, "synchronize", SyncKind.EVENT_SYNC),
-               (torch.cuda.Stream, "synchronize", SyncKind.STREAM_SYNC), (torch.Tensor, "__reduce_ex__", None)]
+               (torch.cuda.Stream, "synchronize", SyncKind.STREAM_SYNC)]
     originals = [getattr(owner, attr) for owner, attr, _ in patched]
+    reduce_ex = torch.Tensor.__reduce_ex__
 
-    def wrap(original: Callable, kind: SyncKind | None) -> Callable:
+    def wrap(original: Callable, kind: SyncKind) -> Callable:
         def counted(*a: Any, **k: Any) -> Any:
             obs.record(kind, kind.value)
             return original(*a, **k)
 
-        def pickled(tensor: torch.Tensor, *a: Any, **k: Any) -> Any:
-            if not (tensor.is_cuda and obs.suppress == 0):  # a tensor with state comes back here once more
-                return original(tensor, *a, **k)
-            obs.record(SyncKind.D2H_COPY, "pickle (the storage copied to the host)")
-            obs.suppress += 1
-            try:
-                return original(tensor, *a, **k)
-            finally:
-                obs.suppress -= 1
+        return counted
 
-        return counted if kind is not None else pickled
+    def pickled(tensor: torch.Tensor, *a: Any, **k: Any) -> Any:
+        """Pickling skips __torch_function__ for a plain tensor and saves a CUDA storage through one blocking copy
+        to the host (the debug mode reports it; H100, torch 2.11)."""
+        if not (tensor.is_cuda and obs.suppress == 0):  # a tensor with state comes back here once more
+            return reduce_ex(tensor, *a, **k)
+        obs.record(SyncKind.D2H_COPY, "pickle (the storage copied to the host)")
+        obs.suppress += 1
+        try:
+            return reduce_ex(tensor, *a, **k)
+        finally:
+            obs.suppress -= 1
 
     for (owner, attr, kind), original in zip(patched, originals):
         setattr(owner, attr, wrap(original, kind))
+    torch.Tensor.__reduce_ex__ = pickled  # type: ignore[method-assign]
     try:
         yield
     finally:
         for (owner, attr, _), original in zip(patched, originals):
             setattr(owner, attr, original)
+        torch.Tensor.__reduce_ex__ = reduce_ex  # type: ignore[method-assign]
 
 
 _ACTIVE_SIMULATED: list[_Observer] = []  # the simulated count_syncs blocks now open (innermost last)

@@ -159,21 +159,21 @@ class WaitsOnItself(_QueuesItsOwnCopy):  # current_stream() asked inside the sid
 
 
 class WaitsOnAnEventOfTheComputeStream(_QueuesItsOwnCopy):  # CUDA's other ordering: an event, not wait_stream
+    said_by_the_event = False  # side.wait_event(ready), or ready.wait(side)
+
     def _queue(self, stream, compute, event, out, raw, finished):
         ready = torch.cuda.Event()
         ready.record(compute)
-        stream.wait_event(ready)
+        if self.said_by_the_event:
+            ready.wait(stream)
+        else:
+            stream.wait_event(ready)
         out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
         event.record()
 
 
-class WaitsWithEventWait(_QueuesItsOwnCopy):  # the same ordering, said from the event's side
-    def _queue(self, stream, compute, event, out, raw, finished):
-        ready = torch.cuda.Event()
-        ready.record(compute)
-        ready.wait(stream)
-        out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
-        event.record()
+class WaitsWithEventWait(WaitsOnAnEventOfTheComputeStream):  # the same ordering, said from the event's side
+    said_by_the_event = True
 
 
 class WaitsOnAnUnrecordedEvent(_QueuesItsOwnCopy):  # an event never recorded orders nothing, on CUDA too
@@ -556,22 +556,18 @@ def test_an_event_on_the_compute_stream_is_named_in_the_outputs_check_too():
 
 
 class RecordStreamOnComputeStream(RecordStreamOutput):  # record_stream with the compute stream
+    def __init__(self, model_runner_output, raw_pooler_output, finished_mask, async_output_copy_stream):
+        self._compute = torch.cuda.current_stream()  # captured before the side stream's block
+        super().__init__(model_runner_output, raw_pooler_output, finished_mask, async_output_copy_stream)
+
     def _copy(self, raw, finished, stream):
         out = _copy_pooler_output_to_cpu(raw, finished)
-        raw.record_stream(_COMPUTE[0])
+        raw.record_stream(self._compute)
         return out
 
 
-_COMPUTE: list = []
-
-
 def test_record_stream_on_the_wrong_stream_is_named_as_such():
-    class Runner(runner_with(RecordStreamOnComputeStream)):
-        def _pool(self, hidden_states, num_scheduled_tokens, batch):
-            _COMPUTE[:] = [torch.cuda.current_stream()]  # the compute stream, captured outside the side block
-            return super()._pool(hidden_states, num_scheduled_tokens, batch)
-
-    report = ch2.check_runner(Runner, seed=0)
+    report = ch2.check_runner(runner_with(RecordStreamOnComputeStream), seed=0)
     (memory,) = [o for o in report.outcomes if "then released" in o.name]
     assert memory.status == "failed", str(report)
     assert "record_stream kept" in memory.message and "for the default stream" in memory.message, str(report)

@@ -257,22 +257,6 @@ WRONG_5_2 = [
 ]
 
 
-def _unclamped() -> type:
-    """5.2 without the clamp of its window to the item: a negative start, an end past the item's length."""
-    import nbformat
-
-    from tests.notebook_code import ROOT
-
-    source = next(c.source for c in nbformat.read(ROOT / NOTEBOOK, as_version=4).cells
-                  if "### BEGIN SOLUTION 5.2" in c.source)
-    wrong = source.replace("max(0, num_computed_tokens - start_pos)", "num_computed_tokens - start_pos") \
-                  .replace("min(num_encoder_tokens, window_end - start_pos)", "window_end - start_pos")
-    assert wrong != source
-    namespace = dict(_namespace)
-    exec(wrong.replace("class EncoderScheduler(", "class Unclamped("), namespace)
-    return namespace["Unclamped"]
-
-
 def _edited_5_2(name: str, edits: list[tuple[str, str]]) -> type:
     """The solution's 5.2 with ``edits`` made to its text, as a learner's version that differs in one clause."""
     import nbformat
@@ -288,6 +272,12 @@ def _edited_5_2(name: str, edits: list[tuple[str, str]]) -> type:
     namespace = dict(_namespace)
     exec(wrong.replace("class EncoderScheduler(", f"class {name}("), namespace)
     return namespace[name]
+
+
+def _unclamped() -> type:
+    """5.2 without the clamp of its window to the item: a negative start, an end past the item's length."""
+    return _edited_5_2("Unclamped", [("max(0, num_computed_tokens - start_pos)", "num_computed_tokens - start_pos"),
+                                     ("min(num_encoder_tokens, window_end - start_pos)", "window_end - start_pos")])
 
 
 _GUARD = ("            if (self.scheduler_config.disable_chunked_mm_input and num_computed_tokens < start_pos\n"

@@ -264,11 +264,12 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
         alive = [r() for r in raw_refs if r() is not None]
         held_by = sorted({stream.name for stream in device.streams for t in stream.in_use
                           if any(t is a for a in alive)})
-        expect(not (alive and held_by), f"record_stream kept {len(alive)} device tensor(s) for the {held_by[0]} stream"
-               if held_by else "", case="8 requests",
-               hint="record_stream marks a block as in use by the stream you pass, until that stream's queued work is "
-                    "done: pass the side stream that runs the copy (raw.record_stream(side_stream)), not the compute "
-                    "stream, which the next step keeps busy")
+        if alive and held_by:
+            expect(False, f"record_stream kept {len(alive)} device tensor(s) for the {held_by[0]} stream",
+                   case="8 requests",
+                   hint="record_stream marks a block as in use by the stream you pass, until that stream's queued work "
+                        "is done: pass the side stream that runs the copy (raw.record_stream(side_stream)), not the "
+                        "compute stream, which the next step keeps busy")
         expect(not alive, f"{len(alive)} device tensor(s) still referenced after get_output()",
                hint="drop the reference (del self._raw...) once the copy has landed")
         unpinned = [i for i, t in enumerate(output.pooler_output) if t is not None and not is_pinned_host(t)]
