@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import nbformat
@@ -17,6 +18,7 @@ import pytest
 
 from synclab.lab import cli
 from synclab.lab.exercises import EXERCISES, of_chapter, points_of
+from synclab.lab.judge import sandbox_problem
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
@@ -225,6 +227,9 @@ def decode_step(*args, **kwargs):
 '''
     path = _submission(tmp_path, PRIMER, {"0.1": answer})
     sandbox = "setpriv --reuid=nobody --regid=nogroup --clear-groups --"
+    problem = sandbox_problem(tuple(sandbox.split()))
+    if problem is not None:  # this clone sits where nobody cannot read it (a 0700 home, a mktemp -d folder)
+        pytest.skip(problem)
     assert cli.main(["check", str(path), "--task", "0.1", "--json", "--sandbox", sandbox]) == 0
     exercise = _by_task(json.loads(capsys.readouterr().out))["0.1"]
     assert exercise["earned"] == points_of("0.1") and not exercise["flags"], exercise
@@ -232,6 +237,20 @@ def decode_step(*args, **kwargs):
     nb = nbformat.read(path, as_version=4)
     verdict = judge_notebook(nb, ["0.1"])["0.1"]  # the control: the grader's own user reads the course
     assert verdict.report.passed and (course / "copied.txt").read_text() == "the answers"
+
+
+def test_a_sandbox_the_worker_cannot_start_in_is_said_before_grading_and_grades_nothing(tmp_path):
+    """A sandbox's user who cannot read the grader's install: every exercise would score 0. The grader says why
+    first, on any machine (here a "sandbox" command that fails as such a user's python would)."""
+    from synclab.lab.judge import judge_notebook
+
+    unreadable = [sys.executable, "-c", "import sys; sys.exit('PermissionError: /home/grader/course')", "--"]
+    nb = nbformat.read(_submission(tmp_path, PRIMER, {}), as_version=4)
+    verdicts = judge_notebook(nb, ["0.1", "0.2"], sandbox=unreadable)
+    assert set(verdicts) == {"0.1", "0.2"}
+    for verdict in verdicts.values():
+        assert verdict.report is None and "cannot start under the sandbox" in verdict.error, verdict
+        assert "PermissionError: /home/grader/course" in verdict.error and "chmod o+rx" in verdict.error
 
 
 def test_a_correct_answer_with_a_stray_import_os_earns_its_points(tmp_path, capsys):

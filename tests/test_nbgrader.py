@@ -19,6 +19,7 @@ from synclab.lab.grading import GradingError, graded
 from synclab.lab.labgen import LabgenError
 from synclab.lab.nbgrader_run import autograde, gradebook_scores, hand_in, release, solved
 from synclab.lab.exercises import EXERCISES, lab_version, points_of
+from synclab.lab.judge import sandbox_problem
 from synclab.lab.nbgrader_source import exercise_points, nbgrader_notebook, points_by_chapter
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -223,7 +224,9 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
 
     chapter, stem = "ch0", CHAPTERS["ch0"]
     released = release(ROOT, tmp_path, chapter, stem)
-    sandboxed = _can_sandbox()
+    # a clone the sandbox's user cannot read (a 0700 home, a mktemp -d folder) is graded unsandboxed here; the
+    # grader itself says so before grading (test_judge)
+    sandboxed = _can_sandbox() and sandbox_problem(tuple(SANDBOX)) is None
     if sandboxed:
         with open(tmp_path / "nbgrader_config.py", "a") as config:
             config.write(f"c.JudgeChecks.sandbox = {SANDBOX!r}\n")

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -272,6 +273,10 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
     chapter, exercises, setup, reviews = jobs_for(nb, tasks, trusted)
     if not exercises:
         return {}
+    problem = sandbox_problem(tuple(sandbox)) if sandbox else None
+    if problem is not None:  # said before any grading: every exercise would otherwise score 0 in silence
+        return {e["task"]: Verdict(e["task"], error=problem, review=reviews[e["task"]][0]) for e in exercises
+                if asked is None or e["task"] in asked}
     token = secrets.token_hex(16)
     read_end, write_end = os.pipe()
     job = {"imports": [PACKAGES[chapter]], "setup": setup, "setup_trusted": trusted is not None, "exercises": exercises, "token": token,
@@ -312,6 +317,27 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
         if forged:
             verdicts[task].flags.append("the grader's channel carried lines it did not write")
     return {t: v for t, v in verdicts.items() if asked is None or t in asked}
+
+
+@lru_cache(maxsize=8)
+def sandbox_problem(sandbox: tuple[str, ...]) -> str | None:
+    """Why the grader's worker cannot run under ``sandbox``, or None when it can: its user must read the grader's
+    install (the package and every folder above it). A clone in a 0700 home or a ``mktemp -d`` folder is out of
+    that user's reach, and every exercise would score 0."""
+    package_parent = Path(synclab.__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="synclab-sandbox-") as cwd:
+        os.chmod(cwd, 0o755)
+        try:
+            proc = subprocess.run([*sandbox, sys.executable, "-c", "import synclab.lab.judge_worker"], cwd=cwd,
+                                  env=_worker_env(), capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the sandbox command {' '.join(sandbox)!r} did not run: {exc}"
+    if proc.returncode == 0:
+        return None
+    said = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+    return (f"the grader's worker cannot start under the sandbox {' '.join(sandbox)!r} ({said}): its user must be "
+            f"able to read the grader's install, {package_parent}, and enter every folder above it (chmod o+rx "
+            f"on each, or install the course's synclab where that user can read it). Nothing was graded")
 
 
 def _report(data: dict) -> CheckReport:
