@@ -47,6 +47,30 @@ def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, 
                    xaxis_title=parameter, xaxis_type="category", yaxis_title=yaxis_title, height=400)
 
 
+def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, counted_with: str) -> go.Figure:
+    """Per configuration, the median of each measure over the run's steps, its range over them as error bars: one
+    panel per measure (chapter 6's ablation). Counts do not depend on the machine."""
+    from statistics import median
+
+    from plotly.subplots import make_subplots
+
+    measures = list(next(iter(counts.values())))
+    fig = make_subplots(rows=1, cols=len(measures), subplot_titles=[f"{m} per step" for m in measures])
+    for color, (label, row) in zip(variant_colors(), counts.items()):
+        for col, measure in enumerate(measures, start=1):
+            values = list(row[measure])
+            mid = median(values)
+            fig.add_trace(go.Bar(x=[label], y=[mid], name=label, marker_color=color, showlegend=col == 1,
+                                 legendgroup=label, text=[f"{mid:g}"], textposition="outside", cliponaxis=False,
+                                 error_y={"type": "data", "symmetric": False, "array": [max(values) - mid],
+                                          "arrayminus": [mid - min(values)]}), row=1, col=col)
+    for col, measure in enumerate(measures, start=1):
+        fig.update_yaxes(title_text=measure, rangemode="tozero", row=1, col=col)
+        fig.update_xaxes(showticklabels=False, row=1, col=col)
+    return _layout(fig, title, f"counted with {counted_with}: the median over the decode steps, their range as "
+                               f"bars (the same on CPU and GPU)", height=480, margin={"l": 10, "r": 10, "t": 110, "b": 10})
+
+
 def _range_bars(timings: Sequence[Timing]) -> dict[str, Any]:
     """Error bars from the fastest to the slowest per-round median: the spread the protocol measured."""
     return {"type": "data", "symmetric": False, "visible": True,
@@ -257,19 +281,33 @@ def trace_timeline_figure(traces: dict[str, dict[str, Sequence[Sequence[float]]]
 
 
 def gpu_ablation_figure(result: dict[str, Any], title: str, label: str) -> go.Figure:
-    """The device's busy share per configuration, measured from a profiler trace, with tokens/s on each bar."""
+    """Tokens/s and the device's idle share per configuration, measured on a GPU: the median, and the range of the
+    runs (tokens/s) or of the profiled run's windows (idle share) as error bars."""
+    from statistics import median
+
+    from plotly.subplots import make_subplots
+
     configs = result["configs"]
-    fig = go.Figure(go.Bar(x=list(configs), y=[c["busy_share"] for c in configs.values()],
-                           marker_color=list(islice(variant_colors(), len(configs))),
-                           text=[f"{c['busy_share']:.0%}<br>{c['tokens_per_s']:,.0f} tok/s" for c in configs.values()],
-                           textposition="outside", cliponaxis=False, showlegend=False))
-    return _layout(fig, title, f"measured on {label} (torch.profiler: share of the run with a kernel running)",
-                   yaxis_title="device busy share (measured)", yaxis_range=[0, 1.15], yaxis_tickformat=".0%",
-                   height=420)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["tokens per second", "device idle share"])
+    for color, (name, c) in zip(variant_colors(), configs.items()):
+        for col, (runs, mid, fmt) in enumerate(((c.get("tokens_per_s_runs", [c["tokens_per_s"]]), c["tokens_per_s"], ",.0f"),
+                                                (c.get("idle_share_windows", [1 - c["busy_share"]]),
+                                                 c.get("idle_share", 1 - c["busy_share"]), ".0%")), start=1):
+            mid = median(runs) if runs else mid
+            fig.add_trace(go.Bar(x=[name], y=[mid], name=name, marker_color=color, showlegend=col == 1,
+                                 legendgroup=name, text=[format(mid, fmt)], textposition="outside", cliponaxis=False,
+                                 error_y={"type": "data", "symmetric": False, "array": [max(runs) - mid],
+                                          "arrayminus": [mid - min(runs)]}), row=1, col=col)
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=2)
+    fig.update_xaxes(showticklabels=False)
+    runs = result.get("repeats", 1)
+    return _layout(fig, title, f"measured on {label}: {result.get('steps', '?')} decode steps per run, median of "
+                               f"{runs} run(s); idle share from torch.profiler", height=460,
+                   margin={"l": 10, "r": 10, "t": 110, "b": 10})
 
 
-def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us: Sequence[float], host_us: float,
-                            active: int = 0) -> go.Figure:
+def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us: Sequence[float],
+                            host_us: float | None = None, active: int = 0, us_per_call: float | None = None) -> go.Figure:
     """MODEL: a bar per configuration of the device's busy share, one set of bars per device step (slider).
 
     ``shares[label][k]`` is the modelled share at ``device_steps_us[k]``.
@@ -287,8 +325,10 @@ def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us:
     fig.update_layout(sliders=[{"active": active, "currentvalue": {"prefix": "device work per step: "},
                                 "steps": steps, "pad": {"t": 70}}])
     return _layout(fig, "MODEL: the device's busy share per configuration",
-                   f"stray syncs per step counted on this workload; host queueing {host_us / 1000:g} ms per step and "
-                   "the device's work (slider) assumed", yaxis_title="device busy share (modelled)",
+                   "stray syncs and torch calls per step counted on this workload; the host's "
+                   + (f"{us_per_call:g} us per torch call" if us_per_call is not None
+                      else f"queueing {host_us / 1000:g} ms per step")
+                   + " and the device's work (slider) assumed", yaxis_title="device busy share (modelled)",
                    yaxis_range=[0, 1.1], yaxis_tickformat=".0%", height=440)
 
 

@@ -192,7 +192,7 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
 
     Drawing only: nothing is measured. A recorded sweep is drawn only when its claim holds on the
     stored numbers (synclab.claims); ``bandwidth`` (chapter 3) is drawn as its two charts, ``timeline``
-    (chapter 6) as a profiler trace's lanes and ``gpu_ablation`` as the measured busy share per configuration.
+    (chapter 6) as a profiler trace's lanes and ``ablation`` as tokens/s and the idle share per configuration.
     """
     from synclab import figures
     from synclab.claims import check_stored
@@ -204,7 +204,7 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
         if result is None or _is_host_blocked(result):  # a table (speedup_table), not a figure
             continue
         label = Provenance.from_dict(data["provenance"]).label
-        if name == "gpu_ablation":
+        if name in ("gpu_ablation", "ablation"):
             drawn.append(figures.gpu_ablation_figure(result, f"{title} ({slug})", label).to_dict())
             continue
         if name == "timeline":

@@ -187,6 +187,10 @@ DELEGATIONS: list[tuple[str, Callable[..., Any], str, str, str]] = [
         def ablation_row(config, workload, fixes):
             return c6._ablation_row_reference(config, workload, fixes)
      """, "ablation_row", "_ablation_row_reference"),
+    ("6.3", ch6.check_ablation_reading, """
+        def my_reading():
+            return {k: v for k, v in c6._measured_reading().items() if not k.startswith("_")}
+     """, "my_reading", "_measured_reading"),
 ]
 
 

@@ -686,3 +686,139 @@ def test_the_host_work_table_has_the_shape_the_page_says():
     assert len(set(every)) == 1 and every[0] < min(base)
     for sync_fix in ("slice_then_split", "lazy_stream", "pinned_uploads"):
         assert all(0 <= mine - theirs <= 20 for mine, theirs in zip(table[sync_fix], base)), (sync_fix, table)
+
+
+def test_the_first_count_says_which_syncs_come_from_a_chapter_not_written_yet():
+    """A learner with 1.2 missing saw "0.29 stray syncs per step" and nothing saying whose: each source is named."""
+    from dataclasses import replace
+
+    from synclab.capstone.workloads import stray_sources, sync_pattern
+
+    fixes = replace(ch6.book_fixes(), unfinished=frozenset({"slice_then_split"}))
+    syncs, _ = ch6.step_syncs(ch6.ablation_workload(16), EngineConfig(), components=fixes)
+    assert syncs.stray_per_step > 0
+    lines = stray_sources(syncs, fixes)
+    assert len(lines) == 1 and "chapter 1's pattern (slice_then_split): its fix is not written yet" in lines[0], lines
+    assert lines[0].startswith(f"{syncs.stray_per_step:.2f} per step"), lines
+    # the baseline: every sync is one of the three sync patterns', each named as switched off
+    base, _ = ch6.step_syncs(ch6.ablation_workload(16), EngineConfig.baseline(), components=ch6.book_fixes())
+    assert {sync_pattern(e) for step in base.stray for e in step} == {"slice_then_split", "lazy_stream",
+                                                                       "pinned_uploads"}
+    assert all("runs the code before its fix" in line for line in stray_sources(base, ch6.book_fixes()))
+    # the planted runner's own syncs are the hunt's, not a chapter's
+    hunt, _ = ch6.step_syncs(ch6.random_mix(random.Random(1), hunt_features=True), EngineConfig(), PlantedRunner,
+                             components=ch6.book_fixes())
+    assert [line for line in stray_sources(hunt, ch6.book_fixes()) if "what 6.1 hunts" in line], hunt.first_stray()
+
+
+def test_the_ablation_counts_are_ordered_as_the_fixes_predict_and_a_wrong_fix_breaks_the_order():
+    """Chapter 6's CPU ablation: counted per decode step of the capstone's workload, with their spread."""
+    from dataclasses import replace
+
+    counts = ch6.ablation_counts(ch6.capstone_workload(), components=ch6.book_fixes())
+    assert ch6.ablation_order_problems(counts) == []
+    assert set(counts) == {c.label for c in ch6.ablation_configs()}
+    assert all(len(v) >= 5 for row in counts.values() for v in row.values())  # a spread over several steps
+    fig = ch6.ablation_counts_figure(counts, "t")
+    assert len(fig.data) == 3 * len(counts)  # three panels, one bar per configuration each
+    # a "reverse scan" that still scans from the front cuts nothing: the order names it
+    from synclab.engine.input_batch_baseline import InputBatchBaseline
+
+    class ForwardScan(ch6.book_fixes().input_batch):
+        update_async_output_token_ids = InputBatchBaseline.update_async_output_token_ids
+
+    wrong = ch6.ablation_counts(ch6.capstone_workload(), components=replace(ch6.book_fixes(), input_batch=ForwardScan))
+    assert any(p.startswith("history elements read per step: reverse_scan alone") for p in
+               ch6.ablation_order_problems(wrong)), ch6.ablation_order_problems(wrong)
+
+
+def test_the_capstone_workload_pools_in_every_step_and_fits_the_gpu_model():
+    from synclab.engine.tiny_llm import GPU_MODEL
+    from synclab.capstone.profiling import GPU_ABLATION_STEPS, GPU_ABLATION_WARMUP
+
+    steps = GPU_ABLATION_STEPS + GPU_ABLATION_WARMUP
+    workload = ch6.capstone_workload(decode_tokens=steps, model=GPU_MODEL)
+    longest = max(len(s.prompt_token_ids) + len(s.prior_output_token_ids) for s in workload.requests) + steps
+    assert longest <= GPU_MODEL.max_model_len
+    assert workload.scheduler.max_num_seqs <= GPU_MODEL.max_num_seqs
+    pooled = []
+
+    class Watch(EngineRunner):
+        def _pool(self, hidden_states, layout):
+            out = super()._pool(hidden_states, layout)
+            pooled.append(len(out))
+            return out
+
+    small = ch6.capstone_workload(decode_tokens=6)
+    ch6.run_engine(small, EngineConfig(), ch6.book_fixes(), Watch)
+    assert pooled[:6] == [1] * 6  # one embedding request pooled per step, beside the decodes
+
+
+def _gpu_result(**tokens_per_s):
+    configs = {label.replace("_all", "all fixes"): {"tokens_per_s_runs": runs, "tokens_per_s": sorted(runs)[2],
+                                                    "idle_share": idle, "idle_share_windows": [idle] * 5}
+               for label, (runs, idle) in tokens_per_s.items()}
+    return {"configs": configs}
+
+
+def test_the_gpu_ablation_claims_need_each_fix_beyond_the_baselines_spread():
+    from synclab.capstone.profiling import gpu_ablation_problems
+
+    base = ([100, 104, 98, 101, 99], 0.5)
+    good = _gpu_result(baseline=base, pinned_uploads=([120, 121, 119, 122, 118], 0.4),
+                       reverse_scan=([110, 111, 109, 112, 108], 0.45), _all=([150, 151, 149, 152, 148], 0.1))
+    assert gpu_ablation_problems(good) == []
+    within = _gpu_result(baseline=base, reverse_scan=([103, 100, 99, 101, 102], 0.5), _all=([150] * 5, 0.1))
+    assert ["reverse_scan alone" in p for p in gpu_ablation_problems(within)] == [True]
+    below = _gpu_result(baseline=base, pinned_uploads=([120] * 5, 0.4), _all=([115] * 5, 0.1))
+    assert any(p.startswith("all fixes: median") for p in gpu_ablation_problems(below))
+    idle = _gpu_result(baseline=base, pinned_uploads=([120] * 5, 0.4), _all=([150] * 5, 0.6))
+    assert any("idle share does not fall" in p for p in gpu_ablation_problems(idle))
+    assert ch6.gpu_ablation() is None  # the simulated device: no GPU ablation, no record
+
+
+@pytest.mark.cuda
+def test_the_gpu_ablation_runs_its_protocol_on_a_gpu():
+    from synclab.capstone.profiling import gpu_ablation_problems
+
+    result = ch6.gpu_ablation(configs=[EngineConfig.baseline(), EngineConfig.only("pinned_uploads"), EngineConfig()],
+                              steps=20, repeats=2, warmup=3)
+    assert set(result["configs"]) == {"baseline", "pinned_uploads", "all fixes"}
+    for row in result["configs"].values():
+        assert len(row["tokens_per_s_runs"]) == 2 and all(r > 0 for r in row["tokens_per_s_runs"])
+        assert len(row["idle_share_windows"]) == 5 and all(0 <= s <= 1 for s in row["idle_share_windows"])
+    assert result["claims"]["problems"] == gpu_ablation_problems(result)
+
+
+READING = {"removes_most_syncs": "pinned_uploads", "removes_no_syncs": ["list_cache", "reverse_scan"],
+           "cuts_history_reads": "reverse_scan", "cuts_torch_calls": "list_cache",
+           "saving_grows_with": {"reverse_scan": "output length", "list_cache": "images"}, "one_fix_alone": "B"}
+
+
+def test_reading_the_ablation_passes_on_the_solution_and_earns_a_share_per_right_answer():
+    assert ch6.check_ablation_reading(solution("my_reading")).passed
+    assert ch6.check_ablation_reading(lambda: READING).passed  # a list for the set, an upper-case letter
+    wrong = dict(READING, removes_most_syncs="lazy_stream",
+                 saving_grows_with={"reverse_scan": "images", "list_cache": "images"})
+    report = ch6.check_ablation_reading(lambda: wrong)
+    (result,) = report.outcomes
+    assert not report.passed and result.earned == pytest.approx(result.points * 4 / 6, abs=1e-3)
+    assert "removes_most_syncs: you said 'lazy_stream', but per step" in result.got
+    missing = ch6.check_ablation_reading(lambda: {k: v for k, v in READING.items() if k != "one_fix_alone"})
+    assert "missing: one_fix_alone" in missing.outcomes[0].got
+    unnamed = ch6.check_ablation_reading(lambda: dict(READING, cuts_torch_calls="the list cache"))
+    assert "name a fix by its pattern" in unnamed.outcomes[0].message
+
+
+def test_the_pages_model_numbers_come_from_the_model_of_the_counts():
+    """Chapter 6's page states the MODEL's busy shares at 1 ms of device work: each is computed here."""
+    from synclab.capstone.profiling import counted_busy_share_model
+
+    page = (Path(__file__).parents[1] / "book" / "06_capstone_engine_step.md").read_text()
+    shares = counted_busy_share_model(ch6.ablation_counts(components=ch6.book_fixes()), [1000])
+    said = {"baseline": "the baseline keeps the device {:.0%} busy", "pinned_uploads": "pinned uploads alone {:.0%}",
+            "list_cache": "the list cache alone {:.0%}", "all fixes": "all five fixes {:.0%}"}
+    text = " ".join(page.split())
+    for label, sentence in said.items():
+        assert sentence.format(shares[label][0]) in text, (label, shares[label])
+    assert all(shares["all fixes"][0] >= s[0] for s in shares.values())

@@ -1,21 +1,22 @@
-"""Chapter 6's checks: the sync hunt (6.1) and the ablation's counts (6.2).
+"""Chapter 6's checks: the sync hunt (6.1), the ablation's counts (6.2) and their reading (6.3).
 
-Taught in chapter 6 (the capstone). Every check counts; none times anything. The runner
-the hunt starts from is :class:`synclab.capstone.planted.PlantedRunner`.
+Taught in chapter 6 (the capstone). Every check counts; none times anything. The runner the hunt starts
+from is :class:`synclab.capstone.planted.PlantedRunner`.
 """
 
 from __future__ import annotations
 
 import random
+import statistics
 from dataclasses import replace
-from typing import Callable
+from typing import Any, Callable
 
 from synclab.capstone.workloads import (RunnerClass, Workload, ablation_workload, comparable, first_difference,
                                         book_fixes, host_work_in_decode_step, random_mix, run_engine,
                                         step_syncs)
 from synclab.checks import Check, CheckReport, expect, run_checks
 from synclab.capstone.planted import PlantedRunner
-from synclab.engine.engine_core import Components, EngineConfig, EngineRunner
+from synclab.engine.engine_core import PATTERNS, Components, EngineConfig, EngineRunner
 from synclab.answer_keys import answer_in, answer_key, refuse
 
 
@@ -187,3 +188,117 @@ ABLATION_CHECKS = [Check("6.2", "counts per configuration", _check_row, timeout_
 def check_ablation_row(fn: AblationRow, seed: int | None = None) -> CheckReport:
     """Exercise 6.2: ``fn(config, workload, fixes)`` counts one configuration's run."""
     return run_checks("Exercise 6.2 (the ablation's counts)", ABLATION_CHECKS, fn, seed=seed, limit_s=90)
+
+
+# ----------------------------------------------------------------------------- 6.3 reading the ablation
+
+READING_QUESTIONS = {
+    "removes_most_syncs": "the one fix that, alone, removes the most stray syncs per step",
+    "removes_no_syncs": "every fix that, alone, removes no stray sync (a set)",
+    "cuts_history_reads": "the one fix that cuts the output-history elements the host reads per step",
+    "cuts_torch_calls": "the one fix that cuts the host's torch calls per step the most",
+    "saving_grows_with": "for each of those two fixes, what its saving grows with: 'output length' or 'images'",
+    "one_fix_alone": "why one sync fix alone buys little on a GPU: a letter of ch6.ALONE_REASONS",
+}
+ALONE_REASONS = {
+    "a": "its code is slower on a GPU than the code before its PR",
+    "b": "each stray sync left still makes the host wait for the device's queue to drain, and the device then idles "
+         "while the host queues the next work, whichever syncs the fix removed",
+    "c": "the fixes change the tokens, so a run generates fewer of them",
+    "d": "a fix alone adds back as many syncs as it removes",
+}
+GROWS_WITH = ("output length", "images")
+
+
+_READING: dict[str, Any] = {}  # counted once per process
+
+
+@answer_key("6.3", role="answer (the lab's own reading of its counts)")
+def _measured_reading() -> dict[str, Any]:
+    """The answers, from the counts the profile draws (the book's fixes; yours give the same once chapters 1-5 pass)."""
+    if not _READING:
+        _READING.update(_read_counts())
+    return _READING
+
+
+def _read_counts() -> dict[str, Any]:
+    from synclab.capstone.profiling import HOST_WORK_POINTS, ablation_counts, host_work_table
+
+    singles = [EngineConfig.only(p) for p in PATTERNS]
+    counts = ablation_counts(configs=[EngineConfig.baseline(), *singles], components=book_fixes())
+    med = {label: {m: statistics.median(v) for m, v in row.items()} for label, row in counts.items()}
+    base = med["baseline"]
+    saved = {p: {m: base[m] - med[p][m] for m in base} for p in PATTERNS}
+    table = host_work_table(configs=[EngineConfig.baseline(), EngineConfig.only("reverse_scan"),
+                                     EngineConfig.only("list_cache")], components=book_fixes())
+    assert HOST_WORK_POINTS[:3] == ((16, 2), (256, 2), (16, 16))  # few/short, then longer, then more images
+
+    def grows_with(fix: str) -> str:
+        gain = [b - f for b, f in zip(table["baseline"], table[fix])]
+        by_length, by_images = gain[1] - gain[0], gain[2] - gain[0]
+        return "output length" if by_length > by_images else "images"
+
+    return {
+        "removes_most_syncs": max(PATTERNS, key=lambda p: saved[p]["stray syncs"]),
+        "removes_no_syncs": frozenset(p for p in PATTERNS if saved[p]["stray syncs"] == 0),
+        "cuts_history_reads": max(PATTERNS, key=lambda p: saved[p]["history elements read"]),
+        "cuts_torch_calls": max(PATTERNS, key=lambda p: saved[p]["torch calls"]),
+        "saving_grows_with": {fix: grows_with(fix) for fix in ("reverse_scan", "list_cache")},
+        "one_fix_alone": "b",
+        "_saved": saved,
+    }
+
+
+def _reading_why(question: str, truth: dict[str, Any]) -> str:
+    saved = truth["_saved"]
+    if question == "removes_most_syncs":
+        return "per step, " + ", ".join(f"{p} removes {saved[p]['stray syncs']:g}" for p in PATTERNS)
+    if question == "removes_no_syncs":
+        return "stray syncs removed per step: " + ", ".join(f"{p} {saved[p]['stray syncs']:g}" for p in PATTERNS)
+    if question == "cuts_history_reads":
+        return "history elements per step saved: " + ", ".join(f"{p} {saved[p]['history elements read']:g}"
+                                                                for p in PATTERNS)
+    if question == "cuts_torch_calls":
+        return "torch calls per step saved: " + ", ".join(f"{p} {saved[p]['torch calls']:g}" for p in PATTERNS)
+    if question == "saving_grows_with":
+        return ("read the host-work figure: a fix's saving is the gap to the baseline; see which gap widens from "
+                "16 to 256 tokens out, and which from 2 to 16 images")
+    return ("a sync makes the host wait until the device has drained its queue; one left anywhere in the step "
+            "costs the device that idle time, whichever others are gone (the MODEL shows it)")
+
+
+def _check_reading(answer: Callable[[], dict[str, Any]], rng: random.Random) -> None:
+    reading = answer()
+    expect(isinstance(reading, dict), "my_reading() must return a dict", got=type(reading).__name__)
+    missing = [q for q in READING_QUESTIONS if q not in reading]
+    unknown = [q for q in reading if q not in READING_QUESTIONS]
+    expect(not missing and not unknown, "answer every question, keyed as in ch6.READING_QUESTIONS",
+           got="; ".join(([f"missing: {', '.join(missing)}"] if missing else [])
+                         + ([f"not a question: {', '.join(map(repr, unknown))}"] if unknown else [])),
+           expected=list(READING_QUESTIONS))
+    normal = dict(reading)
+    if isinstance(normal["removes_no_syncs"], (list, tuple, set, frozenset)):
+        normal["removes_no_syncs"] = frozenset(normal["removes_no_syncs"])
+    if isinstance(normal["one_fix_alone"], str):
+        normal["one_fix_alone"] = normal["one_fix_alone"].strip().lower()
+    names = {q: v for q, v in normal.items() if q in ("removes_most_syncs", "cuts_history_reads", "cuts_torch_calls")
+             and v not in PATTERNS}
+    expect(not names, "name a fix by its pattern", got=names, expected=list(PATTERNS),
+           hint="the labels of the ablation's rows: slice_then_split, lazy_stream, pinned_uploads, reverse_scan, "
+                "list_cache")
+    truth = _measured_reading()
+    wrong = [q for q in READING_QUESTIONS if normal[q] != truth[q]]
+    expect(not wrong, f"{len(wrong)} of {len(READING_QUESTIONS)} answers do not match the counts",
+           share=1 - len(wrong) / len(READING_QUESTIONS),
+           got="; ".join(f"{q}: you said {reading[q]!r}, but {_reading_why(q, truth)}" for q in wrong),
+           hint="each answer can be read off the profile's counts: the stray syncs, torch calls and history "
+                "elements per step of each fix alone, against the baseline's")
+
+
+READING_CHECKS = [Check("6.3", "each answer matches the ablation's counts", _check_reading, timeout_s=120,
+                        random=False)]
+
+
+def check_ablation_reading(my_reading: Callable[[], dict[str, Any]], seed: int | None = None) -> CheckReport:
+    """Exercise 6.3: the reader's reading of the ablation, against the counts it reads."""
+    return run_checks("Exercise 6.3 (reading the ablation)", READING_CHECKS, my_reading, seed=seed, limit_s=150)

@@ -18,6 +18,7 @@ Taught in chapter 6 (the capstone), Exercise 6.2 and its profiling cells.
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from contextlib import contextmanager, nullcontext
@@ -26,10 +27,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 from torch.overrides import TorchFunctionMode
 
-from synclab.capstone.workloads import (ABLATION_LENGTHS, Workload, ablation_configs, ablation_workload, current_fixes,
-                                        host_work_in_decode_step, is_planned, run_engine, step_syncs)
+from synclab.capstone.workloads import (ABLATION_LENGTHS, Workload, ablation_configs, ablation_workload,
+                                        capstone_workload, current_fixes, host_work_in_decode_step, is_planned,
+                                        run_engine, step_syncs)
 from synclab.claims import Faster, Within, declare, validated
 from synclab.device import called_from_device_layer, has_cuda
+from synclab.dispatch import CountingList, count_torch_calls
 from synclab.engine.engine_core import EngineConfig, EngineCore, EngineRunner
 from synclab.syncs import SyncReport, attribute_syncs_to_callers, count_syncs
 from synclab.timeline_model import simulate
@@ -61,6 +64,90 @@ def sync_table(workload: Workload, configs: list[EngineConfig] | None = None,
         label = (components or current_fixes()).label_for(config)
         table[label] = (syncs.stray_per_step, sum(syncs.planned) / max(len(syncs.planned), 1))
     return table
+
+
+SYNC_FIXES = ("slice_then_split", "lazy_stream", "pinned_uploads")  # remove stray syncs
+# remove host work that grows with outputs and images, each from its own measure
+HOST_WORK_FIXES = {"reverse_scan": "history elements read", "list_cache": "torch calls"}
+FEW_CALLS = 10  # what the sync fixes may add to a step's torch calls (a pinned upload is a copy more)
+ABLATION_MEASURES = ("stray syncs", "torch calls", "history elements read")
+
+
+def ablation_counts(workload: Workload | None = None, configs: list[EngineConfig] | None = None,
+                    components: Any = None) -> dict[str, dict[str, list[int]]]:
+    """Per configuration, per decode step of a run: its stray syncs, torch calls and output-history elements read.
+
+    Counted, so the same on any machine (the simulated device's own torch calls are left out). The first step
+    (the prompts' prefill) and the last (it only collects) are left out: what is left is the steady state a long
+    decode repeats, and the spread is over its steps. Default: :func:`~synclab.capstone.workloads.capstone_workload`.
+    """
+    components = components or current_fixes()
+    workload = workload or capstone_workload()
+    out = {}
+    for config in configs or ablation_configs():
+        per_step: dict[str, list[int]] = {measure: [] for measure in ABLATION_MEASURES}
+
+        class Counted(EngineRunner):
+            history_type = CountingList
+
+        @contextmanager
+        def counted(engine: EngineCore) -> Iterator[None]:
+            CountingList.touched = 0
+            CountingList.by_op.clear()
+            with count_syncs() as report, count_torch_calls() as calls:
+                yield
+            per_step["stray syncs"].append(sum(not is_planned(e) for e in report.events))
+            per_step["torch calls"].append(calls.count)
+            per_step["history elements read"].append(CountingList.touched)
+
+        run_engine(workload, config, components, Counted, each_step=counted)
+        if len(per_step["stray syncs"]) < 3:
+            raise ValueError(f"the run took {len(per_step['stray syncs'])} steps: no decode step between its "
+                             f"prefill and its end")
+        out[components.label_for(config)] = {measure: values[1:-1] for measure, values in per_step.items()}
+    return out
+
+
+def ablation_order_problems(counts: dict[str, dict[str, list[int]]]) -> list[str]:
+    """What the five fixes predict for :func:`ablation_counts`, checked on the medians; ``[]`` when it holds.
+
+    Each sync fix removes stray syncs, and all five remove them all; the reverse scan cuts the history elements
+    the host reads and the list cache its torch calls, and all five cut each as much, give or take the few
+    calls a pinned upload adds; no fix adds a stray sync.
+    """
+    # a label names a fix not written yet in brackets ("all fixes (list_cache not written: ...)"): keyed without them
+    med = {label.split(" (")[0]: {what: statistics.median(values) for what, values in row.items()}
+           for label, row in counts.items()}
+    unwritten = [label.split(" (")[0] for label in counts if " (" in label and not label.startswith("all fixes")]
+    base, every = med["baseline"], med["all fixes"]
+    problems = [f"{fix} runs the code before its fix: write that chapter's exercise to see what it buys"
+                for fix in unwritten]
+    if problems:
+        return problems  # the order is the fixes' prediction: it needs them all
+    if every["stray syncs"] != 0:
+        problems.append(f"all fixes leave {every['stray syncs']:g} stray syncs per step, not 0")
+    for fix in SYNC_FIXES + tuple(HOST_WORK_FIXES):
+        if fix not in med:
+            problems.append(f"no row for {fix} (a fix not written yet is labelled so: write it)")
+            continue
+        mine = med[fix]
+        if fix in SYNC_FIXES and not mine["stray syncs"] < base["stray syncs"]:
+            problems.append(f"{fix} alone leaves {mine['stray syncs']:g} stray syncs per step, the baseline "
+                            f"{base['stray syncs']:g}")
+        measure = HOST_WORK_FIXES.get(fix)
+        if measure and not (mine[measure] < base[measure] and every[measure] <= mine[measure] + FEW_CALLS):
+            problems.append(f"{measure} per step: {fix} alone {mine[measure]:g}, baseline {base[measure]:g}, "
+                            f"all fixes {every[measure]:g}")
+        if mine["stray syncs"] > base["stray syncs"]:
+            problems.append(f"{fix} alone adds stray syncs: {mine['stray syncs']:g} against {base['stray syncs']:g}")
+    return problems
+
+
+def ablation_counts_figure(counts: dict[str, dict[str, list[int]]], title: str) -> Any:
+    """:func:`ablation_counts` as two panels of boxes, one per configuration: the spread is over the decode steps."""
+    from synclab import figures
+
+    return figures.step_counts_figure(counts, title, counted_with="count_syncs, count_torch_calls and CountingList")
 
 
 # (tokens each request already produced, images per request): where the scans of chapters 4 and 5 grow.
@@ -130,53 +217,149 @@ TIMELINE_CONFIGS = ("baseline", "all fixes")  # the two whose traces the page dr
 TIMELINE_STEPS = 3  # decode steps shown
 
 
-def gpu_ablation(configs: list[EngineConfig] | None = None, length: int = 64) -> dict[str, Any] | None:
-    """On a GPU: per configuration, the busy share of the device over a profiled run, tokens/s, and a trace.
+GPU_ABLATION_STEPS = 200  # decode steps measured per run, after the warm-up
+GPU_ABLATION_WARMUP = 10  # steps run first, unmeasured: kernels loaded, allocator and caches warm
+GPU_ABLATION_REPEATS = 5  # runs per configuration, interleaved: the spread
+IDLE_WINDOWS = 5  # a profiled run's measured steps cut into this many windows: the idle share's spread
 
-    Records ``gpu_ablation`` and ``timeline`` (the kernels and sync calls of the first steps of the
-    baseline and of all fixes, :func:`trace_lanes`) for ``data/reference/``.
+
+def gpu_ablation(configs: list[EngineConfig] | None = None, steps: int = GPU_ABLATION_STEPS,
+                 repeats: int = GPU_ABLATION_REPEATS, warmup: int = GPU_ABLATION_WARMUP) -> dict[str, Any] | None:
+    """On a GPU: per configuration, tokens/s over ``repeats`` interleaved runs and the device's idle share.
+
+    Each run decodes :func:`~synclab.capstone.workloads.capstone_workload` for ``warmup`` + ``steps`` steps
+    and times the ``steps`` after the warm-up. Then one profiled run per configuration gives the idle share
+    (no kernel running), in :data:`IDLE_WINDOWS` windows of its measured steps. The claims
+    (:func:`gpu_ablation_problems`) are checked here: a storing run records ``ablation`` only when they hold,
+    and otherwise records what the GPU showed as ``ablation_contradicted`` and raises. ``None`` on a CPU.
     """
     if not has_cuda():
         return None
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
+    from synclab.claims import ClaimContradicted
     from synclab.engine.tiny_llm import GPU_MODEL
     from synclab.reference import record
+    from synclab.timing import Progress, deliberate_run
 
     fixes = current_fixes()
-    workload = ablation_workload(length)
-    workload = Workload(workload.requests, workload.scheduler, GPU_MODEL)
-    out: dict[str, Any] = {"model": repr(GPU_MODEL), "output_length": length, "configs": {}}
+    configs = configs or ablation_configs()
+    workload = capstone_workload(decode_tokens=warmup + steps, model=GPU_MODEL)
+    generating = sum(spec.sampling is not None for spec in workload.requests if not spec.request_id.startswith("embed"))
+    tokens_per_s: dict[str, list[float]] = {config.label: [] for config in configs}
+    bar = Progress(repeats * len(configs) + len(configs), "GPU ablation runs")
+    for repeat in range(repeats):
+        order = configs[repeat % len(configs):] + configs[:repeat % len(configs)]  # nobody always goes first
+        for config in order:
+            seconds = _timed_run(workload, config, fixes, warmup)
+            tokens_per_s[config.label].append(generating * steps / seconds)
+            bar.step(f"{config.label} ({repeat + 1}/{repeats})")
+    out: dict[str, Any] = {"model": repr(GPU_MODEL), "steps": steps, "warmup": warmup, "repeats": repeats,
+                           "workload": "capstone_workload", "configs": {}}
     timeline: dict[str, Any] = {}
-    for config in configs or ablation_configs():
-        run_engine(workload, config, fixes)  # warm-up: kernels loaded, allocator warm
-        torch.cuda.synchronize()
-        steps = []
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            started = time.perf_counter()
-            results = run_engine(workload, config, fixes, each_step=lambda engine: _count_into(steps))
-            torch.cuda.synchronize()
-            wall_s = time.perf_counter() - started
-        events = prof.events()
-        kernels = kernel_intervals(events)
-        begin = min((b for b, _ in kernels), default=0.0)
-        end = max((e for _, e in kernels), default=1.0)
-        tokens = sum(len(r.token_ids) for r in results.values())
-        out["configs"][config.label] = {"busy_share": busy_share(kernels, begin, end), "wall_s": wall_s,
-                                        "steps": len(steps), "tokens": tokens, "tokens_per_s": tokens / wall_s,
-                                        "device_busy_us": sum(e - b for b, e in kernels)}
+    for config in configs:
+        idle, lanes = _profiled_idle(workload, config, fixes, warmup, steps)
+        rates = tokens_per_s[config.label]
+        out["configs"][config.label] = {"tokens_per_s": statistics.median(rates), "tokens_per_s_runs": rates,
+                                        "idle_share": statistics.median(idle), "idle_share_windows": idle,
+                                        # kept for the older figure: the busy share is what is not idle
+                                        "busy_share": 1 - statistics.median(idle)}
         if config.label in TIMELINE_CONFIGS:
-            timeline[config.label] = trace_lanes(events, window_us=(end - begin) * TIMELINE_STEPS / max(len(steps), 1))
-    record("ch6", "gpu_ablation", out)
+            timeline[config.label] = lanes
+        bar.step(f"{config.label} profiled")
+    bar.close()
+    problems = gpu_ablation_problems(out)
+    out["claims"] = {"text": GPU_ABLATION_CLAIM, "holds": not problems, "problems": problems}
+    if problems:
+        record("ch6", "ablation_contradicted", out)
+        if deliberate_run():
+            raise ClaimContradicted("the GPU ablation contradicts its claims: " + "; ".join(problems) +
+                                    ". Recorded as ablation_contradicted, not as the page's figure")
+        print("Note: this run contradicts the page: " + "; ".join(problems))
+    else:
+        record("ch6", "ablation", out)
     if timeline:
         record("ch6", "timeline", timeline)
     return out
 
 
-def _count_into(steps: list[int]) -> Any:
-    steps.append(1)
-    return nullcontext()
+GPU_ABLATION_CLAIM = ("On the GPU, each fix alone serves more tokens per second than the baseline, and all five at "
+                      "least as many as any one alone, beyond the spread of five runs; the device's idle share falls.")
+
+
+def beats(a: Sequence[float], b: Sequence[float]) -> bool:
+    """``a`` beats ``b`` beyond the spread: ``a``'s median is above every run of ``b``."""
+    return statistics.median(a) > max(b)
+
+
+def gpu_ablation_problems(result: dict[str, Any]) -> list[str]:
+    """What contradicts :data:`GPU_ABLATION_CLAIM` in a :func:`gpu_ablation` result; ``[]`` when it holds."""
+    configs = result["configs"]
+    runs = {label: c["tokens_per_s_runs"] for label, c in configs.items()}
+    base, every = runs["baseline"], runs["all fixes"]
+    singles = [label for label in runs if label not in ("baseline", "all fixes")]
+    problems = []
+    for label in singles:
+        if not beats(runs[label], base):
+            problems.append(f"{label} alone: median {statistics.median(runs[label]):,.0f} tok/s, not above every "
+                            f"baseline run ({min(base):,.0f}-{max(base):,.0f})")
+        if statistics.median(every) < max(runs[label]):
+            problems.append(f"all fixes: median {statistics.median(every):,.0f} tok/s, below a run of {label} alone "
+                            f"({max(runs[label]):,.0f})")
+    if not configs["all fixes"]["idle_share"] < configs["baseline"]["idle_share"]:
+        problems.append(f"the idle share does not fall: baseline {configs['baseline']['idle_share']:.0%}, all fixes "
+                        f"{configs['all fixes']['idle_share']:.0%}")
+    return problems
+
+
+class _StepClock:
+    """``each_step`` for :func:`run_engine`: notes the time when step ``start`` begins (no sync: the host's clock)."""
+
+    def __init__(self, start: int) -> None:
+        self.start, self.started = start, None
+
+    def __call__(self, engine: EngineCore) -> Any:
+        if engine.steps != self.start:
+            return nullcontext()
+        self.started = time.perf_counter()
+        from torch.profiler import record_function
+
+        return record_function(MEASURED_FROM)  # a profiled run finds the step on its own time axis
+
+
+MEASURED_FROM = "synclab: first measured step"
+
+
+def _timed_run(workload: Workload, config: EngineConfig, fixes: Any, warmup: int) -> float:
+    """Seconds from the start of step ``warmup`` to the end of the run, the device's queue drained."""
+    import torch
+
+    clock = _StepClock(warmup)
+    run_engine(workload, config, fixes, each_step=clock)
+    torch.cuda.synchronize()
+    if clock.started is None:
+        raise ValueError(f"the run ended before step {warmup}")
+    return time.perf_counter() - clock.started
+
+
+def _profiled_idle(workload: Workload, config: EngineConfig, fixes: Any, warmup: int,
+                   steps: int) -> tuple[list[float], dict[str, Any]]:
+    """One profiled run: the idle share in each of :data:`IDLE_WINDOWS` windows after the warm-up, and the lanes of
+    its first :data:`TIMELINE_STEPS` measured steps."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    clock = _StepClock(warmup)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        run_engine(workload, config, fixes, each_step=clock)
+        torch.cuda.synchronize()
+    events = prof.events()
+    kernels = kernel_intervals(events)
+    begin = next(e.time_range.start for e in events if e.name == MEASURED_FROM)  # the warm-up is left out
+    end = max(e for _, e in kernels)
+    width = (end - begin) / IDLE_WINDOWS
+    idle = [1 - busy_share(kernels, begin + k * width, begin + (k + 1) * width) for k in range(IDLE_WINDOWS)]
+    return idle, trace_lanes(events, window_us=(end - begin) * TIMELINE_STEPS / steps)
 
 
 # ----------------------------------------------------------------------------- one step's timeline
@@ -302,6 +485,24 @@ def trace_lanes(events: Sequence[Any], window_us: float) -> dict[str, list[tuple
                       for b, e in spans if origin <= b < origin + window_us)
 
     return {"kernels": window(kernels), "syncs": window(syncs)}
+
+
+US_PER_TORCH_CALL = 4.0  # MODEL assumption: the host's cost of one torch call on a GPU machine (a kernel launch)
+
+
+def counted_busy_share_model(counts: dict[str, dict[str, list[int]]], device_steps_us: Sequence[float],
+                             us_per_call: float = US_PER_TORCH_CALL) -> dict[str, list[float]]:
+    """MODEL, per configuration of :func:`ablation_counts`: the device's busy share at each device step.
+
+    Each configuration's host time per step is its own counted torch calls times ``us_per_call`` (the
+    median over its steps), and each step carries its counted stray syncs: the host time the fixes of
+    chapters 4 and 5 save and the syncs the others remove both enter, as counted.
+    """
+    shares = {}
+    for label, row in counts.items():
+        host_us = statistics.median(row["torch calls"]) * us_per_call
+        shares[label] = [modelled_busy_share(row["stray syncs"], host_us, d) for d in device_steps_us]
+    return shares
 
 
 def busy_share_model(workload: Workload, configs: Sequence[EngineConfig], host_us: float,

@@ -59,6 +59,7 @@ class SchedulerConfig:
     max_num_encoder_input_tokens: int = 2048  # encoder budget per step, in embeddings
     encoder_cache_size: int = 4096  # in embeddings
     disable_chunked_mm_input: bool = False  # never split an item's placeholders over two steps
+    max_num_seqs: int | None = None  # requests scheduled per step, in order (None: as many as the budgets allow)
 
 
 @dataclass
@@ -90,7 +91,7 @@ class Scheduler:
         encoder_compute_budget = config.max_num_encoder_input_tokens
         output = SchedulerOutput()
         for request in self.running:
-            if token_budget == 0:
+            if token_budget == 0 or len(output.num_scheduled_tokens) == config.max_num_seqs:
                 break
             num_new_tokens = min(request.num_tokens - request.num_computed_tokens, token_budget)
             encoder_inputs_to_schedule: list[int] = []
