@@ -3,7 +3,8 @@
 Taught in chapter 4 (reverse placeholder scans). Under async scheduling the host
 schedules step *i+1* before step *i*'s sampled tokens are back. Each running
 request's output list therefore gets a ``-1`` placeholder per token in flight
-(several under speculative decoding, one per draft, optimistically accepted).
+(under speculative decoding, one for the sampled token plus one per draft,
+optimistically accepted).
 When the sampling step needs the output history (penalties, bad words, some
 logits processors), ``update_async_output_token_ids`` replaces the trailing
 placeholders with the ids sampled last step. Names follow
