@@ -227,18 +227,20 @@ def test_headline_draws_a_recorded_trace_timeline(tmp_path):
     assert bars[("device: kernel", "all fixes · kernels")] == ([0.0, 5.5], [5.0, 2.5])
 
 
-def test_headline_draws_the_measured_busy_share(tmp_path):
+def test_headline_draws_the_measured_ablation(tmp_path):
     from synclab.reference import headline_figures
 
     gpu = Provenance("NVIDIA H100 80GB HBM3", True, "2.13.0+cu130", "2026-11-23", "x86_64", 16)
     configs = {label: {"busy_share": share, "tokens_per_s": 1000.0 * share, "wall_s": 1.0, "steps": 8, "tokens": 40,
                        "device_busy_us": 1.0}
                for label, share in (("baseline", 0.4), ("pinned_uploads", 0.6), ("all fixes", 0.95))}
-    _write(tmp_path, gpu.slug, "ch6", {"provenance": gpu.to_dict(), "results": {"gpu_ablation": {"configs": configs}}})
-    (figure,) = headline_figures("ch6", "gpu_ablation", "Busy share", root=tmp_path)
-    (bars,) = figure["data"]
-    assert list(bars["x"]) == ["baseline", "pinned_uploads", "all fixes"] and list(bars["y"]) == [0.4, 0.6, 0.95]
-    assert "95%" in bars["text"][2] and "NVIDIA H100 80GB HBM3" in figure["layout"]["title"]["text"]
+    _write(tmp_path, gpu.slug, "ch6", {"provenance": gpu.to_dict(), "results": {"ablation": {"configs": configs}}})
+    (figure,) = headline_figures("ch6", "ablation", "The ablation", root=tmp_path)
+    bars = figure["data"]  # per configuration: tokens/s, then the idle share (1 - busy share of a record without it)
+    assert [b["x"][0] for b in bars[::2]] == ["baseline", "pinned_uploads", "all fixes"]
+    assert [b["y"][0] for b in bars[::2]] == [400.0, 600.0, 950.0]
+    assert [round(b["y"][0], 2) for b in bars[1::2]] == [0.6, 0.4, 0.05] and bars[5]["text"][0] == "5%"
+    assert "NVIDIA H100 80GB HBM3" in figure["layout"]["title"]["text"]
 
 
 def test_no_stored_solution_says_no_gpu_run_is_recorded_where_one_is():
