@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator, Sequence
 from torch.overrides import TorchFunctionMode
 
 from synclab.capstone.workloads import (ABLATION_LENGTHS, Workload, ablation_configs, ablation_workload,
-                                        capstone_workload, current_fixes, host_work_in_decode_step, is_planned,
+                                        capstone_workload, counting_histories, current_fixes,
+                                        host_work_in_decode_step, is_planned,
                                         run_engine, step_syncs)
 from synclab.claims import Faster, Within, declare, validated
 from synclab.device import called_from_device_layer, has_cuda
@@ -87,9 +88,6 @@ def ablation_counts(workload: Workload | None = None, configs: list[EngineConfig
     for config in configs or ablation_configs():
         per_step: dict[str, list[int]] = {measure: [] for measure in ABLATION_MEASURES}
 
-        class Counted(EngineRunner):
-            history_type = CountingList
-
         @contextmanager
         def counted(engine: EngineCore) -> Iterator[None]:
             CountingList.touched = 0
@@ -100,7 +98,7 @@ def ablation_counts(workload: Workload | None = None, configs: list[EngineConfig
             per_step["torch calls"].append(calls.count)
             per_step["history elements read"].append(CountingList.touched)
 
-        run_engine(workload, config, components, Counted, each_step=counted)
+        run_engine(workload, config, components, counting_histories(EngineRunner), each_step=counted)
         if len(per_step["stray syncs"]) < 3:
             raise ValueError(f"the run took {len(per_step['stray syncs'])} steps: no decode step between its "
                              f"prefill and its end")
@@ -245,7 +243,7 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, steps: int = GPU_ABL
     fixes = current_fixes()
     configs = configs or ablation_configs()
     workload = capstone_workload(decode_tokens=warmup + steps, model=GPU_MODEL)
-    generating = sum(spec.sampling is not None for spec in workload.requests if not spec.request_id.startswith("embed"))
+    generating = sum(spec.sampling is not None for spec in workload.requests)  # one token each per decode step
     tokens_per_s: dict[str, list[float]] = {config.label: [] for config in configs}
     bar = Progress(repeats * len(configs) + len(configs), "GPU ablation runs")
     for repeat in range(repeats):

@@ -485,6 +485,11 @@ def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddi
                                                   encoder_cache_size=4096, max_num_seqs=per_step), model)
 
 
+def counting_histories(runner_cls: RunnerClass) -> RunnerClass:
+    """``runner_cls`` whose output histories are :class:`~synclab.dispatch.CountingList`: the elements read are counted."""
+    return type(f"Counted{runner_cls.__name__}", (runner_cls,), {"history_type": CountingList})
+
+
 @dataclass
 class HostWork:
     """One decode step's host work: torch calls plus history elements touched, and what dominated."""
@@ -504,9 +509,6 @@ def host_work_in_decode_step(runner_cls: RunnerClass, config: EngineConfig, outp
     """:class:`HostWork` of the last decode step of :func:`decode_workload`."""
     per_step: list[HostWork] = []
 
-    class Counted(runner_cls):  # type: ignore[misc, valid-type]
-        history_type = CountingList
-
     @contextmanager
     def counted(engine: EngineCore) -> Iterator[None]:
         CountingList.touched = 0
@@ -516,7 +518,7 @@ def host_work_in_decode_step(runner_cls: RunnerClass, config: EngineConfig, outp
         per_step.append(HostWork(calls.count + CountingList.touched, dict(calls.by_name), dict(CountingList.by_op)))
 
     run_engine(decode_workload(output_len, images, hunt_features=hunt_features, decode_tokens=decode_tokens), config,
-               components or current_fixes(), Counted, each_step=counted)
+               components or current_fixes(), counting_histories(runner_cls), each_step=counted)
     return per_step[-2]  # the last step that queued work (the final one only collects)
 
 
