@@ -417,8 +417,8 @@ def output_loop_model_figure(runs: dict[str, OutputLoopRun], subtitle: str) -> g
                 orientation="h", y=[row for row, _ in picked], x=[i.end_us - i.start_us for _, i in picked],
                 base=[i.start_us for _, i in picked], name=state, marker_color=color,
                 marker_line={"color": "white", "width": 1}, hovertext=[f"step {i.step}" for _, i in picked]))
-    summary = "<br>".join(f"{name}: {run.total_us / run.steps:.0f} us per step, the compute stream running forwards "
-                          f"{run.compute_busy_share:.0%} of the time" for name, run in runs.items())
+    summary = "<br>".join(f"{name}: {run.steady_step_us:.0f} us per step once the loop is full, the host waiting "
+                          f"{run.steady_host_wait_us:.0f} us of it" for name, run in runs.items())
     return _layout(fig, "MODEL — the output copy, with and without the end-of-step wait",
                    f"{subtitle}<br>{summary}", barmode="overlay", xaxis_title="time (us, modelled)",
                    height=320 + 40 * len(rows), yaxis={"categoryorder": "array", "categoryarray": rows[::-1],

@@ -139,6 +139,27 @@ class OutputLoopRun(_Played):
         """Fraction of the run the compute stream spends on forwards (copies on it count as not computing)."""
         return sum(i.end_us - i.start_us for i in self.intervals if i.state == "forward") / self.total_us
 
+    @property
+    def steady_step_us(self) -> float:
+        """Time per step once the loop is full: from one forward's start to the next, at the run's end.
+
+        The run's average (``total_us / steps``) also holds the first step's fill and the last copy's
+        drain; a long-running server sees this one.
+        """
+        starts = sorted(i.start_us for i in self.intervals if i.state == "forward")
+        if len(starts) < 3:
+            raise ValueError("a steady step needs at least 3 steps")
+        return starts[-1] - starts[-2]
+
+    @property
+    def steady_host_wait_us(self) -> float:
+        """The host's waiting in one step once the loop is full (the second to last step, past the fill)."""
+        if self.steps < 3:
+            raise ValueError("a steady step needs at least 3 steps")
+        step = self.steps - 2
+        return sum(i.end_us - i.start_us for i in self.intervals if i.lane == "host" and i.step == step
+                   and i.state.startswith("waiting"))
+
 
 def simulate_output_loop(host_us: float, forward_us: float, copy_us: float, *, wait_in_step: bool,
                          wait_in_get_output: bool, steps: int = 4, launch_us: float = 5.0) -> OutputLoopRun:

@@ -132,19 +132,18 @@ def test_chapter_1_explains_the_sub_group_of_1_with_the_calls_it_counts():
     assert f"({calls['baseline'][2]} calls against {calls['1.1'][2]})" in text
 
 
-def test_chapter_2s_page_states_the_models_own_costs_and_shares():
-    """The MODEL's costs and shares on the page are the ones the code plays, not typed-in numbers."""
+def test_chapter_2s_page_states_the_models_own_costs_and_numbers():
+    """Every MODEL number on chapter 2's page comes from the one function its figures draw (``ch2.model_run``)."""
     from synclab.lazy_streams import profiling as ch2
-    from synclab.timeline_model import simulate_output_loop
 
     page = " ".join((ROOT / "book" / "02_lazy_streams.md").read_text().split())
+    assert "ch2.opening_model_figure()" in page  # the opening picture is the same model
     assert (f"host {ch2.MODEL_HOST_US:g} us, launch {ch2.MODEL_LAUNCH_US:g} us, forward {ch2.MODEL_FORWARD_US:g} us, "
             f"copy {ch2.MODEL_COPY_US:g} us per step") in page
-    costs = dict(host_us=ch2.MODEL_HOST_US, forward_us=ch2.MODEL_FORWARD_US, copy_us=ch2.MODEL_COPY_US,
-                 launch_us=ch2.MODEL_LAUNCH_US)
-    before = simulate_output_loop(**costs, wait_in_step=True, wait_in_get_output=False)
-    assert "the compute stream runs forwards half the time" in page and round(before.compute_busy_share, 2) == 0.5
-    after = simulate_output_loop(**costs, wait_in_step=False, wait_in_get_output=True)
-    per_step = [run.total_us / run.steps for run in (before, after)]
-    assert (f"In the model a step goes from {per_step[0]:g} us to {per_step[1]:g} us, "
-            f"{per_step[0] / per_step[1]:.1f}×") in page  # the page's ratio is the model's, set beside the PR's
+    before = ch2.model_run(wait_in_step=True, wait_in_get_output=False)
+    after = ch2.model_run(wait_in_step=False, wait_in_get_output=True)
+    assert f"a step takes {before.steady_step_us:g} us, and the host waits {before.steady_host_wait_us:g} us of it" in page
+    assert (f"once the loop is full a step takes {after.steady_step_us:g} us, "
+            f"{before.steady_step_us / after.steady_step_us:g}×, and the host waits {after.steady_host_wait_us:g} us "
+            "of it") in page
+    assert "about as long in both" not in page  # the model says otherwise: 90 us against 30 us

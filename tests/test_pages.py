@@ -1,8 +1,8 @@
 """A chapter page is a lesson: its main flow within budget, its solution out of the reading path.
 
 The main flow (synclab.lab.main_flow) is what a reader meets without opening a fold. Each
-chapter page holds it to MAX_WORDS words and MAX_PRS distinct PR numbers; history and sources
-live in the chapter's closing fold. The table of contents keeps the solutions in a part of
+chapter page holds it to MAX_WORDS words and MAX_PR_MENTIONS mentions of a PR, with no commit hash,
+no date, and no PR in its exercise spec; history and sources live in the chapter's closing fold. The table of contents keeps the solutions in a part of
 their own, after every chapter, so that "Next" at a chapter's end opens the next chapter.
 Each rule is shown to fail on a planted page.
 """
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from synclab.lab.main_flow import MAX_PRS, MAX_WORDS, main_flow, pr_numbers, problems, words
+from synclab.lab.main_flow import MAX_PR_MENTIONS, MAX_WORDS, main_flow, pr_mentions, pr_numbers, problems, words
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
@@ -55,15 +55,40 @@ def test_the_counter_skips_folds_code_math_and_figures_and_counts_admonitions() 
 
 def test_a_page_over_budget_is_named_with_what_to_do(tmp_path: Path) -> None:
     long_page = tmp_path / "09_long.md"
-    long_page.write_text("# Long\n" + "word " * MAX_WORDS + "\n" +
-                         " ".join(f"#{40000 + i}" for i in range(MAX_PRS + 1)) + "\n")
+    long_page.write_text("# Long\n" + "word " * MAX_WORDS + "\n" + "#40000 " * (MAX_PR_MENTIONS + 1) + "\n")
     found = problems(long_page)
     assert any("words in the main flow" in p and "History and sources" in p for p in found)
-    assert any(f"{MAX_PRS + 1} PR numbers" in p for p in found)
+    assert any(f"{MAX_PR_MENTIONS + 1} PR mentions" in p and "#40000 ×9" in p for p in found), found
     folded = tmp_path / "09_folded.md"
     folded.write_text("# Short\n````{dropdown} History and sources\n" + "word " * MAX_WORDS + "\n" +
-                      " ".join(f"#{40000 + i}" for i in range(MAX_PRS + 1)) + "\n````\n")
+                      "#40000 " * (MAX_PR_MENTIONS + 1) + "merged 2026-05-11 at 53181384e\n````\n")
     assert problems(folded) == []
+
+
+def test_one_pr_named_often_is_counted_by_its_mentions() -> None:
+    page = "# T\n" + "PR #41163 did it. " * 3
+    assert pr_numbers(page) == {41163} and pr_mentions(page) == [41163] * 3
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("PR #41429 (merged 2026-05-11) removed them.", "dates in the main flow (2026-05-11)"),
+    ("on main by August 2026, it changed.", "dates in the main flow (August 2026)"),
+    ("The code at 53181384e shows it.", "commit hashes in the main flow (53181384e)"),
+    ("## The lab\n\nWrite it as PR #41163 left it.\n\n## Pitfalls\n", "the exercise spec names PRs (#41163)"),
+    ("**Tasks:** 1.1 as vLLM has done since #41433 ·\n**Check:** x", "the exercise spec names PRs (#41433)"),
+])
+def test_history_in_the_main_flow_is_named(tmp_path: Path, line: str, expected: str) -> None:
+    page = tmp_path / "09_history.md"
+    page.write_text("# H\n\n" + line + "\n")
+    assert any(expected in p for p in problems(page)), problems(page)
+
+
+def test_a_hash_in_a_links_address_or_a_word_like_added_is_not_history(tmp_path: Path) -> None:
+    page = tmp_path / "09_clean.md"
+    page.write_text("# C\n\nSource: [the file at the PR's parent](https://github.com/vllm-project/vllm/blob/"
+                    "53181384e036cc660ff6754c8a94a8e6d0b60562/vllm/x.py). It was added, then defaced.\n\n"
+                    "## The lab\n\nWrite the contract.\n\n## Pitfalls\n\nSee #41163.\n")
+    assert problems(page) == []
 
 
 # ----------------------------------------------------------------------------- the table of contents

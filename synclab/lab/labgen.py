@@ -18,6 +18,8 @@ Marker syntax, in the solution notebook:
 * markdown cells: ``<!-- BEGIN SOLUTION -->...<!-- END SOLUTION -->`` becomes
   ``*Your answer here.*``;
 * any cell tagged ``solution-only`` (in ``metadata.tags``) is dropped;
+* each exercise's hints (:mod:`synclab.lab.hints`) are added before its first code cell, in two
+  folds: the lab's rungs of the ladder whose last rung, the answer, is the reader's own;
 * a code line ``CODE  ### LAB: OTHER`` runs ``CODE`` in the solution and reads ``OTHER`` in the lab
   (chapter 6's solution loads the book's fixes, its lab the reader's own).
 
@@ -43,6 +45,8 @@ from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
+
+from synclab.lab.hints import HINTS, lab_markdown
 
 SOLUTION_ONLY_TAG = "solution-only"
 MARKDOWN_STUB = "*Your answer here.*"
@@ -188,6 +192,7 @@ def generate_lab(solution: NotebookNode, source_name: str) -> NotebookNode:
             new["attachments"] = cell.attachments
         cells.append(new)
 
+    cells = _with_hints(cells, source_name)
     # Only what Jupyter needs to pick a kernel: widget state, authors' settings etc.
     # would make labs differ for reasons the reader cannot see.
     metadata = {k: solution.metadata[k] for k in ("kernelspec", "language_info")
@@ -197,6 +202,30 @@ def generate_lab(solution: NotebookNode, source_name: str) -> NotebookNode:
     lab.metadata["synclab"] = {"generated_from": source_name, "source_sha256": cells_sha256(lab)}
     nbformat.validate(lab)
     return lab
+
+
+_EXERCISE_HEADING = re.compile(r"^## Exercise (?P<task>\d+\.\d+)\b", re.MULTILINE)
+
+
+def _with_hints(cells: list[dict], source_name: str) -> list[dict]:
+    """The lab's cells with each exercise's hint ladder (:mod:`synclab.lab.hints`) before its first code cell.
+
+    The ladder comes after the whole contract (the heading's cell and any markdown after it), where the
+    reader has read what must hold and is about to write.
+    """
+    out: list[dict] = []
+    pending: list[str] = []  # exercises whose heading was read, ladder not yet placed
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            pending += [m.group("task") for m in _EXERCISE_HEADING.finditer(cell["source"])
+                        if m.group("task") in HINTS]
+        elif pending:
+            for task in pending:
+                cell_id = hashlib.sha256(f"{source_name}:hints {task}".encode()).hexdigest()[:8]
+                out.append({"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": lab_markdown(task)})
+            pending = []
+        out.append(cell)
+    return out
 
 
 def leaked_solution(lab: NotebookNode) -> list[str]:

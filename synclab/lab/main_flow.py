@@ -15,12 +15,17 @@ import sys
 from pathlib import Path
 
 MAX_WORDS = 1800  # words of prose and tables outside folds, per chapter page
-MAX_PRS = 6  # distinct PR numbers a reader meets outside folds, per chapter page
+MAX_PR_MENTIONS = 8  # times a reader meets a PR number outside folds, per chapter page (mentions, not distinct)
+EXERCISE_SPEC = "## The lab"  # the section that states the exercises' contracts: it names no PR
 
 _FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\s*(?P<info>.*)$")
-_FOLD_DIRECTIVES = {"dropdown", "toggle"}
+_FOLD_DIRECTIVES = {"dropdown", "toggle", "hints"}  # {hints}: folds only
 _PR = re.compile(r"#(\d{3,6})\b")
 _URL = re.compile(r"\]\([^)]*\)")
+# a commit as a reader sees it: 7 to 40 hex digits with at least one digit and one letter (not "deadbeef" prose)
+_HASH = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+_DATE = re.compile(rf"\b20\d\d-\d\d(?:-\d\d)?\b|\b(?:{_MONTHS})(?: \d{{1,2}},)? 20\d\d\b")
 
 
 def _is_fold(info: str, options: list[str]) -> bool:
@@ -84,26 +89,82 @@ def main_flow(text: str) -> str:
 
 def words(text: str) -> int:
     """Words of the main flow: a link counts by its text, not its address."""
-    flow = _URL.sub("]", main_flow(text))
+    flow = visible(text)
     return len([w for w in re.split(r"\s+", flow) if re.search(r"\w", w)])
+
+
+def visible(text: str) -> str:
+    """The main flow as a reader sees it: links by their text, not their addresses."""
+    return _URL.sub("]", main_flow(text))
 
 
 def pr_numbers(text: str) -> set[int]:
     """Distinct ``#N`` numbers (PRs and issues) a reader meets in the main flow."""
-    return {int(n) for n in _PR.findall(main_flow(text))}
+    return set(pr_mentions(text))
+
+
+def pr_mentions(text: str) -> list[int]:
+    """Every ``#N`` (a PR or an issue) a reader meets in the main flow, as often as it is met."""
+    return [int(n) for n in _PR.findall(visible(text))]
+
+
+def commit_hashes(text: str) -> list[str]:
+    """Commit hashes a reader sees in the main flow (a link's address is not seen)."""
+    return _HASH.findall(visible(text))
+
+
+def dates(text: str) -> list[str]:
+    """Dates a reader meets in the main flow (merge dates belong in the History fold)."""
+    return _DATE.findall(visible(text))
+
+
+def exercise_spec(text: str) -> str:
+    """The page's exercise contracts: its ``## The lab`` section and the opening box's task list."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == EXERCISE_SPEC), None)
+    section = []
+    if start is not None:
+        end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines))
+        section = lines[start:end]
+    tasks = [line for line in lines if line.startswith("**Tasks:**")]
+    box = next((i for i, line in enumerate(lines) if line.startswith("**Tasks:**")), None)
+    if box is not None:  # the task list runs to the box's next bold label
+        tasks = [lines[box]] + [line for line in
+                                 _until(lines[box + 1:], lambda l: l.startswith("**") or l.startswith("```"))]
+    return "\n".join(tasks + section)
+
+
+def _until(lines: list[str], stop) -> list[str]:
+    out = []
+    for line in lines:
+        if stop(line):
+            break
+        out.append(line)
+    return out
 
 
 def problems(path: Path) -> list[str]:
     """What puts a chapter page over its budget, in words a writer can act on."""
     text = path.read_text()
     found = []
-    n_words, prs = words(text), pr_numbers(text)
+    n_words, mentions = words(text), pr_mentions(text)
     if n_words > MAX_WORDS:
         found.append(f"{path.name}: {n_words} words in the main flow, more than {MAX_WORDS}: fold history and "
                      "sources into the chapter's closing 'History and sources' dropdown")
-    if len(prs) > MAX_PRS:
-        found.append(f"{path.name}: {len(prs)} PR numbers in the main flow ({', '.join(f'#{n}' for n in sorted(prs))}), "
-                     f"more than {MAX_PRS}: name the others in 'History and sources'")
+    if len(mentions) > MAX_PR_MENTIONS:
+        counts = {n: mentions.count(n) for n in sorted(set(mentions))}
+        listed = ", ".join(f"#{n} ×{c}" for n, c in counts.items())
+        found.append(f"{path.name}: {len(mentions)} PR mentions in the main flow ({listed}), more than "
+                     f"{MAX_PR_MENTIONS}: name a PR once where the reader needs its source, say 'the PR' after, "
+                     "and move the rest to 'History and sources'")
+    if hashes := commit_hashes(text):
+        found.append(f"{path.name}: commit hashes in the main flow ({', '.join(hashes)}): keep them in links' "
+                     "addresses or in 'History and sources'")
+    if when := dates(text):
+        found.append(f"{path.name}: dates in the main flow ({', '.join(when)}): move them to 'History and sources'")
+    if in_spec := sorted(set(_PR.findall(_URL.sub("]", main_flow(exercise_spec(text)))))):
+        found.append(f"{path.name}: the exercise spec names PRs ({', '.join('#' + n for n in in_spec)}): state "
+                     "the contract alone; the PR belongs in 'The vLLM code'")
     return found
 
 
@@ -111,8 +172,7 @@ def main(argv: list[str]) -> int:
     failed = 0
     for name in argv:
         text = Path(name).read_text()
-        prs = sorted(pr_numbers(text))
-        print(f"{name}: {words(text)} words, {len(prs)} PRs {prs}")
+        print(f"{name}: {words(text)} words, {len(pr_mentions(text))} PR mentions {sorted(pr_numbers(text))}")
         failed += bool(problems(Path(name)))
     return 1 if failed else 0
 

@@ -23,7 +23,7 @@ from synclab.profiling import Trace, profile
 from synclab.provenance import Provenance
 from synclab.reference import record
 from synclab.sim import cuda as sim_cuda
-from synclab.timeline_model import simulate_output_loop
+from synclab.timeline_model import OutputLoopRun, simulate_output_loop
 from synclab.timing import Sweep, run_time, sweep
 
 
@@ -65,12 +65,27 @@ def output_copy_model(waits: dict[str, dict[str, int]], steps: int = 4) -> go.Fi
     runs, counted = {}, []
     for name, counts in waits.items():
         in_step, in_get = counts["in execute_model (_pool)"], counts["in get_output()"]
-        runs[name] = simulate_output_loop(MODEL_HOST_US, MODEL_FORWARD_US, MODEL_COPY_US, wait_in_step=in_step > 0,
-                                          wait_in_get_output=in_get > 0, steps=steps, launch_us=MODEL_LAUNCH_US)
+        runs[name] = model_run(wait_in_step=in_step > 0, wait_in_get_output=in_get > 0, steps=steps)
         counted.append(f"{name} {in_step} in _pool, {in_get} in get_output()")
-    return figures.output_loop_model_figure(
-        runs, f"waits per step as counted above: {'; '.join(counted)}<br>host {MODEL_HOST_US:g} us, launch "
-              f"{MODEL_LAUNCH_US:g} us, forward {MODEL_FORWARD_US:g} us, copy {MODEL_COPY_US:g} us per step: assumed")
+    return figures.output_loop_model_figure(runs, f"waits per step as counted above: {'; '.join(counted)}<br>"
+                                                  f"{MODEL_COSTS}")
+
+
+MODEL_COSTS = (f"host {MODEL_HOST_US:g} us, launch {MODEL_LAUNCH_US:g} us, forward {MODEL_FORWARD_US:g} us, "
+               f"copy {MODEL_COPY_US:g} us per step: assumed")
+
+
+def model_run(*, wait_in_step: bool, wait_in_get_output: bool, steps: int = 4) -> OutputLoopRun:
+    """The chapter's one MODEL: the output loop at the ``MODEL_*_US`` costs (page, figures and text alike)."""
+    return simulate_output_loop(MODEL_HOST_US, MODEL_FORWARD_US, MODEL_COPY_US, wait_in_step=wait_in_step,
+                                wait_in_get_output=wait_in_get_output, steps=steps, launch_us=MODEL_LAUNCH_US)
+
+
+def opening_model_figure() -> go.Figure:
+    """Chapter 2's opening picture: the end-of-step wait against the wait in ``get_output()``, in the one MODEL."""
+    runs = {"sync output": model_run(wait_in_step=True, wait_in_get_output=False),
+            "async output": model_run(wait_in_step=False, wait_in_get_output=True)}
+    return figures.output_loop_model_figure(runs, MODEL_COSTS)
 
 
 def profile_model() -> TinyPoolingModel:

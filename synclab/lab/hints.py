@@ -1,0 +1,236 @@
+"""Hints in steps, one ladder per exercise: what to think about first, then which operations, then the answer.
+
+Used by every chapter. A page shows an exercise's ladder with ``{hints} N.M`` (``book/_ext/hints.py``),
+whose body is the ladder's last rung, vLLM's code after the PR; the lab generator
+(:mod:`synclab.lab.labgen`) puts the first two rungs under the exercise's heading in the lab, where the
+answer is the reader's own. A hint never holds code that can be pasted as the answer: it names where the
+data should live and which operations fit, and leaves the writing to the reader.
+
+Written once, here, so that a page and its lab cannot give different hints.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Hint(NamedTuple):
+    title: str  # what the hint is about, shown on the closed fold
+    text: str  # markdown
+
+
+HINTS: dict[str, tuple[Hint, Hint]] = {
+    "0.1": (
+        Hint("where the questions should be answered",
+             "Every question the baseline asks per request (which token? is it EOS? is the request too long?) can be "
+             "answered on the device for the whole batch at once, and the length check needs no device at all: "
+             "`seq_lens_cpu` is the host's copy. Compute everything first, then bring it back in **one** read."),
+        Hint("which operations",
+             "`argmax` over the last dimension gives every next token; `torch.isnan(logits).any()` is one device "
+             "boolean. Stack the few numbers you need per request (the token, the NaN flag) into one small tensor "
+             "and call `.tolist()` once; raise on NaN before you touch `output_token_ids` or the lengths."),
+    ),
+    "0.2": (
+        Hint("what makes the host wait",
+             "The host waits only when it needs a value the device computes: a Python number, a Python `bool`, or "
+             "a size that depends on the data. An operation whose arguments are all known to the host just queues "
+             "a kernel."),
+        Hint("the cases that surprise",
+             "A slice bound that is a device tensor is read back; `split` with host sizes is not a read; `x[mask]` "
+             "must know how many entries it keeps; `if` on a tensor asks for its truth; `index_fill_` takes its "
+             "index on the device and its value as an argument."),
+    ),
+    "1.1": (
+        Hint("which device values you really need",
+             "The requests' rows are contiguous, and the host already knows each request's size "
+             "(`num_scheduled_tokens_cpu`). The only thing it cannot know is where this sub-group starts and ends "
+             "in the whole batch: two numbers, at the two ends of the index tensors."),
+        Hint("which operations",
+             "Read the first request's first row and the last request's last row (two `.item()` calls, one per "
+             "index tensor), slice the sub-group once, then `torch.split` it by the host sizes: views, one call. "
+             "The chunked-prefill rules are about what to keep and when to `clone()`: a chunk kept across steps "
+             "must own its storage; a concatenation already does."),
+    ),
+    "1.2": (
+        Hint("what the caller now guarantees",
+             "The dispatcher hands you exactly this sub-group's rows, so you no longer need to find where they "
+             "start: the sizes on the host are the whole story."),
+        Hint("which operations",
+             "`torch.split` by `num_scheduled_tokens_cpu.tolist()` (a host tensor: no sync). Before it, compare "
+             "`hidden_states.shape[0]` with the sizes' sum and raise `ValueError` when they differ: shapes are host "
+             "metadata, so the check is free."),
+    ),
+    "2.1": (
+        Hint("where the wait should go",
+             "On a CUDA-like platform `_pool` should only queue work and return. The one wait per step belongs in "
+             "`get_output()`, and it should wait for this step's copies alone, not the whole device: an event "
+             "recorded right after them."),
+        Hint("which calls, in which order",
+             "Inside `with torch.cuda.stream(side):` make the side stream `wait_stream` the compute stream, queue "
+             "the non-blocking copies into pinned host buffers, and record the event **inside** the block. Keep "
+             "the device tensors referenced until `get_output()` has synchronized on the event, then drop them. "
+             "Create the side stream the first time it is needed, and never on a CPU platform."),
+    ),
+    "2.2": (
+        Hint("start from the outputs",
+             "Are the outputs right? If not, ask what could make a copy read or deliver the wrong data: an event "
+             "that does not cover the copies, a tensor freed too early, a copy that started before the forward."),
+        Hint("then the waits",
+             "Where does the host wait, and for what? A device-wide wait inside `_pool`, a wait on an event on the "
+             "wrong stream and a polling loop each leave a different trace in the counts and the stream log. Name "
+             "the mistake whose fix would make the other symptoms go away."),
+    ),
+    "3.1": (
+        Hint("where the data should be before the copy",
+             "A `non_blocking` upload is asynchronous only from pinned memory. So build (or copy) the host data "
+             "into a pinned tensor first, when the platform has pinned memory, and only then send it."),
+        Hint("which calls",
+             "`torch.as_tensor` / `torch.tensor(data, dtype=dtype)` accepts lists and arrays; a CPU tensor needs "
+             "converting to the dtype and a pinned copy of its own (`pin_memory()` returns an already pinned "
+             "tensor as is, and the caller may reuse theirs). Ask `is_pin_memory_available()`, then one "
+             "`.to(device, non_blocking=True)`."),
+    ),
+    "3.2": (
+        Hint("where to build the id matrix",
+             "The ids arrive as Python lists, so fill the padded `[batch, max_ids + 1]` matrix and its mask on the "
+             "host, in pinned memory, and upload each once. Column 0, the sampled token, lives on the device: "
+             "write it there, never read it back."),
+        Hint("which operations",
+             "`torch.zeros(..., pin_memory=self.pin_memory)` for the host buffers; one `non_blocking` `.to(device)` "
+             "each; `ids[:, 0] = sampled` on the device; `torch.where(mask, logprobs, -inf)` for the padding. Use "
+             "fresh buffers per call: a buffer refilled while its upload is queued sends the wrong data."),
+    ),
+    "3.3": (
+        Hint("where the lengths should come from",
+             "Every length you need is on the host already, in `self.optimistic_seq_lens_cpu`. Reading "
+             "`self.seq_lens` (a device tensor) one element at a time is one sync per request."),
+        Hint("which operations",
+             "Build each request's ids on the host (zeros up to the boundary, ones after it), `torch.cat` them into "
+             "one pinned buffer (`out=`), and upload it once, `non_blocking`. Return `{}` early when there is "
+             "nothing to pass."),
+    ),
+    "3.4": (
+        Hint("which value the padding needs",
+             "The padding is the last index, which lives on the device. You never need it on the host: let a "
+             "kernel copy it on the device."),
+        Hint("which operations",
+             "Copy `logits_indices` into the buffer's start; assign the rest from `logits_indices`' last element "
+             "kept as a 0-d device tensor (no `.item()`), so the fill runs on the device. `n` is a shape, a host "
+             "number: check `n == 0` first, loudly."),
+    ),
+    "3.5": (
+        Hint("zeroing without a host value",
+             "`x[idx] = 0` copies a host `0` to the device, blocking; `x[idx].zero_()` zeroes a gathered copy. Look "
+             "for an in-place op that takes the index on the device and the value as a kernel argument."),
+        Hint("counting in one pass",
+             "View each table as one flat vector. For every (request, position) compute the flat index "
+             "`slot * vocab + token`, mask out the positions outside each request's range and the ids outside "
+             "`[0, vocab_size)`, then one `scatter_add_` counts the outputs and one scatter that keeps a flag, not "
+             "a sum (`scatter_reduce_` with `amax`), marks the prompt."),
+    ),
+    "3.6": (
+        Hint("ask what the host needs",
+             "For each line: does the host need a value from the device (then it waits for everything queued "
+             "before), a result whose size depends on device data, or a copy into or out of host memory?"),
+        Hint("the copies",
+             "A `non_blocking` copy's cost depends on the host memory: pinned memory lets the host go on, pageable "
+             "memory means a staging copy on the way up and a wait on the way down."),
+    ),
+    "3.7": (
+        Hint("where the table should be filled",
+             "The four numbers are host values. Fill this rank's column on the host, upload the table once, and let "
+             "the all-reduce run on the device."),
+        Hint("which operations",
+             "A host `torch.zeros` of shape `[4, dp_size]` (pinned only when the device is not the host), the "
+             "column written with plain indexing, one `non_blocking` upload, `dist.all_reduce`; in "
+             "`_synchronize_dp_ranks`, one `.cpu()` of the whole table, and every reader after it on host memory."),
+    ),
+    "3.8": (
+        Hint("where each index list should live",
+             "The reorder lists (previous rows, current rows) and the new lengths are Python values on the host: "
+             "upload each list once from its own pinned buffer; the tokens themselves stay on the device."),
+        Hint("which operations",
+             "Gather the moved rows by indexing with the uploaded lists and `.clone()` them before you write them back, "
+             "so that a row moved onto another's place is not read after it was overwritten. For bad words the "
+             "past tokens are a host list already; ban a token through a one-element slice, whose value becomes "
+             "a fill argument, not through `logits[t] = v`, which copies a 0-d value over from the host."),
+    ),
+    "4.1": (
+        Hint("which end of the list to look at",
+             "The placeholders a step adds are always at the end of the list, and the history before them can be "
+             "long. Find the trailing run of `-1`s by walking back from the end; the history's own `-1`s must stay."),
+        Hint("what to read and when",
+             "Return early when no feature reads the history. Synchronize on the event once, then read each "
+             "request's row of `sampled_token_ids_cpu` (a host tensor) with `.tolist()`, cut it at its first `-1`, "
+             "and replace the trailing run with as many valid ids as fit (slice assignment can shrink the list)."),
+    ),
+    "4.2": (
+        Hint("the model",
+             "Fit a straight line `host_us = a + b * length` to all the measured points, then solve "
+             "`a + b * L = device_step_us` for `L`."),
+        Hint("the edge cases",
+             "If the line is already at or above the device step at length 0, the answer is 0. If it never reaches "
+             "it within `[0, max_length]` (a flat or falling line included), the answer is `None`."),
+    ),
+    "5.1": (
+        Hint("when to convert",
+             "The running count is needed again and again, so convert it to a Python list once, in the cached "
+             "property, and answer every question from the list."),
+        Hint("which operations",
+             "`is_embed.cumsum(0).tolist()` once; `get_num_embeds()` is the list's last element (0 when it is "
+             "empty); a range's rows are `cumsum[end - 1]` minus the count before `start` (0 at `start == 0`). Guard "
+             "both ends: `cumsum[-1]` is the total, not an error."),
+    ),
+    "5.2": (
+        Hint("walk the items in order",
+             "Items sit in the token sequence in order. For each one decide: is it past the window (stop)? already "
+             "computed, scheduled this step or in the encoder cache (skip)? Otherwise it must be encoded now, if "
+             "the budget and the cache can take it; if they cannot, the window ends just before it."),
+        Hint("the numbers involved",
+             "An item covers `[pos.offset, pos.offset + pos.length)`; it costs `pos.get_num_embeds()` embeddings of "
+             "budget and cache space. Shortening the window means `num_new_tokens = pos.offset - "
+             "num_computed_tokens`. Check the chunking rule after the skips, as the contract's table shows."),
+    ),
+    "6.1": (
+        Hint("find them with the tools",
+             "Run one step under `count_syncs()` and read the events: each names a line. Group them by the feature "
+             "they belong to before you change anything."),
+        Hint("the fixes are the book's patterns",
+             "Each stray sync is one of the five chapters' patterns: a value the host already has read back from "
+             "the device, a blocking upload of a Python list, a scalar read only to be written again. Keep the "
+             "data on the side that uses it."),
+    ),
+    "6.2": (
+        Hint("one count per step",
+             "`each_step(engine)` wraps a step: return a `count_syncs()` context, keep every report, and afterwards "
+             "split each report's events into planned and stray with `ch6.is_planned`."),
+        Hint("the averages",
+             "Per step means the run's total over its number of steps. Run with the `fixes` you are handed, never "
+             "a set of your own: the check holds one back on purpose."),
+    ),
+    "6.3": (
+        Hint("read the rows",
+             "Compare each fix's row with the baseline's, one measure at a time: which numbers moved, and which "
+             "stayed where they were?"),
+        Hint("what grows with what",
+             "The history read grows with the output's length; the torch calls with the number of images per "
+             "request. For the last question, use the primer's model: a step waits for the device as long as any "
+             "stray sync remains."),
+    ),
+}
+
+
+def ladder(task: str) -> tuple[Hint, Hint]:
+    """The two hints of one exercise, first the gentler one."""
+    try:
+        return HINTS[task]
+    except KeyError:
+        raise KeyError(f"no hints for Exercise {task}: add them to synclab/lab/hints.py") from None
+
+
+def lab_markdown(task: str) -> str:
+    """The hints as a lab's markdown cell: two folds, to open one at a time."""
+    parts = [f"**Stuck on {task}?** Open one hint at a time; try again after each."]
+    for number, hint in enumerate(ladder(task), 1):
+        parts.append(f"<details><summary>Hint {number}: {hint.title}</summary>\n\n{hint.text}\n\n</details>")
+    return "\n\n".join(parts)
