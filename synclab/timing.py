@@ -328,7 +328,14 @@ class Sweep:
         return cls(data["parameter"], data["values"], timings, prov, data.get("claim"))
 
     def table(self) -> str:
+        """Median per variant and value: a column per variant, or, past three variants, a row per variant (the
+        table then stays narrow enough for a page)."""
         names = list(self.timings)
+        if len(names) > 3:
+            width = max(len(n) for n in names) + 2
+            rows = [f"median time, by {self.parameter}:", f"{'':<{width}}" + "".join(f"{v!s:>14}" for v in self.values)]
+            rows += [f"{n:<{width}}" + "".join(f"{t.median_us:>11.1f} us" for t in self.timings[n]) for n in names]
+            return "\n".join(rows)
         head = f"{self.parameter:>12} " + " ".join(f"{n:>18}" for n in names)
         rows = [head]
         for i, v in enumerate(self.values):

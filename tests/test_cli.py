@@ -211,3 +211,32 @@ def test_a_terminal_learner_gets_their_profile_as_one_offline_page(tmp_path):
     assert "a <\\/script> title" in text and "http" not in text.split("<body>")[1]  # inlined, nothing fetched
     nb.cells = nb.cells[:2]
     assert write_profile_html(nb, page, "t") == 0 and "finish an exercise" in page.read_text()
+
+
+def profile_page_problems(nb) -> list[str]:
+    """What would show badly on a lab's profile page: a printed dict, a line wider than the page's tables."""
+    from synclab.lab.profile_html import _section_outputs
+
+    problems = []
+    for heading, outputs in _section_outputs(nb):
+        for kind, value in outputs:
+            for line in value.splitlines() if kind == "text" else []:
+                if re.search(r"\{'[^']*': ", line):
+                    problems.append(f"{heading}: a raw dict: {line[:60]}")
+                elif len(line) > 130 and "  " in line.strip():  # a table's row, which cannot wrap
+                    problems.append(f"{heading}: a table row of {len(line)} characters")
+    return problems
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=lambda p: p.stem)
+def test_profile_pages_show_tables_and_figures_never_raw_dicts(solution):
+    assert profile_page_problems(nbformat.read(solution, as_version=4)) == []
+
+
+def test_a_printed_dict_on_a_profile_page_is_caught():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("## What the profile shows"),
+        nbformat.v4.new_code_cell(outputs=[
+            nbformat.v4.new_output("stream", name="stdout", text="syncs: {'baseline': [2, 2]}\n"),
+            nbformat.v4.new_output("display_data", data={"application/vnd.plotly.v1+json": {"data": []}})])])
+    assert profile_page_problems(nb) == ["What the profile shows: a raw dict: syncs: {'baseline': [2, 2]}"]

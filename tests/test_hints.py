@@ -73,7 +73,10 @@ def test_the_generator_places_the_ladder_after_the_whole_contract():
          "source": "def f():\n    ### BEGIN SOLUTION 1.1\n    return 1\n    ### END SOLUTION\n"}]}
     import nbformat
     lab = generate_lab(nbformat.from_dict(solution), "solutions/x.ipynb")
-    assert [c.source for c in lab.cells][:3] == ["## Exercise 1.1 — x", "more contract", lab_markdown("1.1")]
+    from synclab.lab.audit import ANSWER_RULES
+
+    assert [c.source for c in lab.cells][:4] == [ANSWER_RULES, "## Exercise 1.1 — x", "more contract",
+                                                 lab_markdown("1.1")]
 
 
 def pasted_lines(task: str, text: str) -> list[str]:

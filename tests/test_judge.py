@@ -188,7 +188,7 @@ def test_every_solution_check_cell_calls_what_the_grader_calls():
 
 def test_a_setup_line_the_grader_cannot_run_is_passed_over_and_said(tmp_path):
     """Chapter 6's ``load_fixes("..")`` reads the student's other chapters, which the grader's temp folder lacks:
-    the exercises that do not use ``fixes`` are judged as usual, and the note says what was passed over."""
+    the exercises that do not use ``fixes`` are judged as usual, with no note about a line they never read."""
     from synclab.lab.judge import judge_notebook
     from synclab.lab.labgen import generate_lab
 
@@ -199,31 +199,42 @@ def test_a_setup_line_the_grader_cannot_run_is_passed_over_and_said(tmp_path):
         setup = next(c for c in nb.cells if c.cell_type == "code" and "= load_fixes(" in c.source)
         setup.source = re.sub(r"fixes = load_fixes\(.*", 'fixes = load_fixes("..")  # the course folder',
                               setup.source)
-    verdict = judge_notebook(solution, ["6.1"], trusted)["6.1"]
+    verdict = judge_notebook(solution, ["6.1"], trusted)["6.1"]  # its cells do not read `fixes`: nothing to say
     assert verdict.report is not None and verdict.report.passed and not verdict.flags, verdict
-    assert any("passed over (FileNotFoundError): fixes = load_fixes(\"..\")" in note for note in verdict.notes), \
-        verdict.notes
+    assert verdict.notes == [], verdict.notes
+
+
+def test_a_setup_line_that_raised_is_said_to_the_exercises_that_read_what_it_binds():
+    from synclab.lab.judge_worker import _bound, _used, run_setup
+
+    namespace: dict = {}
+    failed = run_setup('fixes = load_fixes("..")\nfor config in fixed:\n    pass\nx = 1\n', "<setup>", namespace, True)
+    assert [bound for _, bound in failed] == [{"fixes"}, {"config"}] and namespace["x"] == 1
+    reads = _used(["def ablation_row(config, workload):\n    return run(workload, config, fixes)\n", "ch6.check(f)"])
+    assert reads == {"run", "fixes", "ch6", "f"}  # `config` is its own parameter: not the setup's
+    assert _bound(__import__("ast").parse("import a.b as c, d.e").body[0]) == {"c", "d"}
 
 
 @pytest.mark.skipif(not (os.geteuid() == 0 and shutil.which("setpriv")), reason="needs root and util-linux's setpriv")
 def test_a_sandboxed_worker_reaches_no_course_file_and_grades_the_same(tmp_path, capsys):
-    """The same answer, which also copies a course file: unsandboxed it can; as ``nobody`` it cannot, and still
-    earns what its code earns (the instructors' page: JudgeChecks.sandbox, and check --sandbox)."""
+    """The same answer, which also reads a file of the instructor's outside the course's folder (the audit lets it
+    read there, and refuses writing anywhere): unsandboxed it can, and then answers wrongly; as ``nobody`` it
+    cannot, and earns what its code earns (the instructors' page: JudgeChecks.sandbox, and check --sandbox)."""
     from synclab.lab.judge import judge_notebook
 
     course = tmp_path / "course"
     course.mkdir(mode=0o700)
     (course / "secret.txt").write_text("the answers")
     honest = _solution_source(PRIMER, "decode_step").replace("def decode_step(", "def _decode_step(")
-    # numpy reads and writes files too: nothing the reading of the answer can tell from honest use
+    # numpy reads files too: nothing the reading of the answer can tell from honest use
     answer = "import numpy\n\n" + honest + f'''
 
 def decode_step(*args, **kwargs):
     try:
-        numpy.fromfile({str(course / "secret.txt")!r}, dtype=numpy.uint8).tofile({str(course / "copied.txt")!r})
+        numpy.fromfile({str(course / "secret.txt")!r}, dtype=numpy.uint8)
     except OSError:
-        pass
-    return _decode_step(*args, **kwargs)
+        return _decode_step(*args, **kwargs)
+    raise RuntimeError("it read the instructor's file")
 '''
     path = _submission(tmp_path, PRIMER, {"0.1": answer})
     sandbox = "setpriv --reuid=nobody --regid=nogroup --clear-groups --"
@@ -233,10 +244,9 @@ def decode_step(*args, **kwargs):
     assert cli.main(["check", str(path), "--task", "0.1", "--json", "--sandbox", sandbox]) == 0
     exercise = _by_task(json.loads(capsys.readouterr().out))["0.1"]
     assert exercise["earned"] == points_of("0.1") and not exercise["flags"], exercise
-    assert not (course / "copied.txt").exists()
     nb = nbformat.read(path, as_version=4)
-    verdict = judge_notebook(nb, ["0.1"])["0.1"]  # the control: the grader's own user reads the course
-    assert verdict.report.passed and (course / "copied.txt").read_text() == "the answers"
+    verdict = judge_notebook(nb, ["0.1"])["0.1"]  # the control: the grader's own user reads the file
+    assert not verdict.report.passed and not verdict.flags, verdict
 
 
 def test_a_sandbox_the_worker_cannot_start_in_is_said_before_grading_and_grades_nothing(tmp_path):

@@ -147,3 +147,22 @@ def test_chapter_2s_page_states_the_models_own_costs_and_numbers():
             f"{before.steady_step_us / after.steady_step_us:g}×, and the host waits {after.steady_host_wait_us:g} us "
             "of it") in page
     assert "about as long in both" not in page  # the model says otherwise: 90 us against 30 us
+
+
+def test_chapter_4s_page_states_the_scans_costs_that_were_stored():
+    """The scan's cost at the PR's shape, on this CPU and on the GPU machines' hosts, as the stored runs have it."""
+    import json
+
+    from synclab import reverse_scan as ch4
+    from synclab.engine.input_batch_baseline import InputBatchBaseline
+
+    page = " ".join((ROOT / "book" / "04_reverse_placeholder_scans.md").read_text().split())
+    elements = ch4.elements_touched(InputBatchBaseline, 60_000)
+    assert f"reads {elements:,} elements per step" in page
+    solution = (ROOT / "solutions" / "04_reverse_placeholder_scans.ipynb").read_text()
+    cpu_us = float(re.search(r"60000\s+([\d.]+) us", solution).group(1))
+    assert f"costs about {cpu_us / 1000:.0f} ms on this CPU" in page
+    gpu_ms = sorted(round(next(t["median_us"] for t in json.loads(path.read_text())["results"]["cost_sweep"]["timings"]
+                                ["forward (before #42938)"] if t["label"].endswith("=60000")) / 1000)
+                    for path in (ROOT / "data" / "reference").glob("*/ch4.json"))
+    assert f"{gpu_ms[0]}–{gpu_ms[-1]} ms on the hosts of the H100 and H200 machines" in page

@@ -20,9 +20,12 @@ import json
 import os
 import re
 import secrets
+import select
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -258,42 +261,77 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
 # ----------------------------------------------------------------------------- running the worker
 
 
+def run_worker(chapter: str, exercises: list[dict], setup: list[str], setup_trusted: bool, time_limit_s: float,
+               sandbox: list[str] | None = None) -> tuple[list[str], str, str]:
+    """Run the worker on ``exercises``: the lines it wrote to its channel, its stderr, and the token they carry.
+
+    The worker starts a session of its own, so at the deadline (each exercise's limit, and a minute more)
+    its whole process group is killed: nothing the reader's code started outlives the grading, under
+    ``synclab autograde`` and plain nbgrader alike.
+    """
+    token = secrets.token_hex(16)
+    read_end, write_end = os.pipe()
+    job = {"imports": [PACKAGES[chapter]], "setup": setup, "setup_trusted": setup_trusted, "exercises": exercises,
+           "token": token, "channel_fd": write_end, "time_limit_s": time_limit_s,
+           "course_root": str(Path(synclab.__file__).resolve().parent.parent), "readable": _readable()}
+    deadline = time.monotonic() + time_limit_s * len(exercises) + 60
+    chunks: list[bytes] = []
+    with tempfile.TemporaryDirectory(prefix="synclab-judge-") as cwd:
+        os.chmod(cwd, 0o755)  # empty; a sandboxed worker's user may enter it, not write to it
+        proc = subprocess.Popen([*(sandbox or []), sys.executable, "-m", "synclab.lab.judge_worker"],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd,
+                                env=_worker_env(), pass_fds=(write_end,), start_new_session=True)
+        os.close(write_end)
+        proc.stdin.write(json.dumps(job).encode())  # type: ignore[union-attr]
+        proc.stdin.close()  # type: ignore[union-attr]
+        with os.fdopen(read_end, "rb") as channel:
+            while (left := deadline - time.monotonic()) > 0:
+                ready, _, _ = select.select([channel], [], [], left)
+                if ready and not (chunk := os.read(channel.fileno(), 1 << 16)):
+                    break  # every writer closed the channel
+                if ready:
+                    chunks.append(chunk)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the worker's group: anything it or the reader's code started
+        except (ProcessLookupError, PermissionError):
+            pass
+        stderr = proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
+        proc.wait()
+    if time.monotonic() >= deadline:
+        stderr += "\nthe grader stopped its worker at its deadline, with everything the worker had started"
+    return b"".join(chunks).decode(errors="replace").splitlines(), stderr, token
+
+
+def _readable() -> list[str]:
+    """The folders of the course an answer may read while its checks run: the package, its data, the Python install."""
+    package = Path(synclab.__file__).resolve().parent
+    return [str(package), str(package.parent / "data"), sys.prefix, sys.base_prefix, sys.exec_prefix]
+
+
 def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: NotebookNode | None = None,
-                   time_limit_s: float = JUDGE_TIME_LIMIT_S, sandbox: list[str] | None = None) -> dict[str, Verdict]:
+                   time_limit_s: float = JUDGE_TIME_LIMIT_S, sandbox: list[str] | None = None,
+                   scan: bool = True) -> dict[str, Verdict]:
     """Each exercise of ``nb`` (or of ``tasks``) judged by :mod:`synclab.lab.judge_worker`.
 
     An exercise another builds on is judged first (1.1 for 1.2), and reported only if asked for. ``sandbox``
     is a command the worker runs under (``setpriv --reuid=... --``: as a user who can read no course file);
     the worker reads its job on stdin and writes verdicts to a pipe, and starts in an empty folder it may
-    not write to.
+    not write to. ``scan=False`` leaves out the syntax scan's flags (:mod:`synclab.lab.answer_scan`), so
+    that the tests can show the audit hook (:mod:`synclab.lab.audit`) refuses each cheat on its own.
     """
     asked = tasks
     if tasks is not None:
         tasks = sorted({*tasks, *(d for t in tasks if t in EXERCISES for d in EXERCISES[t].builds_on)})
     chapter, exercises, setup, reviews = jobs_for(nb, tasks, trusted)
+    if not scan:
+        reviews = {task: (review, []) for task, (review, _) in reviews.items()}
     if not exercises:
         return {}
     problem = sandbox_problem(tuple(sandbox)) if sandbox else None
     if problem is not None:  # said before any grading: every exercise would otherwise score 0 in silence
         return {e["task"]: Verdict(e["task"], error=problem, review=reviews[e["task"]][0]) for e in exercises
                 if asked is None or e["task"] in asked}
-    token = secrets.token_hex(16)
-    read_end, write_end = os.pipe()
-    job = {"imports": [PACKAGES[chapter]], "setup": setup, "setup_trusted": trusted is not None, "exercises": exercises, "token": token,
-           "channel_fd": write_end, "time_limit_s": time_limit_s}
-    with tempfile.TemporaryDirectory(prefix="synclab-judge-") as cwd:
-        os.chmod(cwd, 0o755)  # empty; a sandboxed worker's user may enter it, not write to it
-        proc = subprocess.Popen([*(sandbox or []), sys.executable, "-m", "synclab.lab.judge_worker"],
-                                stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd, env=_worker_env(),
-                                pass_fds=(write_end,))
-        os.close(write_end)
-        proc.stdin.write(json.dumps(job).encode())  # type: ignore[union-attr]
-        proc.stdin.close()  # type: ignore[union-attr]
-        with os.fdopen(read_end, "rb") as channel:
-            lines = channel.read().decode(errors="replace").splitlines()
-        stderr = proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
-        proc.wait()
+    lines, stderr, token = run_worker(chapter, exercises, setup, trusted is not None, time_limit_s, sandbox)
     verdicts: dict[str, Verdict] = {}
     forged = [line for line in lines if not line.startswith(token)]
     for line in lines:

@@ -34,6 +34,8 @@ import time
 import types
 from typing import Any
 
+from synclab.lab.audit import arm
+
 # Modules the checks' verdicts rely on besides synclab itself: rebinding a function of one (torch.equal)
 # would change a verdict without changing the reader's code.
 WATCHED = ("builtins", "sys", "os", "random", "math", "json", "functools", "operator", "threading", "signal", "copy",
@@ -213,8 +215,8 @@ class ReferenceTracer:
         threading.settrace(None)  # type: ignore[arg-type]
 
 
-def run_setup(source: str, filename: str, namespace: dict, whole: bool) -> list[str]:
-    """Run a setup cell one top-level statement at a time; a line per statement that raised.
+def run_setup(source: str, filename: str, namespace: dict, whole: bool) -> list[tuple[str, set[str]]]:
+    """Run a setup cell one top-level statement at a time; per statement that raised, a line and the names it binds.
 
     A statement that needs what the grader's process lacks (``load_fixes("..")`` reads the student's
     other chapters, which a grader's temp folder does not hold) binds nothing, and the exercises that
@@ -229,8 +231,40 @@ def run_setup(source: str, filename: str, namespace: dict, whole: bool) -> list[
             exec(compile(ast.Module(body=[node], type_ignores=[]), filename, "exec"), namespace)
         except Exception as exc:
             text = (ast.get_source_segment(source, node) or type(node).__name__).splitlines()[0][:80]
-            failed.append(f"a setup line raised in the grader and was passed over ({type(exc).__name__}): {text}")
+            failed.append((f"a setup line raised in the grader and was passed over ({type(exc).__name__}): {text}",
+                           _bound(node)))
     return failed
+
+
+def _bound(node: ast.stmt) -> set[str]:
+    """The names a top-level statement binds."""
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        names.add(node.name)
+    return names
+
+
+def _used(sources: list[str]) -> set[str]:
+    """The names the sources read without binding them anywhere themselves: what they need from the setup."""
+    loads: set[str] = set()
+    bound: set[str] = set()
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:  # a source that does not parse reads nothing
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                (loads if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return loads - bound
 
 
 def _check_names(check: str, package: str) -> dict[str, Any]:
@@ -280,9 +314,12 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     verdict: dict[str, Any] = {"task": task, "report": None, "flags": [], "notes": [], "error": ""}
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     before, state_before = fingerprint(), state_fingerprint()
+    used = _used([c["source"] for c in exercise["cells"]] + [exercise["check"]])
     for n, source in enumerate(job["setup"], start=1):
-        # nbgrader's locked cells or the lab as generated run whole; the notebook's own, definitions only
-        verdict["notes"] += run_setup(source, f"<setup cell {n}>", namespace, whole=job["setup_trusted"])
+        # nbgrader's locked cells or the lab as generated run whole; the notebook's own, definitions only;
+        # a line that raised is said only to the exercises that read what it would have bound
+        verdict["notes"] += [note for note, bound in run_setup(source, f"<setup cell {n}>", namespace,
+                                                               whole=job["setup_trusted"]) if bound & used]
     failed = [dep for dep in exercise["builds_on"] if not passed.get(dep)]
     for dep in failed:  # judged on the package's version of it: its bugs cost it alone
         for name, target in exercise["stand_in"]:
@@ -291,6 +328,7 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
         verdict["notes"].append(f"Exercise {dep} did not pass its own checks, so Exercise {task} was judged on the "
                                 f"package's {dep} in its place: a bug in {dep} costs {dep}'s points only")
     cells = [c for c in exercise["cells"] if not set(c["answers"]) & set(failed)]
+    refused = arm(job["course_root"], tuple(job["readable"])) if job.get("audit", True) else []
     error = _load(namespace, cells, task, verdict["notes"])
     missing = [name for name in exercise["defines"] if name not in namespace]
     if error or missing:
@@ -322,6 +360,7 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
                                  for name in dict.fromkeys(o.refused for o in report.outcomes if o.refused)]
         elif not verdict["error"]:
             verdict["error"] = f"the check returned {type(report).__name__}, not a report"
+    verdict["flags"] += [f"the grader's audit refused {why}" for why in dict.fromkeys(refused)]
     if changed:
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
         verdict["flags"].insert(0, f"rebound or changed the grader's machinery or tables: {shown}")

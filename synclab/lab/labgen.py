@@ -20,6 +20,7 @@ Marker syntax, in the solution notebook:
 * any cell tagged ``solution-only`` (in ``metadata.tags``) is dropped;
 * each exercise's hints (:mod:`synclab.lab.hints`) are added before its first code cell, in two
   folds: the lab's rungs of the ladder whose last rung, the answer, is the reader's own;
+* before the first exercise, what an answer may import and do (:data:`synclab.lab.audit.ANSWER_RULES`);
 * a code line ``CODE  ### LAB: OTHER`` runs ``CODE`` in the solution and reads ``OTHER`` in the lab
   (chapter 6's solution loads the book's fixes, its lab the reader's own).
 
@@ -46,6 +47,7 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
+from synclab.lab.audit import ANSWER_RULES
 from synclab.lab.hints import HINTS, lab_markdown
 
 SOLUTION_ONLY_TAG = "solution-only"
@@ -193,6 +195,11 @@ def generate_lab(solution: NotebookNode, source_name: str) -> NotebookNode:
         cells.append(new)
 
     cells = _with_hints(cells, source_name)
+    first = next((i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+                  and _EXERCISE_HEADING.search(c["source"])), None)
+    if first is not None:  # said once, before the first exercise: what an answer may import and do
+        rules_id = hashlib.sha256(f"{source_name}:answer rules".encode()).hexdigest()[:8]
+        cells.insert(first, {"cell_type": "markdown", "id": rules_id, "metadata": {}, "source": ANSWER_RULES})
     # Only what Jupyter needs to pick a kernel: widget state, authors' settings etc.
     # would make labs differ for reasons the reader cannot see.
     metadata = {k: solution.metadata[k] for k in ("kernelspec", "language_info")

@@ -53,7 +53,9 @@ def write_profile_html(nb: Any, path: Path, title: str) -> int:
     path.write_text(
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><script>{get_plotlyjs()}</script>"
-        "<style>body{font-family:sans-serif;max-width:980px;margin:2em auto;padding:0 1em}"
-        "pre{background:#f6f6f6;padding:.6em;overflow-x:auto}.figure{margin:1em 0}</style></head>"
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+        # tables keep their columns at 13px up to about 130 characters; longer prose lines wrap, never cut off
+        "pre{background:#f6f6f6;padding:.6em;font-size:13px;white-space:pre-wrap;overflow-wrap:anywhere}"
+        ".figure{margin:1em 0}</style></head>"
         f"<body><h1>{html.escape(title)}</h1>{body}</body></html>")
     return figures

@@ -26,7 +26,7 @@ from synclab.slice_then_split.checks import (CHECKS_1_1, CHECKS_1_2, check_all_p
                                              host_calls_per_call, run_workload)
 from synclab.slice_then_split.profiling import (GROUP_SIZES, IteratesDeviceIndices, PR_MEDIAN_AFTER_US,
                                                 PR_MEDIAN_BEFORE_US, compare_with_pr, profile_calls, speedup_figure,
-                                                sync_counts, timing_sweep, torch_call_counts)
+                                                sync_counts, timing_sweep, torch_call_counts, counts_table)
 
 __all__ = ['AllPoolClass', 'CHECKS_1_1', 'CHECKS_1_2', 'GROUP_SIZES', 'HOST_WORK_RATIO', 'IteratesDeviceIndices',
            'POISON', 'PR_GROUP_OFFSET', 'PR_GROUP_SIZE', 'PR_HIDDEN', 'PR_MEDIAN_AFTER_US', 'PR_MEDIAN_BEFORE_US',
@@ -34,4 +34,4 @@ __all__ = ['AllPoolClass', 'CHECKS_1_1', 'CHECKS_1_2', 'GROUP_SIZES', 'HOST_WORK
            'benchmark_dtype', 'build_metadata', 'check_all_pool', 'check_all_pool_no_sync', 'compare_with_pr',
            'describe_step', 'handed_to', 'host_calls_per_call', 'make_dispatcher', 'make_requests',
            'pr_benchmark_batch', 'profile_calls', 'random_requests', 'run_workload', 'speedup_figure', 'sync_counts',
-           'timing_sweep', 'torch_call_counts']
+           'timing_sweep', 'torch_call_counts', 'counts_table']

@@ -83,6 +83,13 @@ def torch_call_counts(impls: dict[str, AllPoolClass],
     return counts
 
 
+def counts_table(counts: dict[str, list[int]], what: str, group_sizes: tuple[int, ...] = GROUP_SIZES) -> str:
+    """Counts per call as a text table: one row per version, one column per sub-group size."""
+    width = max(len(name) for name in counts) + 2
+    head = f"{what:<{width}}" + "".join(f"{f'{n} req.':>9}" for n in group_sizes)
+    return "\n".join([head] + [f"{name:<{width}}" + "".join(f"{c:>9}" for c in row) for name, row in counts.items()])
+
+
 declare("ch1.timing",
         cpu=("On this CPU, at the PR's sub-group of 32 requests and above, #41163 is at least 1.2× faster than the "
              "baseline and the stretch at least 1.6× faster.",

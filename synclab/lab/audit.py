@@ -1,0 +1,184 @@
+"""The grader's audit hook (PEP 578): what a checked answer never needs is refused while the reader's code runs.
+
+Used by the grader's worker (:mod:`synclab.lab.judge_worker`) in each exercise's own process, armed after the
+trusted setup and before the reader's definitions are loaded. ``sys.addaudithook`` cannot be undone: no code
+that runs later in the process, the reader's included, can take the hook away, see it, or reach what it
+records (the list :func:`arm` returns lives only in the worker's frame, and frames are refused).
+
+The rule: an event is refused when the reader's code is on the stack (a frame compiled from an answer cell,
+``<Exercise N.M, cell K>`` or ``<your cell K>``), or when the package's machinery calls it from a place that
+never does (a builtin the reader planted as a method). Refused, by kind:
+
+* **frames**: ``sys._getframe``, ``sys._current_frames``, a traceback's, generator's or coroutine's frame;
+  callers that use frames for their own bookkeeping (``warnings``, ``collections``, ``typing``, the sync
+  counter naming a line) may, since they hand no frame back;
+* **other processes**: ``os.fork``, ``os.posix_spawn``, ``os.exec*``, ``os.system``, ``subprocess.Popen``,
+  except from the process pools the checks themselves start (chapter 3's ranks), with no reader frame on the stack;
+* **code the reader did not hand in**: ``compile`` and ``exec`` called by the reader, or by a module whose job
+  is to run source (``timeit``, ``runpy``, ``code``, ...); an import's own code runs;
+* **files**: writing anywhere; reading the course's files (solutions, tests, anything in the repository but the
+  package and its data) or ``/proc``;
+* **unpickling** a global outside tensors, arrays and plain containers;
+* **the interpreter's insides**: ``gc``'s object walks, ``ctypes``, tracing and profiling hooks, new audit
+  hooks, new code objects, and setting a function's code or any attribute of the package's objects.
+
+A refused event raises :class:`Refused` where it happened, and the exercise scores 0 with a flag that names
+the event, even if the reader's code caught the exception.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+READER_FILES = ("<Exercise ", "<your cell ")  # how the worker names the code it compiles from answer cells
+
+# What every lab says under its title (the lab generator adds it): the rules below, in the reader's words.
+ANSWER_RULES = """**How your answers are graded.** The grader runs each exercise in a fresh process that holds the lab's
+setup, your definitions (functions, classes, imports and constants: other top-level lines do not run there) and
+the exercise's check. An answer may import any module it likes and compute whatever it needs. It may not read the
+course's files (solutions, tests), write files, start processes, look at the running program's frames, unpickle
+code, use `ctypes` or `gc`'s walks over every object, compile or run source text at run time, or change the lab's
+own functions: any of these scores the exercise 0, and the report names what it did.
+`python -m synclab check <this lab>` grades your lab exactly as the grader does, rules included."""
+
+
+class Refused(PermissionError):
+    """An event the grader's audit hook refuses (the message names it)."""
+
+
+# Events refused whenever the reader is on the stack, whoever called them.
+_ALWAYS = ("ctypes.", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.addaudithook",
+           "sys._current_frames", "sys.settrace", "sys.setprofile", "code.__new__", "function.__new__",
+           "object.__setattr__", "object.__delattr__", "marshal.loads", "marshal.load", "os.kill", "os.killpg",
+           "signal.pthread_kill", "socket.")
+_PROCESSES = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system", "subprocess.Popen",
+              "pty.spawn")
+_FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"}
+_CODE_ATTRIBUTES = {"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__"}
+# Callers that take a frame for their own bookkeeping and hand none back.
+_FRAME_USERS = ("warnings", "collections", "typing", "enum", "abc", "dataclasses", "functools", "logging",
+                "threading", "torch", "synclab")  # the package names lines and phases; it returns no frame
+# Callers that start processes for the checks themselves (chapter 3's ranks).
+_PROCESS_STARTERS = ("multiprocessing", "torch.multiprocessing", "concurrent.futures", "subprocess")
+# Modules whose job is to run the source they are handed: code the reader did not hand in, however it arrives.
+_SOURCE_RUNNERS = ("timeit", "runpy", "code", "codeop", "doctest", "pdb", "bdb", "cProfile", "profile", "trace",
+                   "typing", "pickle", "shelve")
+# Imports read, compile and run their modules' code: that is the package's and the libraries' own code.
+_IMPORTERS = ("importlib", "zipimport", "pkgutil")
+_PICKLE_MODULES = ("torch", "numpy", "collections", "copyreg", "_codecs")
+_PICKLE_BUILTINS = {"set", "frozenset", "list", "dict", "tuple", "slice", "range", "complex", "bytearray", "bytes",
+                    "int", "float", "bool", "str", "object"}
+_WATCHED = ("ctypes.", "gc.", "sys.", "code.", "function.", "object.", "marshal.", "os.", "signal.", "socket.",
+            "subprocess.", "pty.", "compile", "exec", "open", "pickle.")
+
+
+def _module(frame: Any) -> str:
+    return frame.f_globals.get("__name__", "") if frame is not None else ""
+
+
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _reader_on_stack(frame: Any) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(READER_FILES):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class _Policy:
+    """What the hook decides, given where the course's files are."""
+
+    def __init__(self, course_root: str, readable: tuple[str, ...]) -> None:
+        self.course_root = os.path.realpath(course_root) + os.sep
+        self.readable = tuple(os.path.realpath(p) + os.sep for p in readable)
+
+    def refuses(self, event: str, args: tuple, caller: Any) -> str | None:
+        """Why ``event`` is refused (a phrase), or None; ``caller`` is the frame that raised it."""
+        reader = _reader_on_stack(caller)
+        module = _module(caller)
+        if event.startswith(_PROCESSES):
+            if reader or not _in(module, _PROCESS_STARTERS):
+                return f"{event}: a process of its own"
+            return None
+        if event == "sys._getframe" or event == "object.__getattr__" and len(args) > 1 and \
+                args[1] in _FRAME_ATTRIBUTES:
+            if reader and not _in(module, _FRAME_USERS):
+                what = args[1] if event == "object.__getattr__" else "sys._getframe"
+                return f"{what}: a frame of the running program"
+            return None
+        if event == "object.__getattr__":
+            return None
+        if not reader:
+            return None
+        if event in ("compile", "exec"):
+            own = caller.f_code.co_filename.startswith(READER_FILES)
+            if own or _in(module, _SOURCE_RUNNERS):
+                return f"{event}: code it did not hand in"
+            return None
+        if event == "open":
+            return self._open(args)
+        if event == "pickle.find_class":
+            where, name = args[0], args[1]
+            if _in(where, _PICKLE_MODULES) or where == "builtins" and name in _PICKLE_BUILTINS:
+                return None
+            return f"pickle.find_class: {where}.{name}"
+        if event in ("marshal.loads", "marshal.load") and _in(module, _IMPORTERS):
+            return None  # an import reading its cached bytecode
+        if event in ("object.__setattr__", "object.__delattr__") and len(args) > 1:
+            target, attr = args[0], args[1]
+            owner = str(getattr(target, "__module__", "") or "")
+            if attr in _CODE_ATTRIBUTES or owner == "synclab" or owner.startswith("synclab."):
+                return f"{event}: {attr} of {getattr(target, '__qualname__', type(target).__name__)}"
+            return None  # a dataclass naming its own methods, functools.wraps: the reader's own objects
+        if event.startswith(_ALWAYS):
+            return event
+        return None
+
+    def _open(self, args: tuple) -> str | None:
+        """``open``'s event carries (path, mode, flags): ``open()`` a mode, ``os.open`` flags."""
+        path = args[0]
+        mode = args[1] if len(args) > 1 else None
+        flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+        if isinstance(path, int):
+            return "open: a file descriptor" if path > 2 else None
+        writes = isinstance(mode, str) and any(c in mode for c in "wax+") or \
+            flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
+        if writes:
+            return f"open: writing {path}"
+        real = os.path.realpath(os.fsdecode(path))
+        if real.startswith("/proc" + os.sep) or real == "/proc":
+            return f"open: {path}"
+        if real.startswith(self.course_root) and not real.startswith(self.readable):
+            return f"open: the course's file {os.path.relpath(real, self.course_root)}"
+        return None
+
+
+def arm(course_root: str, readable: tuple[str, ...]) -> list[str]:
+    """Add the hook to this process, for good; the list it records each refused event in.
+
+    ``course_root`` is the repository the grader runs from; ``readable`` the folders under it an answer may
+    read (the package and its data). Call it after the trusted setup has run, before the reader's code loads.
+    """
+    policy = _Policy(course_root, readable)
+    refused: list[str] = []
+    busy = [False]  # the hook's own frame walk raises events too
+
+    def hook(event: str, args: tuple) -> None:
+        if busy[0] or not event.startswith(_WATCHED):
+            return
+        busy[0] = True
+        try:
+            why = policy.refuses(event, args, sys._getframe(1))
+        finally:
+            busy[0] = False
+        if why is not None:
+            refused.append(why)
+            raise Refused(f"the grader refuses {why}")
+
+    sys.addaudithook(hook)
+    return refused

@@ -1,0 +1,122 @@
+"""The grader's audit hook refuses, on its own, every kind of cheat that needs the interpreter's insides.
+
+Each cheat is a correct Exercise 0.1 that first tries one forbidden thing inside ``try/except`` (so the
+answer still passes its checks if the attempt is only stopped, not seen), graded with the syntax scan turned
+off: the score is 0 because the audit hook refused the event and the flag names it. Honest answers that use
+ordinary modules (``os`` to read a path, a dataclass, ``warnings``, ``numpy``) are not refused. All cheats run
+in one worker, each in its own process, as the grader runs a notebook's exercises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from synclab.lab.audit import _Policy
+from synclab.lab.judge import jobs_for, run_worker
+
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
+ROOT = Path(__file__).resolve().parent.parent
+PRIMER = ROOT / "solutions" / "00_primer.ipynb"
+
+# (what, the statements tried first, a phrase of the flag)
+CHEATS = [
+    ("a frame by sys._getframe", "sys._getframe(1).f_back.f_locals", "sys._getframe"),
+    ("a frame by inspect", "import inspect\ninspect.currentframe().f_back", "sys._getframe"),
+    ("a frame from a traceback", "try:\n    raise ValueError\nexcept ValueError as e:\n    e.__traceback__.tb_frame",
+     "tb_frame"),
+    ("a frame from a generator", "def g():\n    yield 1\ng().gi_frame", "gi_frame"),
+    ("every object, by gc", "import gc\ngc.get_objects()", "gc.get_objects"),
+    ("a forked process", "pid = os.fork()\nif pid == 0:\n    os._exit(0)", "os.fork"),
+    ("a subprocess", "import subprocess\nsubprocess.run(['true'])", "subprocess.Popen"),
+    ("the solution notebook, read", f"open({str(PRIMER)!r}).read()", "the course's file solutions/00_primer.ipynb"),
+    ("a file written", "open('/tmp/synclab-cheat', 'w')", "open: writing"),
+    ("/proc read", "open('/proc/self/maps').read()", "open: /proc"),
+    ("a pickled exec", "import pickle\npickle.loads(pickle.dumps(exec))", "pickle.find_class: builtins.exec"),
+    ("ctypes", "import ctypes\nctypes.CDLL(None)", "ctypes"),
+    ("the tracer turned off", "sys.settrace(None)", "sys.settrace"),
+    ("code compiled at run time", "exec('x = 1')", "code it did not hand in"),
+    ("code run by timeit", "import timeit\ntimeit.timeit('pass', number=1)", "code it did not hand in"),
+    ("a check's code swapped", "from synclab import primer\nprimer.check_decode_step.__code__ = (lambda r: r).__code__",
+     "object.__setattr__: __code__ of check_decode_step"),
+    ("a new audit hook", "sys.addaudithook(lambda *a: None)", "sys.addaudithook"),
+]
+
+HONEST = [
+    ("os for a path", "os.path.join('a', 'b')"),
+    ("a dataclass", "import dataclasses\n@dataclasses.dataclass\nclass P:\n    x: int = 0\nP()"),
+    ("a namedtuple", "import collections\ncollections.namedtuple('T', 'a b')(1, 2)"),
+    ("a warning", "import warnings\nwarnings.warn('slow', stacklevel=1)"),
+    ("numpy", "import numpy\nnumpy.zeros(3).sum()"),
+]
+
+
+def _answer(statements: str) -> str:
+    """The solution's decode_step, which first runs ``statements`` once, in a try block."""
+    nb = nbformat.read(PRIMER, as_version=4)
+    source = next(c.source for c in nb.cells if c.cell_type == "code" and "def decode_step(" in c.source)
+    tried = "\n".join("        " + line for line in statements.splitlines())
+    helper = f"import os\nimport sys\n\n_TRIED = []\n\n\ndef _try_once():\n    if _TRIED:\n        return\n" \
+             f"    _TRIED.append(1)\n    try:\n{tried}\n    except Exception:\n        pass\n\n\n"
+    body = source.index(":\n", source.index("def decode_step(")) + 2
+    return helper + source[:body] + "    _try_once()\n" + source[body:]
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, dict]:
+    """Every cheat and honest answer above, judged by one worker with the scan off: the verdict per name."""
+    nb = nbformat.read(PRIMER, as_version=4)
+    chapter, exercises, setup, _ = jobs_for(nb, ["0.1"])
+    (template,) = exercises
+    jobs, names = [], []
+    for name, statements, *_ in CHEATS + HONEST:
+        cells = [dict(c) for c in template["cells"]]
+        own = next(c for c in cells if "0.1" in c["answers"])
+        own["source"] = _answer(statements)
+        jobs.append({**template, "cells": cells})
+        names.append(name)
+    lines, stderr, token = run_worker(chapter, jobs, setup, False, 240.0)
+    mine = [json.loads(line[len(token):]) for line in lines if line.startswith(token)]
+    assert len(mine) == len(names), stderr
+    return dict(zip(names, mine))
+
+
+@pytest.mark.parametrize("what, statements, flag", CHEATS, ids=[c[0] for c in CHEATS])
+def test_the_audit_alone_refuses_each_cheat(verdicts, what, statements, flag):
+    verdict = verdicts[what]
+    refused = [f for f in verdict["flags"] if f.startswith("the grader's audit refused")]
+    assert any(flag in f for f in refused), verdict
+
+
+@pytest.mark.parametrize("what, statements", HONEST, ids=[h[0] for h in HONEST])
+def test_ordinary_modules_are_not_refused(verdicts, what, statements):
+    verdict = verdicts[what]
+    assert verdict["flags"] == [] and verdict["report"]["passed"], verdict
+
+
+def test_the_policy_lets_the_package_and_imports_do_their_work(tmp_path):
+    """Without the reader on the stack nothing is refused; imports read the install, never the course."""
+    policy = _Policy(str(ROOT), (str(ROOT / "synclab"), sys.prefix))
+
+    def frame_of(filename: str, module: str):
+        namespace = {"__name__": module}
+        exec(compile("import sys\ndef f():\n    return sys._getframe()\n", filename, "exec"), namespace)
+        return namespace["f"]()
+
+    machinery = frame_of(str(ROOT / "synclab" / "checks.py"), "synclab.checks")
+    reader = frame_of("<Exercise 0.1, cell 1>", "__main__")
+    assert policy.refuses("os.fork", (), machinery) == "os.fork: a process of its own"  # a planted builtin method
+    assert policy.refuses("subprocess.Popen", (), frame_of(sys.modules["subprocess"].__file__, "subprocess")) is None
+    assert policy.refuses("open", (str(ROOT / "solutions" / "x.ipynb"), "r", 0), machinery) is None
+    assert policy.refuses("open", (str(ROOT / "solutions" / "x.ipynb"), "r", 0), reader) == \
+        "open: the course's file solutions/x.ipynb"
+    assert policy.refuses("open", (os.path.join(sys.prefix, "lib", "x.py"), "r", 0), reader) is None
+    assert policy.refuses("open", (str(tmp_path / "x"), None, os.O_WRONLY | os.O_CREAT), reader).startswith("open: writing")
+    assert policy.refuses("pickle.find_class", ("torch._utils", "_rebuild_tensor_v2"), reader) is None
+    assert policy.refuses("exec", (None,), machinery) is None
