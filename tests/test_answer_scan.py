@@ -186,7 +186,9 @@ def test_the_guard_turned_off_and_code_disguised_as_the_package_are_seen_when_th
     }, capsys)
     assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
     assert "changed the answer guard's record of which checks are running" in by_task["0.1"]["flags"]
-    assert "ran code disguised as the package's: call (util.py)" in by_task["0.2"]["flags"], by_task["0.2"]["flags"]
+    # the audit refuses the disguise's compile before the tracer sees it run
+    assert any(f == "ran code disguised as the package's: call (util.py)" or f.startswith("the grader's audit refused")
+               for f in by_task["0.2"]["flags"]), by_task["0.2"]["flags"]
 
 
 ALL_PASS = WALKS_THE_STACK.replace("def decode_step(batch):", """def _all_pass():

@@ -36,6 +36,8 @@ CHEATS = [
     ("a forked process", "pid = os.fork()\nif pid == 0:\n    os._exit(0)", "os.fork"),
     ("a subprocess", "import subprocess\nsubprocess.run(['true'])", "subprocess.Popen"),
     ("the solution notebook, read", f"open({str(PRIMER)!r}).read()", "the course's file solutions/00_primer.ipynb"),
+    ("the package's notebook loader", "from synclab.capstone.workloads import load_function\n"
+     "load_function('solutions/00_primer.ipynb', 'decode_step', {})", "the course's file solutions/00_primer.ipynb"),
     ("a file written", "open('/tmp/synclab-cheat', 'w')", "open: writing"),
     ("/proc read", "open('/proc/self/maps').read()", "open: /proc"),
     ("a pickled exec", "import pickle\npickle.loads(pickle.dumps(exec))", "pickle.find_class: builtins.exec"),
@@ -102,7 +104,7 @@ def test_ordinary_modules_are_not_refused(verdicts, what, statements):
 
 def test_the_policy_lets_the_package_and_imports_do_their_work(tmp_path):
     """Without the reader on the stack nothing is refused; imports read the install, never the course."""
-    policy = _Policy(str(ROOT), (str(ROOT / "synclab"), sys.prefix))
+    policy = _Policy((str(ROOT), str(tmp_path / "course")), (str(ROOT / "synclab"), sys.prefix))
 
     def frame_of(filename: str, module: str):
         namespace = {"__name__": module}
@@ -117,6 +119,8 @@ def test_the_policy_lets_the_package_and_imports_do_their_work(tmp_path):
     assert policy.refuses("open", (str(ROOT / "solutions" / "x.ipynb"), "r", 0), reader) == \
         "open: the course's file solutions/x.ipynb"
     assert policy.refuses("open", (os.path.join(sys.prefix, "lib", "x.py"), "r", 0), reader) is None
+    assert policy.refuses("open", (str(tmp_path / "course" / "source" / "ch0" / "x.ipynb"), "r", 0), reader) == \
+        "open: the course's file source/ch0/x.ipynb"
     assert policy.refuses("open", (str(tmp_path / "x"), None, os.O_WRONLY | os.O_CREAT), reader).startswith("open: writing")
     assert policy.refuses("pickle.find_class", ("torch._utils", "_rebuild_tensor_v2"), reader) is None
     assert policy.refuses("exec", (None,), machinery) is None

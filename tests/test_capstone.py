@@ -12,6 +12,7 @@ import torch
 
 from synclab import capstone as ch6
 from synclab.capstone import PlantedRunner
+from synclab.capstone.checks import NO_STRAY
 from synclab.capstone.workloads import book_fixes
 from synclab.engine.engine_core import PATTERNS, EngineConfig, EngineRunner
 from synclab.syncs import count_syncs
@@ -69,9 +70,12 @@ def test_sync_hunt_passes_on_the_solution():
 
 
 def test_sync_hunt_fails_on_the_planted_runner():
+    """A runner that changes nothing earns nothing: its right outputs and flat work count once its syncs are gone."""
     report = ch6.check_sync_hunt(lambda: copied(PlantedRunner), seed=3)  # on its merits: its syncs
-    failed = {o.name for o in report.outcomes if not o.ok}
-    assert failed == {"0 stray syncs per step, at most 1 planned wait"}, report
+    failed = {o.name for o in report.outcomes if o.status == "failed"}
+    assert failed == {NO_STRAY}, report
+    assert all(o.status == "skipped" for o in report.outcomes if o.name != NO_STRAY), report
+    assert report.earned == 0
     stray = next(o for o in report.outcomes if not o.ok)
     lines = stray.message.split(" line(s): ")[1].split("; ")
     assert len(lines) >= 3 and all("planted.py:" in line for line in lines), stray.got  # every line, not the first
@@ -168,14 +172,14 @@ def _counts_generated_by_slicing(self, logits, reqs):  # len(hist[len(prior):]) 
 
 @pytest.mark.parametrize("overrides, failing", [
     ({"_apply_sampling_extras": _counts_generated_by_slicing}, "host work per step flat in tokens generated"),
-    ({"_apply_sampling_extras": _bias_by_python_lists}, "0 stray syncs per step, at most 1 planned wait"),
-    ({"_apply_sampling_extras": _ban_with_a_host_mask}, "0 stray syncs per step, at most 1 planned wait"),
-    ({"_apply_sampling_extras": _min_tokens_only}, "outputs identical to the planted runner's"),
-    ({"_apply_sampling_extras": _bias_only}, "outputs identical to the planted runner's"),
-    ({"stopped_on_host": lambda self, output, requests: set()}, "outputs identical to the planted runner's"),
-    ({"_apply_sampling_extras": _scalar_value}, "0 stray syncs per step, at most 1 planned wait"),
+    ({"_apply_sampling_extras": _bias_by_python_lists}, NO_STRAY),
+    ({"_apply_sampling_extras": _ban_with_a_host_mask}, NO_STRAY),
+    ({"_apply_sampling_extras": _min_tokens_only}, NO_STRAY),
+    ({"_apply_sampling_extras": _bias_only}, NO_STRAY),
+    ({"stopped_on_host": lambda self, output, requests: set()}, NO_STRAY),
+    ({"_apply_sampling_extras": _scalar_value}, NO_STRAY),
     ({"_stopped_on_device": PlantedRunner._stopped_on_device,
-      "stopped_on_host": PlantedRunner.stopped_on_host}, "0 stray syncs per step, at most 1 planned wait"),
+      "stopped_on_host": PlantedRunner.stopped_on_host}, NO_STRAY),
     ({"_apply_sampling_extras": _history_scan}, "host work per step flat in output length"),
     ({"_apply_sampling_extras": _walks_history_for_min_tokens}, "host work per step flat in output length"),
 ], ids=["history-slice", "bias-by-python-lists", "host-mask", "drops-bias", "drops-min-tokens", "never-stops", "scalar-value", "device-stop-check", "history-scan",
@@ -357,7 +361,7 @@ def test_a_hunt_fixed_one_hook_at_a_time_is_judged_on_its_merits():
     report = ch6.check_sync_hunt(half, seed=3)
     text = str(report)
     assert "cannot stand in" not in text, text
-    stray = next(o for o in report.outcomes if o.name == "0 stray syncs per step, at most 1 planned wait")
+    stray = next(o for o in report.outcomes if o.name == NO_STRAY)
     assert stray.status == "failed" and "planted.py:" in stray.message and "_stopped_on_device" in stray.message, text
 
 

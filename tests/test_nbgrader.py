@@ -184,7 +184,8 @@ CHEATS = {  # each ran in the student's kernel before the check cell; each gave 
 
 
 def _reads_the_course(nb: nbformat.NotebookNode, course: Path) -> nbformat.NotebookNode:
-    """The solution, whose decode_step also tries to copy the course's source notebook next to the gradebook."""
+    """The solution, whose decode_step also tries to copy the course's source notebook next to the gradebook:
+    the grader's audit refuses the read (the course folder is closed to answers), and the exercise scores 0."""
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "answer-0_1":
             assert "def decode_step(" in cell.source
@@ -244,10 +245,10 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
     said = capsys.readouterr()
     assert "[8/8]" in said.err and "autograded 8 of 8" in said.out
     scores = gradebook_scores(tmp_path, chapter, stem)
-    # in the sandbox the course was out of reach; without one, the grader's user could read it (the page says so)
-    assert (tmp_path / "stolen.ipynb").exists() is not sandboxed
+    # the audit refuses reading the course folder (and writing anywhere), sandbox or not: 0, flagged, nothing copied
+    assert not (tmp_path / "stolen.ipynb").exists()
     full = points_of("0.1"), points_of("0.2")
-    assert scores["reads_the_course"] == {"check-0_1": (full[0], full[0]), "check-0_2": (full[1], full[1])}
+    assert scores["reads_the_course"]["check-0_1"] == (0.0, full[0])
     assert scores["solution"] == {"check-0_1": (full[0], full[0]), "check-0_2": (full[1], full[1])}
     assert scores["untouched"] == {"check-0_1": (0.0, full[0]), "check-0_2": (0.0, full[1])}
     # one prediction of 0.2's eight off: the other seven earn their share (partial credit per prediction)

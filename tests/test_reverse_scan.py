@@ -500,3 +500,17 @@ def test_4_2_earns_partial_credit_per_clause_of_the_contract():
     fixed = next(o for o in report.outcomes if "fixed cost tables" in o.name)
     assert fixed.status == "failed" and 0 < fixed.earned < fixed.points, report
     assert "clauses off" in fixed.message
+
+
+class SkipsLongLists(ReverseScanBatch):  # right on every list the result checks use, idle on the work check's
+    def update_async_output_token_ids(self) -> None:
+        if any(len(ids) > 20_000 for ids in self.sampling_metadata.output_token_ids):
+            return
+        super().update_async_output_token_ids()
+
+
+def test_the_work_check_counts_only_a_step_whose_lists_come_out_right():
+    report = ch4.check_update_async_output_token_ids(SkipsLongLists, seed=1)
+    failed = {o.name: o for o in report.outcomes if not o.ok}
+    assert list(failed) == ["work per step does not grow with output length (60,000 vs 100 tokens)"], report
+    assert "came out wrong" in failed[next(iter(failed))].message

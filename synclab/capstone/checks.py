@@ -44,27 +44,22 @@ def _runner(factory: Callable[[], RunnerClass]) -> RunnerClass:
     return runner_cls
 
 
-def _check_same_outputs(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
+def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
+    """On each mix, the counted run's own tokens against the planted runner's; then that run's syncs."""
     runner_cls = _runner(factory)
     fixes = book_fixes()  # 6.1 is about the runner: the fixes are the book's
     for i, mix in enumerate(_hunt_mixes(rng)):
         case = f"random mix {i + 1} of {HUNT_CASES}"  # named before the run: a hang reports this mix
         want = comparable(run_engine(mix, EngineConfig(), fixes, PlantedRunner))
-        got = comparable(run_engine(mix, EngineConfig(), fixes, runner_cls))
-        diff = first_difference(got, want)
+        syncs, results = step_syncs(mix, EngineConfig(), runner_cls, fixes)
+        # the syncs count on a run whose results count too: the tokens of this very run
+        diff = first_difference(comparable(results), want)
         spec = next((s for s in mix.requests if diff and diff.startswith(f"{s.request_id}:")), None)
         asked = f"; that request asked for {spec.sampling}" if spec is not None and spec.sampling else ""
         expect(diff is None, "your runner's outputs differ from the planted runner's (which are right)",
                got=f"{diff}{asked}", case=case,
                hint="keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; "
                     "a stop takes effect when the step's output reaches the host, as before")
-
-
-def _check_no_stray_syncs(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
-    runner_cls = _runner(factory)
-    for i, mix in enumerate(_hunt_mixes(rng)):
-        case = f"random mix {i + 1} of {HUNT_CASES}"
-        syncs, _ = step_syncs(mix, EngineConfig(), runner_cls, book_fixes())
         lines = list(dict.fromkeys(f"{e.kind.value} at {e.where} `{e.code}`" for step in syncs.stray for e in step))
         expect(not lines, f"{sum(map(len, syncs.stray))} stray sync(s) in {len(syncs.stray)} steps, from "
                f"{len(lines)} line(s): " + "; ".join(lines), expected="0 per step", case=case,
@@ -94,12 +89,14 @@ def _check_flat_in(parameter: str) -> Callable[[Callable[[], RunnerClass], rando
     return check
 
 
+NO_STRAY = "the planted runner's outputs, with 0 stray syncs per step and at most 1 planned wait"
+# The planted runner already has the right outputs and flat host work: the work counts once its syncs are gone, on
+# a run whose tokens are right, so a runner that changes nothing earns nothing.
 HUNT_CHECKS = [
-    Check("6.1", "outputs identical to the planted runner's", _check_same_outputs),
-    Check("6.1", "0 stray syncs per step, at most 1 planned wait", _check_no_stray_syncs),
-    Check("6.1", "host work per step flat in output length", _check_flat_in("output length")),
-    Check("6.1", "host work per step flat in images per request", _check_flat_in("images")),
-    Check("6.1", "host work per step flat in tokens generated", _check_flat_in("tokens generated")),
+    Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=60.0),
+    Check("6.1", "host work per step flat in output length", _check_flat_in("output length"), after=NO_STRAY),
+    Check("6.1", "host work per step flat in images per request", _check_flat_in("images"), after=NO_STRAY),
+    Check("6.1", "host work per step flat in tokens generated", _check_flat_in("tokens generated"), after=NO_STRAY),
 ]
 
 

@@ -30,6 +30,7 @@ from typing import Any, Callable, ContextManager, Iterator
 
 import nbformat
 
+from synclab.answer_keys import answer_key
 from synclab.capstone.chapter_fixes import BOOK_FIXES
 from synclab.device import has_cuda
 from synclab.dispatch import CountingList, count_torch_calls
@@ -393,6 +394,8 @@ class StepSyncs:
         return next((e for step in self.stray for e in step), None)
 
 
+@answer_key("6.2", role="counter of each step's syncs", scope="checks",
+            name="ch6.step_syncs")
 def step_syncs(workload: Workload, config: EngineConfig, runner_cls: RunnerClass = EngineRunner,
                components: Any = None) -> tuple[StepSyncs, dict]:
     """Run ``workload`` to the end, counting each step's syncs; returns them and the results."""

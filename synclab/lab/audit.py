@@ -83,9 +83,13 @@ def _in(module: str, packages: tuple[str, ...]) -> bool:
 
 
 def _reader_on_stack(frame: Any) -> bool:
+    """Whether the reader's code is the origin of this event: a reader's frame met before any import's own frame
+    (a module that a cell imports runs its own code, the package's or a library's, not the reader's)."""
     while frame is not None:
         if frame.f_code.co_filename.startswith(READER_FILES):
             return True
+        if _in(_module(frame), _IMPORTERS):
+            return False
         frame = frame.f_back
     return False
 
@@ -93,8 +97,8 @@ def _reader_on_stack(frame: Any) -> bool:
 class _Policy:
     """What the hook decides, given where the course's files are."""
 
-    def __init__(self, course_root: str, readable: tuple[str, ...]) -> None:
-        self.course_root = os.path.realpath(course_root) + os.sep
+    def __init__(self, course_roots: tuple[str, ...], readable: tuple[str, ...]) -> None:
+        self.course_roots = tuple(os.path.realpath(p) + os.sep for p in course_roots)
         self.readable = tuple(os.path.realpath(p) + os.sep for p in readable)
 
     def refuses(self, event: str, args: tuple, caller: Any) -> str | None:
@@ -132,9 +136,11 @@ class _Policy:
         if event in ("object.__setattr__", "object.__delattr__") and len(args) > 1:
             target, attr = args[0], args[1]
             owner = str(getattr(target, "__module__", "") or "")
-            if attr in _CODE_ATTRIBUTES or owner == "synclab" or owner.startswith("synclab."):
+            own = caller.f_code.co_filename.startswith(READER_FILES)
+            if attr in _CODE_ATTRIBUTES or own and (owner == "synclab" or owner.startswith("synclab.")):
                 return f"{event}: {attr} of {getattr(target, '__qualname__', type(target).__name__)}"
-            return None  # a dataclass naming its own methods, functools.wraps: the reader's own objects
+            # a dataclass naming its methods, functools.wraps, a module of the package imported from a cell
+            return None
         if event.startswith(_ALWAYS):
             return event
         return None
@@ -153,18 +159,20 @@ class _Policy:
         real = os.path.realpath(os.fsdecode(path))
         if real.startswith("/proc" + os.sep) or real == "/proc":
             return f"open: {path}"
-        if real.startswith(self.course_root) and not real.startswith(self.readable):
-            return f"open: the course's file {os.path.relpath(real, self.course_root)}"
+        for root in self.course_roots:
+            if real.startswith(root) and not real.startswith(self.readable):
+                return f"open: the course's file {os.path.relpath(real, root)}"
         return None
 
 
-def arm(course_root: str, readable: tuple[str, ...]) -> list[str]:
+def arm(course_roots: tuple[str, ...], readable: tuple[str, ...]) -> list[str]:
     """Add the hook to this process, for good; the list it records each refused event in.
 
-    ``course_root`` is the repository the grader runs from; ``readable`` the folders under it an answer may
-    read (the package and its data). Call it after the trusted setup has run, before the reader's code loads.
+    ``course_roots`` are the folders of the course (the repository the grader runs from, nbgrader's course
+    folder); ``readable`` the folders under them an answer may read (the package and its data, the Python
+    install). Call it after the trusted setup has run, before the reader's code loads.
     """
-    policy = _Policy(course_root, readable)
+    policy = _Policy(course_roots, readable)
     refused: list[str] = []
     busy = [False]  # the hook's own frame walk raises events too
 

@@ -262,18 +262,20 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
 
 
 def run_worker(chapter: str, exercises: list[dict], setup: list[str], setup_trusted: bool, time_limit_s: float,
-               sandbox: list[str] | None = None) -> tuple[list[str], str, str]:
+               sandbox: list[str] | None = None, closed: list[str] | None = None) -> tuple[list[str], str, str]:
     """Run the worker on ``exercises``: the lines it wrote to its channel, its stderr, and the token they carry.
 
     The worker starts a session of its own, so at the deadline (each exercise's limit, and a minute more)
     its whole process group is killed: nothing the reader's code started outlives the grading, under
-    ``synclab autograde`` and plain nbgrader alike.
+    ``synclab autograde`` and plain nbgrader alike. ``closed`` are more folders no answer may read (nbgrader's
+    course folder, whose ``source/`` holds the solutions), beside the repository the grader runs from.
     """
     token = secrets.token_hex(16)
     read_end, write_end = os.pipe()
     job = {"imports": [PACKAGES[chapter]], "setup": setup, "setup_trusted": setup_trusted, "exercises": exercises,
            "token": token, "channel_fd": write_end, "time_limit_s": time_limit_s,
-           "course_root": str(Path(synclab.__file__).resolve().parent.parent), "readable": _readable()}
+           "course_roots": [str(Path(synclab.__file__).resolve().parent.parent), *(closed or [])],
+           "readable": _readable()}
     deadline = time.monotonic() + time_limit_s * len(exercises) + 60
     chunks: list[bytes] = []
     with tempfile.TemporaryDirectory(prefix="synclab-judge-") as cwd:
@@ -310,7 +312,7 @@ def _readable() -> list[str]:
 
 def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: NotebookNode | None = None,
                    time_limit_s: float = JUDGE_TIME_LIMIT_S, sandbox: list[str] | None = None,
-                   scan: bool = True) -> dict[str, Verdict]:
+                   scan: bool = True, closed: list[str] | None = None) -> dict[str, Verdict]:
     """Each exercise of ``nb`` (or of ``tasks``) judged by :mod:`synclab.lab.judge_worker`.
 
     An exercise another builds on is judged first (1.1 for 1.2), and reported only if asked for. ``sandbox``
@@ -331,7 +333,7 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
     if problem is not None:  # said before any grading: every exercise would otherwise score 0 in silence
         return {e["task"]: Verdict(e["task"], error=problem, review=reviews[e["task"]][0]) for e in exercises
                 if asked is None or e["task"] in asked}
-    lines, stderr, token = run_worker(chapter, exercises, setup, trusted is not None, time_limit_s, sandbox)
+    lines, stderr, token = run_worker(chapter, exercises, setup, trusted is not None, time_limit_s, sandbox, closed)
     verdicts: dict[str, Verdict] = {}
     forged = [line for line in lines if not line.startswith(token)]
     for line in lines:

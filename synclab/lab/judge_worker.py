@@ -328,7 +328,7 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
         verdict["notes"].append(f"Exercise {dep} did not pass its own checks, so Exercise {task} was judged on the "
                                 f"package's {dep} in its place: a bug in {dep} costs {dep}'s points only")
     cells = [c for c in exercise["cells"] if not set(c["answers"]) & set(failed)]
-    refused = arm(job["course_root"], tuple(job["readable"])) if job.get("audit", True) else []
+    refused = arm(tuple(job["course_roots"]), tuple(job["readable"]))
     error = _load(namespace, cells, task, verdict["notes"])
     missing = [name for name in exercise["defines"] if name not in namespace]
     if error or missing:
@@ -346,7 +346,9 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
         except BaseException as exc:  # the machinery itself broke: tampering is the likely cause, looked for below
             verdict["error"] = f"the checks broke: {type(exc).__name__}: {exc}"
         changed = tampered(before, fingerprint()) + tampered(state_before, state_fingerprint())
-        if not tracer.still_on:
+        timed_out = isinstance(report, CheckReport) and any(o.status == "timed out" for o in report.outcomes)
+        if not tracer.still_on and not timed_out:  # a check's time limit interrupts the tracer itself; a settrace
+            # from the reader's code is refused by the audit hook, which says so
             verdict["flags"].append("turned off the grader's tracer (sys.settrace) while its checks ran")
         verdict["flags"] += [f"called {name} around its guard (the package's answer)" for name in tracer.bypassed]
         verdict["flags"] += [f"started a thread while its checks ran ({where}): the checks count syncs per thread"

@@ -79,7 +79,8 @@ class JudgeChecks(Preprocessor):
                                f"{lab_version()}: install the version the students have (or regenerate and re-release)")
         stretch = {c.metadata["nbgrader"]["grade_id"]: _synclab_meta(c) for c in source.cells
                    if _synclab_meta(c).get("stretch")}
-        verdicts = judge_notebook(nb, trusted=source, sandbox=list(self.sandbox))
+        # the course folder (source/ holds the solutions, the gradebook the grades) is closed to every answer
+        verdicts = judge_notebook(nb, trusted=source, sandbox=list(self.sandbox), closed=[os.getcwd()])
         resources["synclab_extra_credit"] = {}
         for cell in nb.cells:
             grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")

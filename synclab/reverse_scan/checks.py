@@ -168,15 +168,30 @@ def elements_touched(batch_cls: BatchClass, output_len: int, num_reqs: int = 16,
 def touched_by_operation(batch_cls: BatchClass, output_len: int, num_reqs: int = 16,
                          placeholders: int = 1) -> Counter[str]:
     """The same count, split by the list operation that read the elements: what grows, and why."""
+    return _counted_step(batch_cls, output_len, num_reqs, placeholders)[0]
+
+
+def _counted_step(batch_cls: BatchClass, output_len: int, num_reqs: int = 16,
+                  placeholders: int = 1) -> tuple[Counter[str], list[bool]]:
+    """Elements read per list operation in one counted step, and per request whether its list came out right."""
     outputs = [[3] * output_len + [PLACEHOLDER] * placeholders for _ in range(num_reqs)]
     sampled = [[7] * placeholders for _ in range(num_reqs)]
     CountingList.touched, CountingList.by_op = 0, Counter()
-    _run_step(batch_cls, outputs, sampled, list(range(num_reqs)), counting=True)
-    return Counter(CountingList.by_op)
+    states, _, _ = _run_step(batch_cls, outputs, sampled, list(range(num_reqs)), counting=True)
+    want = [3] * output_len + [7] * placeholders
+    # list.__eq__ reads the items in C: comparing does not walk CountingList's counted Python methods
+    return Counter(CountingList.by_op), [list.__eq__(state.output_token_ids, want) is True for state in states]
 
 
 def _check_work(batch_cls: BatchClass, rng: random.Random) -> None:
-    short_ops, long_ops = touched_by_operation(batch_cls, 100), touched_by_operation(batch_cls, 60_000)
+    (short_ops, short_right), (long_ops, long_right) = _counted_step(batch_cls, 100), _counted_step(batch_cls, 60_000)
+    if not all(short_right + long_right):  # the work is counted on calls whose results count too
+        wrong = (short_right + long_right).count(False)
+        raise CheckFailed("the lists this check counts the work of came out wrong",
+                          expected="every placeholder replaced by its sampled id, at 100 and at 60,000 tokens",
+                          got=f"{wrong} of {len(short_right + long_right)} lists wrong",
+                          hint="the same repair must hold for long histories as for short ones",
+                          case="16 requests, 1 placeholder each, 100 and 60,000 output tokens")
     short, long = sum(short_ops.values()), sum(long_ops.values())
     ratio = long / max(short, 1)
     if ratio <= WORK_RATIO_BOUND:
