@@ -514,3 +514,10 @@ def test_the_work_check_counts_only_a_step_whose_lists_come_out_right():
     failed = {o.name: o for o in report.outcomes if not o.ok}
     assert list(failed) == ["work per step does not grow with output length (60,000 vs 100 tokens)"], report
     assert "came out wrong" in failed[next(iter(failed))].message
+
+
+def test_chapter_4s_picture_is_the_repair_either_version_makes():
+    """The page draws the code before the PR's repair: the same lists as the solution's, only slower."""
+    assert ch4.speculative_example(ReverseScanBatch) == ch4.speculative_example()
+    (_, scheduled, _), (_, row, _), (_, repaired, _) = ch4.speculative_example()
+    assert scheduled.count(-1) == 3 and row == [7, 8, -1] and repaired == [5, 6, 7, 8]

@@ -103,21 +103,22 @@ class _Policy:
 
     def refuses(self, event: str, args: tuple, caller: Any) -> str | None:
         """Why ``event`` is refused (a phrase), or None; ``caller`` is the frame that raised it."""
-        reader = _reader_on_stack(caller)
         module = _module(caller)
         if event.startswith(_PROCESSES):
-            if reader or not _in(module, _PROCESS_STARTERS):
+            if not _in(module, _PROCESS_STARTERS) or _reader_on_stack(caller):
                 return f"{event}: a process of its own"
             return None
         if event == "sys._getframe" or event == "object.__getattr__" and len(args) > 1 and \
                 args[1] in _FRAME_ATTRIBUTES:
-            if reader and not _in(module, _FRAME_USERS):
+            # the package and the libraries take frames all the time (the simulated device, on every torch call):
+            # settle those by the caller's module before walking the stack
+            if not _in(module, _FRAME_USERS) and _reader_on_stack(caller):
                 what = args[1] if event == "object.__getattr__" else "sys._getframe"
                 return f"{what}: a frame of the running program"
             return None
         if event == "object.__getattr__":
             return None
-        if not reader:
+        if not _reader_on_stack(caller):
             return None
         if event in ("compile", "exec"):
             own = caller.f_code.co_filename.startswith(READER_FILES)
@@ -179,6 +180,8 @@ def arm(course_roots: tuple[str, ...], readable: tuple[str, ...]) -> list[str]:
     def hook(event: str, args: tuple) -> None:
         if busy[0] or not event.startswith(_WATCHED):
             return
+        if event == "object.__getattr__" and (len(args) < 2 or args[1] not in _FRAME_ATTRIBUTES):
+            return  # reading a function's __code__, which the package's guards do on every call: nothing to decide
         busy[0] = True
         try:
             why = policy.refuses(event, args, sys._getframe(1))

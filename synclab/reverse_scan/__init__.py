@@ -15,7 +15,7 @@ The package's rooms, as in every chapter: :mod:`.workloads` (what the chapter ru
 says what the notebook imports.
 """
 
-from synclab.reverse_scan.workloads import (BatchClass, ReadyEvent, build_step, random_step)
+from synclab.reverse_scan.workloads import (BatchClass, ReadyEvent, build_step, random_step, speculative_example)
 from synclab.reverse_scan.checks import (CHECKS_4_1, CHECKS_4_2, FIXED_CASES, NOISY_FLAT_US, WORK_RATIO_BOUND,
                                          check_bottleneck_model, check_update_async_output_token_ids,
                                          elements_touched, touched_by_operation)
@@ -25,4 +25,4 @@ from synclab.reverse_scan.profiling import (OUTPUT_LENGTHS, PROFILE_REQS, PR_TOK
 __all__ = ['BatchClass', 'CHECKS_4_1', 'CHECKS_4_2', 'FIXED_CASES', 'NOISY_FLAT_US', 'OUTPUT_LENGTHS', 'PROFILE_REQS',
            'PR_TOKENS_PER_S', 'PR_TPOT_MS', 'ReadyEvent', 'WORK_RATIO_BOUND', 'build_step',
            'check_bottleneck_model', 'check_update_async_output_token_ids', 'cost_sweep', 'decode_step',
-           'elements_touched', 'gpu_loop', 'loop_model', 'random_step', 'touched_by_operation']
+           'elements_touched', 'gpu_loop', 'loop_model', 'random_step', 'speculative_example', 'touched_by_operation']

@@ -85,3 +85,25 @@ def _run_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[lis
         batch.update_async_output_token_ids()
     waits = sum(op == "host waits" for op in device.log.ops())
     return states, report, waits
+
+
+# Chapter 4's picture: one speculative request over a step. Its history, then the sampled token's placeholder and
+# one per draft (2 drafts), the row the device sends back (the sampled token and 1 accepted draft; the rejected
+# draft's slot padded with -1), and the list once repaired.
+EXAMPLE_HISTORY, EXAMPLE_DRAFTS, EXAMPLE_ROW = [5, 6], 2, [7, 8, PLACEHOLDER]
+
+
+def speculative_example(batch_cls: BatchClass | None = None) -> list[tuple[str, list[int], int]]:
+    """The three moments of chapter 4's picture, each ``(what, the list or row, how many of its ids are history)``;
+    the repair is ``batch_cls``'s
+    (by default the code before the PR, whose answer is the same: only its cost differs)."""
+    from synclab.engine.input_batch_baseline import InputBatchBaseline
+
+    scheduled = EXAMPLE_HISTORY + [PLACEHOLDER] * (1 + EXAMPLE_DRAFTS)
+    batch, states = build_step(batch_cls or InputBatchBaseline, [list(scheduled)], [EXAMPLE_ROW], [0], ReadyEvent())
+    batch.update_async_output_token_ids()
+    history = len(EXAMPLE_HISTORY)
+    return [("1. scheduled: a placeholder for the sampled token and one per draft", scheduled, history),
+            ("2. the device's row: the sampled token, 1 draft accepted, -1 for the rejected one", list(EXAMPLE_ROW), 0),
+            ("3. repaired: the trailing placeholders replaced; the list shrinks by the rejected draft",
+             list(states[0].output_token_ids), history)]
