@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from functools import cached_property
 
 import pytest
@@ -373,3 +374,16 @@ def test_a_slower_version_is_reported_as_slower_not_as_a_speed_up():
 
     assert speed_words(1 / 2.1) == "2.1x slower"
     assert speed_words(2.1) == "2.1x faster"
+
+
+def test_chapter_5s_worked_cases_are_the_checks_own():
+    """The page's table of 5.2 cases is drawn from the fixed cases the checks hold a reader's loop to."""
+    from synclab import list_caches as ch5
+
+    names = {case[0] for case in ch5.FIXED_SCHEDULES}
+    assert set(ch5.WORKED_CASES) <= names
+    table = ch5.worked_cases_markdown().splitlines()
+    assert len(table) == 2 + len(ch5.WORKED_CASES)
+    assert "| an item inside the window | [0, 20) | `img-a` at 10–17 (8 embeds) | 100 | `([0], 20, 92)` |" in table[2]
+    page = (Path(__file__).resolve().parent.parent / "book" / "05_list_based_caches.md").read_text()
+    assert "Markdown(ch5.worked_cases_markdown())" in page

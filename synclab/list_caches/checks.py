@@ -320,6 +320,33 @@ FIXED_SCHEDULES: list[tuple[str, list[FeatureSpec], int, int, int, dict, list[in
 ]
 
 
+# The cases chapter 5's page works through, by name (the checks' own fixed cases: the page cannot drift from them).
+WORKED_CASES = ("an item inside the window", "the window ends where the item starts",
+                "the item is computed already (decoding)", "the item's output is in the encoder cache",
+                "encoder budget too small: stop before the item",
+                "encoder budget too small, window inside the item (prefix cache)",
+                "the window reaches the item's first embedding", "two items, budget for the first only",
+                "disable_chunked_mm_input: the window would split the item")
+
+
+def worked_cases_markdown(names: tuple[str, ...] = WORKED_CASES) -> str:
+    """Exercise 5.2's worked cases as a markdown table: the window, the items, the budget, and what comes back."""
+    def item(spec: FeatureSpec) -> str:
+        ident, offset, length, pattern = spec
+        embeds = length if pattern is None else pattern.count("T")
+        return f"`{ident}` at {offset}–{offset + length - 1} ({embeds} embeds)"
+
+    rows = ["| the case | window | items | budget | returns | why |", "|---|---|---|---|---|---|"]
+    by_name = {case[0]: case for case in FIXED_SCHEDULES}
+    for name in names:
+        _, features, computed, new, budget, overrides, cached, (inputs, tokens, left), why = by_name[name]
+        where = ", ".join(item(f) for f in features) + (" (its output cached)" if cached else "")
+        setting = "".join(f", {k} {v}" for k, v in overrides.items())
+        rows.append(f"| {name} | [{computed}, {computed + new}) | {where} | {budget}{setting} | "
+                    f"`({inputs}, {tokens}, {left})` | {why} |")
+    return "\n".join(rows)
+
+
 def _scheduler_for(scheduler_cls: SchedulerClass, overrides: dict) -> Scheduler:
     return scheduler_cls(SchedulerConfig(**overrides))
 
