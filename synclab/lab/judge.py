@@ -389,8 +389,12 @@ def _worker_env() -> dict[str, str]:
     """The reader's code must not tell it is graded, nor find the course: no nbgrader or report variables."""
     from synclab.timing import reader_environment
 
+    from synclab.checks import TIME_SCALE_ENV
+
     env = reader_environment()
     env = {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}
+    if TIME_SCALE_ENV in os.environ:  # the grader's own setting (the tests' short limits), never the reader's
+        env[TIME_SCALE_ENV] = os.environ[TIME_SCALE_ENV]
     # the worker imports the synclab this grader is, whatever else the path holds (it starts in a temp dir)
     package_parent = str(Path(synclab.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join([package_parent, *filter(None, [env.get("PYTHONPATH")])])
