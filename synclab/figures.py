@@ -499,6 +499,32 @@ def token_lists_figure(rows: Sequence[tuple[str, Sequence[int], int]], title: st
                    yaxis={"visible": False, "range": [-len(rows) + 0.6, 1.0]}, showlegend=False)
 
 
+def encoder_window_figure(computed: int, new: int, items: Sequence[tuple[str, int, int, int]], budget: int,
+                          scheduled: Sequence[int], new_after: int, left: int, title: str) -> go.Figure:
+    """Chapter 5: one request's tokens, the window offered (``[computed, computed + new)``), its items
+    ``(name, offset, length, embeddings)``, and what the loop returns: the items to encode, the window's new end,
+    the budget left."""
+    fig = go.Figure()
+    rows = {"window offered": 2, "items": 1, "window returned": 0}
+    fig.add_shape(type="rect", x0=computed, x1=computed + new, y0=1.8, y1=2.3, fillcolor="#c6dbef", line_width=0)
+    fig.add_shape(type="rect", x0=computed, x1=computed + new_after, y0=-0.3, y1=0.3, fillcolor="#1f77b4", line_width=0)
+    for i, (name, offset, length, embeds) in enumerate(items):
+        color = "#2ca02c" if i in scheduled else "#bdbdbd"
+        fig.add_shape(type="rect", x0=offset, x1=offset + length, y0=0.75, y1=1.25, fillcolor=color,
+                      line={"color": "white"})
+        fig.add_annotation(x=offset + length / 2, y=1.45, showarrow=False, font={"size": 11},
+                           text=f"{name}, {embeds} embeds")
+    fig.add_annotation(x=computed + new, y=2, xanchor="left", showarrow=False,
+                       text=f"  [{computed}, {computed + new}), encoder budget {budget}")
+    fig.add_annotation(x=computed + new_after, y=0, xanchor="left", showarrow=False,
+                       text=f"  [{computed}, {computed + new_after}): encode {list(scheduled)}, budget left {left}")
+    end = max([computed + new] + [o + n for _, o, n, _ in items])
+    return _layout(fig, title, "green: encoded this step · grey: not this step", showlegend=False,
+                   xaxis={"title": "token position", "range": [computed - 1, end + 25]},
+                   yaxis={"tickvals": list(rows.values()), "ticktext": list(rows), "range": [-0.6, 2.6]},
+                   height=300)
+
+
 def glue_figure(name: str, fig: go.Figure, measured: Sweep | None = None) -> go.Figure:
     """Store ``fig`` under ``name`` for the book page to paste (``{glue:figure}``), and return it.
 

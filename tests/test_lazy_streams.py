@@ -572,3 +572,11 @@ def test_record_stream_on_the_wrong_stream_is_named_as_such():
     assert memory.status == "failed", str(report)
     assert "record_stream kept" in memory.message and "for the default stream" in memory.message, str(report)
     assert "drop the reference" not in memory.hint
+
+
+def test_the_engines_order_blames_an_event_that_covers_no_copy_not_shared_buffers():
+    """A learner's report: an event recorded outside the side stream's block was blamed on buffers shared between
+    steps. The engine's-order check now names the event."""
+    report = ch2.check_runner(runner_with(EventOnComputeStream), seed=0)
+    (engine,) = [o for o in report.outcomes if o.name.startswith("the engine's order")]
+    assert engine.status == "failed" and "covers no copy" in engine.hint and "shared" not in engine.hint, str(report)

@@ -384,6 +384,8 @@ def test_chapter_5s_worked_cases_are_the_checks_own():
     assert set(ch5.WORKED_CASES) <= names
     table = ch5.worked_cases_markdown().splitlines()
     assert len(table) == 2 + len(ch5.WORKED_CASES)
-    assert "| an item inside the window | [0, 20) | `img-a` at 10–17 (8 embeds) | 100 | `([0], 20, 92)` |" in table[2]
+    assert table[2] == "| an item inside the window | [0, 20) | `img-a` 10–17, 8 embeds | 100 | `([0], 20, 92)` |"
     page = (Path(__file__).resolve().parent.parent / "book" / "05_list_based_caches.md").read_text()
-    assert "Markdown(ch5.worked_cases_markdown())" in page
+    assert ch5.worked_cases_markdown() in page and "ch5.worked_case_figure()" in page  # the table, as the code draws it
+    figure = ch5.worked_case_figure()  # the drawn case returns what its row says: ([0], 20, 4)
+    assert "encode [0], budget left 4" in str(figure.to_dict()["layout"]["annotations"])

@@ -18,7 +18,7 @@ says what the notebook imports.
 
 from synclab.list_caches.workloads import (RangeClass, SchedulerClass, framed, image_mask)
 from synclab.list_caches.checks import (CHECKS_5_1, CHECKS_5_2, FIXED_QUERIES, FIXED_SCHEDULES, FRAMED, FeatureSpec,
-                                        WORKED_CASES, worked_cases_markdown,
+                                        WORKED_CASES, worked_case_figure, worked_cases_markdown,
                                         IMG, QUERY_RATIO_BOUND, build_mix, check_encoder_scheduler,
                                         check_placeholder_range, make_request, query_ratio, query_workload,
                                         random_features, random_mix, run_mix)
@@ -26,7 +26,7 @@ from synclab.list_caches.profiling import (GRID, IMAGE_TOKENS, PR_FIGURES, QUEST
                                            decode_step, gpu_loop, gpu_loops, op_breakdown, per_call_costs,
                                            scheduler_to_profile, step_sweep)
 
-__all__ = ['WORKED_CASES', 'worked_cases_markdown', 'CHECKS_5_1', 'CHECKS_5_2', 'FIXED_QUERIES', 'FIXED_SCHEDULES', 'FRAMED', 'FeatureSpec', 'GRID',
+__all__ = ['WORKED_CASES', 'worked_case_figure', 'worked_cases_markdown', 'CHECKS_5_1', 'CHECKS_5_2', 'FIXED_QUERIES', 'FIXED_SCHEDULES', 'FRAMED', 'FeatureSpec', 'GRID',
            'IMAGE_TOKENS', 'IMG', 'PR_FIGURES', 'QUERY_RATIO_BOUND', 'QUESTIONS', 'RangeClass', 'SchedulerClass',
            'build_mix', 'busy_fraction', 'calls_per_step', 'check_encoder_scheduler', 'check_placeholder_range',
            'decode_step', 'framed', 'gpu_loop', 'gpu_loops', 'image_mask', 'make_request', 'op_breakdown',

@@ -334,17 +334,26 @@ def worked_cases_markdown(names: tuple[str, ...] = WORKED_CASES) -> str:
     def item(spec: FeatureSpec) -> str:
         ident, offset, length, pattern = spec
         embeds = length if pattern is None else pattern.count("T")
-        return f"`{ident}` at {offset}–{offset + length - 1} ({embeds} embeds)"
+        return f"`{ident}` {offset}–{offset + length - 1}, {embeds} embeds"
 
-    rows = ["| the case | window | items | budget | returns | why |", "|---|---|---|---|---|---|"]
+    rows = ["| the case | window | items | budget | returns |", "|---|---|---|---|---|"]
     by_name = {case[0]: case for case in FIXED_SCHEDULES}
     for name in names:
-        _, features, computed, new, budget, overrides, cached, (inputs, tokens, left), why = by_name[name]
-        where = ", ".join(item(f) for f in features) + (" (its output cached)" if cached else "")
-        setting = "".join(f", {k} {v}" for k, v in overrides.items())
+        _, features, computed, new, budget, overrides, cached, (inputs, tokens, left), _ = by_name[name]
+        where = "; ".join(item(f) for f in features) + (" (its output cached)" if cached else "")
+        setting = "".join(f", {k.replace('_', ' ')} {v}" for k, v in overrides.items())
         rows.append(f"| {name} | [{computed}, {computed + new}) | {where} | {budget}{setting} | "
-                    f"`({inputs}, {tokens}, {left})` | {why} |")
+                    f"`({inputs}, {tokens}, {left})` |")
     return "\n".join(rows)
+
+
+def worked_case_figure(name: str = "two items, budget for the first only") -> Any:
+    """One of 5.2's fixed cases drawn: the window offered, the items, and what the loop returns."""
+    from synclab import figures
+
+    _, features, computed, new, budget, _, _, (inputs, tokens, left), _ = {c[0]: c for c in FIXED_SCHEDULES}[name]
+    items = [(ident, offset, length, length if p is None else p.count("T")) for ident, offset, length, p in features]
+    return figures.encoder_window_figure(computed, new, items, budget, inputs, tokens, left, f"Exercise 5.2: {name}")
 
 
 def _scheduler_for(scheduler_cls: SchedulerClass, overrides: dict) -> Scheduler:
