@@ -157,8 +157,8 @@ def test_chapter_4s_page_states_the_scans_costs_that_were_stored():
     from synclab.engine.input_batch_baseline import InputBatchBaseline
 
     page = " ".join((ROOT / "book" / "04_reverse_placeholder_scans.md").read_text().split())
-    elements = ch4.elements_touched(InputBatchBaseline, 60_000)
-    assert f"reads {elements:,} elements per step" in page
+    elements = ch4.elements_touched(InputBatchBaseline, 60_000, num_reqs=ch4.PROFILE_REQS)  # the PR's 128 requests
+    assert f"({ch4.PROFILE_REQS} requests, 60,000 tokens each) the lab's own scan reads {elements:,} elements" in page
     solution = (ROOT / "solutions" / "04_reverse_placeholder_scans.ipynb").read_text()
     cpu_us = float(re.search(r"60000\s+([\d.]+) us", solution).group(1))
     assert f"costs about {cpu_us / 1000:.0f} ms on this CPU" in page
