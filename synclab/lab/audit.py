@@ -34,7 +34,7 @@ from typing import Any
 
 READER_FILES = ("<Exercise ", "<your cell ")  # how the worker names the code it compiles from answer cells
 
-# What every lab says under its title (the lab generator adds it): the rules below, in the reader's words.
+# What every lab says before its first exercise (the lab generator adds it): the rules below, in the reader's words.
 ANSWER_RULES = """**How your answers are graded.** The grader runs each exercise in a fresh process that holds the lab's
 setup, your definitions (functions, classes, imports and constants: other top-level lines do not run there) and
 the exercise's check. An answer may import any module it likes and compute whatever it needs. It may not read the
@@ -51,11 +51,11 @@ class Refused(PermissionError):
 # Events refused whenever the reader is on the stack, whoever called them.
 _ALWAYS = ("ctypes.", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.addaudithook",
            "sys._current_frames", "sys.settrace", "sys.setprofile", "code.__new__", "function.__new__",
-           "object.__setattr__", "object.__delattr__", "marshal.loads", "marshal.load", "os.kill", "os.killpg",
+           "marshal.loads", "marshal.load", "os.kill", "os.killpg",
            "signal.pthread_kill", "socket.")
 _PROCESSES = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system", "subprocess.Popen",
               "pty.spawn")
-_FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"}
+_FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}  # how a frame is reached without _getframe
 _CODE_ATTRIBUTES = {"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__"}
 # Callers that take a frame for their own bookkeeping and hand none back.
 _FRAME_USERS = ("warnings", "collections", "typing", "enum", "abc", "dataclasses", "functools", "logging",

@@ -237,14 +237,20 @@ def run_setup(source: str, filename: str, namespace: dict, whole: bool) -> list[
     return failed
 
 
+def _binds(node: ast.AST) -> set[str]:
+    """The names one node binds where it stands: an assignment's target, a def's or class's name, an import."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        return {node.id}
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    return set()
+
+
 def _bound(node: ast.stmt) -> set[str]:
     """The names a top-level statement binds."""
-    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        names.add(node.name)
-    return names
+    return set().union(*map(_binds, ast.walk(node)))
 
 
 def _used(sources: list[str]) -> set[str]:
@@ -257,14 +263,9 @@ def _used(sources: list[str]) -> set[str]:
         except SyntaxError:  # a source that does not parse reads nothing
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Name):
-                (loads if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-            elif isinstance(node, ast.arg):
-                bound.add(node.arg)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                bound.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                loads.add(node.id)
+            bound |= {node.arg} if isinstance(node, ast.arg) else _binds(node)
     return loads - bound
 
 

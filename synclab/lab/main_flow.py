@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
+from itertools import takewhile
 from pathlib import Path
 
 MAX_WORDS = 1800  # words of prose and tables outside folds, per chapter page
@@ -126,21 +127,11 @@ def exercise_spec(text: str) -> str:
     if start is not None:
         end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines))
         section = lines[start:end]
-    tasks = [line for line in lines if line.startswith("**Tasks:**")]
     box = next((i for i, line in enumerate(lines) if line.startswith("**Tasks:**")), None)
+    tasks = []
     if box is not None:  # the task list runs to the box's next bold label
-        tasks = [lines[box]] + [line for line in
-                                 _until(lines[box + 1:], lambda l: l.startswith("**") or l.startswith("```"))]
+        tasks = [lines[box], *takewhile(lambda l: not l.startswith(("**", "```")), lines[box + 1:])]
     return "\n".join(tasks + section)
-
-
-def _until(lines: list[str], stop) -> list[str]:
-    out = []
-    for line in lines:
-        if stop(line):
-            break
-        out.append(line)
-    return out
 
 
 def problems(path: Path) -> list[str]:

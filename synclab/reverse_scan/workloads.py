@@ -13,6 +13,7 @@ import torch
 from synclab.device import mark_device
 from synclab.dispatch import CountingList
 from synclab.engine.input_batch import CachedRequestState, InputBatch, PLACEHOLDER
+from synclab.engine.input_batch_baseline import InputBatchBaseline
 from synclab.sim import cuda as sim_cuda
 from synclab.syncs import count_syncs
 
@@ -97,8 +98,6 @@ def speculative_example(batch_cls: BatchClass | None = None) -> list[tuple[str, 
     """The three moments of chapter 4's picture, each ``(what, the list or row, how many of its ids are history)``;
     the repair is ``batch_cls``'s
     (by default the code before the PR, whose answer is the same: only its cost differs)."""
-    from synclab.engine.input_batch_baseline import InputBatchBaseline
-
     scheduled = EXAMPLE_HISTORY + [PLACEHOLDER] * (1 + EXAMPLE_DRAFTS)
     batch, states = build_step(batch_cls or InputBatchBaseline, [list(scheduled)], [EXAMPLE_ROW], [0], ReadyEvent())
     batch.update_async_output_token_ids()
