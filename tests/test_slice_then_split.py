@@ -17,7 +17,7 @@ from synclab.device import is_device_tensor, pick_device, to_device
 from synclab.sim.pinning import simulated_pinning
 from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates
 from synclab.engine.pooler import DispatchPooler, LastPool
-from synclab.engine.pooler_baseline import AllPoolBaseline
+from synclab.engine.pooler_baseline import AllPoolBaseline, with_split_before_41163
 from synclab.syncs import count_syncs
 from synclab.timing import Sweep, Timing
 from synclab.provenance import Provenance
@@ -137,11 +137,23 @@ def test_solution_passes_every_check():
     assert ch1.check_all_pool_no_sync(AllPoolNoSync).passed
 
 
-def test_baseline_is_vllm_before_41163_right_values_two_syncs_and_a_slice_per_request():
-    report = ch1.check_all_pool(copied(AllPoolBaseline))
-    assert [o.status for o in report.outcomes if "host work" not in o.name] == ["passed"] * 7, str(report)
-    assert outcome(report, "host work") == "failed"
+def test_baseline_is_vllm_before_41163_in_full_views_two_whole_reads_and_a_slice_per_request():
+    """The code before the PR differs from 1.1 where the PR did (the split) and where later vLLM did (the clones)."""
+    report = ch1.check_all_pool(copied(AllPoolBaseline), seed=0)
+    failed = {o.name for o in report.outcomes if o.status == "failed"}
+    assert failed == {o.name for o in report.outcomes
+                      if any(word in o.name for word in ("fixed cases", "random", "survive", "syncs", "host work"))}
+    assert "chunked prefill" in next(o.case for o in report.outcomes if "fixed cases" in o.name)  # kept views
     assert "__getitem__ x8 -> x48" in str(report)  # names what grew: the per-request slices
+    assert "32 values read back from the device for 16 requests" in str(report)  # the whole index tensors
+
+
+def test_the_capstones_before_keeps_the_forward_and_puts_back_the_split():
+    before = with_split_before_41163(AllPoolNoSync)
+    assert before.forward is AllPoolNoSync.forward and not before.receives_group_rows
+    report = ch1.check_all_pool(copied(before), seed=0)
+    assert {o.name for o in report.outcomes if o.status == "failed"} == {
+        o.name for o in report.outcomes if "syncs" in o.name or "host work" in o.name}, str(report)
 
 
 def test_sync_counts_of_the_three_versions_and_the_pitfall():
@@ -238,6 +250,15 @@ class NoEmptyGuard(AllPool):
         start = int(cursor.first_token_indices_gpu[0].item())
         end = int(cursor.last_token_indices_gpu[-1].item()) + 1
         return list(hidden_states[start:end].split(cursor.num_scheduled_tokens_cpu.tolist()))
+
+
+class ReadsWholeIndexTensors(AllPool):  # 2 syncs and one split, but both index tensors come back whole
+    def split_hidden_states(self, hidden_states, cursor):
+        sizes = cursor.num_scheduled_tokens_cpu.tolist()
+        if not sizes:
+            return []
+        first, last = cursor.first_token_indices_gpu.tolist(), cursor.last_token_indices_gpu.tolist()
+        return list(hidden_states[first[0]:last[-1] + 1].split(sizes))
 
 
 class NeverCleans(AllPool):
@@ -369,6 +390,7 @@ WRONG_1_1 = [
     (SplitsTheWholeBatch, "fixed cases"),
     (OffByOneEnd, "fixed cases"),
     (NoEmptyGuard, "empty batch"),
+    (ReadsWholeIndexTensors, "syncs"),
     (NeverCleans, "cleaned"),
     (KeepsViews, "survive"),
     (IgnoresAsyncScheduling, "survive"),
@@ -418,7 +440,9 @@ def test_the_copy_count_allows_what_must_outlive_the_step():
 
 
 def test_failure_messages_point_at_the_buffer_hazard():
-    kept_views = str(ch1.check_all_pool(KeepsViews, seed=0))
+    report = ch1.check_all_pool(KeepsViews, seed=0)
+    assert outcome(report, "cleaned") == "passed", str(report)  # a missing clone is the buffer's fault, not the cache's
+    kept_views = str(report)
     assert "every step's forward overwrites: .clone() it" in kept_views
     async_views = str(ch1.check_all_pool(IgnoresAsyncScheduling, seed=0))
     assert "NEXT step wrote into the hidden-states buffer" in async_views

@@ -37,7 +37,7 @@ from synclab.engine.model_runner import PoolingModelRunner
 from synclab.engine.platform import current_platform
 from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates
 from synclab.engine.pooler import DispatchPooler, TokenPoolingMethod
-from synclab.engine.pooler_baseline import AllPoolBaseline
+from synclab.engine.pooler_baseline import with_split_before_41163
 from synclab.engine.sampler import Sampler, SamplerBaseline
 from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig, SchedulerOutput
 from synclab.engine.tiny_llm import CPU_MODEL, ModelConfig, TinyDecoder
@@ -266,8 +266,8 @@ class EngineRunner:
         self.device = pick_device() if device is None else device
         self.model = shared_model(model_config, self.device)
         self.sampler = components.sampler() if config.pinned_uploads else SamplerBaseline()
-        pool = (components.all_pool if config.slice_then_split else AllPoolBaseline)(
-            enable_chunked_prefill=True, async_scheduling=True)
+        all_pool = components.all_pool if config.slice_then_split else with_split_before_41163(components.all_pool)
+        pool = all_pool(enable_chunked_prefill=True, async_scheduling=True)
         self.pooler = DispatchPooler({"token_embed": pool}, slice_groups=config.slice_then_split)
         self.async_output_copy_stream = None  # created on first use by the chapter 2 fix
         self.prev_sampled = self.upload([0] * model_config.max_num_seqs, torch.int64)  # [slots] last sampled token

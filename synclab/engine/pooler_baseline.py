@@ -1,8 +1,9 @@
-"""ALL pooling as vLLM had it before PR #41163: what chapter 1's profile and the capstone's switch run.
+"""ALL pooling as vLLM had it before PR #41163: what chapter 1's profile runs as its "before".
 
-Taught in chapter 1 (slice-then-split), as the "before" of its profile: kept apart from
-:mod:`synclab.engine.pooler`, whose pooling methods and dispatcher the lab sends the reader to,
-so that Exercise 1.1 is written from its contract, not edited from this.
+Taught in chapter 1 (slice-then-split). Kept apart from :mod:`synclab.engine.pooler`, whose pooling
+methods and dispatcher the lab sends the reader to. It is the code before the PR in full, so it differs
+from Exercise 1.1 in three places: the split (a slice per request), the finished flags
+(``is_finished()``), and the clone rule, which came later to vLLM and which it lacks.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ class AllPoolBaseline(TokenPoolingMethod):
     Two device reads per call (one ``.tolist()`` of each index tensor), whatever the
     batch size; then one slice per request on host integers. Those N slices are what
     #41163 replaced: each is a torch call the host dispatches (argument parsing, a new
-    view), so the host's work grows with the batch even though the syncs do not. The
-    finished flags come from ``is_finished()``, a host bool tensor, as at #41163.
+    view), so the host's work grows with the batch even though the syncs do not.
 
-    One rule is later vLLM's, not the code's before #41163, which kept and returned
-    views: the clones of chunks that must outlive the hidden-states buffer. The lab's
-    engine overwrites that buffer every step, so without them the baseline would be
-    wrong, not just slow (chapter 1's page says so).
+    Its chunk cache keeps **views** of the hidden-states buffer, as vLLM's did then: a
+    prompt that spans steps is read back after the next forward has overwritten its
+    earlier chunks. Chapter 1's checks catch that (the lab's engine overwrites its
+    buffer every step); the clone rule that fixes it is later vLLM's and part of 1.1.
+    Nothing that runs a buffer-reusing engine uses this class as it is: the capstone
+    pairs its split with a correct ``forward`` (:func:`with_split_before_41163`).
     """
 
     @answer_key("1.1", "1.2", role="vLLM's code before #41163", scope="checks", name="AllPoolBaseline.split_hidden_states")
@@ -40,18 +42,27 @@ class AllPoolBaseline(TokenPoolingMethod):
         cursor = pooling_metadata.get_pooling_cursor()
         chunks = self.split_hidden_states(hidden_states, cursor)
         if not self.enable_chunked_prefill:
-            return [c.clone() for c in chunks] if self.clone_finished else chunks
-        finished = cursor.is_finished()  # [num_reqs] bool, host: no sync
-        for state, chunk, done in zip(pooling_metadata.pooling_states, chunks, finished):
-            # a kept chunk must outlive the hidden-states buffer, which the next step overwrites
-            owned = (not done) or (self.clone_finished and not state.hidden_states_cache)
-            state.hidden_states_cache.append(chunk.clone() if owned else chunk)
+            return chunks  # views, returned as they are
+        for state, chunk in zip(pooling_metadata.pooling_states, chunks):
+            state.hidden_states_cache.append(chunk)  # a view: the next forward may overwrite it
         outputs: PoolerOutput = []
-        for state, done in zip(pooling_metadata.pooling_states, finished):
-            if not done:
+        for state, done in zip(pooling_metadata.pooling_states, cursor.is_finished()):  # host bool tensor
+            if done:
+                cache = state.hidden_states_cache
+                outputs.append(cache[0] if len(cache) == 1 else torch.cat(cache, dim=0))
+                state.clean()
+            else:
                 outputs.append(None)
-                continue
-            cache = state.hidden_states_cache
-            outputs.append(cache[0] if len(cache) == 1 else torch.cat(cache, dim=0))  # cat: new storage
-            state.clean()
         return outputs
+
+
+def with_split_before_41163(all_pool: type[TokenPoolingMethod]) -> type[TokenPoolingMethod]:
+    """``all_pool`` with only its split put back as it was before #41163: the capstone's "before chapter 1".
+
+    The capstone's engine reuses its hidden-states buffer and schedules asynchronously, so its "before"
+    keeps the forward that clones what must outlive the buffer (the reader's, or the book's) and changes
+    only what #41163 changed: one slice per request, from both index tensors read back whole. It is handed
+    the whole batch's rows (``receives_group_rows`` False), as the dispatcher did then.
+    """
+    return type(f"{all_pool.__name__}Before41163", (all_pool,),
+                {"split_hidden_states": AllPoolBaseline.split_hidden_states, "receives_group_rows": False})
