@@ -631,3 +631,18 @@ def test_an_off_by_one_at_the_sub_groups_end_is_explained_in_place_of_torchs_wor
     (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
     assert fixed.status == "crashed" and "split_sizes" in fixed.message, str(report)
     assert "last index is inclusive" in fixed.hint and not fixed.generic_hint, str(report)
+
+
+class ShortcutWhenCounted(AllPool):  # the slices per request, but a cheap wrong answer whenever a torch mode is on
+    def split_hidden_states(self, hidden_states, cursor):
+        if torch.overrides._get_current_function_mode_stack():
+            sizes = cursor.num_scheduled_tokens_cpu.tolist()
+            return [hidden_states[:n] for n in sizes] if len(sizes) < 2 else list(hidden_states[:sum(sizes)].split(sizes))
+        return AllPoolBaseline.split_hidden_states.__wrapped__(self, hidden_states, cursor)
+
+
+def test_a_call_that_is_counted_is_also_checked():
+    """Code that can tell it is counted gains nothing: the syncs and host work count only on calls whose rows count."""
+    report = ch1.check_all_pool(ShortcutWhenCounted, seed=0)
+    assert outcome(report, "syncs") == "failed" and "the counted call" in str(report), str(report)
+    assert outcome(report, "host work") == "failed" and "wrong rows" in str(report), str(report)

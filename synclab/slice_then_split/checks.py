@@ -16,7 +16,8 @@ from synclab.dispatch import TorchCalls, count_torch_calls
 from synclab.engine.pooler import PoolerOutput
 from synclab.slice_then_split.workloads import (AllPoolClass, HOST_WORK_RATIO, POISON, PoolingRequest, PoolingRun,
                                                 PoolingStep, SEQ_TASK, TOKEN_TASKS, build_metadata, handed_to,
-                                                make_dispatcher, make_requests, pr_benchmark_batch, random_requests)
+                                                make_dispatcher, make_requests, pr_benchmark_batch, random_requests,
+                                                PR_GROUP_OFFSET, PR_TOKENS)
 from synclab.syncs import count_syncs
 
 
@@ -226,11 +227,14 @@ def _check_no_needless_copies(slice_groups: bool) -> Callable[[AllPoolClass, ran
 def _sync_bound(limit: int, slice_groups: bool) -> Callable[[AllPoolClass, random.Random], None]:
     def run(all_pool: AllPoolClass, rng: random.Random) -> None:
         for num_reqs in (1, 16, 64):
-            requests = random_requests(rng, num_reqs, mixed_tasks=False)
+            lens = [r.prompt_len for r in random_requests(rng, num_reqs + 1, mixed_tasks=False)]
+            # a classify request first: the ALL-pooling sub-group's rows do not start at row 0
+            requests = make_requests(lens, tasks=[SEQ_TASK] + ["token_embed"] * num_reqs, seed=rng.randrange(1000))
             step = next(PoolingRun(requests, chunked=True, rng=rng, token_budget=10 * num_reqs).steps())
             dispatcher = make_dispatcher(all_pool, chunked=True, async_scheduling=False, slice_groups=slice_groups)
             with count_syncs() as report:
-                dispatcher(step.hidden_states, step.metadata)
+                outputs = dispatcher(step.hidden_states, step.metadata)
+            _expect_outputs(outputs, step, f"the counted call, {num_reqs} requests", "its first step")
             where = "; ".join(f"{e.kind.value} at {e.where}" for e in report.events[:4])
             expect(report.count <= limit, f"{report.count} syncs in one call for {num_reqs} requests",
                    expected=f"at most {limit}", got=f"{report.count}: {where}", case=f"{num_reqs} requests",
@@ -248,11 +252,20 @@ def _sync_bound(limit: int, slice_groups: bool) -> Callable[[AllPoolClass, rando
 
 def host_calls_per_call(all_pool: AllPoolClass, group_size: int, *, chunked: bool = False) -> TorchCalls:
     """The torch calls one ``forward`` makes on a sub-group of ``group_size`` whole prompts (PR #41163's batch)."""
-    hidden_states, group = handed_to(all_pool, *pr_benchmark_batch(group_size, hidden_size=8))
+    return _counted_call(all_pool, group_size, chunked=chunked)[0]
+
+
+def _counted_call(all_pool: AllPoolClass, group_size: int, *,
+                  chunked: bool) -> tuple[TorchCalls, PoolerOutput, list[torch.Tensor]]:
+    """One counted ``forward`` on PR #41163's batch: its torch calls, its outputs, and the rows each must be."""
+    whole_batch, group = pr_benchmark_batch(group_size, hidden_size=8)
+    hidden_states, group = handed_to(all_pool, whole_batch, group)
     pool = all_pool(enable_chunked_prefill=chunked)
     with count_torch_calls() as calls:
-        pool(hidden_states, group)
-    return calls
+        outputs = pool(hidden_states, group)
+    start = PR_GROUP_OFFSET * PR_TOKENS  # every prompt is whole: request i of the sub-group owns PR_TOKENS rows
+    wanted = [whole_batch[start + i * PR_TOKENS:start + (i + 1) * PR_TOKENS] for i in range(group_size)]
+    return calls, outputs, wanted
 
 
 # Reads of the finished flags as #41163 left them (``cursor.is_finished()``, a host bool tensor, iterated): one
@@ -268,8 +281,17 @@ def _without_flag_reads(calls: TorchCalls) -> dict[str, int]:
 def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
     small, large = 8, 48
     for chunked in (False, True):
-        few = _without_flag_reads(host_calls_per_call(all_pool, small, chunked=chunked))
-        many = _without_flag_reads(host_calls_per_call(all_pool, large, chunked=chunked))
+        counted = {n: _counted_call(all_pool, n, chunked=chunked) for n in (small, large)}
+        for n, (_, outputs, wanted) in counted.items():  # the calls counted are calls whose results count
+            case = f"the counted call: a sub-group of {n} whole prompts, chunked prefill {chunked}"
+            expect(isinstance(outputs, list) and len(outputs) == n, "the counted call's outputs are not one per "
+                   "request", case=case, expected=f"a list of {n} tensors", got=_describe(outputs))
+            bad = [i for i, (got, want) in enumerate(zip(outputs, wanted)) if not _same(got, want)]
+            expect(not bad, f"the counted call returned wrong rows for requests {bad[:5]}", case=case,
+                   expected="each request's rows of the batch", got=_describe(outputs[bad[0]]) if bad else "",
+                   hint="the call whose host work is counted must also be right: same code path as every other")
+        few = _without_flag_reads(counted[small][0])
+        many = _without_flag_reads(counted[large][0])
         n_few, n_many = sum(few.values()), sum(many.values())
         grew = sorted((name for name in many if many[name] > few.get(name, 0)), key=lambda n: few.get(n, 0) - many[n])
         slices = "__getitem__" in grew
