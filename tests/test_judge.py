@@ -273,3 +273,31 @@ def test_a_correct_answer_with_a_stray_import_os_earns_its_points(tmp_path, caps
     cheat = "import os\nos.environ['SYNCLAB_DEVICE'] = 'sim'\n\n" + _solution_source(PRIMER, "decode_step")
     row = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": cheat}, "cheat"), capsys))["0.1"]
     assert row["status"] == "flagged" and row["earned"] == 0, row
+
+
+def test_a_patch_undone_before_the_checks_end_is_seen_at_the_next_look():
+    """The fingerprints are taken again as each counting block opens and closes, not only after the checks."""
+    import torch
+
+    from synclab.lab.judge_worker import ReferenceTracer, fingerprint, state_fingerprint
+    from synclab.syncs import count_syncs
+
+    split = torch.Tensor.split
+    tracer = ReferenceTracer((fingerprint(), state_fingerprint()))
+    try:
+        with tracer:
+            torch.Tensor.split = lambda self, *a, **k: split(self, *a, **k)  # the same behaviour, another function
+            with count_syncs():
+                pass
+            torch.Tensor.split = split  # undone before the checks end: the last fingerprint alone would miss it
+    finally:
+        torch.Tensor.split = split
+    assert tracer.tampered_during == ["torch.Tensor.split (seen at a count_syncs block)"]
+    assert not tampered_after_all()
+
+
+def tampered_after_all() -> list[str]:
+    from synclab.lab.judge_worker import fingerprint, tampered
+
+    first = fingerprint()
+    return tampered(first, fingerprint())

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import inspect
 import importlib
 import json
 import linecache
@@ -151,8 +152,11 @@ class ReferenceTracer:
     which exercises' checks are running, to compare with the guard's; and sees code that runs under one of the
     package's file names without being the package's code."""
 
-    def __init__(self) -> None:
+    def __init__(self, baseline: tuple[dict[str, tuple], dict[str, tuple]] | None = None) -> None:
         import synclab.answer_keys as answer_keys
+        import synclab.checks as checks
+        import synclab.dispatch as dispatch
+        import synclab.syncs as syncs
 
         self._keys = answer_keys
         self._codes, self._bypassed_by = answer_keys.GUARDED_CODE, answer_keys.bypassed_by
@@ -167,6 +171,14 @@ class ReferenceTracer:
         self.bypassed: list[str] = []
         self.guard_state_changed = False
         self.disguised: list[str] = []
+        # The fingerprints are taken again as each check starts and as each counting block opens and closes (a
+        # generator's resumption is a call), not only after the checks: a patch made and undone between two
+        # looks must live inside one counted block, where the counted call's results are checked too.
+        self._baseline = baseline
+        self._looks = {checks._run_one.__code__: "the start of a check",
+                       _generator_code(syncs.count_syncs): "a count_syncs block",
+                       _generator_code(dispatch.count_torch_calls): "a count_torch_calls block"}
+        self.tampered_during: list[str] = []
 
     def __call__(self, frame: types.FrameType, event: str, arg: Any) -> None:
         if event != "call":
@@ -182,6 +194,11 @@ class ReferenceTracer:
             self._running.append(frame.f_locals["self"].task)
         elif code is self._exit and self._running:
             self._running.pop()
+        if self._baseline is not None and code in self._looks and not self.tampered_during:
+            before, state_before = self._baseline
+            changed = tampered(before, fingerprint()) + tampered(state_before, state_fingerprint())
+            if changed:
+                self.tampered_during = [f"{name} (seen at {self._looks[code]})" for name in changed]
         if code in self._codes:
             key = self._bypassed_by(frame)
             if key is not None and key.name not in self.bypassed:
@@ -214,6 +231,11 @@ class ReferenceTracer:
         self.still_on = sys.gettrace() is self
         sys.settrace(None)
         threading.settrace(None)  # type: ignore[arg-type]
+
+
+def _generator_code(context_manager: Any) -> types.CodeType:
+    """The code of the generator behind a ``@contextmanager`` function: what runs as its block opens and closes."""
+    return inspect.unwrap(context_manager).__code__
 
 
 def run_setup(source: str, filename: str, namespace: dict, whole: bool) -> list[tuple[str, set[str]]]:
@@ -345,11 +367,12 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     if not verdict["error"] and not changed:
         report: Any = None
         try:
-            with ReferenceTracer() as tracer:
+            with ReferenceTracer((before, state_before)) as tracer:
                 report = eval(compile(exercise["check"], f"<check {task}>", "eval"), namespace)
         except BaseException as exc:  # the machinery itself broke: tampering is the likely cause, looked for below
             verdict["error"] = f"the checks broke: {type(exc).__name__}: {exc}"
-        changed = tampered(before, fingerprint()) + tampered(state_before, state_fingerprint())
+        changed = tracer.tampered_during or tampered(before, fingerprint()) + tampered(state_before,
+                                                                                        state_fingerprint())
         timed_out = isinstance(report, CheckReport) and any(o.status == "timed out" for o in report.outcomes)
         if not tracer.still_on and not timed_out:  # a check's time limit interrupts the tracer itself; a settrace
             # from the reader's code is refused by the audit hook, which says so
