@@ -227,11 +227,20 @@ def _one_block(config, workload, fixes):
             "stray_per_step": stray, "planned_per_step": report.count - stray}
 
 
-@pytest.mark.parametrize("wrong", [_counts_everything_as_stray, _one_block])
-def test_ablation_row_fails_on_wrong_counts(wrong):
-    report = ch6.check_ablation_row(wrong, seed=1)
+def _planned_counted_twice(config, workload, fixes):
+    """Counts every wait as stray, and the planned ones as planned too."""
+    row = _counts_everything_as_stray(config, workload, fixes)
+    syncs, _ = ch6.step_syncs(workload, config, components=fixes)
+    return {**row, "planned_per_step": sum(syncs.planned) / len(syncs.planned)}
+
+
+@pytest.mark.parametrize("wrong,seed", [(_counts_everything_as_stray, 1), (_one_block, 1),
+                                        *[(_planned_counted_twice, seed) for seed in (1, 2, 3, 4)]])
+def test_ablation_row_fails_on_wrong_counts(wrong, seed):
+    """On every seed: the fix the check holds back never takes the planned wait away."""
+    report = ch6.check_ablation_row(wrong, seed=seed)
     assert not report.passed and report.outcomes[0].status == "failed", report
-    if wrong is _counts_everything_as_stray:
+    if wrong is not _one_block:
         assert "includes the planned waits" in report.outcomes[0].message, report
 
 
@@ -810,6 +819,8 @@ def test_reading_the_ablation_passes_on_the_solution_and_earns_a_share_per_right
     assert "removes_most_syncs: you said 'lazy_stream', but per step" in result.got
     missing = ch6.check_ablation_reading(lambda: {k: v for k, v in READING.items() if k != "one_fix_alone"})
     assert "missing: one_fix_alone" in missing.outcomes[0].got
+    as_tuple = ch6.check_ablation_reading(lambda: dict(READING, saving_grows_with=("output length", "images")))
+    assert "saving_grows_with: the format: a dict keyed by the two fixes" in as_tuple.outcomes[0].got
     unnamed = ch6.check_ablation_reading(lambda: dict(READING, cuts_torch_calls="the list cache"))
     assert "name a fix by its pattern" in unnamed.outcomes[0].message
 

@@ -320,6 +320,10 @@ def _load_fixes(folder: Path, stamp: tuple) -> tuple[Components, list[str]]:
         if not missing and EXERCISES[fix_task].stretch and _stubbed(notebook, [name]) \
                 and not _stubbed(notebook, [n for n in needs if n != name]):
             # a stretch left undone, its core written: the book's stretch runs in its place, the fix stays on
+            if pattern in unfinished:  # ... unless the core is not written either: the line above said so
+                lines.append(f"Exercise {fix_task} (a stretch) is not done in {shown} either: the {pattern} "
+                             f"switch stays off, as above")
+                continue
             loaded[field_name] = BOOK_FIXES[field_name]
             stood_in.add(task)
             lines.append(f"Exercise {fix_task} (a stretch) is not done in {shown}: the engine runs the book's "
