@@ -11,6 +11,7 @@ import torch
 from synclab import lazy_streams as ch2
 from synclab.engine.model_runner import (ModelRunnerOutput, SyncOutputRunner, _copy_pooler_output_to_cpu,
                                          make_pooling_batch)
+from synclab.device import is_simulated
 from synclab.engine.platform import current_platform
 from synclab.lazy_streams.checks import _diagnose
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
@@ -256,6 +257,26 @@ def test_each_check_catches_a_wrong_version(wrong, failing_check):
 
 def test_every_check_is_shown_to_fail():
     assert_every_check_shown_to_fail(ch2.CHECKS_2_1, WRONG_2_1 + [(w, c) for w, c, _ in NEW_2_1_MISTAKES])
+
+
+class CopiesNothingWhenCounted(AsyncOutputRunner):  # right; while syncs are counted, it queues no copy at all
+    def _pool(self, hidden_states, num_scheduled_tokens, batch):
+        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+        if not is_simulated(hidden_states.device) or not any(finished):  # simulated: only inside count_syncs
+            return super()._pool(hidden_states, num_scheduled_tokens, batch)
+        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
+        nothing = [False] * len(finished)  # every request "unfinished": no copy, and the same one wait
+        return AsyncPoolingOutput(ModelRunnerOutput(list(batch.req_ids)), raw, nothing,
+                                  self._get_or_create_async_output_copy_stream())
+
+
+def test_a_call_that_is_counted_is_also_checked():
+    """Code that can tell it is counted gains nothing: the syncs count only on a step whose outputs count."""
+    report = ch2.check_runner(CopiesNothingWhenCounted, seed=0)
+    assert all(o.status == "passed" for o in report.outcomes if "no sync in _pool" not in o.name), str(report)
+    syncs = next(o for o in report.outcomes if "no sync in _pool" in o.name)
+    assert syncs.status == "failed" and syncs.message == "wrong pooler_output from the counted step", str(report)
+    assert syncs.case.startswith("the counted step"), str(report)
 
 
 def test_wrong_diagnoses_fail_with_the_runner_named():

@@ -321,6 +321,40 @@ def test_5_2_checks_catch_wrong_versions(wrong, failing_check):
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
 
 
+class ShortcutWhenCounted(ListCachedRange):  # right from the list, but cheap and wrong whenever a torch mode is on
+    def get_num_embeds(self):
+        return self.length if torch.overrides._get_current_function_mode_stack() else super().get_num_embeds()
+
+    def get_embeds_indices_in_range(self, start_idx, end_idx):
+        if torch.overrides._get_current_function_mode_stack():
+            return start_idx, end_idx
+        return super().get_embeds_indices_in_range(start_idx, end_idx)
+
+
+class SchedulesNothingWhenCounted(EncoderScheduler):  # right, but encodes nothing whenever a torch mode is on
+    def _try_schedule_encoder_inputs(self, request, num_computed_tokens, num_new_tokens, encoder_compute_budget):
+        if torch.overrides._get_current_function_mode_stack():
+            return [], num_new_tokens, encoder_compute_budget
+        return super()._try_schedule_encoder_inputs(request, num_computed_tokens, num_new_tokens,
+                                                    encoder_compute_budget)
+
+
+def test_5_1_a_call_that_is_counted_is_also_checked():
+    """Code that can tell it is counted gains nothing: the torch calls count only on questions whose answers count."""
+    report = ch5.check_placeholder_range(ShortcutWhenCounted, seed=0)
+    assert outcome(report, "fixed cases") == outcome(report, "random masks") == "passed", str(report)  # uncounted
+    counted = next(o for o in report.outcomes if "no torch call per question" in o.name)
+    assert counted.status == "failed" and "the counted call" in counted.message, str(report)
+
+
+def test_5_2_a_call_that_is_counted_is_also_checked():
+    """The scheduler's steps count torch calls only on steps whose decisions are compared with the reference."""
+    report = ch5.check_encoder_scheduler(SchedulesNothingWhenCounted, seed=0)
+    assert all(o.status == "passed" for o in report.outcomes if "counted" not in o.name), str(report)
+    counted = next(o for o in report.outcomes if "no torch call of its own" in o.name)
+    assert counted.status == "failed" and "of the counted run" in counted.message, str(report)
+
+
 def test_every_check_is_shown_to_fail():
     assert_every_check_shown_to_fail(ch5.CHECKS_5_1, WRONG_5_1)
     assert_every_check_shown_to_fail(ch5.CHECKS_5_2, WRONG_5_2)

@@ -581,6 +581,62 @@ def test_each_check_catches_a_wrong_version(task, wrong, failing_check):
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
 
 
+# ----------------------------------------------------------------------------- a shortcut taken only while counted
+
+
+def _counted() -> bool:
+    """What code under count_syncs can see: a torch function mode on the stack (every chapter 3 check counts)."""
+    return bool(torch.overrides._get_current_function_mode_stack())
+
+
+def h2d_uploads_zeros_when_counted(data, device, dtype=None):  # right; while counted, the values are never copied
+    if not _counted():
+        return async_tensor_h2d(data, device, dtype)
+    host = torch.as_tensor(np.asarray(data) if not isinstance(data, torch.Tensor) else data, dtype=dtype)
+    return async_tensor_h2d(torch.zeros_like(host), device)
+
+
+class NoPaddingMaskWhenCounted(NoPaddingMask):  # right; while counted, the padded slots are not masked
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        version = NoPaddingMask if _counted() else PinnedSampler
+        return version.gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled)
+
+
+class TypesZeroWhenCounted(PinnedInputsRunner):  # right; while counted, every token gets type 0 (on the device)
+    def _init_model_kwargs(self):
+        out = super()._init_model_kwargs()
+        if out and _counted():
+            out["token_type_ids"] = torch.zeros_like(out["token_type_ids"])
+        return out
+
+
+class StaleTailWhenCounted(StaleTail):  # right; while counted, the tail is left as the last step left it
+    def _prepare_kv_sharing_fast_prefill(self, logits_indices):
+        version = StaleTail if _counted() else PinnedInputsRunner
+        return version._prepare_kv_sharing_fast_prefill(self, logits_indices)
+
+
+COUNTED_SHORTCUTS = [
+    ("3.1", h2d_uploads_zeros_when_counted, "0 syncs", "values differ"),
+    ("3.1", h2d_uploads_zeros_when_counted, "no pinned buffer refilled", "values differ"),
+    ("3.2", NoPaddingMaskWhenCounted, "0 syncs", "padding must be -inf"),
+    ("3.2", NoPaddingMaskWhenCounted, "no pinned buffer written", "padding must be -inf"),
+    ("3.3", TypesZeroWhenCounted, "0 syncs", "token_type_ids differs"),
+    ("3.4", StaleTailWhenCounted, "0 syncs", "padded indices (3 -> 4) differs"),
+]
+
+
+@pytest.mark.parametrize("task,wrong,counting_check,message", COUNTED_SHORTCUTS,
+                         ids=[f"{t}-{c}" for t, _, c, _ in COUNTED_SHORTCUTS])
+def test_a_call_that_is_counted_is_also_checked(task, wrong, counting_check, message):
+    """Code that can tell it is counted gains nothing: the sync and race checks compare the results of the calls they
+    count. (Every call of chapter 3's checks is counted, so the value checks fail too.)"""
+    report = CHECKERS[task][0](wrong, seed=0)
+    (counting,) = [o for o in report.outcomes if counting_check in o.name]
+    assert counting.status == "failed" and counting.message.startswith(message), str(report)
+    assert counting.case.startswith("the counted call"), str(report)
+
+
 def hint_of(report, name_part):
     """The hint (and message) the one failing check whose name contains ``name_part`` printed."""
     (match,) = [o for o in report.outcomes if name_part in o.name]

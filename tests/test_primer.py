@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from synclab import primer
+from synclab.device import is_simulated
 from synclab.syncs import count_syncs
 from tests.check_reports import assert_every_check_shown_to_fail, outcome
 from tests.notebook_code import ROOT, load_function
@@ -161,7 +162,10 @@ def test_0d_tensors_are_caught_though_they_compare_equal(wrong, message):
     (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
     assert fixed.status == "failed" and fixed.message == message, str(report)
     assert "tensor(5) == 5 is true" in fixed.hint and "a sync of its own" in fixed.hint
-    assert outcome(report, "at most 1 sync") == "passed"  # one sync per step: only the types give it away
+    # one sync per step, but the counted step is checked in full: its types give it away there too (a 0-d device
+    # tensor read later is a sync the count never sees)
+    (syncs,) = [o for o in report.outcomes if "at most 1 sync" in o.name]
+    assert syncs.status == "failed" and syncs.message == message and syncs.case.startswith("the counted call")
 
 
 def test_finished_as_0_or_1_is_told_to_return_bools():
@@ -219,6 +223,37 @@ def test_an_int64_pack_of_three_values_per_request_is_within_the_budget():
     for seed in range(3):
         report = primer.check_decode_step(packs_three_int64_per_request, seed=seed)
         assert report.passed, str(report)
+
+
+def skips_the_nan_test_when_counted(batch):  # a separate NaN test, a 2nd sync: dropped whenever syncs are counted
+    if not is_simulated(batch.logits.device) and torch.isnan(batch.logits).any():
+        raise ValueError("NaN in logits")
+    return decode_step(primer.DecodeBatch(torch.nan_to_num(batch.logits, nan=0.0), batch.seq_lens_gpu,
+                                          batch.seq_lens_cpu, batch.output_token_ids, batch.max_model_len,
+                                          batch.eos_token_id))
+
+
+def reads_nothing_when_counted(batch):  # no sync at all while a torch mode is on: every request "samples" EOS
+    if not torch.overrides._get_current_function_mode_stack():
+        return decode_step(batch)
+    for output in batch.output_token_ids:
+        output.append(batch.eos_token_id)
+    batch.seq_lens_gpu += 1
+    batch.seq_lens_cpu += 1
+    return primer.StepOutput([batch.eos_token_id] * batch.num_reqs, [True] * batch.num_reqs)
+
+
+@pytest.mark.parametrize("wrong,message", [
+    (skips_the_nan_test_when_counted, "a step over NaN logits must raise ValueError"),
+    (reads_nothing_when_counted, "sampled_token_ids differs"),
+])
+def test_a_call_that_is_counted_is_also_checked(wrong, message):
+    """Code that can tell it is counted gains nothing: the syncs count only on steps whose results count."""
+    report = primer.check_decode_step(wrong, seed=0)
+    assert all(o.status == "passed" for o in report.outcomes if "sync" not in o.name), str(report)  # right uncounted
+    (syncs,) = [o for o in report.outcomes if "at most 1 sync" in o.name]
+    assert syncs.status == "failed" and syncs.message == message, str(report)
+    assert syncs.case.startswith("the counted call"), str(report)
 
 
 def test_a_stub_reports_not_implemented():

@@ -130,7 +130,12 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
         runner = runner_cls(model)
         for num_reqs in (1, 16, 64):
             case = f"{num_reqs} requests"  # named before the call: a hang reports it
-            batch = make_pooling_batch(num_reqs, rng=rng, device=SIM_DEVICE)
+            # unfinished chunks among the finished ones (never all of them: a step must copy something here)
+            batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=0.3 if num_reqs > 1 else 0.0,
+                                       device=SIM_DEVICE)
+            want = _pool_reference(model, batch)  # before the runner's step: the stream log stays the runner's
+            unfinished = sum(t is None for t in want)
+            counted = f"the counted step: {num_reqs} requests, {unfinished} of them unfinished chunks"
             with count_syncs(simulate=True) as in_pool:
                 result = runner.execute_model(batch)
             expect(in_pool.count == 0, f"{in_pool.count} sync(s) inside execute_model/_pool", expected=0,
@@ -141,7 +146,7 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
             expect(hasattr(result, "get_output"), "the CUDA path returns an object with get_output()",
                    got=type(result).__name__, case=case)
             with count_syncs(simulate=True) as in_get:
-                result.get_output()
+                output = result.get_output()
             ops = [e.op for e in in_get.events]
             expect(not any(op.startswith("Event.query") for op in ops), "get_output() polls event.query() in a loop",
                    got=ops, case=case,
@@ -158,6 +163,12 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
                    expected="torch.cuda.Event(blocking=True)", got="torch.cuda.Event()", case=case,
                    hint="a default event's synchronize() spins on the driver, holding a core while the host waits; "
                         "create it with torch.cuda.Event(blocking=True), as vLLM does since #47081: the host sleeps")
+            # the step whose syncs count is a step whose outputs count: a shortcut taken only while counted fails here
+            right = isinstance(output, ModelRunnerOutput) and _same(output.pooler_output, want)
+            expect(right, "wrong pooler_output from the counted step", expected=_describe(want),
+                   got=_describe(output.pooler_output) if isinstance(output, ModelRunnerOutput) else
+                   type(output).__name__, case=counted,
+                   hint="" if right else _early_read_hint(device))
 
 
 def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:

@@ -201,15 +201,37 @@ def query_workload(range_cls: RangeClass, num_items: int = 64, length: int = 256
     return ask_all
 
 
+# A counted call whose answers differ from the reference: code that took another path because it was counted.
+_COUNTED_HINT = "the calls counted must answer as every other call does: no other path while counted"
+
+
 def _check_no_torch_calls(range_cls: RangeClass, rng: random.Random) -> None:
-    ask = query_workload(range_cls, num_items=16, length=64, seed=rng.randrange(1000))
+    seed = rng.randrange(1000)
+    ask = query_workload(range_cls, num_items=16, length=64, seed=seed)
+    # the review's edges too (no mask, an empty mask, end_idx == 0): a question is counted where it is hardest
+    edges = [(case, _make(range_cls, pattern, length), query, want) for case, pattern, length, query, want
+             in FIXED_QUERIES]
     ask()  # the first questions may build the cache
+    for _, pr, query, _ in edges:
+        _ask(pr, query)
     with count_torch_calls() as calls:
-        ask()
+        got = ask()
+        got_edges = [_ask(pr, query) for _, pr, query, _ in edges]
+    # the answers counted are answers that count: a shortcut taken only while counted fails here
+    want = query_workload(_PlaceholderRangeReference, num_items=16, length=64, seed=seed)()
+    for item, (g, w) in enumerate(zip(got, want)):
+        expect_equal(g, w, what=f"the counted call's answers for item {item} (get_num_embeds(), "
+                                "get_embeds_indices_in_range(1, cut), (cut, length))",
+                     case=f"the counted call: 16 items of 64 positions (seed {seed})",
+                     hint=_COUNTED_HINT)
+    for (case, _, query, want_edge), g in zip(edges, got_edges):
+        what = "get_num_embeds()" if query == "num" else f"get_embeds_indices_in_range{query}"
+        expect_equal(g, want_edge, what=f"the counted call's {what}", case=f"the counted call: {case}",
+                     hint=_COUNTED_HINT)
     expect(calls.count == 0, "answering from the cache must not call into torch",
-           expected="0 torch calls for 48 questions", got=str(calls),
+           expected=f"0 torch calls for {3 * len(got) + len(edges)} questions", got=str(calls),
            hint="every t[i] and int(t) goes through torch's dispatcher; index a Python list instead",
-           case="16 items, each asked 3 questions, after a first round")
+           case=f"16 items, each asked 3 questions, and the {len(edges)} fixed cases, after a first round")
 
 
 QUERY_RATIO_BOUND = 3.0  # the list must answer at least this many times faster than the tensor cache
@@ -523,7 +545,14 @@ def _check_sched_no_torch(scheduler_cls: SchedulerClass, rng: random.Random) -> 
         for feature in request.mm_features:
             feature.mm_position.get_num_embeds()  # read each mask once, before counting
     with count_torch_calls() as calls:
-        run_mix(scheduler, max_steps=5)
+        got = run_mix(scheduler, max_steps=5)
+    # the steps counted are steps that count: a shortcut taken only while counted fails here
+    want = run_mix(build_mix(_SchedulerReference, _PlaceholderRangeReference, mix), max_steps=5)
+    case = f"the counted run: {len(mix[1])} requests, config {mix[0]}"
+    for step, (g, w) in enumerate(zip(got, want)):
+        expect_equal(g, w, what=f"step {step} of the counted run: (tokens, encoder inputs, encoder budget left, "
+                                "token budget left)", case=case, hint=_COUNTED_HINT)
+    expect_equal(len(got), len(want), what="number of steps of the counted run", case=case, hint=_COUNTED_HINT)
     expect(calls.count == 0, "the scheduler itself calls into torch", expected="0 torch calls in 5 steps",
            got=str(calls), hint="ask the item's PlaceholderRange (get_num_embeds, get_embeds_indices_in_range); "
                                 "never read is_embed in the loop", case=f"{len(mix[1])} requests")

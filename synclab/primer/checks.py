@@ -16,7 +16,7 @@ from synclab.answer_keys import answer_key
 
 
 from synclab.primer.workloads import DecodeBatch, StepOutput, copy_batch, make_batch
-from synclab.syncs import count_syncs
+from synclab.syncs import SyncReport, count_syncs
 
 
 # ----------------------------------------------------------------------------- checks for Exercise 0.1
@@ -59,11 +59,18 @@ def _expect_host_values(values: list, kind: type, what: str, case: str, fix: str
                           hint=f"{fix} ({kind.__name__}(x) turns a host value into one)")
 
 
-def _same_step(impl: DecodeStep, batch: DecodeBatch, case: str) -> None:
+def _same_step(impl: DecodeStep, batch: DecodeBatch, case: str, *, counted: bool = False) -> SyncReport | None:
+    """Run ``impl`` on a copy of ``batch`` and compare everything with the reference; ``counted``: under
+    ``count_syncs``, whose report comes back (the call whose syncs count is a call whose results count)."""
     mine, ref = copy_batch(batch), copy_batch(batch)
     lists_before = [id(o) for o in mine.output_token_ids]
     lens_before = [len(o) for o in mine.output_token_ids]
-    got, want = impl(mine), _decode_step_reference(ref)
+    want, report = _decode_step_reference(ref), None
+    if counted:
+        with count_syncs() as report:
+            got = impl(mine)
+    else:
+        got = impl(mine)
     expect(isinstance(got, StepOutput), "decode_step must return a StepOutput", got=type(got).__name__, case=case)
     # Values alone cannot tell an int from a 0-d tensor holding it: check the types first.
     ints = "Read the token ids back in the step's one .tolist(): it gives Python ints"
@@ -84,6 +91,7 @@ def _same_step(impl: DecodeStep, batch: DecodeBatch, case: str) -> None:
     expect_equal(mine.seq_lens_cpu.tolist(), ref.seq_lens_cpu.tolist(), what="seq_lens_cpu", case=case)
     expect_equal(mine.seq_lens_gpu.cpu().tolist(), ref.seq_lens_gpu.cpu().tolist(), what="seq_lens_gpu", case=case,
                  hint="both copies of the lengths grow by one per step")
+    return report
 
 
 def _check_fixed(impl: DecodeStep, rng: random.Random) -> None:
@@ -108,24 +116,38 @@ def _check_random(impl: DecodeStep, rng: random.Random) -> None:
         _same_step(impl, make_batch(num_reqs, vocab, rng=rng), f"random batch #{trial}: {num_reqs} requests, vocab {vocab}")
 
 
-def _check_nan(impl: DecodeStep, rng: random.Random) -> None:
+def _nan_batch(rng: random.Random) -> DecodeBatch:
     batch = make_batch(5, rng=rng)
     batch.logits[rng.randrange(5), rng.randrange(128)] = float("nan")
+    return batch
+
+
+def _rejects_nan(impl: DecodeStep, batch: DecodeBatch, case: str, *, counted: bool = False) -> SyncReport | None:
+    """``impl`` over NaN logits raises ValueError and changes nothing; ``counted``: under ``count_syncs``."""
     before = [list(o) for o in batch.output_token_ids]
     lens_cpu, lens_gpu = batch.seq_lens_cpu.tolist(), batch.seq_lens_gpu.cpu().tolist()
+    report = None
     try:
-        impl(batch)
+        if counted:
+            with count_syncs() as report:
+                impl(batch)
+        else:
+            impl(batch)
     except ValueError:
         expect_equal(batch.output_token_ids, before, what="output lists after a rejected step",
-                     hint="raise before changing any state", case="NaN in logits")
+                     hint="raise before changing any state", case=case)
         for what, now, was in (("seq_lens_cpu", batch.seq_lens_cpu.tolist(), lens_cpu),
                                ("seq_lens_gpu", batch.seq_lens_gpu.cpu().tolist(), lens_gpu)):
-            expect_equal(now, was, what=f"{what} after a rejected step", case="NaN in logits",
+            expect_equal(now, was, what=f"{what} after a rejected step", case=case,
                          hint="a refused step changes nothing: advance the lengths only after the NaN test has "
                               "passed, as the output lists")
-        return
+        return report
     raise CheckFailed("a step over NaN logits must raise ValueError", expected="ValueError", got="no exception",
-                      case="NaN in logits", hint="keep the NaN check; bring its answer back with the tokens")
+                      case=case, hint="keep the NaN check; bring its answer back with the tokens")
+
+
+def _check_nan(impl: DecodeStep, rng: random.Random) -> None:
+    _rejects_nan(impl, _nan_batch(rng), "NaN in logits")
 
 
 READ_BACK_BYTES_PER_REQUEST = 64  # the contract's budget: a few int64 values per request (a token, flags), no logits
@@ -135,8 +157,7 @@ def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
     for num_reqs in (1, 16, 64):
         case = f"{num_reqs} requests"  # named before the call: a hang reports it
         batch = make_batch(num_reqs, rng=rng)
-        with count_syncs() as report:
-            impl(batch)
+        report = _same_step(impl, batch, f"the counted call, {num_reqs} requests", counted=True)
         expect(report.count <= 1, f"{report.count} syncs in one step of {num_reqs} requests", expected="at most 1",
                got=f"{report.count}: " + "; ".join(f"{e.kind.value} at {e.where}" for e in report.events[:4]),
                case=case,
@@ -150,6 +171,12 @@ def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
                got=report.bytes_to_host, case=case,
                hint="one sync, but not a copy of the logits: reduce on the device (argmax) before reading back, and "
                     "read back a few values per request")
+    # the NaN test is part of the step's one sync: a step that skips it while counted saves that sync
+    report = _rejects_nan(impl, _nan_batch(rng), "the counted call, NaN in logits", counted=True)
+    expect(report.count <= 1, f"{report.count} syncs in one step over NaN logits", expected="at most 1",
+           got=f"{report.count}: " + "; ".join(f"{e.kind.value} at {e.where}" for e in report.events[:4]),
+           case="5 requests, NaN in logits",
+           hint="bring the NaN test's answer back with the tokens, in the step's one .tolist(), then raise")
 
 
 CHECKS_0_1 = [

@@ -82,8 +82,9 @@ def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
     device = pick_device()
     with simulated_pinning(True):
         for case, data, dtype in _h2d_cases(rng):
-            _, report = counted(lambda: impl(data, device, dtype))
+            got, report = counted(lambda: impl(data, device, dtype))
             expect_no_syncs(report, "the upload", PIN_HINT, case)
+            _same_upload(got, data, dtype, f"the counted call: {case}")  # a call counted is a call checked
 
 
 def _check_h2d_wsl(impl: H2DFunction, rng: random.Random) -> None:
@@ -107,11 +108,13 @@ def _check_h2d_races(impl: H2DFunction, rng: random.Random) -> None:
     across calls is refilled before the first upload has read it."""
     values = [[rng.randrange(100) for _ in range(6)] for _ in range(3)]
     with simulated_pinning(True), sim_cuda.simulated_cuda() as device:
-        for data in values:
-            counted(lambda: impl(data, SIM_DEVICE, torch.int64), simulate=True)
+        uploads = [counted(lambda: impl(data, SIM_DEVICE, torch.int64), simulate=True)[0] for data in values]
     expect(not device.races, f"{RACE_MESSAGE}: the next call refilled it before that upload had run",
            got=device.races[0] if device.races else "", hint=H2D_RACE_HINT,
            case="3 uploads of 6 ints each, back to back, no wait between them")
+    # read only now: a read between the calls would be a wait, and the calls would no longer run back to back
+    for call, (got, data) in enumerate(zip(uploads, values)):
+        _same_upload(got, data, torch.int64, f"the counted calls: upload {call} of 3, back to back")
 
 
 CHECKS_3_1 = [
@@ -201,9 +204,10 @@ def _check_gather_syncs(sampler_cls: SamplerClass, rng: random.Random) -> None:
     with simulated_pinning(True):
         sampler = sampler_cls()
         logits, ids, sampled = logprob_case(rng, 64, 1000, share_with_ids=1.0)
-        _, report = counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled))
+        got, report = counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled))
         expect_no_syncs(report, "gather_specific_token_logprobs", PIN_HINT + "; fill column 0 on the device",
                          "64 requests, all with ids")
+        _same_logprobs(got, logits, ids, sampled, "the counted call: 64 requests, all with ids")
 
 
 GATHER_RACE_HINT = ("a non_blocking upload reads its pinned source when the stream gets to it, not when .to() returns, "
@@ -217,16 +221,22 @@ def _check_gather_races(sampler_cls: SamplerClass, rng: random.Random) -> None:
     # The largest first: a buffer kept from the first call is refilled after. Then the same batch twice, as a steady
     # decode step repeats its shape: a buffer cached for a shape is reused there.
     calls = [(8, 64, False), (3, 64, False), (8, 64, False), (8, 64, True)]
+    results = []
     with simulated_pinning(True), sim_cuda.simulated_cuda() as device:
         sampler = sampler_cls()
         for batch, vocab, same_as_before in calls:
             if not same_as_before:
                 logits, ids, sampled = logprob_case(rng, batch, vocab, share_with_ids=1.0, device=SIM_DEVICE)
-            counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled), simulate=True)
+            got, _ = counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled), simulate=True)
+            results.append((got, logits, ids, sampled))
     expect(not device.races, f"{RACE_MESSAGE}: a later call refilled it before that upload had run",
            got=device.races[0] if device.races else "", hint=GATHER_RACE_HINT,
            case=" then ".join(f"{b} requests" + (" (the same batch again)" if same else "") for b, _, same in calls)
            + ", no wait between the calls")
+    # read only now: a read between the calls would be a wait, and the calls would no longer run back to back
+    for call, (got, logits, ids, sampled) in enumerate(results):
+        _same_logprobs(got, logits, ids, sampled, f"the counted calls: call {call} of {len(calls)}, "
+                                                  f"{len(sampled)} requests, back to back")
 
 
 def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
@@ -319,10 +329,17 @@ def _check_types_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
     with simulated_pinning(True):
         params, lens = token_type_case(rng, 64)
         runner = runner_for(runner_cls, params, lens)
-        _, report = counted(runner._init_model_kwargs)
-        expect_no_syncs(report, "_init_model_kwargs",
-                         "take the lengths from self.optimistic_seq_lens_cpu (host), not self.seq_lens (device); "
-                         + PIN_HINT, "64 requests")
+        got, report = counted(runner._init_model_kwargs)
+        hint = "take the lengths from self.optimistic_seq_lens_cpu (host), not self.seq_lens (device); " + PIN_HINT
+        expect_no_syncs(report, "_init_model_kwargs", hint, "64 requests")
+        _same_token_types(got, params, lens, "the counted call: 64 requests")
+        # the host lengths' own edge, counted too: the batch shrank, and entries past it are stale
+        shrunk = [PoolingParams("classify", {"compressed_token_type_ids": 1})] * 2
+        runner.set_requests(shrunk, [3, 2])
+        got, report = counted(runner._init_model_kwargs)
+        expect_no_syncs(report, "_init_model_kwargs", hint, "64 requests last step, 2 now")
+        _same_token_types(got, shrunk, [3, 2], "the counted call: 64 requests last step, 2 now (the lengths past "
+                          "request 2 are stale: read only the first num_reqs of optimistic_seq_lens_cpu)")
 
 
 def _check_types_wsl(runner_cls: RunnerClass, rng: random.Random) -> None:
@@ -415,9 +432,10 @@ def _check_prefill_random(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 def _check_prefill_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
     runner = _stale_runner(runner_cls)
-    _, report = _fast_prefill(runner, [2, 7, 11])
+    got, report = _fast_prefill(runner, [2, 7, 11])
     expect_no_syncs(report, "_prepare_kv_sharing_fast_prefill",
                      "assign the 0-d device tensor logits_indices[-1] to the tail; .item() reads it back", "3 indices")
+    _same_padding(runner, got, [2, 7, 11], "the counted call: 3 indices, padded to 4, stale entries after them")
 
 
 CHECKS_3_4 = [
