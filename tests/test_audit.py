@@ -36,8 +36,8 @@ CHEATS = [
     ("a forked process", "pid = os.fork()\nif pid == 0:\n    os._exit(0)", "os.fork"),
     ("a subprocess", "import subprocess\nsubprocess.run(['true'])", "subprocess.Popen"),
     ("the solution notebook, read", f"open({str(PRIMER)!r}).read()", "the course's file solutions/00_primer.ipynb"),
-    ("the package's notebook loader", "from synclab.capstone.workloads import load_function\n"
-     "load_function('solutions/00_primer.ipynb', 'decode_step', {})", "the course's file solutions/00_primer.ipynb"),
+    ("the checkout's notebook, by its full path", "from synclab.capstone.workloads import load_function\n"
+     f"load_function({str(PRIMER)!r}, 'decode_step', {{}})", "the course's file solutions/00_primer.ipynb"),
     ("a file written", "open('/tmp/synclab-cheat', 'w')", "open: writing"),
     ("/proc read", "open('/proc/self/maps').read()", "open: /proc"),
     ("a pickled exec", "import pickle\npickle.loads(pickle.dumps(exec))", "pickle.find_class: builtins.exec"),

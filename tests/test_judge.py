@@ -301,3 +301,22 @@ def tampered_after_all() -> list[str]:
 
     first = fingerprint()
     return tampered(first, fingerprint())
+
+
+def test_the_worker_imports_a_package_with_no_answer_beside_it(tmp_path):
+    """No oracle in the grader's reach: the package's own notebook loader, asked for the solution by the path
+    relative to the package, finds the students' tree (labs as generated, no solutions/), and the answer that
+    leans on it earns nothing. The audit hook plays no part here (the path is not the course's)."""
+    from synclab.lab.judge import grading_install, judge_notebook
+
+    install = grading_install()
+    assert (install / "synclab" / "__init__.py").exists() and (install / "labs").is_dir()
+    assert not (install / "solutions").exists()
+    answer = ("from synclab.capstone.workloads import load_function\n\n\n"
+              "def decode_step(batch):\n"
+              "    return load_function('solutions/00_primer.ipynb', 'decode_step', {})(batch)\n")
+    nb = nbformat.read(_submission(tmp_path, PRIMER, {"0.1": answer}), as_version=4)
+    verdict = judge_notebook(nb, ["0.1"], scan=False)["0.1"]
+    assert verdict.report is not None and verdict.report.earned == 0, verdict
+    assert "FileNotFoundError" in str(verdict.report) and str(install) in str(verdict.report), verdict
+    assert not any("audit" in flag for flag in verdict.flags), verdict

@@ -198,7 +198,7 @@ READING_QUESTIONS = {
     "cuts_history_reads": "the one fix that cuts the output-history elements the host reads per step",
     "cuts_torch_calls": "the one fix that cuts the host's torch calls per step the most",
     "saving_grows_with": "for each of those two fixes, what its saving grows with: 'output length' or 'images' "
-                         "(a dict: {'reverse_scan': ..., 'list_cache': ...})",
+                         "(a dict whose keys are the two fixes' names)",
     "one_fix_alone": "why one sync fix alone buys little on a GPU: a letter of ch6.ALONE_REASONS",
 }
 ALONE_REASONS = {

@@ -16,11 +16,13 @@ the check machinery, or the report file, before the check cell runs. The grader 
 from __future__ import annotations
 
 import ast
+import atexit
 import json
 import os
 import re
 import secrets
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -305,9 +307,27 @@ def run_worker(chapter: str, exercises: list[dict], setup: list[str], setup_trus
 
 
 def _readable() -> list[str]:
-    """The folders of the course an answer may read while its checks run: the package, its data, the Python install."""
-    package = Path(synclab.__file__).resolve().parent
-    return [str(package), str(package.parent / "data"), sys.prefix, sys.base_prefix, sys.exec_prefix]
+    """The folders an answer may read while its checks run: the grading install's package and data, Python's."""
+    install = grading_install()
+    return [str(install / "synclab"), str(install / "data"), sys.prefix, sys.base_prefix, sys.exec_prefix]
+
+
+@lru_cache(maxsize=1)
+def grading_install() -> Path:
+    """The package the worker imports: the students' image of this checkout, written once per grader process.
+
+    Nothing beside it holds an answer (no ``solutions/``, labs as generated), so no loader that reads a path
+    relative to the package finds one while the checks run; the grader's own checkout stays closed to the
+    reader's code (``course_roots``)."""
+    from synclab.lab.student_image import write_grading_install
+
+    root = Path(synclab.__file__).resolve().parents[1]
+    if not (root / "solutions").is_dir():  # a students' install already: no answer beside the package to hide
+        return root
+    dest = Path(tempfile.mkdtemp(prefix="synclab-grading-"))
+    os.chmod(dest, 0o755)
+    atexit.register(shutil.rmtree, dest, ignore_errors=True)
+    return write_grading_install(root, dest / "install")
 
 
 def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: NotebookNode | None = None,
@@ -361,10 +381,10 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
 
 @lru_cache(maxsize=8)
 def sandbox_problem(sandbox: tuple[str, ...]) -> str | None:
-    """Why the grader's worker cannot run under ``sandbox``, or None when it can: its user must read the grader's
-    install (the package and every folder above it). A clone in a 0700 home or a ``mktemp -d`` folder is out of
-    that user's reach, and every exercise would score 0."""
-    package_parent = Path(synclab.__file__).resolve().parents[1]
+    """Why the grader's worker cannot run under ``sandbox``, or None when it can: its user must run the grader's
+    Python and import its packages (the package it grades with is a copy every user reads, see
+    :func:`grading_install`). A virtual environment in a 0700 home or a ``mktemp -d`` folder is out of that
+    user's reach, and every exercise would score 0."""
     with tempfile.TemporaryDirectory(prefix="synclab-sandbox-") as cwd:
         os.chmod(cwd, 0o755)
         try:
@@ -376,8 +396,9 @@ def sandbox_problem(sandbox: tuple[str, ...]) -> str | None:
         return None
     said = (proc.stderr.strip().splitlines() or ["no message"])[-1]
     return (f"the grader's worker cannot start under the sandbox {' '.join(sandbox)!r} ({said}): its user must be "
-            f"able to read the grader's install, {package_parent}, and enter every folder above it (chmod o+rx "
-            f"on each, or install the course's synclab where that user can read it). Nothing was graded")
+            f"able to run the grader's Python, {sys.executable}, and read the packages it imports (torch and the "
+            f"rest): chmod o+rx on the environment and every folder above it, or install the course's environment "
+            f"where that user can read it. Nothing was graded")
 
 
 def _report(data: dict) -> CheckReport:
@@ -395,8 +416,7 @@ def _worker_env() -> dict[str, str]:
     env = {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}
     if TIME_SCALE_ENV in os.environ:  # the grader's own setting (the tests' short limits), never the reader's
         env[TIME_SCALE_ENV] = os.environ[TIME_SCALE_ENV]
-    # the worker imports the synclab this grader is, whatever else the path holds (it starts in a temp dir)
-    package_parent = str(Path(synclab.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([package_parent, *filter(None, [env.get("PYTHONPATH")])])
+    # the worker imports the grading install's synclab, whatever else the path holds (it starts in a temp dir)
+    env["PYTHONPATH"] = os.pathsep.join([str(grading_install()), *filter(None, [env.get("PYTHONPATH")])])
     return env
 

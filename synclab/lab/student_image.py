@@ -18,6 +18,7 @@ What goes in, and why:
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -75,3 +76,19 @@ def write_student_image(root: Path, dest: Path) -> list[Path]:
     (dest / "README.md").write_text(README)
     written.append(dest / "README.md")
     return written
+
+
+def write_grading_install(root: Path, dest: Path) -> Path:
+    """What the grader's worker imports: the students' image of ``root`` in ``dest``, readable by every user.
+
+    The worker runs the reader's code beside the package it imports; with the grader's own checkout there, a
+    loader that reads ``solutions/`` relative to the package would find the answers. Here it finds the
+    students' tree: the package, its data and the labs as generated, no solution anywhere. Readable by all,
+    so that a sandboxed worker's user reads it wherever the grader's clone sits (a 0700 home included).
+    """
+    write_student_image(root, dest)
+    for folder, _, files in os.walk(dest):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+    return dest
