@@ -40,9 +40,11 @@ def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, 
     so no device label is needed.
     """
     fig = go.Figure()
+    crowded = len(counts) * len(values) > 12  # side by side, horizontal numbers would run into each other
     for color, (variant, ys) in zip(variant_colors(), counts.items()):
         fig.add_trace(go.Bar(x=[str(v) for v in values], y=list(ys), name=variant, marker_color=color,
-                             text=[str(y) for y in ys], textposition="outside", cliponaxis=False))
+                             text=[f"{y:g}" for y in ys], textposition="outside", cliponaxis=False,
+                             textangle=-90 if crowded else 0, textfont={"size": 10 if crowded else 12}))
     return _layout(fig, title, f"counted with {counted_with} (the same on CPU and GPU)", barmode="group",
                    xaxis_title=parameter, xaxis_type="category", yaxis_title=yaxis_title, height=400)
 
@@ -55,7 +57,9 @@ def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, 
     from plotly.subplots import make_subplots
 
     measures = list(next(iter(counts.values())))
-    fig = make_subplots(rows=1, cols=len(measures), subplot_titles=[f"{m} per step" for m in measures])
+    # titles on two lines and room between the panels: a long measure's name must not run over its neighbour
+    fig = make_subplots(rows=1, cols=len(measures), subplot_titles=[f"{m}<br>per step" for m in measures],
+                        horizontal_spacing=0.12)
     for color, (label, row) in zip(variant_colors(), counts.items()):
         for col, measure in enumerate(measures, start=1):
             values = list(row[measure])
@@ -65,10 +69,10 @@ def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, 
                                  error_y={"type": "data", "symmetric": False, "array": [max(values) - mid],
                                           "arrayminus": [mid - min(values)]}), row=1, col=col)
     for col, measure in enumerate(measures, start=1):
-        fig.update_yaxes(title_text=measure, rangemode="tozero", row=1, col=col)
+        fig.update_yaxes(title_text=measure, title_standoff=4, rangemode="tozero", row=1, col=col)
         fig.update_xaxes(showticklabels=False, row=1, col=col)
     return _layout(fig, title, f"counted with {counted_with}: the median over the decode steps, their range as "
-                               f"bars (the same on CPU and GPU)", height=480, margin={"l": 10, "r": 10, "t": 110, "b": 10})
+                               f"bars (the same on CPU and GPU)", height=500, margin={"l": 50, "r": 10, "t": 150, "b": 10})
 
 
 def _range_bars(timings: Sequence[Timing]) -> dict[str, Any]:
@@ -314,9 +318,11 @@ def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us:
     """
     fig = go.Figure()
     labels = list(shares)
+    # a long label ("list_cache (not written: ...)") on two lines, or the rotated labels squeeze the bars flat
+    shown = [label.replace(" (", "<br>(", 1) for label in labels]
     for k, device_us in enumerate(device_steps_us):
         ys = [shares[label][k] for label in labels]
-        fig.add_trace(go.Bar(x=labels, y=ys, visible=k == active, marker_color=[
+        fig.add_trace(go.Bar(x=shown, y=ys, visible=k == active, marker_color=[
             COLORS["wait"] if y < 0.9 else COLORS["device"] for y in ys],
             text=[f"{y:.0%}" for y in ys], textposition="outside", cliponaxis=False, showlegend=False))
     steps = [{"label": f"{d / 1000:g} ms", "method": "update",
@@ -329,7 +335,7 @@ def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us:
                    + (f"{us_per_call:g} us per torch call" if us_per_call is not None
                       else f"queueing {host_us / 1000:g} ms per step")
                    + " and the device's work (slider) assumed", yaxis_title="device busy share (modelled)",
-                   yaxis_range=[0, 1.1], yaxis_tickformat=".0%", height=440)
+                   yaxis_range=[0, 1.1], yaxis_tickformat=".0%", xaxis_tickangle=0, height=480)
 
 
 # ----------------------------------------------------------------------------- the host/device model

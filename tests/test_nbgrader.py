@@ -129,6 +129,27 @@ def test_graded_is_practice_in_the_kernel_and_keeps_stderr_out_of_the_cell(capsy
         and capsys.readouterr().out)
 
 
+def test_practice_flags_what_the_grader_flags_before_it_is_handed_in(capsys, monkeypatch):
+    """Validate runs the grader's scan of the answer as the kernel last ran it: a flagged answer earns 0 there too,
+    with the grader's words; an honest one (a stray `import os` included) runs its checks."""
+    import types
+
+    import IPython
+
+    honest = "import os\n\ndef decode_step(batch):\n    return batch\n"
+    cheat = "import sys\n\ndef decode_step(batch):\n    return sys._getframe(1).f_locals\n"
+    ran: list[str] = []
+    for answer, flagged in ((honest, False), (cheat, True)):
+        shell = types.SimpleNamespace(user_ns={"In": ["", "from synclab import primer", answer]})
+        monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+        checks = [Check("0.1", "doubles", _doubles)]
+        value = graded("0.1", lambda: ran.append(answer) or run_checks("0.1", checks, _loud))
+        said = capsys.readouterr().out
+        assert (value == 0.0 and "the grader would flag Exercise 0.1" in said and "_getframe" in said) if flagged \
+            else (value == 1.0 and "would flag" not in said)
+    assert ran == [honest]  # the flagged answer's checks did not run
+
+
 def test_graded_runs_no_check_when_nbgrader_autogrades():
     """Under autograding the grader scores the cell; without the grader configured the cell errs (0, visibly)."""
     import os

@@ -185,6 +185,16 @@ def _needed(setup: list[str], reads_from: list[str]) -> list[str]:
     return list(reversed(needed))
 
 
+def answer_flags(answers: list[str], sources: list[str]) -> list[str]:
+    """What the grader's reading flags in ``answers`` (an exercise's answer cells), ``sources`` being every cell of
+    the notebook the reader wrote or ran: the scan the grader runs, which the practice check in a kernel runs too
+    (:func:`synclab.lab.grading.graded`), so a flagged answer is flagged before it is handed in."""
+    names = package_names(sources)
+    return ([f"names the grader's parts: {line}" for line in review_lines(answers, _TAMPERING)]
+            + [f"cell {n}, {finding}" for n, source in enumerate(answers, start=1)
+               for finding in suspicious(source, names)])
+
+
 def review_lines(sources: list[str], pattern: re.Pattern = _REVIEW) -> list[str]:
     """The reader's lines that match ``pattern`` in their code: comments and docstrings are prose, not code."""
     found = []
@@ -388,8 +398,10 @@ def sandbox_problem(sandbox: tuple[str, ...]) -> str | None:
     with tempfile.TemporaryDirectory(prefix="synclab-sandbox-") as cwd:
         os.chmod(cwd, 0o755)
         try:
-            proc = subprocess.run([*sandbox, sys.executable, "-c", "import synclab.lab.judge_worker"], cwd=cwd,
-                                  env=_worker_env(), capture_output=True, text=True, timeout=120)
+            # what the worker imports first: torch (the environment's) and the grading install's synclab
+            probe = "import torch, synclab.lab.judge_worker"
+            proc = subprocess.run([*sandbox, sys.executable, "-c", probe], cwd=cwd, env=_worker_env(),
+                                  capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"the sandbox command {' '.join(sandbox)!r} did not run: {exc}"
     if proc.returncode == 0:
