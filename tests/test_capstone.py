@@ -337,6 +337,10 @@ def test_load_fixes_runs_the_readers_labs_and_names_what_is_not_done(capsys, tmp
         in said and "Exercises 1.1 and 1.2 are not done" in said
     assert "runs the book's solution of 5.2" in said and "Traceback" not in said
     assert fresh.effective(EngineConfig()) == EngineConfig.baseline()  # what really runs
+    workload = ch6.ablation_workload(16)  # and it runs: nothing written, the same tokens as the book's baseline
+    got = ch6.comparable(ch6.run_engine(workload, EngineConfig(), fresh))
+    assert ch6.first_difference(got, ch6.comparable(ch6.run_engine(workload, EngineConfig.baseline(),
+                                                                   book_fixes()))) is None
     for name in ("01_slice_then_split", "02_lazy_streams", "03_pinned_transfers", "04_reverse_placeholder_scans",
                  "05_list_based_caches"):  # a folder of finished notebooks: the reader's, run as they are
         (tmp_path / f"{name}.ipynb").write_bytes((ROOT / "solutions" / f"{name}.ipynb").read_bytes())
