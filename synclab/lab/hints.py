@@ -189,7 +189,8 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
         Hint("the numbers involved",
              "An item covers `[pos.offset, pos.offset + pos.length)`; it costs `pos.get_num_embeds()` embeddings of "
              "budget and cache space. Shortening the window means `num_new_tokens = pos.offset - "
-             "num_computed_tokens`. Apply the disabled-chunking rule after the skips and before the fit, as the contract's last bullet says."),
+             "num_computed_tokens`. The contract's table is the order: the disabled-chunking stop (e) comes after "
+             "the skips and before the fit."),
     ),
     "6.1": (
         Hint("find them with the tools",
