@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from html import escape
 from typing import Any, Callable, Iterator
 
-from synclab.answer_keys import answer_in, checking
+from synclab.answer_keys import answer_in, checking, is_readers_code
 
 # CheckReport.summary, read back: "...: 4/5 checks passed" or "...: 3/4 checks passed (3/5 points)".
 _SUMMARY = re.compile(r": (?P<ok>\d+)/(?P<n>\d+) checks passed(?: \((?P<earned>[\d.]+)/(?P<points>\d+) points\))?")
@@ -345,6 +345,11 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
         with _time_limit(limit_s):
             check.run(impl, rng)
     except CheckFailed as exc:
+        if _raised_by_the_reader(exc):  # the checks' own exception, raised by the answer: a crash, worth nothing
+            return Outcome(**base, status="crashed", message=f"your code raised the checks' own CheckFailed "
+                           f"({exc.message!r}): only a check says a case failed, and how much it still earns",
+                           hint="raise an exception of your own (ValueError, ...) where the contract asks for one",
+                           case=exc.case)
         return Outcome(**base, status="failed", message=exc.message,
                        expected=_short(exc.expected) if exc.expected is not None else "",
                        got=_short(exc.got) if exc.got is not None else "",
@@ -364,6 +369,18 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
         return Outcome(**base, status="crashed", message=message, hint=explained or check.hint,
                        case=_case_of(exc, check), generic_hint=not explained)
     return Outcome(**base, status="passed")
+
+
+def _raised_by_the_reader(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while the reader's code was on the stack: its traceback, from the check down to
+    the raise, passes through a frame of the reader's (a check raises its verdicts after the reader's call
+    returned). A ``CheckFailed`` raised that way, or through the package's ``expect``, is not a check's verdict."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if is_readers_code(tb.tb_frame.f_code.co_filename):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:

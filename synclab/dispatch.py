@@ -11,7 +11,8 @@ the difference.
 :func:`count_torch_calls` counts them with a ``TorchFunctionMode``: a count, the
 same on every machine, so tests can assert it where they must not assert time.
 :class:`CountingList` counts the elements of a Python list that code reads (chapter 4's
-reverse scan against ``list.index``; chapter 6's output histories).
+reverse scan against ``list.index``; chapter 6's output histories); :class:`CountingHistory` does so with no way
+around the count, for chapter 4's checks.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import sys
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from collections.abc import MutableSequence
+from typing import Any, Callable, Iterable, Iterator
 
 from torch.overrides import TorchFunctionMode
 
@@ -115,3 +117,81 @@ class CountingList(list):
     def __add__(self, other: Any) -> list:
         self._add("x + y (builds a new list of every element)", len(self) + len(other))
         return list.__add__(self, other)
+
+
+class CountingHistory(MutableSequence):
+    """A token history that counts the elements code reads, as :class:`CountingList` does, with no way around it.
+
+    Not a ``list`` subclass: ``list``'s own C methods (``list.copy(x)``, ``list.__getitem__(x, i)``) refuse it
+    rather than read it uncounted, and ``==``, ``repr`` and iteration go through its counted methods. Chapter 4's
+    checks hand one to every call of the answer, so that no call can tell it is the counted one. The items sit in a
+    name-mangled slot (the grader's reading of an answer flags a name-mangled attribute reached from outside).
+    """
+
+    __slots__ = ("__items",)
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
+
+    def __init__(self, items: Iterable[Any] = ()) -> None:
+        self.__items = list(items)
+
+    def __len__(self) -> int:  # the length is the list's header: no element read
+        return len(self.__items)
+
+    def __getitem__(self, key: Any) -> Any:
+        item = self.__items[key]
+        if isinstance(key, slice):
+            CountingList._add("slicing (x[a:b] copies the slice)", len(item))
+        else:
+            CountingList._add("reading items one by one (x[i])", 1)
+        return item
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.__items[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        del self.__items[key]
+
+    def insert(self, index: int, value: Any) -> None:
+        self.__items.insert(index, value)
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in self.__items:
+            CountingList._add("iterating over the list from the start", 1)
+            yield item
+
+    def __reversed__(self) -> Iterator[Any]:
+        for item in reversed(self.__items):
+            CountingList._add("iterating backwards (reversed(x))", 1)
+            yield item
+
+    def __contains__(self, value: Any) -> bool:
+        CountingList._add(f"`{value!r} in x` (reads every element)", len(self.__items))
+        return value in self.__items
+
+    def index(self, value: Any, start: int = 0, stop: int = sys.maxsize) -> int:
+        position = self.__items.index(value, start, stop)
+        CountingList._add(f"list.index({value!r}) (scans from the start)", position + 1 - start)
+        return position
+
+    def count(self, value: Any) -> int:
+        CountingList._add(f"list.count({value!r}) (reads every element)", len(self.__items))
+        return self.__items.count(value)
+
+    def copy(self) -> list:
+        CountingList._add("x.copy() (copies the whole list)", len(self.__items))
+        return list(self.__items)
+
+    def __add__(self, other: Any) -> list:
+        CountingList._add("x + y (builds a new list of every element)", len(self.__items) + len(other))
+        return self.__items + list(other)
+
+    def __eq__(self, other: object) -> bool:
+        CountingList._add("x == y (reads every element)", len(self.__items))
+        return self.__items == (other.as_list() if isinstance(other, CountingHistory) else other)
+
+    def __repr__(self) -> str:
+        return repr(self.__items)
+
+    def as_list(self) -> list:
+        """The items as a plain list, uncounted: for the checks' own comparisons, after the counted call."""
+        return list(self.__items)

@@ -110,6 +110,14 @@ CHEATS = [  # (what it does, the cell, a phrase its finding must hold)
      "import torch\ndef f(x):\n    with torch._C.DisableTorchFunction():\n        return x.tolist()\n",
      "uses .DisableTorchFunction"),
     ("torch's modes imported", "from torch.overrides import TorchFunctionMode\n", "imports torch.overrides"),
+    ("a check's own run, reached for its exception (red team)",
+     "def _grab():\n    try:\n        primer.CHECKS_0_1[1].run(None, None)\n    except Exception as e:\n"
+     "        return type(e)\n", "reaches primer.CHECKS_0_1, the grader's own machinery"),
+    ("TorchScript, whose tolist the counters never see (red team)",
+     "import torch\ndef fetch(x):\n    return x.tolist()\nf = torch.jit.script(fetch)\n", "uses torch.jit"),
+    ("torch.compile", "import torch\n@torch.compile\ndef f(x):\n    return x + 1\n", "uses torch.compile"),
+    ("the counted history's items, read around the count",
+     "def f(ids):\n    return ids._CountingHistory__items[:]\n", "(name-mangled) attribute"),
     ("a Tensor that dispatches its own way",
      "import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, *a, **k):\n"
      "        return True\n", "defines __torch_function__"),

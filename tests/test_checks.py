@@ -478,3 +478,25 @@ def test_an_exercise_that_timed_out_in_the_graders_process_is_not_run_again(monk
     assert "not run again here" in report.outcomes[0].message
     assert {o.status for o in report.outcomes[1:]} == {"skipped"}
     assert not ready("0.1")  # the profiling cells leave it out, as after a hang in this kernel
+
+
+def test_a_checkfailed_the_answer_raises_itself_is_a_crash_worth_nothing():
+    """Red team: an answer that raised the checks' own CheckFailed with share=1.0 earned every check's points."""
+    import random as _random
+
+    from synclab import primer
+
+    namespace: dict = {"primer": primer, "random": _random}
+    exec(compile('''
+def _grab():
+    try:
+        primer.CHECKS_0_1[1].run(lambda b: None, random.Random(0))
+    except Exception as e:
+        return type(e)
+
+def decode_step(batch, _failed=_grab()):
+    raise _failed("all good", share=1.0)
+''', "<your cell 1>", "exec"), namespace)
+    report = primer.check_decode_step(namespace["decode_step"], seed=0)
+    assert report.earned == 0 and {o.status for o in report.outcomes} == {"crashed"}, str(report)
+    assert "raised the checks' own CheckFailed" in report.outcomes[0].message

@@ -521,3 +521,39 @@ def test_chapter_4s_picture_is_the_repair_either_version_makes():
     assert ch4.speculative_example(ReverseScanBatch) == ch4.speculative_example()
     (_, scheduled, _), (_, row, _), (_, repaired, _) = ch4.speculative_example()
     assert scheduled.count(-1) == 3 and row == [7, 8, -1] and repaired == [5, 6, 7, 8]
+
+
+class CopiesAroundTheCount(_RepairsEachRequest):  # red team: a full forward scan over list.copy(ids), read in C
+    def _repair(self, ids, row):
+        plain = list.copy(ids)
+        start = 0
+        for j, t in enumerate(plain):
+            if t != PLACEHOLDER:
+                start = j + 1
+        valid = len(row) if row[-1] != PLACEHOLDER else row.index(PLACEHOLDER)
+        ids[start:] = row[:min(valid, len(plain) - start)]
+
+
+class ShortcutWhenCounted(_RepairsEachRequest):  # red team: a one-placeholder shortcut when the history counts
+    def _repair(self, ids, row):
+        if type(ids).__name__.startswith("Counting"):
+            ids[len(ids) - 1:] = row[:1]
+            return
+        start = len(ids)
+        while start > 0 and ids[start - 1] == PLACEHOLDER:
+            start -= 1
+        valid = len(row) if row[-1] != PLACEHOLDER else row.index(PLACEHOLDER)
+        ids[start:] = row[:min(valid, len(ids) - start)]
+
+
+@pytest.mark.parametrize("wrong", [CopiesAroundTheCount, ShortcutWhenCounted])
+def test_no_call_escapes_the_count_nor_can_tell_it_is_counted(wrong):
+    """Every 4.1 check hands the answer the same counted history type, which list's C methods refuse: a read around
+    the count crashes every check, and a shortcut taken when counted is taken everywhere and fails on values."""
+    report = ch4.check_update_async_output_token_ids(wrong, seed=0)
+    if wrong is CopiesAroundTheCount:
+        assert report.earned == 0 and {o.status for o in report.outcomes} == {"crashed"}, str(report)
+        assert "doesn't apply to a 'CountingHistory' object" in report.outcomes[0].message, str(report)
+    else:
+        assert report.earned < report.points / 2, str(report)
+        assert any(o.status == "failed" and "fixed cases" in o.name for o in report.outcomes), str(report)

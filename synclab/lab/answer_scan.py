@@ -47,6 +47,8 @@ NAMED_ACCESS = {"getattr", "setattr", "delattr", "hasattr"}  # fine with a plain
 SIMULATION = {"mark_device", "unmark_device", "DisableTorchFunction", "DisableTorchFunctionSubclass",
               "_DisableTorchDispatch", "TorchFunctionMode", "TorchDispatchMode", "overrides", "no_dispatch",
               "_python_dispatch", "set_default_device", "to_dlpack", "from_dlpack", "dlpack", "__dlpack__"}
+# torch's compilers and its op registries: code they run calls torch's ops below the modes that count them.
+COMPILERS = {"jit", "compile", "library", "fx", "export", "ops"}
 # Functions that look attributes up, or evaluate text, from a string: getattr by another name.
 STRING_ACCESS = {"get_field", "vformat", "get_type_hints", "ForwardRef", "_eval_type", "evaluate_forward_ref",
                  "getattr_static", "attrgetter", "methodcaller", "import_module", "literal_eval"}
@@ -158,6 +160,8 @@ class _Scanner(ast.NodeVisitor):
             self._say(node, f"uses .{attr}, which looks attributes up or evaluates text from a string")
         elif attr in FRAME_ATTRS:
             self._say(node, f"reads .{attr}: frames, code objects and tracebacks lead into the grader")
+        elif re.fullmatch(r"_[A-Za-z]\w*?__\w+", attr) and not attr.endswith("__"):
+            self._say(node, f"reaches .{attr}, a class's private (name-mangled) attribute from outside it")
         elif attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
             self._say(node, f"uses .{attr}")
         elif attr.startswith("_") and not attr.startswith("__") and isinstance(root := _root(value), ast.Name) \
@@ -168,8 +172,10 @@ class _Scanner(ast.NodeVisitor):
             # (Base._hook(self, ...) where the answer's subclass overrides _hook: the base's version, as super()
             # would call it, so it passes)
             self._say(node, f"uses {ast.unparse(value)}.{attr}, a private part of the package")
-        elif self._of_package(value) and (attr == "checks" or attr.startswith("check_") or attr in MACHINERY):
+        elif self._of_package(value) and (attr == "checks" or attr.startswith(("check_", "CHECKS")) or attr in MACHINERY):
             self._say(node, f"reaches {ast.unparse(value)}.{attr}, the grader's own machinery")
+        elif attr in COMPILERS and isinstance(root := _root(value), ast.Name) and root.id == "torch":
+            self._say(node, f"uses torch.{attr}: compiled code runs torch's ops where the grader cannot count them")
         elif attr in SIMULATION:
             self._say(node, f"uses .{attr}, which changes what the grader counts (the device's tensors, torch's modes)")
         elif attr in ("sys", "os", "gc", "inspect", "ctypes", "builtins", "importlib", "modules", "_getframe",
