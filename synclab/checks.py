@@ -345,16 +345,20 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
         with _time_limit(limit_s):
             check.run(impl, rng)
     except CheckFailed as exc:
-        if _raised_by_the_reader(exc):  # the checks' own exception, raised by the answer: a crash, worth nothing
+        frames = _frames_of(exc)
+        if frames and is_readers_code(frames[-1]):  # the checks' own exception, raised by the answer: a crash
             return Outcome(**base, status="crashed", message=f"your code raised the checks' own CheckFailed "
                            f"({exc.message!r}): only a check says a case failed, and how much it still earns",
                            hint="raise an exception of your own (ValueError, ...) where the contract asks for one",
                            case=exc.case)
+        # Raised by the package while the answer was on the stack (a strict collaborator the checks handed it, or
+        # the package's expect() called by the answer): a failure, but never a share of the points
+        under_the_answer = any(is_readers_code(filename) for filename in frames)
         return Outcome(**base, status="failed", message=exc.message,
                        expected=_short(exc.expected) if exc.expected is not None else "",
                        got=_short(exc.got) if exc.got is not None else "",
                        hint=exc.hint or check.hint, case=exc.case, generic_hint=not exc.hint,
-                       share=min(max(float(exc.share), 0.0), 1.0))
+                       share=0.0 if under_the_answer else min(max(float(exc.share), 0.0), 1.0))
     except NotImplementedError as exc:
         return Outcome(**base, status="not implemented",
                        message=f"not implemented yet ({exc})" if str(exc) else "not implemented yet")
@@ -371,16 +375,13 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
     return Outcome(**base, status="passed")
 
 
-def _raised_by_the_reader(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised while the reader's code was on the stack: its traceback, from the check down to
-    the raise, passes through a frame of the reader's (a check raises its verdicts after the reader's call
-    returned). A ``CheckFailed`` raised that way, or through the package's ``expect``, is not a check's verdict."""
-    tb = exc.__traceback__
+def _frames_of(exc: BaseException) -> list[str]:
+    """The file of each frame ``exc`` passed through, from the check down to the raise."""
+    files, tb = [], exc.__traceback__
     while tb is not None:
-        if is_readers_code(tb.tb_frame.f_code.co_filename):
-            return True
+        files.append(tb.tb_frame.f_code.co_filename)
         tb = tb.tb_next
-    return False
+    return files
 
 
 def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:

@@ -500,3 +500,19 @@ def decode_step(batch, _failed=_grab()):
     report = primer.check_decode_step(namespace["decode_step"], seed=0)
     assert report.earned == 0 and {o.status for o in report.outcomes} == {"crashed"}, str(report)
     assert "raised the checks' own CheckFailed" in report.outcomes[0].message
+
+
+def test_a_checkfailed_the_package_raises_under_the_answer_is_a_failure_worth_no_share():
+    """A strict collaborator the checks handed the answer raises CheckFailed while the answer is on the stack: the
+    message stands (it names the fault), but no share of the points; nor for expect() called by the answer."""
+    from synclab.checks import Check, expect, run_checks
+
+    def run(impl, rng):
+        impl(lambda: expect(False, "a strict collaborator refused", share=1.0))
+
+    namespace: dict = {}
+    exec(compile("def answer(collaborator):\n    collaborator()\n", "<your cell 1>", "exec"), namespace)
+    report = run_checks("9.9", [Check("9.9", "strict", run)], namespace["answer"])
+    (outcome,) = report.outcomes
+    assert outcome.status == "failed" and outcome.message == "a strict collaborator refused" and report.earned == 0
+

@@ -85,10 +85,10 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "A `non_blocking` upload is asynchronous only from pinned memory. So build (or copy) the host data "
              "into a pinned tensor first, when the platform has pinned memory, and only then send it."),
         Hint("which calls",
-             "`torch.as_tensor` / `torch.tensor(data, dtype=dtype)` accepts lists and arrays; a CPU tensor needs "
-             "converting to the dtype and a pinned copy of its own (`pin_memory()` returns an already pinned "
-             "tensor as is, and the caller may reuse theirs). Ask `is_pin_memory_available()`, then one "
-             "`.to(device, non_blocking=True)`."),
+             "`torch.as_tensor` / `torch.tensor(data, dtype=dtype)` accepts lists and arrays; a pageable CPU tensor "
+             "needs converting to the dtype and a pinned copy of its own, since the caller may reuse theirs; one "
+             "that is pinned already may go as it is (`pin_memory()` returns it unchanged). Ask "
+             "`is_pin_memory_available()`, then one `.to(device, non_blocking=True)`."),
     ),
     "3.2": (
         Hint("where to build the id matrix",

@@ -202,7 +202,8 @@ def query_workload(range_cls: RangeClass, num_items: int = 64, length: int = 256
 
 
 # A counted call whose answers differ from the reference: code that took another path because it was counted.
-_COUNTED_HINT = "the calls counted must answer as every other call does: no other path while counted"
+_COUNTED_HINT = ("the same questions the other checks ask, here counted: the fixed cases' and random masks' messages "
+                 "say what is wrong with the answer")
 
 
 def _check_no_torch_calls(range_cls: RangeClass, rng: random.Random) -> None:
@@ -253,9 +254,17 @@ def query_ratio(range_cls: RangeClass, min_run_time: float = 0.1) -> float:
     return timings["tensor cache"].median_us / timings["yours"].median_us
 
 
+def _short(answers: list) -> str:
+    text = repr(answers)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
 def _check_ratio(range_cls: RangeClass, rng: random.Random) -> None:
-    answers = [x for triple in query_workload(range_cls, num_items=4)() for part in triple
-               for x in (part if isinstance(part, tuple) else (part,))]
+    got, want = query_workload(range_cls, num_items=4)(), query_workload(_PlaceholderRangeReference, num_items=4)()
+    if got != want:  # timed answers are compared with the tensor cache's: a wrong one is not timed
+        raise CheckFailed("not timed: the answers differ from the tensor cache's", expected=_short(want),
+                          got=_short(got), hint="see the fixed cases' and random masks' checks")
+    answers = [x for triple in got for part in triple for x in (part if isinstance(part, tuple) else (part,))]
     odd = sorted({type(x).__name__ for x in answers if type(x) is not int})
     if odd:  # timed answers are compared with the tensor cache's: only ints compare as the scheduler uses them
         raise CheckFailed("not timed: the answers must be Python ints first", expected="int", got=", ".join(odd),
