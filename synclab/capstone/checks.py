@@ -92,17 +92,23 @@ def _check_flat_in(parameter: str) -> Callable[[Callable[[], RunnerClass], rando
 NO_STRAY = "the planted runner's outputs, with 0 stray syncs per step and at most 1 planned wait"
 # The planted runner already has the right outputs and flat host work: the work counts once its syncs are gone, on
 # a run whose tokens are right, so a runner that changes nothing earns nothing.
+# Each runs whole engines: about 4 s on an idle 2-core machine, and several times that on a loaded one, which must
+# not read as a hung answer (a learner's review saw a correct one time out at a load of 6)
 HUNT_CHECKS = [
-    Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=60.0),
-    Check("6.1", "host work per step flat in output length", _check_flat_in("output length"), after=NO_STRAY),
-    Check("6.1", "host work per step flat in images per request", _check_flat_in("images"), after=NO_STRAY),
-    Check("6.1", "host work per step flat in tokens generated", _check_flat_in("tokens generated"), after=NO_STRAY),
+    Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=90.0),
+    Check("6.1", "host work per step flat in output length", _check_flat_in("output length"), after=NO_STRAY,
+          timeout_s=90.0),
+    Check("6.1", "host work per step flat in images per request", _check_flat_in("images"), after=NO_STRAY,
+          timeout_s=90.0),
+    Check("6.1", "host work per step flat in tokens generated", _check_flat_in("tokens generated"), after=NO_STRAY,
+          timeout_s=90.0),
 ]
+HUNT_LIMIT_S = 200.0  # the four together (the grader gives an exercise 240 s)
 
 
 def check_sync_hunt(clean_runner: Callable[[], RunnerClass], seed: int | None = None) -> CheckReport:
     """Exercise 6.1: ``clean_runner()`` returns ``PlantedRunner``'s subclass without stray syncs."""
-    return run_checks("Exercise 6.1 (the sync hunt)", HUNT_CHECKS, clean_runner, seed=seed)
+    return run_checks("Exercise 6.1 (the sync hunt)", HUNT_CHECKS, clean_runner, seed=seed, limit_s=HUNT_LIMIT_S)
 
 
 
@@ -262,8 +268,8 @@ def _reading_why(question: str, truth: dict[str, Any]) -> str:
     if question == "cuts_torch_calls":
         return "torch calls per step saved: " + ", ".join(f"{p} {saved[p]['torch calls']:g}" for p in PATTERNS)
     if question == "saving_grows_with":
-        return ("read the host-work figure: a fix's saving is the gap to the baseline; see which gap widens from "
-                "16 to 256 tokens out, and which from 2 to 16 images")
+        return ("read the host-work table (or its figure): a fix's saving is the gap to the baseline; see which gap "
+                "widens from 16 to 256 tokens out, and which from 2 to 16 images")
     return ("a sync makes the host wait until the device has drained its queue; one left anywhere in the step "
             "costs the device that idle time, whichever others are gone (the MODEL shows it)")
 

@@ -60,7 +60,8 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     Exercise("5.1", "ch5", 10, ("ListCachedRange",), "ch5.check_placeholder_range(ListCachedRange)"),
     Exercise("5.2", "ch5", 10, ("EncoderScheduler",), "ch5.check_encoder_scheduler(EncoderScheduler)"),
     Exercise("6.1", "ch6", 12, ("clean_runner",), "ch6.check_sync_hunt(clean_runner)"),
-    Exercise("6.2", "ch6", 8, ("ablation_row",), "ch6.check_ablation_row(ablation_row)"),
+    Exercise("6.2", "ch6", 3, ("ablation_row",), "ch6.check_ablation_row(ablation_row)",
+             stretch=True),  # 6.3 reads the counts the lab prints: the core fits a learner's 75 minutes without it
     Exercise("6.3", "ch6", 4, ("my_reading",), "ch6.check_ablation_reading(my_reading)"),
 ]}
 

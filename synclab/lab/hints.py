@@ -214,9 +214,9 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "Compare each fix's row with the baseline's, one measure at a time: which numbers moved, and which "
              "stayed where they were?"),
         Hint("what grows with what",
-             "The history read grows with the output's length; the torch calls with the number of images per "
-             "request. For the last question, use the primer's model: a step waits for the device as long as any "
-             "stray sync remains."),
+             "In the host-work table, read each fix's gap to the baseline across the four columns: one pair of "
+             "columns differs only in the tokens already out, the other only in the images per request. For the "
+             "last question, use the primer's model: how long does a step wait while any stray sync remains?"),
     ),
 }
 
