@@ -826,7 +826,11 @@ def test_reading_the_ablation_passes_on_the_solution_and_earns_a_share_per_right
     as_tuple = ch6.check_ablation_reading(lambda: dict(READING, saving_grows_with=("output length", "images")))
     assert "saving_grows_with: the format: a dict keyed by the two fixes" in as_tuple.outcomes[0].got
     unnamed = ch6.check_ablation_reading(lambda: dict(READING, cuts_torch_calls="the list cache"))
-    assert "name a fix by its pattern" in unnamed.outcomes[0].message
+    assert "cuts_torch_calls: name a fix by its pattern" in unnamed.outcomes[0].got
+    assert unnamed.outcomes[0].earned == pytest.approx(unnamed.outcomes[0].points * 5 / 6, abs=1e-3)  # that one only
+    spelled = ch6.check_ablation_reading(lambda: dict(READING, removes_most_syncs="Pinned uploads",
+                                                      cuts_torch_calls="list-cache"))
+    assert spelled.passed, spelled  # a fix's name as a reader writes it is that fix
 
 
 def test_the_pages_model_numbers_come_from_the_model_of_the_counts():

@@ -196,10 +196,12 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
         Hint("find them with the tools",
              "Run one step under `count_syncs()` and read the events: each names a line. Group them by the feature "
              "they belong to before you change anything."),
-        Hint("the fixes are the book's patterns",
-             "Each stray sync is one of the five chapters' patterns: a value the host already has read back from "
-             "the device, a blocking upload of a Python list, a scalar read only to be written again. Keep the "
-             "data on the side that uses it."),
+        Hint("three kinds, three remedies",
+             "The syncs are of three kinds: an upload of a Python list that blocks (send it as chapter 3 does, "
+             "with `self.upload`); a result whose size depends on device data (`nonzero`, a boolean mask), whose "
+             "answer the host could compute from what it already knows; and a device value read back per request "
+             "that a hook receiving the host copy could read instead. Keep each piece of data on the side that "
+             "uses it."),
     ),
     "6.2": (
         Hint("one count per step",
