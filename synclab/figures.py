@@ -400,7 +400,8 @@ def model_slider_figure(host_us: float, device_us: float, sync_values: Sequence[
                                 "pad": {"t": 50}}])
     return _layout(fig, _title_for(runs[0]), barmode="overlay", xaxis={"range": [0, x_max], "title": "time (us, modelled)"},
                    height=440, yaxis={"categoryarray": ["device", "host"]}, margin={"l": 10, "r": 10, "t": 110, "b": 10},
-                   legend={"orientation": "h", "yanchor": "bottom", "y": 1.01, "xanchor": "right", "x": 1})
+                   # on the left: the right is where plotly's toolbar appears over the plot
+                   legend={"orientation": "h", "yanchor": "bottom", "y": 1.01, "xanchor": "left", "x": 0})
 
 
 def _title_for(run: ModelRun) -> str:
