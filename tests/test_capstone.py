@@ -694,7 +694,7 @@ def test_the_host_work_table_has_the_shape_the_page_says():
     from synclab.capstone.profiling import HOST_WORK_POINTS
 
     assert HOST_WORK_POINTS == ((16, 2), (256, 2), (16, 16), (256, 16))  # short/long output, few/many images
-    table = ch6.host_work_table(components=ch6.book_fixes())
+    table = ch6.book_host_work()
     base = table["baseline"]
     assert base[1] > 2 * base[0] and base[2] > base[0]  # grows with the output's length and with the images
     scan, cache, every = table["reverse_scan"], table["list_cache"], table["all fixes"]
@@ -732,7 +732,7 @@ def test_the_ablation_counts_are_ordered_as_the_fixes_predict_and_a_wrong_fix_br
     """Chapter 6's CPU ablation: counted per decode step of the capstone's workload, with their spread."""
     from dataclasses import replace
 
-    counts = ch6.ablation_counts(ch6.capstone_workload(), components=ch6.book_fixes())
+    counts = ch6.book_ablation_counts()
     assert ch6.ablation_order_problems(counts) == []
     assert set(counts) == {c.label for c in ch6.ablation_configs()}
     assert all(len(v) >= 5 for row in counts.values() for v in row.values())  # a spread over several steps
@@ -838,7 +838,7 @@ def test_the_pages_model_numbers_come_from_the_model_of_the_counts():
     from synclab.capstone.profiling import counted_busy_share_model
 
     page = (Path(__file__).parents[1] / "book" / "06_capstone_engine_step.md").read_text()
-    shares = counted_busy_share_model(ch6.ablation_counts(components=ch6.book_fixes()), [1000])
+    shares = counted_busy_share_model(ch6.book_ablation_counts(), [1000])
     said = {"baseline": "the baseline keeps the device {:.0%} busy", "pinned_uploads": "pinned uploads alone {:.0%}",
             "list_cache": "the list cache alone {:.0%}", "all fixes": "all five fixes {:.0%}"}
     text = " ".join(page.split())

@@ -229,15 +229,13 @@ def _measured_reading() -> dict[str, Any]:
 
 
 def _read_counts() -> dict[str, Any]:
-    from synclab.capstone.profiling import HOST_WORK_POINTS, ablation_counts, host_work_table
+    from synclab.capstone.profiling import HOST_WORK_POINTS, book_ablation_counts, book_host_work
 
-    singles = [EngineConfig.only(p) for p in PATTERNS]
-    counts = ablation_counts(configs=[EngineConfig.baseline(), *singles], components=book_fixes())
+    counts = book_ablation_counts()  # every configuration; the baseline and each fix alone are read here
     med = {label: {m: statistics.median(v) for m, v in row.items()} for label, row in counts.items()}
     base = med["baseline"]
     saved = {p: {m: base[m] - med[p][m] for m in base} for p in PATTERNS}
-    table = host_work_table(configs=[EngineConfig.baseline(), EngineConfig.only("reverse_scan"),
-                                     EngineConfig.only("list_cache")], components=book_fixes())
+    table = book_host_work()
     assert HOST_WORK_POINTS[:3] == ((16, 2), (256, 2), (16, 16))  # few/short, then longer, then more images
 
     def grows_with(fix: str) -> str:

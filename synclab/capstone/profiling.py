@@ -22,13 +22,14 @@ import statistics
 import sys
 import time
 from contextlib import contextmanager, nullcontext
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from torch.overrides import TorchFunctionMode
 
 from synclab.capstone.workloads import (ABLATION_LENGTHS, Workload, ablation_configs, ablation_workload,
-                                        capstone_workload, counting_histories, current_fixes,
+                                        book_fixes, capstone_workload, counting_histories, current_fixes,
                                         host_work_in_decode_step, is_planned,
                                         run_engine, step_syncs)
 from synclab.claims import Faster, Within, declare, validated
@@ -141,6 +142,20 @@ def ablation_order_problems(counts: dict[str, dict[str, list[int]]]) -> list[str
     return problems
 
 
+@lru_cache(maxsize=1)
+def _book_ablation_counts() -> dict[str, dict[str, tuple[int, ...]]]:
+    counts = ablation_counts(capstone_workload(), components=book_fixes())
+    return {label: {measure: tuple(v) for measure, v in row.items()} for label, row in counts.items()}
+
+
+def book_ablation_counts() -> dict[str, dict[str, list[int]]]:
+    """:func:`ablation_counts` of the capstone's workload with the book's fixes, every configuration of the ablation.
+
+    Counted once per process (the counts are the same every time): Exercise 6.3's answers, the lab's rows for fixes
+    not written yet, and the tests all read them. A fresh copy on every call."""
+    return {label: {measure: list(v) for measure, v in row.items()} for label, row in _book_ablation_counts().items()}
+
+
 def ablation_counts_figure(counts: dict[str, dict[str, list[int]]], title: str) -> Any:
     """:func:`ablation_counts` as two panels of boxes, one per configuration: the spread is over the decode steps."""
     from synclab import figures
@@ -164,6 +179,16 @@ def host_work_table(configs: list[EngineConfig] | None = None,
     return {components.label_for(config): [host_work_in_decode_step(EngineRunner, config, n, m, components).total
                                            for n, m in points]
             for config in configs or ablation_configs()}
+
+
+@lru_cache(maxsize=1)
+def _book_host_work() -> dict[str, tuple[int, ...]]:
+    return {label: tuple(counts) for label, counts in host_work_table(components=book_fixes()).items()}
+
+
+def book_host_work() -> dict[str, list[int]]:
+    """:func:`host_work_table` with the book's fixes, every configuration: counted once per process, a fresh copy."""
+    return {label: list(counts) for label, counts in _book_host_work().items()}
 
 
 def host_work_figure(table: dict[str, list[int]], points: Sequence[tuple[int, int]] = HOST_WORK_POINTS) -> Any:
