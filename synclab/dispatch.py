@@ -10,9 +10,8 @@ the difference.
 
 :func:`count_torch_calls` counts them with a ``TorchFunctionMode``: a count, the
 same on every machine, so tests can assert it where they must not assert time.
-:class:`CountingList` counts the elements of a Python list that code reads (chapter 4's
-reverse scan against ``list.index``; chapter 6's output histories); :class:`CountingHistory` does so with no way
-around the count, for chapter 4's checks.
+:class:`CountingList` counts the elements of a list of tokens that code reads (chapter 4's
+reverse scan against ``list.index``; chapter 6's output histories).
 """
 
 from __future__ import annotations
@@ -68,9 +67,18 @@ def count_torch_calls() -> Iterator[TorchCalls]:
         yield calls
 
 
-class CountingList(list):
-    """A list that counts the elements Python code touches (``touched``), and by which operation (``by_op``)."""
+class CountingList(MutableSequence):
+    """A list of tokens that counts the elements Python code reads (``touched``), and by which operation (``by_op``).
 
+    Not a ``list`` subclass, so there is no way around the count: ``list``'s own C methods (``list.copy(x)``,
+    ``list.__getitem__(x, i)``) refuse it rather than read it uncounted, and ``==``, ``repr`` and iteration go
+    through its counted methods. Chapter 4's checks hand one to every call of the answer, so that no call can tell
+    it is the counted one; chapter 6 counts its output histories with it. The items sit in a name-mangled slot (the
+    grader's reading of an answer flags a name-mangled attribute reached from outside).
+    """
+
+    __slots__ = ("__items",)
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
     touched = 0
     by_op: Counter[str] = Counter()
 
@@ -78,58 +86,6 @@ class CountingList(list):
     def _add(op: str, n: int) -> None:
         CountingList.touched += n
         CountingList.by_op[op] += n
-
-    def __getitem__(self, key: Any) -> Any:
-        item = super().__getitem__(key)
-        if isinstance(key, slice):
-            self._add("slicing (x[a:b] copies the slice)", len(item))
-        else:
-            self._add("reading items one by one (x[i])", 1)
-        return item
-
-    def index(self, value: Any, *args: Any) -> int:
-        position = super().index(value, *args)
-        self._add(f"list.index({value!r}) (scans from the start)", position + 1 - (args[0] if args else 0))
-        return position
-
-    def count(self, value: Any) -> int:
-        self._add(f"list.count({value!r}) (reads every element)", len(self))
-        return super().count(value)
-
-    def __contains__(self, value: Any) -> bool:
-        self._add(f"`{value!r} in x` (reads every element)", len(self))
-        return super().__contains__(value)
-
-    def __iter__(self) -> Iterator[Any]:
-        for item in super().__iter__():
-            self._add("iterating over the list from the start", 1)
-            yield item
-
-    def __reversed__(self) -> Iterator[Any]:
-        for item in super().__reversed__():
-            self._add("iterating backwards (reversed(x))", 1)
-            yield item
-
-    def copy(self) -> list:
-        self._add("x.copy() (copies the whole list)", len(self))
-        return list(super().__iter__())
-
-    def __add__(self, other: Any) -> list:
-        self._add("x + y (builds a new list of every element)", len(self) + len(other))
-        return list.__add__(self, other)
-
-
-class CountingHistory(MutableSequence):
-    """A token history that counts the elements code reads, as :class:`CountingList` does, with no way around it.
-
-    Not a ``list`` subclass: ``list``'s own C methods (``list.copy(x)``, ``list.__getitem__(x, i)``) refuse it
-    rather than read it uncounted, and ``==``, ``repr`` and iteration go through its counted methods. Chapter 4's
-    checks hand one to every call of the answer, so that no call can tell it is the counted one. The items sit in a
-    name-mangled slot (the grader's reading of an answer flags a name-mangled attribute reached from outside).
-    """
-
-    __slots__ = ("__items",)
-    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
 
     def __init__(self, items: Iterable[Any] = ()) -> None:
         self.__items = list(items)
@@ -187,7 +143,7 @@ class CountingHistory(MutableSequence):
 
     def __eq__(self, other: object) -> bool:
         CountingList._add("x == y (reads every element)", len(self.__items))
-        return self.__items == (other.as_list() if isinstance(other, CountingHistory) else other)
+        return self.__items == (other.as_list() if isinstance(other, CountingList) else other)
 
     def __repr__(self) -> str:
         return repr(self.__items)

@@ -117,7 +117,7 @@ CHEATS = [  # (what it does, the cell, a phrase its finding must hold)
      "import torch\ndef fetch(x):\n    return x.tolist()\nf = torch.jit.script(fetch)\n", "uses torch.jit"),
     ("torch.compile", "import torch\n@torch.compile\ndef f(x):\n    return x + 1\n", "uses torch.compile"),
     ("the counted history's items, read around the count",
-     "def f(ids):\n    return ids._CountingHistory__items[:]\n", "(name-mangled) attribute"),
+     "def f(ids):\n    return ids._CountingList__items[:]\n", "(name-mangled) attribute"),
     ("a Tensor that dispatches its own way",
      "import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, *a, **k):\n"
      "        return True\n", "defines __torch_function__"),

@@ -553,7 +553,7 @@ def test_no_call_escapes_the_count_nor_can_tell_it_is_counted(wrong):
     report = ch4.check_update_async_output_token_ids(wrong, seed=0)
     if wrong is CopiesAroundTheCount:
         assert report.earned == 0 and {o.status for o in report.outcomes} == {"crashed"}, str(report)
-        assert "doesn't apply to a 'CountingHistory' object" in report.outcomes[0].message, str(report)
+        assert "doesn't apply to a 'CountingList' object" in report.outcomes[0].message, str(report)
     else:
         assert report.earned < report.points / 2, str(report)
         assert any(o.status == "failed" and "fixed cases" in o.name for o in report.outcomes), str(report)

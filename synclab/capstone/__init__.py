@@ -14,7 +14,8 @@ The engine itself is :mod:`synclab.engine.engine_core` (and :mod:`synclab.engine
 
 from synclab.capstone.checks import ALONE_REASONS, READING_QUESTIONS, check_ablation_reading, check_ablation_row, check_sync_hunt
 from synclab.capstone.planted import PlantedRunner
-from synclab.capstone.profiling import (HOST_WORK_POINTS, ablation_counts, book_ablation_counts, book_host_work, ablation_counts_figure, ablation_order_problems, counted_busy_share_model,
+from synclab.capstone.profiling import (HOST_WORK_POINTS, ablation_counts, ablation_counts_figure, ablation_order_problems,
+                                        book_ablation_counts, book_host_work, counted_busy_share_model,
                                         busy_share, busy_share_model, gpu_ablation, host_time_sweep, host_work_figure,
                                         host_work_table, modelled_busy_share, step_host_events, sync_table,
                                         trace_lanes)
@@ -24,7 +25,8 @@ from synclab.capstone.workloads import (ablation_configs, ablation_workload, boo
                                         step_syncs, stray_sources)
 
 __all__ = ["ALONE_REASONS", "HOST_WORK_POINTS", "PlantedRunner", "READING_QUESTIONS", "ablation_counts", "ablation_counts_figure",
-           "ablation_order_problems", "book_ablation_counts", "book_host_work", "capstone_workload", "counted_busy_share_model", "ablation_configs", "ablation_workload", "book_fixes", "busy_share",
+           "ablation_order_problems", "book_ablation_counts", "book_host_work",
+           "capstone_workload", "counted_busy_share_model", "ablation_configs", "ablation_workload", "book_fixes", "busy_share",
            "busy_share_model", "check_ablation_reading", "check_ablation_row", "check_sync_hunt", "comparable", "decode_workload",
            "first_difference", "gpu_ablation", "host_time_sweep", "host_work_figure", "host_work_in_decode_step",
            "host_work_per_decode_step", "host_work_table", "is_planned", "load_fixes", "modelled_busy_share", "random_mix",

@@ -22,8 +22,8 @@ import statistics
 import sys
 import time
 from contextlib import contextmanager, nullcontext
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Iterator, Sequence
 
 from torch.overrides import TorchFunctionMode

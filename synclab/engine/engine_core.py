@@ -258,7 +258,7 @@ class _StepLayout:
 class EngineRunner:
     """The worker: keeps the model, the KV-cache slots and the async state; ``execute_model`` queues a step."""
 
-    history_type: type[list] = list  # the output histories' list type (chapter 6 counts touches with its own)
+    history_type: Callable[[list[int]], Any] = list  # the output histories' type (chapter 6 counts its own)
 
     def __init__(self, config: EngineConfig, components: Components, model_config: ModelConfig = CPU_MODEL,
                  device: DeviceLike | None = None) -> None:

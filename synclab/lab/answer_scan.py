@@ -172,7 +172,8 @@ class _Scanner(ast.NodeVisitor):
             # (Base._hook(self, ...) where the answer's subclass overrides _hook: the base's version, as super()
             # would call it, so it passes)
             self._say(node, f"uses {ast.unparse(value)}.{attr}, a private part of the package")
-        elif self._of_package(value) and (attr == "checks" or attr.startswith(("check_", "CHECKS")) or attr in MACHINERY):
+        elif self._of_package(value) and (attr == "checks" or attr.startswith(("check_", "CHECKS"))
+                                          or attr in MACHINERY):
             self._say(node, f"reaches {ast.unparse(value)}.{attr}, the grader's own machinery")
         elif attr in COMPILERS and isinstance(root := _root(value), ast.Name) and root.id == "torch":
             self._say(node, f"uses torch.{attr}: compiled code runs torch's ops where the grader cannot count them")

@@ -77,11 +77,11 @@ def _flags_in_this_kernel(task: str) -> list[str]:
     from IPython import get_ipython
 
     from synclab.lab.exercises import EXERCISES
-    from synclab.lab.judge import _defines_any, answer_flags
+    from synclab.lab.judge import defines_any, answer_flags
 
     shell, exercise = get_ipython(), EXERCISES.get(task)
     if shell is None or exercise is None:
         return []
     history = [cell for cell in shell.user_ns.get("In", []) if cell]
-    answers = [cell for cell in history if _defines_any(cell, set(exercise.defines))][-1:]
+    answers = [cell for cell in history if defines_any(cell, set(exercise.defines))][-1:]
     return answer_flags(answers, history) if answers else []

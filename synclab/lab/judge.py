@@ -124,7 +124,7 @@ def _defined_names(source: str) -> set[str]:
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
-def _defines_any(source: str, names: set[str]) -> bool:
+def defines_any(source: str, names: set[str]) -> bool:
     """Whether ``source`` defines one of ``names`` at top level (read from its lines: it may not parse)."""
     return any(re.search(rf"^(async def|def|class) {re.escape(n)}\b", source, re.M) for n in names)
 
@@ -243,7 +243,7 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
         if cell.cell_type == "code" and index >= first and index not in checks and \
                 (trusted is None or cell.get("id") not in setup_ids):
             source = _code(cell)
-            answers = _tasks_of(cell) | {t for t, defined in names.items() if _defines_any(source, defined)}
+            answers = _tasks_of(cell) | {t for t, defined in names.items() if defines_any(source, defined)}
             reader.append((index, source, sorted(answers)))
     exercises, reviews, reads = [], {}, []
     tampering: dict[str, list[str]] = {}

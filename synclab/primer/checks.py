@@ -6,6 +6,7 @@ A room of :mod:`synclab.primer` (its docstring tells the chapter).
 from __future__ import annotations
 
 import random
+from contextlib import nullcontext
 from typing import Callable
 
 import torch
@@ -65,11 +66,8 @@ def _same_step(impl: DecodeStep, batch: DecodeBatch, case: str, *, counted: bool
     mine, ref = copy_batch(batch), copy_batch(batch)
     lists_before = [id(o) for o in mine.output_token_ids]
     lens_before = [len(o) for o in mine.output_token_ids]
-    want, report = _decode_step_reference(ref), None
-    if counted:
-        with count_syncs() as report:
-            got = impl(mine)
-    else:
+    want = _decode_step_reference(ref)
+    with count_syncs() if counted else nullcontext() as report:
         got = impl(mine)
     expect(isinstance(got, StepOutput), "decode_step must return a StepOutput", got=type(got).__name__, case=case)
     # Values alone cannot tell an int from a 0-d tensor holding it: check the types first.
@@ -126,12 +124,8 @@ def _rejects_nan(impl: DecodeStep, batch: DecodeBatch, case: str, *, counted: bo
     """``impl`` over NaN logits raises ValueError and changes nothing; ``counted``: under ``count_syncs``."""
     before = [list(o) for o in batch.output_token_ids]
     lens_cpu, lens_gpu = batch.seq_lens_cpu.tolist(), batch.seq_lens_gpu.cpu().tolist()
-    report = None
     try:
-        if counted:
-            with count_syncs() as report:
-                impl(batch)
-        else:
+        with count_syncs() if counted else nullcontext() as report:
             impl(batch)
     except ValueError:
         expect_equal(batch.output_token_ids, before, what="output lists after a rejected step",

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from synclab.device import mark_device
-from synclab.dispatch import CountingHistory
+from synclab.dispatch import CountingList
 from synclab.engine.input_batch import CachedRequestState, InputBatch, PLACEHOLDER
 from synclab.engine.input_batch_baseline import InputBatchBaseline
 from synclab.sim import cuda as sim_cuda
@@ -36,7 +36,7 @@ def build_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[li
                ) -> tuple[InputBatch, list[CachedRequestState]]:
     """A batch whose requests hold ``outputs`` and whose last step sampled ``sampled`` (rows ``rows``; None: new)."""
     batch = batch_cls()
-    make = CountingHistory if counting else list  # counting: the checks' histories, counted whatever reads them
+    make = CountingList if counting else list  # counting: the checks' histories, counted whatever reads them
     states = [CachedRequestState(f"req-{i}", [1, 2, 3], make(ids)) for i, ids in enumerate(outputs)]
     for state in states:
         batch.add_request(state)
@@ -80,7 +80,7 @@ def _run_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[lis
               history_needed: bool = True, counting: bool = True) -> tuple[list[CachedRequestState], Any, int]:
     """Run one repair under simulated CUDA; the request states, the sync report, and the waits on the event.
 
-    The checks' runner: every history is a :class:`~synclab.dispatch.CountingHistory`, counted or not, so that no
+    The checks' runner: every history is a :class:`~synclab.dispatch.CountingList`, counted or not, so that no
     call can tell the counted one from the others."""
     with sim_cuda.simulated_cuda() as device, count_syncs(simulate=True) as report:
         event = torch.cuda.Event()
