@@ -311,7 +311,8 @@ def gpu_ablation_figure(result: dict[str, Any], title: str, label: str) -> go.Fi
 
 
 def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us: Sequence[float],
-                            host_us: float | None = None, active: int = 0, us_per_call: float | None = None) -> go.Figure:
+                            host_us: float | None = None, active: int = 0, host_measured_on: str | None = None
+                            ) -> go.Figure:
     """MODEL: a bar per configuration of the device's busy share, one set of bars per device step (slider).
 
     ``shares[label][k]`` is the modelled share at ``device_steps_us[k]``.
@@ -331,11 +332,36 @@ def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us:
     fig.update_layout(sliders=[{"active": active, "currentvalue": {"prefix": "device work per step: "},
                                 "steps": steps, "pad": {"t": 70}}])
     return _layout(fig, "MODEL: the device's busy share per configuration",
-                   "stray syncs and torch calls per step counted on this workload; the host's "
-                   + (f"{us_per_call:g} us per torch call" if us_per_call is not None
-                      else f"queueing {host_us / 1000:g} ms per step")
-                   + " and the device's work (slider) assumed", yaxis_title="device busy share (modelled)",
+                   "stray syncs per step counted on this workload; "
+                   + (f"each configuration's host time per step measured on {host_measured_on} (its own work, "
+                      "the model's compute left out)" if host_measured_on is not None
+                      else f"the host's queueing {host_us / 1000:g} ms per step assumed")
+                   + "; the device's work (slider) assumed", yaxis_title="device busy share (modelled)",
                    yaxis_range=[0, 1.1], yaxis_tickformat=".0%", xaxis_tickangle=0, height=480)
+
+
+def host_phases_figure(phases_us: dict[str, dict[str, float]], round_totals_us: dict[str, Sequence[float]],
+                       title: str, label: str) -> go.Figure:
+    """Stacked bars, one per configuration: the median decode step's host time in each part of the step (chapter 6);
+    a marker for the whole step, the range of its rounds as error bars."""
+    from statistics import median
+
+    fig = go.Figure()
+    configs = list(phases_us)
+    shown = [c.replace(" (", "<br>(", 1) for c in configs]
+    parts = list(next(iter(phases_us.values())))
+    for color, part in zip(variant_colors(), parts):
+        fig.add_trace(go.Bar(x=shown, y=[phases_us[c][part] / 1000 for c in configs], name=part, marker_color=color))
+    mids = [median(round_totals_us[c]) / 1000 for c in configs]
+    fig.add_trace(go.Scatter(x=shown, y=mids, mode="markers+text", name="whole step", marker_color="black",
+                             text=[f"{m:.1f} ms" for m in mids], textposition="top center",
+                             error_y={"type": "data", "symmetric": False,
+                                      "array": [max(round_totals_us[c]) / 1000 - m for c, m in zip(configs, mids)],
+                                      "arrayminus": [m - min(round_totals_us[c]) / 1000 for c, m in zip(configs, mids)]}))
+    rounds = len(next(iter(round_totals_us.values())))
+    return _layout(fig, title, f"measured on {label}: the median decode step of {rounds} interleaved rounds, "
+                               f"its parts stacked; the whole step's range over the rounds as bars",
+                   barmode="stack", yaxis_title="host time per decode step (ms)", xaxis_tickangle=0, height=520)
 
 
 # ----------------------------------------------------------------------------- the host/device model

@@ -184,15 +184,13 @@ def _host_blocked_table(result: dict[str, Any], label: str) -> str:
             f"runs of {result['steps']} steps):\n\n" + "\n".join(rows))
 
 
-Y_AXIS = {("ch6", "host_time"): "median time per run (us)"}  # a sweep whose point is not one call
-
-
 def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE_DIR) -> list[dict[str, Any]]:
     """The recorded GPU figures of measurement ``name`` of ``chapter`` (plotly dicts), for the book's headline.
 
     Drawing only: nothing is measured. A recorded sweep is drawn only when its claim holds on the
     stored numbers (synclab.claims); ``bandwidth`` (chapter 3) is drawn as its two charts, ``timeline``
-    (chapter 6) as a profiler trace's lanes and ``ablation`` as tokens/s and the idle share per configuration.
+    (chapter 6) as a profiler trace's lanes, ``ablation`` as tokens/s and the idle share per configuration and
+    ``host_phases`` as each configuration's host time per step in its parts.
     """
     from synclab import figures
     from synclab.claims import check_stored
@@ -218,7 +216,13 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
         problems = check_stored(sweep)
         if problems:
             raise ValueError(f"data/reference/{slug}/{chapter}.json, {name}: {'; '.join(problems)}")
+        if name == "host_phases":  # chapter 6: each configuration's step, in its parts
+            phases = result["phases"]
+            drawn.append(figures.host_phases_figure({c: row["per_phase_us"] for c, row in phases.items()},
+                                                    {c: row["round_totals_us"] for c, row in phases.items()},
+                                                    f"{title} ({slug})", label).to_dict())
+            continue
         numeric = all(isinstance(v, (int, float)) for v in sweep.values)
         drawn.append(figures.sweep_figure(sweep, f"{title} ({slug})", log_x=numeric, log_y=True,
-                                          yaxis_title=Y_AXIS.get((chapter, name), "median time per call (us)")).to_dict())
+                                          yaxis_title="median time per call (us)").to_dict())
     return drawn

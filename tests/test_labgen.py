@@ -332,4 +332,4 @@ def test_cells_for_checks_keep_exercises_and_checks_and_leave_profiling_out():
     assert any("ch6.check_sync_hunt(clean_runner)" in s for s in kept)
     assert any("ch6.check_ablation_row(ablation_row)" in s for s in kept)
     assert any('raise NotImplementedError("Exercise 6.1")' in s for s in kept)
-    assert not any("host_time_sweep" in s or "step_host_events" in s for s in kept)
+    assert not any("host_time_by_phase" in s or "step_host_events" in s for s in kept)

@@ -14,9 +14,9 @@ The engine itself is :mod:`synclab.engine.engine_core` (and :mod:`synclab.engine
 
 from synclab.capstone.checks import ALONE_REASONS, READING_QUESTIONS, check_ablation_reading, check_ablation_row, check_sync_hunt
 from synclab.capstone.planted import PlantedRunner
-from synclab.capstone.profiling import (HOST_WORK_POINTS, ablation_counts, ablation_counts_figure, ablation_order_problems,
+from synclab.capstone.profiling import (HOST_WORK_POINTS, HostTime, ablation_counts, ablation_counts_figure, ablation_order_problems,
                                         book_ablation_counts, book_host_work, counted_busy_share_model,
-                                        busy_share, busy_share_model, gpu_ablation, host_time_sweep, host_work_figure,
+                                        busy_share, busy_share_model, gpu_ablation, host_phases_figure, host_time_by_phase, host_work_figure,
                                         host_work_table, modelled_busy_share, step_host_events, sync_table,
                                         trace_lanes)
 from synclab.capstone.workloads import (ablation_configs, ablation_workload, book_fixes, capstone_workload, comparable,
@@ -28,6 +28,6 @@ __all__ = ["ALONE_REASONS", "HOST_WORK_POINTS", "PlantedRunner", "READING_QUESTI
            "ablation_order_problems", "book_ablation_counts", "book_host_work",
            "capstone_workload", "counted_busy_share_model", "ablation_configs", "ablation_workload", "book_fixes", "busy_share",
            "busy_share_model", "check_ablation_reading", "check_ablation_row", "check_sync_hunt", "comparable", "decode_workload",
-           "first_difference", "gpu_ablation", "host_time_sweep", "host_work_figure", "host_work_in_decode_step",
+           "first_difference", "gpu_ablation", "HostTime", "host_phases_figure", "host_time_by_phase", "host_work_figure", "host_work_in_decode_step",
            "host_work_per_decode_step", "host_work_table", "is_planned", "load_fixes", "modelled_busy_share", "random_mix",
            "run_engine", "step_host_events", "step_syncs", "stray_sources", "sync_table", "trace_lanes"]

@@ -55,6 +55,7 @@ class RequestSpec:
     sampling: SamplingParams | None = None  # None: an embedding request
     images: tuple[ImageInput, ...] = ()
     prior_output_token_ids: tuple[int, ...] = ()
+    computed_tokens: int = 0  # resumed on a sliding-window model: positions whose keys this run does not compute
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,11 @@ def _hunt_params(rng: random.Random, vocab: int) -> dict[str, Any]:
 def build_requests(workload: Workload, config: EngineConfig, components: Components) -> list[EngineRequest]:
     config = components.effective(config)
     range_cls = components.placeholder_range if config.list_cache else PlaceholderRangeBaseline
+    if any(s.computed_tokens for s in workload.requests) and not workload.model.sliding_window:
+        raise ValueError("a request resumed with computed tokens needs a sliding-window model (ModelConfig."
+                         "sliding_window): otherwise its attention would read cache rows this run never wrote")
     return [make_request(s.request_id, list(s.prompt_token_ids), range_cls, s.sampling, s.images,
-                         list(s.prior_output_token_ids)) for s in workload.requests]
+                         list(s.prior_output_token_ids), s.computed_tokens) for s in workload.requests]
 
 
 def engine_for(workload: Workload, config: EngineConfig, components: Components,
@@ -464,16 +468,23 @@ def stray_sources(syncs: StepSyncs, components: Components) -> list[str]:
     return lines
 
 
+DEEP_WINDOW = 64  # positions a deep request's model attends to: its attention stays small beside the host's work
+
+
 def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddings: int = 0,
                     hunt_features: bool = False, decode_tokens: int = 6, pooled_per_step: int | None = None,
-                    model: ModelConfig = CPU_MODEL) -> Workload:
+                    model: ModelConfig = CPU_MODEL, deep: bool = False) -> Workload:
     """Requests resumed with ``output_len`` tokens already out and ``images`` images each, decoding ``decode_tokens``.
 
     Every other one asks for logprobs; ``embeddings`` embedding requests (12-token prompts) join them: all in
     the first step, or with ``pooled_per_step``, that many per step after the generate requests (a stream of
     pooling requests beside the decodes). ``hunt_features`` gives each a logit bias and a stop token banned by
     ``min_tokens`` for the whole run (6.1's features, exercised in every step without ending a request early).
+    ``deep``: the requests are resumed deep into their output on ``model`` with a sliding window, their earlier
+    tokens' keys not computed again, so that ``output_len`` may be tens of thousands (the first step decodes).
     """
+    if deep:
+        model = replace(model, sliding_window=True, max_model_len=min(model.max_model_len, DEEP_WINDOW))
     embeds = [RequestSpec(f"embed-{i}", tuple(range(1, 13))) for i in range(embeddings)]
     specs = [] if pooled_per_step else embeds
     extras = {"logit_bias": ((4, 0.5),), "stop_token_ids": (9,), "min_tokens": 1_000} if hunt_features else {}
@@ -485,8 +496,9 @@ def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddi
             prompt += [0] * 6 + [3]
         sampling = SamplingParams(max_tokens=decode_tokens, bad_words=((5, 7),), logprob_token_ids=(1, 2) if i % 2 else (),
                                   **extras)
-        specs.append(RequestSpec(f"gen-{i}", tuple(prompt), sampling,
-                                 tuple(ims), tuple((i + k) % 50 + 8 for k in range(output_len))))
+        prior = tuple((i + k) % 50 + 8 for k in range(output_len))
+        computed = len(prompt) + output_len - 1 if deep else 0  # deep: only the last known token is computed
+        specs.append(RequestSpec(f"gen-{i}", tuple(prompt), sampling, tuple(ims), prior, computed))
     per_step = num_requests + pooled_per_step if pooled_per_step else None
     if pooled_per_step:
         specs += embeds
@@ -542,20 +554,23 @@ def ablation_configs() -> list[EngineConfig]:
     return [EngineConfig.baseline(), *(EngineConfig.only(p) for p in PATTERNS), EngineConfig()]
 
 
-CAPSTONE_OUTPUT_LEN = 256  # tokens each generate request already produced: chapter 4's scan grows with them
+CAPSTONE_REQUESTS = 8  # generate requests decoding together
+CAPSTONE_OUTPUT_LEN = 60_000  # tokens each already produced, as in chapter 4's PR's benchmark: its scan grows with them
 CAPSTONE_IMAGES = 16  # images per generate request: chapter 5's scheduler questions grow with them
 
 
 def capstone_workload(decode_tokens: int = 8, model: ModelConfig = CPU_MODEL) -> Workload:
     """The ablation's workload: in every step, each of the five fixes has something to remove.
 
-    4 requests resumed with 256 tokens out and 16 images each (chapter 4's placeholder scan, chapter 5's
-    scheduler questions), decoding ``decode_tokens`` tokens with bad words and, every other one, logprobs
-    (chapter 3's uploads); beside them one embedding request is pooled per step (chapter 1's reads); and every
-    step ends with the output copy (chapter 2's wait).
+    8 requests resumed 60,000 tokens into their output (chapter 4's placeholder scan walks it), 16 images each
+    (chapter 5's scheduler asks about each), decoding ``decode_tokens`` tokens with bad words and, every other one,
+    logprobs (chapter 3's uploads); beside them one embedding request is pooled per step (chapter 1's reads); and
+    every step ends with the output copy (chapter 2's wait). The model attends over a sliding window
+    (:data:`DEEP_WINDOW` positions), so the step's own compute stays small beside the host work the fixes remove.
     """
-    return decode_workload(CAPSTONE_OUTPUT_LEN, CAPSTONE_IMAGES, embeddings=decode_tokens,
-                           decode_tokens=decode_tokens, pooled_per_step=1, model=model)
+    return decode_workload(CAPSTONE_OUTPUT_LEN, CAPSTONE_IMAGES, num_requests=CAPSTONE_REQUESTS,
+                           embeddings=decode_tokens, decode_tokens=decode_tokens, pooled_per_step=1, model=model,
+                           deep=True)
 
 
 ABLATION_LENGTHS = (16, 64)  # tokens each request has already produced (decode_workload)

@@ -144,21 +144,29 @@ class EngineRequest(Request):
     def is_finished(self) -> bool:
         return self.stopped or super().is_finished
 
-    @property
-    def input_token_ids(self) -> list[int]:
-        return self.prompt_token_ids + self.prior_output_token_ids
+    def known_token_ids(self, start: int, n: int) -> list[int]:
+        """The ids of positions ``start`` .. ``start + n - 1``, -1 past what the host knows (sampled on the device).
+
+        Sliced from the prompt and the earlier output, never joined: a request 60,000 tokens into its output
+        costs a step no more than a short one.
+        """
+        prompt, prior = self.prompt_token_ids, self.prior_output_token_ids
+        ids = prompt[start:start + n] + prior[max(start - len(prompt), 0):max(start + n - len(prompt), 0)]
+        return ids + [-1] * (n - len(ids))
 
 
 def make_request(request_id: str, prompt_token_ids: list[int], range_cls: type[PlaceholderRange],
                  sampling: SamplingParams | None = None, images: tuple[ImageInput, ...] = (),
-                 prior_output_token_ids: list[int] | None = None) -> EngineRequest:
+                 prior_output_token_ids: list[int] | None = None, num_computed_tokens: int = 0) -> EngineRequest:
+    """``num_computed_tokens``: positions whose keys the run does not compute (a request resumed deep into its
+    output, on a sliding-window model: its next steps see only what this run writes)."""
     prior = list(prior_output_token_ids or [])
     features = [MultiModalFeatureSpec(im.identifier, range_cls(im.offset, im.length,
                                                               None if im.is_embed is None else make_mask(im.is_embed)))
                 for im in images]
     return EngineRequest(request_id, len(prompt_token_ids) + len(prior), features,
                          max_tokens=sampling.max_tokens if sampling else 1, prompt_token_ids=list(prompt_token_ids),
-                         prior_output_token_ids=prior, sampling=sampling)
+                         prior_output_token_ids=prior, sampling=sampling, num_computed_tokens=num_computed_tokens)
 
 
 @dataclass
@@ -293,6 +301,7 @@ class EngineRunner:
                 raise RuntimeError(f"more running requests than the model's {self.model.config.max_num_seqs} "
                                    "KV-cache slots (ModelConfig.max_num_seqs)")
             self.slots[request.request_id] = self.free_slots.pop()
+            self.model.forget_slot(self.slots[request.request_id])
         return self.slots[request.request_id]
 
     def release(self, request: EngineRequest) -> None:
@@ -309,8 +318,7 @@ class EngineRunner:
         for request, n in sorted(scheduled, key=lambda item: not item[0].is_pooling):
             start = request.num_computed_tokens
             flat_start, slot = len(layout.input_ids), self._slot_for(request)
-            known = request.input_token_ids
-            layout.input_ids += [known[p] if p < len(known) else -1 for p in range(start, start + n)]
+            layout.input_ids += request.known_token_ids(start, n)
             layout.positions += range(start, start + n)
             layout.slots += [slot] * n
             layout.max_len = max(layout.max_len, start + n)
@@ -319,7 +327,7 @@ class EngineRunner:
             if request.is_pooling:
                 layout.pool_reqs.append(request)
                 layout.pool_scheduled.append(n)
-            elif start + n >= len(known):  # the window reaches the end: this step samples a token
+            elif start + n >= request.num_prompt_tokens:  # the window reaches the end: this step samples a token
                 layout.sample_reqs.append(request)
                 layout.logits_index.append(flat_start + n - 1)
         return layout
@@ -394,9 +402,10 @@ class EngineRunner:
         logits = self.model.compute_logits(hidden_states[self.upload(layout.logits_index, torch.int64)])  # [S, V]
         batch = (self.components.input_batch if self.config.reverse_scan else InputBatchBaseline)()
         for request in reqs:
-            state = self.states.setdefault(request.request_id, CachedRequestState(
-                request.request_id, request.prompt_token_ids, self.history_type(request.prior_output_token_ids)))
-            batch.add_request(state)
+            if request.request_id not in self.states:  # made once: a long history is not copied every step
+                self.states[request.request_id] = CachedRequestState(
+                    request.request_id, request.prompt_token_ids, self.history_type(request.prior_output_token_ids))
+            batch.add_request(self.states[request.request_id])
         batch.prev_req_id_to_index = self.prev_req_id_to_index
         batch.set_async_sampled_token_ids(self.prev_sampled_cpu, self.prev_event)
         self._apply_sampling_extras(logits, reqs)

@@ -8,7 +8,10 @@ laptop core, :data:`GPU_MODEL` makes a step take a few milliseconds on an H100.
 The KV cache holds one row per running request (a *slot*), ``max_model_len``
 positions each. A step's tokens come flat, request after request, with their slot
 and position: every shape is known on the host, so the forward never reads the
-device back.
+device back. With ``sliding_window`` the cache is a ring of ``max_model_len``
+positions and a token attends to the last ``max_model_len`` positions its request
+wrote (as Mistral's sliding window does): positions then grow without bound, so a
+request can be tens of thousands of tokens into its output at a step's usual cost.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class ModelConfig:
     max_num_seqs: int = 16  # KV-cache slots
     image_feature_size: int = 16  # per placeholder position of an image, before the vision encoder
     seed: int = 0
+    sliding_window: bool = False  # the KV cache a ring of max_model_len positions: positions are unbounded
 
     @property
     def head_dim(self) -> int:
@@ -55,14 +59,15 @@ class DecoderLayer(nn.Module):
                                  nn.Linear(4 * config.hidden_size, config.hidden_size))
 
     def forward(self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
-                positions: torch.Tensor, key_mask: torch.Tensor, max_len: int) -> torch.Tensor:
-        """``x`` [T, hidden]; caches [slots, max_model_len, heads, head_dim]; ``key_mask`` [T, max_len] bool."""
+                rows: torch.Tensor, key_mask: torch.Tensor, num_keys: int) -> torch.Tensor:
+        """``x`` [T, hidden]; caches [slots, max_model_len, heads, head_dim]; ``rows`` [T] the cache rows the
+        tokens write; ``key_mask`` [T, num_keys] bool: which of the first ``num_keys`` rows each token sees."""
         t = x.shape[0]
         q, k, v = self.qkv(self.norm1(x)).view(t, 3, self.num_heads, self.head_dim).unbind(1)  # each [T, H, D]
-        k_cache.index_put_((slots, positions), k)  # this step's keys and values join the cache
-        v_cache.index_put_((slots, positions), v)
-        keys = k_cache[slots, :max_len]  # [T, max_len, H, D]: each token sees its own request's cache
-        values = v_cache[slots, :max_len]
+        k_cache.index_put_((slots, rows), k)  # this step's keys and values join the cache
+        v_cache.index_put_((slots, rows), v)
+        keys = k_cache[slots, :num_keys]  # [T, num_keys, H, D]: each token sees its own request's cache
+        values = v_cache[slots, :num_keys]
         scores = torch.einsum("thd,tlhd->thl", q, keys) / math.sqrt(self.head_dim)  # [T, H, max_len]
         scores = scores.masked_fill(~key_mask[:, None, :], float("-inf"))  # causal: keys at or before the token
         attn = torch.einsum("thl,tlhd->thd", scores.softmax(-1), values).reshape(t, -1)  # [T, hidden]
@@ -85,7 +90,9 @@ class TinyDecoder(nn.Module):
         self.to(real_device)
         self.k_cache = torch.zeros(cache_shape, device=real_device)  # [layers, slots, max_len, H, D]
         self.v_cache = torch.zeros(cache_shape, device=real_device)
-        for tensor in [*self.parameters(), self.k_cache, self.v_cache]:
+        # sliding window: the position each cache row holds, -1 for none yet  # [slots, max_model_len] int64
+        self.cache_positions = torch.full(cache_shape[1:3], -1, dtype=torch.int64, device=real_device)
+        for tensor in [*self.parameters(), self.k_cache, self.v_cache, self.cache_positions]:
             mark_device(tensor)  # on a CPU: device memory, as far as count_syncs is concerned
 
     def _build(self, config: ModelConfig) -> None:
@@ -105,11 +112,29 @@ class TinyDecoder(nn.Module):
 
         ``max_len`` (host int) bounds every position of the step, so attention reads only that much cache.
         """
-        key_mask = torch.arange(max_len, device=positions.device)[None, :] <= positions[:, None]  # [T, max_len]
+        if self.config.sliding_window:
+            rows, key_mask, num_keys = self._window(slots, positions)
+        else:  # row p holds position p; the request wrote rows 0..p before this token reads them
+            rows, num_keys = positions, max_len
+            key_mask = torch.arange(max_len, device=positions.device)[None, :] <= positions[:, None]  # [T, max_len]
         x = inputs_embeds
         for i, layer in enumerate(self.layers):
-            x = layer(x, self.k_cache[i], self.v_cache[i], slots, positions, key_mask, max_len)
+            x = layer(x, self.k_cache[i], self.v_cache[i], slots, rows, key_mask, num_keys)
         return self.norm(x)
+
+    def _window(self, slots: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """The ring's rows for ``positions``, and which rows each token sees: the last max_model_len positions."""
+        window = self.config.max_model_len
+        rows = positions % window  # [T]
+        self.cache_positions.index_put_((slots, rows), positions)
+        held = self.cache_positions[slots]  # [T, window]: the position each row of the token's slot holds
+        key_mask = (held >= 0) & (held <= positions[:, None]) & (held > positions[:, None] - window)
+        return rows, key_mask, window
+
+    def forget_slot(self, slot: int) -> None:
+        """A new request takes ``slot``: under a sliding window, no row of it holds one of its positions yet."""
+        if self.config.sliding_window:
+            self.cache_positions[slot] = -1
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden_states)  # [rows, vocab]

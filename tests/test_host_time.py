@@ -1,0 +1,78 @@
+"""Chapter 6's deep workload and its host time: the sliding-window model, resumed requests, the clock of the parts."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from synclab import capstone as ch6
+from synclab.capstone.host_time import HOST_PHASES, host_phases, phase_clock
+from synclab.capstone.workloads import Workload, book_fixes, decode_workload
+from synclab.engine.engine_core import EngineConfig, EngineRunner
+from synclab.engine.input_batch_baseline import InputBatchBaseline
+from synclab.engine.scheduler import Scheduler
+from synclab.engine.tiny_llm import CPU_MODEL, TinyDecoder
+
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
+
+def test_a_sliding_window_changes_nothing_while_positions_fit_it():
+    mix = ch6.random_mix(random.Random(3), num_requests=6)
+    windowed = replace(mix, model=replace(CPU_MODEL, sliding_window=True))
+    want = ch6.comparable(ch6.run_engine(mix, EngineConfig(), book_fixes()))
+    assert ch6.first_difference(ch6.comparable(ch6.run_engine(windowed, EngineConfig(), book_fixes())), want) is None
+
+
+def test_a_deep_workload_computes_the_same_tokens_in_every_configuration_of_the_ablation():
+    workload = decode_workload(5_000, 3, embeddings=3, decode_tokens=4, pooled_per_step=1, deep=True)
+    want = ch6.comparable(ch6.run_engine(workload, EngineConfig.baseline(), book_fixes()))
+    assert all(len(tokens) == 4 for req, (tokens, _, _) in want.items() if req.startswith("gen"))
+    for config in ch6.ablation_configs()[1:]:
+        got = ch6.comparable(ch6.run_engine(workload, config, book_fixes()))
+        assert ch6.first_difference(got, want) is None, config.label
+
+
+def test_a_slot_taken_again_sees_none_of_its_last_requests_rows():
+    """The window holds positions, not owners: a new request in a slot must not read what the last one left."""
+    later = decode_workload(3_005, 2, num_requests=2, decode_tokens=8, deep=True)
+    alone = ch6.comparable(ch6.run_engine(later, EngineConfig(), book_fixes()))
+    earlier = decode_workload(3_000, 2, num_requests=2, decode_tokens=8, deep=True)  # its rows sit in later's window
+    ch6.run_engine(earlier, EngineConfig(), book_fixes())
+    after = ch6.comparable(ch6.run_engine(later, EngineConfig(), book_fixes()))
+    assert ch6.first_difference(after, alone) is None
+    # without the reset the second run reads the first's rows: the test can fail
+    forget = TinyDecoder.forget_slot
+    try:
+        TinyDecoder.forget_slot = lambda self, slot: None
+        ch6.run_engine(earlier, EngineConfig(), book_fixes())
+        assert ch6.first_difference(ch6.comparable(ch6.run_engine(later, EngineConfig(), book_fixes())), alone)
+    finally:
+        TinyDecoder.forget_slot = forget
+
+
+def test_resumed_requests_need_a_sliding_window():
+    deep = decode_workload(400, 1, decode_tokens=2, deep=True)
+    plain = Workload(deep.requests, deep.scheduler, CPU_MODEL)
+    with pytest.raises(ValueError, match="sliding-window model"):
+        ch6.run_engine(plain, EngineConfig(), book_fixes())
+
+
+def test_the_phase_clock_charges_every_part_and_puts_the_engine_back():
+    originals = {(cls, name): cls.__dict__.get(name) for cls, name in
+                 [(EngineRunner, "upload"), (Scheduler, "schedule"), (TinyDecoder, "forward"),
+                  (InputBatchBaseline, "update_async_output_token_ids")]}
+    workload = decode_workload(2_000, 2, embeddings=4, decode_tokens=4, pooled_per_step=1, deep=True)
+    rows = host_phases(workload, [EngineConfig.baseline(), EngineConfig()], rounds=2, components=book_fixes())
+    assert list(rows) == ["baseline", "all fixes"]
+    for row in rows.values():
+        assert list(row.per_phase_us) == list(HOST_PHASES) and len(row.round_totals_us) == 2
+        assert all(row.per_phase_us[p] > 0 for p in ("schedule", "uploads", "model", "pool", "scan", "sample"))
+        assert row.own_us == sum(us for p, us in row.per_phase_us.items() if p != "model")
+    assert {key: key[0].__dict__.get(key[1]) for key in originals} == originals
+    fixes = book_fixes()
+    with pytest.raises(RuntimeError), phase_clock(fixes):
+        raise RuntimeError("a run that raises")
+    assert {key: key[0].__dict__.get(key[1]) for key in originals} == originals
+    assert "update_async_output_token_ids" in fixes.input_batch.__dict__  # the fix's own method, restored
