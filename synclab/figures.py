@@ -340,6 +340,12 @@ def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us:
                    yaxis_range=[0, 1.1], yaxis_tickformat=".0%", xaxis_tickangle=0, height=480)
 
 
+# The parts of chapter 6's step: the fix that works on each, and its colour; the parts no fix touches in greys.
+PHASE_STYLE = {"schedule": ("ch. 5's fix", "#17becf"), "uploads": ("ch. 3's fix", "#ff7f0e"),
+               "pool": ("ch. 1's fix", "#1f77b4"), "scan": ("ch. 4's fix", "#9467bd"), "copy": ("ch. 2's fix", "#2ca02c"),
+               "model": ("", "#555555"), "sample": ("", "#888888"), "collect": ("", "#aaaaaa"), "loop": ("", "#cccccc")}
+
+
 def host_phases_figure(phases_us: dict[str, dict[str, float]], round_totals_us: dict[str, Sequence[float]],
                        title: str, label: str) -> go.Figure:
     """Stacked bars, one per configuration: the median decode step's host time in each part of the step (chapter 6);
@@ -349,9 +355,10 @@ def host_phases_figure(phases_us: dict[str, dict[str, float]], round_totals_us: 
     fig = go.Figure()
     configs = list(phases_us)
     shown = [c.replace(" (", "<br>(", 1) for c in configs]
-    parts = list(next(iter(phases_us.values())))
-    for color, part in zip(variant_colors(), parts):
-        fig.add_trace(go.Bar(x=shown, y=[phases_us[c][part] / 1000 for c in configs], name=part, marker_color=color))
+    for part in next(iter(phases_us.values())):
+        fixed_by, color = PHASE_STYLE.get(part, ("", "#bbbbbb"))
+        fig.add_trace(go.Bar(x=shown, y=[phases_us[c][part] / 1000 for c in configs], marker_color=color,
+                             name=f"{part} ({fixed_by})" if fixed_by else part))
     mids = [median(round_totals_us[c]) / 1000 for c in configs]
     fig.add_trace(go.Scatter(x=shown, y=mids, mode="markers+text", name="whole step", marker_color="black",
                              text=[f"{m:.1f} ms" for m in mids], textposition="top center",

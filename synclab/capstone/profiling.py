@@ -207,9 +207,9 @@ def host_work_figure(table: dict[str, list[int]], points: Sequence[tuple[int, in
 _CH6_PHASES_CPU = ("On this CPU, at the capstone's workload, the reverse scan alone cuts the host's time per decode step "
                    "at least 1.5×, and all five fixes at least 1.5×.",
                    [Faster(fast="reverse_scan", slow=0, by=1.5), Faster(fast=-1, slow=0, by=1.5)])
-_CH6_PHASES_GPU = ("On the GPU's host, the reverse scan alone cuts the host's time per decode step at least 1.5×, and "
-                   "all five fixes at least 1.5×.",
-                   [Faster(fast="reverse_scan", slow=0, by=1.5), Faster(fast=-1, slow=0, by=1.5)])
+_CH6_PHASES_GPU = ("On the GPU's host, the reverse scan alone cuts the host's time per decode step at least 1.25×, and "
+                   "all five fixes at least 1.5×.",  # a faster host scans faster: the scan's part is smaller there
+                   [Faster(fast="reverse_scan", slow=0, by=1.25), Faster(fast=-1, slow=0, by=1.5)])
 declare("ch6.host_phases", cpu=_CH6_PHASES_CPU, gpu=_CH6_PHASES_GPU,
         cpu_shows="A CPU's host also computes the model, which a GPU's host only launches; the sync fixes save the "
                   "device's time, which a CPU cannot show")
@@ -243,7 +243,7 @@ def host_time_by_phase(workload: Workload | None = None, configs: list[EngineCon
     configuration's parts.
     """
     from synclab.reference import record
-    from synclab.timing import Sweep, Timing, deliberate_run, smoke_run
+    from synclab.timing import Sweep, Timing, deliberate_run, measurement_threads, smoke_run
 
     fixes = components or current_fixes()
     workload = workload or capstone_workload()
@@ -252,7 +252,8 @@ def host_time_by_phase(workload: Workload | None = None, configs: list[EngineCon
 
     def measure() -> Sweep:
         rows = measured["last"] = host_phases(workload, configs, rounds=rounds, components=fixes)
-        sweep = Sweep("workload", ["capstone"], {})
+        with measurement_threads():  # its provenance says the one thread it was measured with
+            sweep = Sweep("workload", ["capstone"], {})
         for label, row in rows.items():
             q = statistics.quantiles(row.round_totals_us, n=4) if len(row.round_totals_us) > 1 else [0, 0, 0]
             sweep.timings[label] = [Timing(f"{label} workload=capstone", statistics.median(row.round_totals_us),
