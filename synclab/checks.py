@@ -189,10 +189,11 @@ class CheckReport:
     outcomes: list[Outcome] = field(default_factory=list)
     seed: int = 0
     check_function: str = ""  # the public function the notebook called (``ch4.check_bottleneck_model``)
+    flags: list[str] = field(default_factory=list)  # what the grader's reading flags in the answer (ANSWER_REVIEWERS)
 
     @property
     def passed(self) -> bool:
-        return bool(self.outcomes) and all(o.ok for o in self.outcomes)
+        return bool(self.outcomes) and all(o.ok for o in self.outcomes) and not self.flags
 
     @property
     def random_cases_matter(self) -> bool:
@@ -213,7 +214,8 @@ class CheckReport:
         partial = any(o.earned and not o.ok for o in self.outcomes)
         points = "" if self.points == len(self.outcomes) and not partial else \
             f" ({self.earned:.3g}/{self.points} points)"
-        return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed{points}"
+        flagged = " · the grader would flag this answer and score it 0" if self.flags else ""
+        return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed{points}{flagged}"
 
     @property
     def lead(self) -> Outcome | None:
@@ -235,7 +237,7 @@ class CheckReport:
                                     ("hint", hint)) if v]
 
     def __str__(self) -> str:
-        lines = [self.summary]
+        lines = [self.summary] + [f"  flagged: {flag}" for flag in self.flags]
         lead, shown = self.lead, set()
         if lead is not None:
             lines.append(f"  start with [{lead.task}] {lead.name}: it says most about what went wrong")
@@ -268,8 +270,9 @@ class CheckReport:
                 f"<td>{escape(o.status)}</td><td style='text-align:left'>{detail}</td></tr>"
             )
         seed = f"<div><small>random cases used seed={self.seed}</small></div>" if self.random_cases_matter else ""
+        flags = "".join(f"<div><b>flagged</b> <code>{escape(flag)}</code></div>" for flag in self.flags)
         return (
-            f"<div><b style='color:{color}'>{escape(self.summary)}</b>"
+            f"<div><b style='color:{color}'>{escape(self.summary)}</b>{flags}"
             "<table><tr><th></th><th>task</th><th>check</th><th>status</th><th>details</th></tr>"
             + "".join(rows) + f"</table>{seed}</div>"
         )
@@ -277,7 +280,7 @@ class CheckReport:
     def to_dict(self) -> dict[str, Any]:
         return {"title": self.title, "passed": self.passed, "seed": self.seed, "points": self.points,
                 "earned": self.earned, "outcomes": [asdict(o) for o in self.outcomes],
-                "check_function": self.check_function}
+                "check_function": self.check_function, "flags": self.flags}
 
 
 # ----------------------------------------------------------------------------- running one check
@@ -459,8 +462,26 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
     return _reported(CheckReport(title=title, outcomes=outcomes, seed=seed, check_function=_public_check_function()))
 
 
+# Readers of an answer's source, task -> what they flag: the lab's practice module registers the grader's reading
+# (synclab.lab.practice), so that a check cell in a lab says what the grader would flag before it is handed in.
+# Kept here as a registry: this layer imports no lab machinery.
+ANSWER_REVIEWERS: list[Callable[[str], list[str]]] = []
+
+
+def _flags(task: str) -> list[str]:
+    flags: list[str] = []
+    for review in ANSWER_REVIEWERS:
+        try:
+            flags += review(task)
+        except Exception:  # noqa: BLE001 - a reviewer that cannot read the answer flags nothing; the checks still ran
+            continue
+    return flags
+
+
 def _reported(report: CheckReport) -> CheckReport:
     """Record how the exercise ended in this kernel (and in the check log, when one is kept); return the report."""
+    if report.outcomes:
+        report.flags = _flags(report.outcomes[0].task)
     EXERCISE_STATUS.update(exercise_status(report.outcomes))
     log = os.environ.get(REPORT_LOG_ENV)
     if log:

@@ -150,6 +150,36 @@ def test_practice_flags_what_the_grader_flags_before_it_is_handed_in(capsys, mon
     assert ran == [honest]  # the flagged answer's checks did not run
 
 
+def test_a_labs_own_check_cell_says_what_the_grader_would_flag(monkeypatch):
+    """Every lab's first cell imports synclab.lab.practice: a check cell's report then names what the grader's reading
+    flags in the answer as the kernel last ran it (and no longer calls it passed); an honest answer is not flagged."""
+    import types
+
+    import IPython
+
+    import synclab.lab.practice  # noqa: F401 - registers the grader's reading with the checks
+    from synclab.checks import ANSWER_REVIEWERS
+    from synclab.lab.grading import flags_in_this_kernel
+
+    assert ANSWER_REVIEWERS.count(flags_in_this_kernel) == 1
+    honest = "import os\n\ndef decode_step(batch):\n    return batch\n"
+    cheat = "import sys\n\ndef decode_step(batch):\n    return sys._getframe(1).f_locals\n"
+    for answer, flagged in ((honest, False), (cheat, True)):
+        shell = types.SimpleNamespace(user_ns={"In": ["", "from synclab import primer", answer]})
+        monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+        report = run_checks("0.1", [Check("0.1", "doubles", _doubles)], _loud)
+        assert all(o.ok for o in report.outcomes)  # the checks still ran
+        if flagged:
+            assert not report.passed and any("_getframe" in f for f in report.flags)
+            assert "the grader would flag this answer" in str(report) and "_getframe" in report._repr_html_()
+        else:
+            assert report.passed and report.flags == []
+    for chapter, name in CHAPTERS.items():
+        first = next(c for c in nbformat.read(ROOT / "labs" / f"{name}.ipynb", as_version=4).cells
+                     if c.cell_type == "code")
+        assert "import synclab.lab.practice" in first.source, chapter
+
+
 def test_graded_runs_no_check_when_nbgrader_autogrades():
     """Under autograding the grader scores the cell; without the grader configured the cell errs (0, visibly)."""
     import os

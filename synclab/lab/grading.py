@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import sys
 import warnings
 from typing import Callable
 
@@ -50,7 +51,7 @@ def graded(task: str, run_check: Callable[[], CheckReport], points: float | None
     if lab_version and lab_version != installed():
         print(f"careful: this assignment was generated with lab version {lab_version}, but this machine runs "
               f"{installed()}: tell your instructor (the grader runs the assignment's version)")
-    flags = _flags_in_this_kernel(task)
+    flags = flags_in_this_kernel(task)
     if flags:  # the grader's own reading of the answer: it would score 0, so practice says so now
         print(f"the grader would flag Exercise {task} and score it 0 (see what an answer may import and do, at the "
               "top of the lab):\n  " + "\n  ".join(flags[:5]))
@@ -71,9 +72,11 @@ def graded(task: str, run_check: Callable[[], CheckReport], points: float | None
     return round(share * points, 2) if points is not None else round(share, 4)
 
 
-def _flags_in_this_kernel(task: str) -> list[str]:
+def flags_in_this_kernel(task: str) -> list[str]:
     """The grader's scan of ``task``'s answer, as this kernel last ran it: the latest cell that defines one of its
     names, read against every cell the kernel ran (the names bound to the package). Empty outside IPython."""
+    if "IPython" not in sys.modules:  # no kernel (the grader's worker, a script): no history to read
+        return []
     from IPython import get_ipython
 
     from synclab.lab.exercises import EXERCISES

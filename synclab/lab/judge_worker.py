@@ -439,6 +439,9 @@ def _in_a_fork(exercise: dict, job: dict, passed: dict[str, bool], channel: int)
 def main() -> int:
     job = json.loads(sys.stdin.read())
     channel = job["channel_fd"]
+    # the labs' first cell imports it, registering the grader's reading with the checks: registered here before any
+    # fingerprint, the setup's import changes nothing (and in this process, with no kernel, it reads nothing)
+    importlib.import_module("synclab.lab.practice")
     for module in job["imports"]:
         importlib.import_module(module)  # imports only: the children fork from a process that ran no cell
     passed: dict[str, bool] = {}
