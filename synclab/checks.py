@@ -236,7 +236,18 @@ class CheckReport:
         return [(k, v) for k, v in (("case", o.case), ("", o.message), ("expected", o.expected), ("got", o.got),
                                     ("hint", hint)) if v]
 
+    @property
+    def not_started(self) -> str | None:
+        """One line for an exercise not started (every check met its stub), instead of a line per check."""
+        if not self.outcomes or any(o.status != "not implemented" for o in self.outcomes):
+            return None
+        n = len(self.outcomes)
+        checks = f"its {n} checks run" if n > 1 else "its check runs"
+        return f"{self.title}: {self.outcomes[0].message}; {checks} once it is written"
+
     def __str__(self) -> str:
+        if self.not_started:
+            return self.not_started
         lines = [self.summary] + [f"  flagged: {flag}" for flag in self.flags]
         lead, shown = self.lead, set()
         if lead is not None:
@@ -255,6 +266,8 @@ class CheckReport:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
+        if self.not_started:
+            return f"<div><b style='color:#8a6d3b'>{escape(self.not_started)}</b></div>"
         color = "#2e7d32" if self.passed else "#c62828"
         rows = []
         lead, shown = self.lead, set()

@@ -117,6 +117,14 @@ def test_not_implemented_shows_the_exercise():
     assert not report.passed
 
 
+def test_an_exercise_not_started_is_one_line_not_a_line_per_check():
+    report = run_checks("Exercise 9.9", [DOUBLE_CHECK, Check("9.9", "again", check_doubles)], stub_double, seed=1)
+    assert str(report) == ("Exercise 9.9: not implemented yet (Exercise 9.9); its 2 checks run once it is written")
+    assert "its 2 checks run" in report._repr_html_() and not report.passed
+    started = run_checks("Exercise 9.9", [DOUBLE_CHECK], good_double, seed=1)
+    assert started.not_started is None and "checks passed" in str(started)
+
+
 def test_not_implemented_without_message():
     def stub(x):
         raise NotImplementedError
@@ -358,7 +366,7 @@ def test_empty_report_has_not_passed():
 
 def test_to_dict():
     data = run_one(wrong_double, seed=8).to_dict()
-    assert set(data) == {"title", "passed", "seed", "points", "earned", "outcomes", "check_function"}
+    assert set(data) == {"title", "passed", "seed", "points", "earned", "outcomes", "check_function", "flags"}
     assert data["passed"] is False and data["seed"] == 8
     assert data["outcomes"][0]["status"] == "failed"
     json.dumps(data)  # JSON-able

@@ -86,7 +86,8 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "into a pinned tensor first, when the platform has pinned memory, and only then send it."),
         Hint("which calls",
              "`torch.as_tensor` / `torch.tensor(data, dtype=dtype)` accepts lists and arrays; a pageable CPU tensor "
-             "needs converting to the dtype and a pinned copy of its own, since the caller may reuse theirs; one "
+             "needs converting to the dtype and a pinned copy made by this call (sent from pageable memory it would be "
+             "a staging copy, and the caller may change theirs once the call returns); one "
              "that is pinned already may go as it is (`pin_memory()` returns it unchanged). Ask "
              "`is_pin_memory_available()`, then one `.to(device, non_blocking=True)`."),
     ),

@@ -48,7 +48,7 @@ WHAT_THE_LINE_DOES = {
     "a": "torch.tensor(..., device=dev) builds the tensor from the list on the host, then copies it to the device "
          "with a blocking copy, queued behind the device's work",
     "b": "torch.tensor(ids) lives in pageable memory; before .to() returns, the host itself copies it into a pinned "
-         "staging buffer, without waiting for the device's queue",
+         "staging buffer (CUDA promises only that such a copy may synchronize: it may also wait for the device)",
     "c": "the list goes into pinned memory first, so the non_blocking copy is only queued and .to() returns at once",
     "d": ".item() brings the last value of x to the host before fill_ can take it as a number",
     "e": "a 0-d device tensor assigned to a slice is broadcast by a kernel on the device; no value comes to the host",
