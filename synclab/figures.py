@@ -341,8 +341,9 @@ def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us:
 
 
 # The parts of chapter 6's step: the fix that works on each, and its colour; the parts no fix touches in greys.
-PHASE_STYLE = {"schedule": ("ch. 5's fix", "#17becf"), "uploads": ("ch. 3's fix", "#ff7f0e"),
-               "pool": ("ch. 1's fix", "#1f77b4"), "scan": ("ch. 4's fix", "#9467bd"), "copy": ("ch. 2's fix", "#2ca02c"),
+# A sync fix's part may even grow on a CPU (it removes waits, which a CPU's clock cannot see); a host-work fix's shrinks.
+PHASE_STYLE = {"schedule": ("ch. 5: host work", "#17becf"), "uploads": ("ch. 3: syncs", "#ff7f0e"),
+               "pool": ("ch. 1: syncs", "#1f77b4"), "scan": ("ch. 4: host work", "#9467bd"), "copy": ("ch. 2: the wait", "#2ca02c"),
                "model": ("", "#555555"), "sample": ("", "#888888"), "collect": ("", "#aaaaaa"), "loop": ("", "#cccccc")}
 
 

@@ -199,7 +199,7 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "they belong to before you change anything."),
         Hint("three kinds, three remedies",
              "The syncs are of three kinds: an upload of a Python list that blocks (send it as chapter 3 does, "
-             "with `self.upload`); a result whose size depends on device data (`nonzero`, a boolean mask), whose "
+             "with `self.upload`; a Python number written through an index, `x[i, j] = v`, is such an upload too); a result whose size depends on device data (`nonzero`, a boolean mask), whose "
              "answer the host could compute from what it already knows; and a device value read back per request "
              "that a hook receiving the host copy could read instead. Keep each piece of data on the side that "
              "uses it."),
