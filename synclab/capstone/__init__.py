@@ -12,7 +12,7 @@ What the notebook imports. The rooms, as in every chapter:
 The engine itself is :mod:`synclab.engine.engine_core` (and :mod:`synclab.engine.tiny_llm`, its model).
 """
 
-from synclab.capstone.checks import ALONE_REASONS, READING_QUESTIONS, check_ablation_reading, check_ablation_row, check_sync_hunt
+from synclab.capstone.checks import ALONE_REASONS, GRADER_WARM_UP, READING_QUESTIONS, check_ablation_reading, check_ablation_row, check_sync_hunt
 from synclab.capstone.planted import PlantedRunner
 from synclab.capstone.profiling import (HOST_WORK_POINTS, HostTime, ablation_counts, ablation_counts_figure, ablation_order_problems,
                                         book_ablation_counts, book_host_work, counted_busy_share_model,
@@ -24,7 +24,7 @@ from synclab.capstone.workloads import (ablation_configs, ablation_workload, boo
                                         host_work_per_decode_step, is_planned, load_fixes, random_mix, run_engine,
                                         step_syncs, stray_sources)
 
-__all__ = ["ALONE_REASONS", "HOST_WORK_POINTS", "PlantedRunner", "READING_QUESTIONS", "ablation_counts", "ablation_counts_figure",
+__all__ = ["ALONE_REASONS", "GRADER_WARM_UP", "HOST_WORK_POINTS", "PlantedRunner", "READING_QUESTIONS", "ablation_counts", "ablation_counts_figure",
            "ablation_order_problems", "book_ablation_counts", "book_host_work",
            "capstone_workload", "counted_busy_share_model", "ablation_configs", "ablation_workload", "book_fixes", "busy_share",
            "busy_share_model", "check_ablation_reading", "check_ablation_row", "check_sync_hunt", "comparable", "decode_workload",

@@ -436,6 +436,19 @@ def _in_a_fork(exercise: dict, job: dict, passed: dict[str, bool], channel: int)
     return json.loads(mine[0])
 
 
+def _warm(warm_up: Any) -> None:
+    """Run ``warm_up`` on one intra-op thread: a thread pool started here would not exist in the forked children,
+    and their first parallel torch call would wait for it forever."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        warm_up()
+    finally:
+        torch.set_num_threads(threads)
+
+
 def main() -> int:
     job = json.loads(sys.stdin.read())
     channel = job["channel_fd"]
@@ -444,6 +457,11 @@ def main() -> int:
     importlib.import_module("synclab.lab.practice")
     for module in job["imports"]:
         importlib.import_module(module)  # imports only: the children fork from a process that ran no cell
+    for exercise in job["exercises"]:  # the package's own work an exercise's checks need, done before any answer
+        for module in job["imports"]:  # is loaded: the children inherit it
+            warm_up = getattr(sys.modules[module], "GRADER_WARM_UP", {}).get(exercise["task"])
+            if warm_up is not None:
+                _warm(warm_up)
     passed: dict[str, bool] = {}
     for exercise in job["exercises"]:
         verdict = _in_a_fork(exercise, job, passed, channel)

@@ -266,7 +266,9 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
         "current_stream": lambda device=None: _current_device().current, "synchronize": _synchronize,
     }
     originals = {name: getattr(torch.cuda, name) for name in patches}
-    record_stream = torch.Tensor.record_stream
+    # torch.Tensor inherits record_stream from its C base: put back exactly what was there (nothing, usually), or
+    # the class would keep a copy of its own after the block
+    own_record_stream = torch.Tensor.__dict__.get("record_stream")
     _DEVICE.append(device)
     for name, value in patches.items():
         setattr(torch.cuda, name, value)
@@ -275,7 +277,10 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
         with _AsyncCopies() if async_copies else nullcontext():
             yield device
     finally:
-        torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
+        if own_record_stream is None:
+            del torch.Tensor.record_stream
+        else:
+            torch.Tensor.record_stream = own_record_stream  # type: ignore[method-assign]
         for name, value in originals.items():
             setattr(torch.cuda, name, value)
         for stream in device.streams:  # uploads no wait covered: their sources must still be untouched
