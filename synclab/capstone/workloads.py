@@ -573,9 +573,6 @@ def capstone_workload(decode_tokens: int = 8, model: ModelConfig = CPU_MODEL) ->
                            deep=True)
 
 
-ABLATION_LENGTHS = (16, 64)  # tokens each request has already produced (decode_workload)
-
-
 def ablation_workload(length: int = 64) -> Workload:
     """4 decoding requests with 4 images each (2 of them asking for logprobs) and 2 embedding requests."""
     return decode_workload(length, images=4, embeddings=2)
