@@ -68,7 +68,7 @@ class GpuReferenceDirective(SphinxDirective):
 def _report_markdown(report: Any, names: list[str], shown: list[str]) -> str:
     """The PR's own numbers as a small table, sourced, and what a GPU run of the lab adds (or added) here."""
     if report.pr is None:
-        text = f"**No PR measured this.** {report.why}"
+        text = f"**No PR measured this.** {report.why[:1].upper()}{report.why[1:]}"
     else:
         pr = f"#{report.pr}"
         text = (f"**Reported by PR {pr}** ({report.source}): {report.measured}. {report.setup}\n\n"
@@ -83,7 +83,7 @@ def _report_markdown(report: Any, names: list[str], shown: list[str]) -> str:
         text += f"\n\nAbove, from `python -m synclab bench {report.chapter}` on a GPU: {adds(shown)}."
     if missing:
         what = adds(missing)
-        text += (f"\n\n{'Not yet recorded on a GPU' if shown else '*No GPU run of this lab is recorded yet.*'}: "
+        text += (f"\n\n{'Not yet recorded on a GPU' if shown else '*No GPU run of this lab is recorded yet*'}: "
                  f"on a machine with a GPU, `python -m synclab bench {report.chapter}` draws here "
                  f"{what[0].lower()}{what[1:]}.")
     return text
