@@ -347,12 +347,14 @@ PHASE_STYLE = {"schedule": ("ch. 5: host work", "#17becf"), "uploads": ("ch. 3: 
                "model": ("", "#555555"), "sample": ("", "#888888"), "collect": ("", "#aaaaaa"), "loop": ("", "#cccccc")}
 
 
-def host_phases_figure(phases_us: dict[str, dict[str, float]], round_totals_us: dict[str, Sequence[float]],
-                       title: str, label: str) -> go.Figure:
+def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str) -> go.Figure:
     """Stacked bars, one per configuration: the median decode step's host time in each part of the step (chapter 6);
-    a marker for the whole step, the range of its rounds as error bars."""
+    a marker for the whole step, the range of its rounds as error bars. ``phases[config]`` holds ``per_phase_us``
+    and ``round_totals_us``, as chapter 6's measurement stores them."""
     from statistics import median
 
+    phases_us = {c: row["per_phase_us"] for c, row in phases.items()}
+    round_totals_us = {c: row["round_totals_us"] for c, row in phases.items()}
     fig = go.Figure()
     configs = list(phases_us)
     shown = [c.replace(" (", "<br>(", 1) for c in configs]

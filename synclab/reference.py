@@ -217,10 +217,7 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
         if problems:
             raise ValueError(f"data/reference/{slug}/{chapter}.json, {name}: {'; '.join(problems)}")
         if name == "host_phases":  # chapter 6: each configuration's step, in its parts
-            phases = result["phases"]
-            drawn.append(figures.host_phases_figure({c: row["per_phase_us"] for c, row in phases.items()},
-                                                    {c: row["round_totals_us"] for c, row in phases.items()},
-                                                    f"{title} ({slug})", label).to_dict())
+            drawn.append(figures.host_phases_figure(result["phases"], f"{title} ({slug})", label).to_dict())
             continue
         numeric = all(isinstance(v, (int, float)) for v in sweep.values)
         drawn.append(figures.sweep_figure(sweep, f"{title} ({slug})", log_x=numeric, log_y=True,

@@ -308,6 +308,8 @@ def test_trace_lanes_keep_kernels_and_blocking_calls_in_the_window():
     lanes = ch6.trace_lanes(events, window_us=100)
     assert lanes == {"kernels": [(0, 50), (60, 70)], "syncs": [(50, 58), (71, 80)]}
     assert ch6.trace_lanes([event("CPU", "cudaStreamSynchronize", 1, 2)], 10) == {"kernels": [], "syncs": []}
+    # past a warm-up: the lanes start at the first kernel of the measured steps, not of the run
+    assert ch6.trace_lanes(events, window_us=100, start_us=155) == {"kernels": [(0, 10)], "syncs": [(11, 20)]}
 
 
 def test_the_figures_draw_every_configuration():

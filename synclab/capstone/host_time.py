@@ -12,7 +12,6 @@ output copy and its wait (chapter 2's), collecting the output, and the loop itse
   interleaved, on one intra-op thread: the median over the decode steps of every round, and each round's median
   step (the spread). On a CPU the model's part is its compute, which a GPU does on the device: the host's own
   bookkeeping is everything else.
-* :func:`phase_shares` — a row as shares of its step.
 """
 
 from __future__ import annotations
@@ -140,10 +139,6 @@ class HostPhases:
     def to_dict(self) -> dict[str, Any]:
         return {"per_phase_us": self.per_phase_us, "round_totals_us": self.round_totals_us}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HostPhases:
-        return cls(dict(data["per_phase_us"]), list(data["round_totals_us"]))
-
 
 def host_phases(workload: Workload, configs: Sequence[EngineConfig] | None = None, rounds: int = 3,
                 components: Any = None) -> dict[str, HostPhases]:
@@ -181,9 +176,3 @@ def host_phases(workload: Workload, configs: Sequence[EngineConfig] | None = Non
     return {label: HostPhases({phase: statistics.median(s.get(phase, 0.0) for s in rows) * 1e6
                                for phase in HOST_PHASES}, totals[label])
             for label, rows in steps.items()}
-
-
-def phase_shares(row: HostPhases) -> dict[str, float]:
-    """Each part's share of the step (of the medians' sum)."""
-    total = sum(row.per_phase_us.values())
-    return {phase: us / total for phase, us in row.per_phase_us.items()}

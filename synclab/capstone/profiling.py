@@ -273,9 +273,8 @@ def host_phases_figure(result: HostTime, title: str) -> Any:
     the rounds as a marker with error bars."""
     from synclab import figures
 
-    return figures.host_phases_figure({label: row.per_phase_us for label, row in result.phases.items()},
-                                      {label: row.round_totals_us for label, row in result.phases.items()},
-                                      title, result.steps.provenance.label)
+    return figures.host_phases_figure({label: row.to_dict() for label, row in result.phases.items()}, title,
+                                      result.steps.provenance.label)
 
 
 TIMELINE_CONFIGS = ("baseline", "all fixes")  # the two whose traces the page draws
@@ -434,7 +433,7 @@ def _profiled_idle(workload: Workload, config: EngineConfig, fixes: Any, warmup:
     end = max(e for _, e in kernels)
     width = (end - begin) / IDLE_WINDOWS
     idle = [1 - busy_share(kernels, begin + k * width, begin + (k + 1) * width) for k in range(IDLE_WINDOWS)]
-    return idle, trace_lanes(events, window_us=(end - begin) * TIMELINE_STEPS / steps)
+    return idle, trace_lanes(events, window_us=(end - begin) * TIMELINE_STEPS / steps, start_us=begin)
 
 
 # ----------------------------------------------------------------------------- one step's timeline
@@ -543,12 +542,14 @@ def kernel_intervals(events: Sequence[Any]) -> list[tuple[float, float]]:
             if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start]
 
 
-def trace_lanes(events: Sequence[Any], window_us: float) -> dict[str, list[tuple[float, float]]]:
-    """Kernels and host sync calls of a profiler trace, in µs from the first kernel, cut to ``window_us``.
+def trace_lanes(events: Sequence[Any], window_us: float, start_us: float = float("-inf")
+                ) -> dict[str, list[tuple[float, float]]]:
+    """Kernels and host sync calls of a profiler trace, in µs from the first kernel at or after ``start_us`` (the
+    first measured step, past a warm-up), cut to ``window_us``.
 
     ``events`` are ``torch.profiler`` events (``device_type``, ``name``, ``time_range``).
     """
-    kernels = kernel_intervals(events)
+    kernels = [(b, e) for b, e in kernel_intervals(events) if b >= start_us]
     if not kernels:
         return {"kernels": [], "syncs": []}
     origin = min(b for b, _ in kernels)
