@@ -7,7 +7,8 @@ What the notebook imports. The rooms, as in every chapter:
 * :mod:`.checks` — the checks of 6.1 and 6.2;
 * :mod:`.planted` — the runner Exercise 6.1 starts from, with three features and their syncs (what the
   reader hunts, as the engine is what the other chapters' readers fix);
-* :mod:`.profiling` — the ablation's measurements, the device's busy share, one step's timeline.
+* :mod:`.profiling` — the ablation's measurements, the device's busy share, one step's timeline;
+* :mod:`.tables` — the same rows as text, printed under the figures.
 
 The engine itself is :mod:`synclab.engine.engine_core` (and :mod:`synclab.engine.tiny_llm`, its model).
 """
@@ -23,11 +24,12 @@ from synclab.capstone.workloads import (ablation_configs, ablation_workload, boo
                                         decode_workload, first_difference, host_work_in_decode_step,
                                         host_work_per_decode_step, is_planned, load_fixes, random_mix, run_engine,
                                         step_syncs, stray_sources)
+from synclab.capstone.tables import busy_shares_text, counts_text, events_text, host_work_text
 
 __all__ = ["ALONE_REASONS", "GRADER_WARM_UP", "HOST_WORK_POINTS", "PlantedRunner", "READING_QUESTIONS", "ablation_counts", "ablation_counts_figure",
            "ablation_order_problems", "book_ablation_counts", "book_host_work",
            "capstone_workload", "counted_busy_share_model", "ablation_configs", "ablation_workload", "book_fixes", "busy_share",
-           "busy_share_model", "check_ablation_reading", "check_ablation_row", "check_sync_hunt", "comparable", "decode_workload",
+           "busy_share_model", "busy_shares_text", "counts_text", "events_text", "host_work_text", "check_ablation_reading", "check_ablation_row", "check_sync_hunt", "comparable", "decode_workload",
            "first_difference", "gpu_ablation", "HostTime", "host_phases_figure", "host_time_by_phase", "host_work_figure", "host_work_in_decode_step",
            "host_work_per_decode_step", "host_work_table", "is_planned", "load_fixes", "modelled_busy_share", "random_mix",
            "run_engine", "step_host_events", "step_syncs", "stray_sources", "sync_table", "trace_lanes"]

@@ -222,6 +222,11 @@ class HostTime:
     steps: Any  # synclab.timing.Sweep: one value, the workload; per configuration, its rounds' median steps
     phases: dict[str, HostPhases]
 
+    def own_us(self) -> dict[str, float]:
+        """Per configuration, the host's own part of a decode step in µs (the model's compute left out): what the
+        MODEL's host time is (:func:`counted_busy_share_model`)."""
+        return {label: row.own_us for label, row in self.phases.items()}
+
     def table(self) -> str:
         """Median µs per decode step in each part of the step, a row per configuration."""
         width = max(map(len, self.phases)) + 2
