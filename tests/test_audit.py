@@ -124,3 +124,46 @@ def test_the_policy_lets_the_package_and_imports_do_their_work(tmp_path):
     assert policy.refuses("open", (str(tmp_path / "x"), None, os.O_WRONLY | os.O_CREAT), reader).startswith("open: writing")
     assert policy.refuses("pickle.find_class", ("torch._utils", "_rebuild_tensor_v2"), reader) is None
     assert policy.refuses("exec", (None,), machinery) is None
+
+
+PINNED = ROOT / "solutions" / "03_pinned_transfers.ipynb"
+# (what, the statements a 3.7 answer tries on a rank, a phrase of the flag)
+RANK_CHEATS = [
+    ("a forked process, on a rank", "pid = os.fork()\nif pid == 0:\n    os._exit(0)", "os.fork: a process of its own"),
+    ("the solution notebook read, on a rank", f"open({str(PINNED)!r}).read()",
+     "the course's file solutions/03_pinned_transfers.ipynb"),
+]
+
+
+def _rank_answer(statements: str) -> str:
+    """The solution's 3.7 cell, whose ``_run_ar`` (it runs on the ranks) first runs ``statements``, in a try block."""
+    nb = nbformat.read(PINNED, as_version=4)
+    source = next(c.source for c in nb.cells if c.cell_type == "code" and "def _run_ar(" in c.source)
+    tried = "\n".join("        " + line for line in statements.splitlines())
+    body = source.index(":\n", source.index("def _run_ar(")) + 2
+    return (source[:body] + f"    import os\n    try:\n{tried}\n    except Exception:\n        pass\n"
+            + source[body:])
+
+
+def test_the_ranks_run_the_readers_code_under_the_same_audit():
+    """Chapter 3's checks run the reader's 3.7 on ranks, processes of their own: the hook is armed there too, before
+    any of the reader's code runs, and what it refuses on a rank flags the exercise (scan off), even when the answer
+    catches the refusal. The honest 3.7 in the same worker passes: the ranks' own work is not refused."""
+    nb = nbformat.read(PINNED, as_version=4)
+    chapter, exercises, setup, _ = jobs_for(nb, ["3.7"])
+    (template,) = [e for e in exercises if e["task"] == "3.7"]
+    jobs = []
+    for _, statements, _ in RANK_CHEATS:
+        cells = [dict(c) for c in template["cells"]]
+        own = next(c for c in cells if "def _run_ar(" in c["source"])
+        own["source"] = _rank_answer(statements)
+        jobs.append({**template, "cells": cells})
+    jobs.append(template)
+    lines, stderr, token = run_worker(chapter, jobs, setup, False, 240.0)
+    mine = [json.loads(line[len(token):]) for line in lines if line.startswith(token)]
+    assert len(mine) == len(jobs), stderr
+    for (what, _, flag), verdict in zip(RANK_CHEATS, mine):
+        refused = [f for f in verdict["flags"] if f.startswith("the grader's audit refused")]
+        assert any(flag in f and "on rank" in f for f in refused), (what, verdict)
+    honest = mine[-1]
+    assert honest["flags"] == [] and honest["report"]["passed"], honest

@@ -35,6 +35,27 @@ def _raise_on_rank_1(rank: int) -> int:
     return rank
 
 
+class _RunsWhenRebuilt:
+    """An object whose unpickling calls a function: what a rank must not hand the checks' process."""
+
+    def __reduce__(self):
+        return (os.getpid, ())
+
+
+def _returns_an_object_that_runs_code(rank: int) -> object:
+    return _RunsWhenRebuilt()
+
+
+def test_a_rank_hands_back_plain_data_only(no_leaked_ranks):
+    """The reader's code runs on the ranks: what they send back is read as plain data, so nothing it sends runs code in
+    the checks' process as it is rebuilt (a pickle's globals are refused, and the rank is reported)."""
+    with RankGroup() as ranks:
+        with pytest.raises(RankError, match="more than plain data.*posix.getpid"):
+            ranks.run(_returns_an_object_that_runs_code, timeout_s=30)
+        assert ranks.run(lambda rank: {"rank": rank, "values": [1.5, None, "x"]}) == [
+            {"rank": 0, "values": [1.5, None, "x"]}, {"rank": 1, "values": [1.5, None, "x"]}]
+
+
 def test_a_raising_rank_stops_every_rank(no_leaked_ranks):
     with RankGroup() as ranks:
         pids = ranks.pids

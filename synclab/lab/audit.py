@@ -22,15 +22,22 @@ never does (a builtin the reader planted as a method). Refused, by kind:
 * **the interpreter's insides**: ``gc``'s object walks, ``ctypes``, tracing and profiling hooks, new audit
   hooks, new code objects, and setting a function's code or any attribute of the package's objects.
 
+The processes the checks start for themselves (chapter 3's ranks) arm the same hook before they run any of the
+reader's code, and report what it refused there (:mod:`synclab.child_audit`): the exercise is flagged as if it
+happened in its own process.
+
 A refused event raises :class:`Refused` where it happened, and the exercise scores 0 with a flag that names
 the event, even if the reader's code caught the exception.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any
+
+from synclab.child_audit import ASK_FOR_HOOK, ASK_FOR_REFUSALS, EVENT_PREFIX, REPORT_REFUSAL
 
 READER_FILES = ("<Exercise ", "<your cell ")  # how the worker names the code it compiles from answer cells
 
@@ -166,6 +173,16 @@ class _Policy:
         return None
 
 
+def _child_event(event: str, args: tuple, course_roots: tuple[str, ...], readable: tuple[str, ...],
+                 refused: list[str]) -> None:
+    if event == ASK_FOR_HOOK and args and isinstance(args[0], list):
+        args[0].append(functools.partial(arm, course_roots, readable))
+    elif event == ASK_FOR_REFUSALS and args and isinstance(args[0], list):
+        args[0].extend(refused)
+    elif event == REPORT_REFUSAL and args:
+        refused.append(str(args[0]))
+
+
 def arm(course_roots: tuple[str, ...], readable: tuple[str, ...]) -> list[str]:
     """Add the hook to this process, for good; the list it records each refused event in.
 
@@ -178,6 +195,9 @@ def arm(course_roots: tuple[str, ...], readable: tuple[str, ...]) -> list[str]:
     busy = [False]  # the hook's own frame walk raises events too
 
     def hook(event: str, args: tuple) -> None:
+        if event.startswith(EVENT_PREFIX):  # a process the checks started, or one starting
+            _child_event(event, args, course_roots, readable, refused)
+            return
         if busy[0] or not event.startswith(_WATCHED):
             return
         if event == "object.__getattr__" and (len(args) < 2 or args[1] not in _FRAME_ATTRIBUTES):

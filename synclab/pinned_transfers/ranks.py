@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import multiprocessing as mp
 import os
+import pickle
 import select
 import shutil
 import signal
@@ -46,11 +48,25 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from synclab.child_audit import hook_for_child, refusals_here, report_refusal
 from synclab.device import has_cuda
 
 START_TIMEOUT_S = 120.0  # the first start also starts the fork server (it imports torch): a busy machine needs a while
 CALL_TIMEOUT_S = 60.0
 LEAVE_GRACE_S = 5.0  # how long a rank may take to leave cleanly before it is terminated
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Reads what a rank sends back: plain data (numbers, strings, lists, dicts), never an object that runs code here
+    as it is rebuilt (the reader's code runs on the rank, and could send one)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
+
+
+def plain_loads(data: bytes) -> Any:
+    """``data`` unpickled, if it holds plain data only."""
+    return _PlainUnpickler(io.BytesIO(data)).load()
 
 
 class RankError(RuntimeError):
@@ -154,9 +170,15 @@ def _rank_device(rank: int) -> Any:
 
 
 def _rank_main(rank: int, world_size: int, backend: str, init_method: str, conn: Connection, parent_pid: int,
-               timeout_s: float) -> None:
-    """One rank: join the group, install the DP group, run what the parent sends until told to leave."""
+               timeout_s: float, arm_audit: Callable[[], Any] | None = None) -> None:
+    """One rank: join the group, install the DP group, run what the parent sends until told to leave.
+
+    ``arm_audit``: the grader's audit hook, where the group was started under one: armed before any of the reader's
+    code runs here, and what it refuses is sent back in place of the call's result."""
     _die_with_parent(parent_pid)
+    if arm_audit is not None:
+        arm_audit()
+    refused_so_far = 0
     import cloudpickle
     import torch.distributed as dist
 
@@ -178,9 +200,12 @@ def _rank_main(rank: int, world_size: int, backend: str, init_method: str, conn:
                 break
             try:
                 fn, args = cloudpickle.loads(message)
-                conn.send(("ok", fn(rank, *args)))
+                reply: tuple[str, Any] = ("ok", fn(rank, *args))
             except BaseException:  # the reader's code may raise anything; report it, stay available
-                conn.send(("error", traceback.format_exc(limit=-6)))
+                reply = ("error", traceback.format_exc(limit=-6))
+            refused = refusals_here()[refused_so_far:]  # even if the reader's code caught the refusal
+            refused_so_far += len(refused)
+            conn.send(("refused", refused) if refused else reply)
     finally:
         dist.destroy_process_group()
         conn.close()
@@ -248,6 +273,7 @@ class RankGroup:
         if self.running:
             return
         ctx = _start_context()
+        arm_audit = hook_for_child()  # under the grader, the ranks run the reader's code under its audit hook too
         self._dir = tempfile.mkdtemp(prefix="synclab-ranks-")
         init_method = f"file://{os.path.join(self._dir, 'store')}"
         self.starts += 1
@@ -256,7 +282,7 @@ class RankGroup:
                 parent_end, child_end = ctx.Pipe()
                 process = ctx.Process(target=_rank_main, name=f"synclab rank {rank}", daemon=True,
                                       args=(rank, self.world_size, self.backend, init_method, child_end,
-                                            os.getpid(), self._group_timeout_s))
+                                            os.getpid(), self._group_timeout_s, arm_audit))
                 with _main_not_reimported():
                     process.start()
                 child_end.close()
@@ -333,9 +359,15 @@ class RankGroup:
                 if ready in waiting:
                     rank = waiting[ready]
                     try:
-                        status, value = ready.recv()
+                        status, value = plain_loads(ready.recv_bytes())
                     except (EOFError, OSError):
                         raise RankError(rank, f"the process ended during {what}") from None
+                    except pickle.UnpicklingError as exc:
+                        raise RankError(rank, f"it sent back more than plain data ({exc})") from None
+                    if status == "refused":
+                        for why in value:
+                            report_refusal(f"{why} (on rank {rank})")
+                        raise RankError(rank, "the grader's audit refused " + "; ".join(value))
                     if status == "error":
                         raise RankError(rank, value)
                     replies[rank] = value
