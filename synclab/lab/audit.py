@@ -23,7 +23,7 @@ never does (a builtin the reader planted as a method). Refused, by kind:
   hooks, new code objects, and setting a function's code or any attribute of the package's objects.
 
 The processes the checks start for themselves (chapter 3's ranks) arm the same hook before they run any of the
-reader's code, and report what it refused there (:mod:`synclab.child_audit`): the exercise is flagged as if it
+reader's code, and report what it refused there (:func:`synclab.checks.hook_for_child`): the exercise is flagged as if it
 happened in its own process.
 
 A refused event raises :class:`Refused` where it happened, and the exercise scores 0 with a flag that names
@@ -37,7 +37,7 @@ import os
 import sys
 from typing import Any
 
-from synclab.child_audit import ASK_FOR_HOOK, ASK_FOR_REFUSALS, EVENT_PREFIX, REPORT_REFUSAL
+from synclab.checks import ASK_FOR_HOOK, ASK_FOR_REFUSALS, EVENT_PREFIX, REPORT_REFUSAL
 
 READER_FILES = ("<Exercise ", "<your cell ")  # how the worker names the code it compiles from answer cells
 

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from synclab.child_audit import hook_for_child, refusals_here, report_refusal
+from synclab.checks import hook_for_child, refusals_here, report_refusal
 from synclab.device import has_cuda
 
 START_TIMEOUT_S = 120.0  # the first start also starts the fork server (it imports torch): a busy machine needs a while
