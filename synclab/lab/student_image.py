@@ -11,6 +11,7 @@ What goes in, and why:
   student's kernel). Nothing in it reads ``solutions/`` to check, judge or run chapter 6.
 * ``data/pr_reports.yaml`` and ``data/reference/`` — the PRs' numbers and the GPU results
   the profiling cells draw.
+* ``book/*.md`` — the chapters' pages, which each lab links to (the HTML book is the same text, rendered).
 * ``labs/`` — generated afresh from the solutions, never copied: a clone where someone worked
   the labs would hand out their answers.
 * ``requirements.txt`` and ``pyproject.toml`` — what the image installs.
@@ -63,6 +64,10 @@ def write_student_image(root: Path, dest: Path) -> list[Path]:
         elif source.exists():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             written.append(Path(shutil.copy2(source, dest / name)))
+    pages = dest / "book"
+    pages.mkdir()
+    for page in sorted((root / "book").glob("*.md")):  # the labs' links to their chapter's page resolve
+        written.append(Path(shutil.copy2(page, pages / page.name)))
     labs = dest / "labs"
     labs.mkdir()
     for solution in solutions:
