@@ -33,13 +33,13 @@ def section(lab: str, heading: str) -> str:
 
 def test_3_6_says_a_non_blocking_download_gets_a_pinned_destination_and_the_counter_agrees():
     text = section("03_pinned_transfers", "## Exercise 3.6")
-    assert 'x.to("cpu", non_blocking=True)' in text and "allocates that destination in pinned memory" in text
+    assert 'x.to("cpu", non_blocking=True)' in text and "allocates it pinned" in text
     on_device = to_device(torch.arange(4))
     with count_syncs() as report:  # what the sentence implies: the call itself does not wait
         on_device.to("cpu", non_blocking=True)
     assert report.count == 0
     chapter_2 = " ".join((ROOT / "book" / "02_lazy_streams.md").read_text().split())
-    assert "chapter 3 covers pinning" not in chapter_2 and "Exercise 3.6 (snippet `j`)" in chapter_2
+    assert "chapter 3 covers pinning" not in chapter_2 and "Exercise 3.6 and its pitfalls" in chapter_2
 
 
 def test_chapter_2_says_what_host_blocked_measures_before_it_runs():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,9 +88,19 @@ def test_a_finished_3_3_is_profiled_though_the_stretch_3_4_in_its_class_is_not(m
 def test_snippets_measure_what_the_book_says():
     measured = _measure_snippet_syncs()
     assert list(measured) == ch3.SNIPPETS
-    assert measured["f: rows[idx] = 0"] == "synchronous host-to-device copy"
-    assert measured["g: rows.index_fill_(0, idx, 0)"] == "none"
-    assert sum(v == "none" for v in measured.values()) == 5
+    assert measured["f: rows[idx] = 1.5"] == "synchronous host-to-device copy"  # a tensor index: index_put_
+    assert measured["g: rows[:, 0] = 1.5"] == "none"  # plain indexing: a view's fill
+    assert measured["h: rows[rows > 0]"] == "boolean-mask indexing"
+    assert measured["j: torch.empty(16, dtype=torch.int32).copy_(x, non_blocking=True)"] == \
+        "non_blocking copy into pageable memory"
+    assert sum(v == "none" for v in measured.values()) == 3
+
+
+def test_no_snippet_is_a_line_the_page_shows():
+    """3.6 asks the reader to apply the chapter's rules: a snippet the page prints verbatim is answered by the page."""
+    page = (Path(__file__).resolve().parent.parent / "book" / "03_pinned_transfers.md").read_text()
+    shown = [name for name in ch3.SNIPPETS if name.split(": ", 1)[1] in page]
+    assert not shown, shown
 
 
 def test_stale_read_shows_the_hazard():
@@ -674,14 +685,16 @@ def test_every_check_is_shown_to_fail():
 def test_wrong_predictions_fail_with_the_snippet_named():
     def swapped():
         answers = dict(my_predictions())
-        f, g = "f: rows[idx] = 0", "g: rows.index_fill_(0, idx, 0)"
+        f, g = "f: rows[idx] = 1.5", "g: rows[:, 0] = 1.5"
         answers[f], answers[g] = answers[g], answers[f]
         return answers
 
     report = ch3.check_sync_predictions(swapped)
-    assert not report.passed and "f: rows[idx] = 0: you said 'none', but index_put_ wraps the Python 0" in str(report)
-    assert "you said 'synchronous host-to-device copy', but index_fill_ hands the 0" in str(report)
+    assert not report.passed and "f: rows[idx] = 1.5: you said 'none', but a tensor index makes this index_put_" \
+        in str(report)
+    assert "you said 'synchronous host-to-device copy', but a slice and an int are plain indexing" in str(report)
     assert "measured" not in str(report)  # the reader is told what the line does, not the kind count_syncs measured
+    assert report.outcomes[0].share == 0.8  # eight of ten right: each right prediction earns its share
     assert not ch3.check_sync_predictions(lambda: {k: None for k in ch3.SNIPPETS}).passed
     assert not ch3.check_sync_predictions(lambda: {"a": None}).passed
 
@@ -738,3 +751,14 @@ def test_predictions_written_as_the_members_names_are_told_to_use_the_member():
     assert not report.passed
     assert report.outcomes[0].message == "use the SyncKind member, not its name as a string", str(report)
     assert "SyncKind.H2D_COPY, not 'H2D_COPY'" in report.outcomes[0].hint
+
+
+def test_the_one_step_row_says_when_it_sums_only_the_sites_written():
+    from synclab.pinned_transfers.profiling import ROW_TASKS, per_step
+
+    every = {row: {"before": [2], "after": [0]} for row in ROW_TASKS}
+    assert list(per_step(every))[-1] == "one step, every site"
+    core_only = {row: every[row] for row in ("async_tensor_h2d", "gather_specific_token_logprobs")}
+    rows = per_step(core_only)
+    assert list(rows) == ["gather_specific_token_logprobs", "one step, the sites written"]
+    assert rows["one step, the sites written"] == {"before": [2], "after": [0]}

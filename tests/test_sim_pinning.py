@@ -30,6 +30,14 @@ def test_pin_memory_copies_the_source():
         assert pinned[0] == 0
 
 
+def test_pin_memory_returns_a_pinned_tensor_as_it_is():
+    """As torch does: only pageable memory is copied, so reusing a pinned buffer through pin_memory() is the same
+    buffer, and the hazard of refilling it before its upload ran shows."""
+    with simulated_pinning(True):
+        pinned = torch.zeros(4, pin_memory=True)
+        assert pinned.pin_memory() is pinned
+
+
 def test_wsl_refuses_pinning_and_says_why():
     with simulated_pinning(False):
         assert not is_pin_memory_available()

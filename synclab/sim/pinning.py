@@ -72,8 +72,8 @@ class _PinningMode(TorchFunctionMode):
         if name == "pin_memory" and args and isinstance(args[0], torch.Tensor):
             if not self.available:
                 _refuse("tensor.pin_memory()")
-            if self.simulate:  # torch copies into a new page-locked buffer; so do we
-                return _mark_pinned(args[0].detach().clone())
+            if self.simulate:  # torch copies into a new page-locked buffer, unless the tensor is pinned already
+                return args[0] if is_pinned_host(args[0]) else _mark_pinned(args[0].detach().clone())
         if name == "is_pinned" and self.simulate and args and isinstance(args[0], torch.Tensor):
             return is_pinned_host(args[0])
         return func(*args, **kwargs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
+import numpy
 import torch
 
 from synclab.checks import Check, CheckReport, expect, keyed_by_name, run_checks
@@ -18,7 +19,11 @@ from synclab.pinned_transfers.checks.common import counted
 
 
 def _snippets(device: Any = None) -> dict[str, Callable[[], object]]:
-    """Snippets whose sync the reader predicts. ``x``, ``idx``, ``seq_lens``, ``rows`` live on the device."""
+    """Snippets whose sync the reader predicts. ``x``, ``idx``, ``seq_lens``, ``rows`` and ``buf`` live on the device.
+
+    None of them is a line the page shows: each applies one of its rules through another call (``as_tensor`` for
+    ``tensor``, a NumPy array for a list, ``int(t)`` for ``t.item()``, a slice for a tensor index).
+    """
     dev = device if device is not None else pick_device()
     x = to_device(torch.arange(16, dtype=torch.int32), dev)  # [16] device
     idx = to_device(torch.tensor([0, 2]), dev)  # [2] device
@@ -26,18 +31,20 @@ def _snippets(device: Any = None) -> dict[str, Callable[[], object]]:
     rows = to_device(torch.ones(4, 8), dev)  # [4, 8] device
     buf = to_device(torch.zeros(32, dtype=torch.int32), dev)  # [32] device
     ids = [3, 1, 4, 1, 5]
+    array = numpy.array(ids)  # host, pageable
     return {
-        "a: torch.tensor(ids, device=dev)": lambda: torch.tensor(ids, device=dev),
-        "b: torch.tensor(ids).to(dev, non_blocking=True)": lambda: torch.tensor(ids).to(dev, non_blocking=True),
-        "c: torch.tensor(ids, pin_memory=pin).to(dev, non_blocking=True)":
-            lambda: torch.tensor(ids, pin_memory=is_pin_memory_available()).to(dev, non_blocking=True),
-        "d: buf[16:].fill_(x[-1].item())": lambda: buf[16:].fill_(x[-1].item()),
-        "e: buf[16:] = x[-1]": lambda: buf.__setitem__(slice(16, None), x[-1]),
-        "f: rows[idx] = 0": lambda: rows.__setitem__(idx, 0),
-        "g: rows.index_fill_(0, idx, 0)": lambda: rows.index_fill_(0, idx, 0),
-        "h: rows[idx].zero_()": lambda: rows[idx].zero_(),
-        "i: torch.arange(seq_lens[0])": lambda: torch.arange(seq_lens[0]),
-        "j: x.to('cpu', non_blocking=True)": lambda: x.to("cpu", non_blocking=True),
+        "a: torch.as_tensor(ids, device=dev)": lambda: torch.as_tensor(ids, device=dev),
+        "b: torch.from_numpy(array).to(dev, non_blocking=True)": lambda: torch.from_numpy(array).to(dev, non_blocking=True),
+        "c: torch.tensor(ids).pin_memory().to(dev, non_blocking=True)":
+            lambda: torch.tensor(ids).pin_memory().to(dev, non_blocking=True),
+        "d: int(x[-1])": lambda: int(x[-1]),
+        "e: buf[:16] = x": lambda: buf.__setitem__(slice(None, 16), x),
+        "f: rows[idx] = 1.5": lambda: rows.__setitem__(idx, 1.5),
+        "g: rows[:, 0] = 1.5": lambda: rows.__setitem__((slice(None), 0), 1.5),
+        "h: rows[rows > 0]": lambda: rows[rows > 0],
+        "i: torch.ones(seq_lens[1])": lambda: torch.ones(seq_lens[1]),
+        "j: torch.empty(16, dtype=torch.int32).copy_(x, non_blocking=True)":
+            lambda: torch.empty(16, dtype=torch.int32).copy_(x, non_blocking=True),
     }
 
 
@@ -45,20 +52,23 @@ SNIPPETS = list(_snippets("cpu"))  # the names only: no device touched at import
 
 # What each snippet's line does, told to a reader whose prediction was off: the reason, not the measured kind.
 WHAT_THE_LINE_DOES = {
-    "a": "torch.tensor(..., device=dev) builds the tensor from the list on the host, then copies it to the device "
-         "with a blocking copy, queued behind the device's work",
-    "b": "torch.tensor(ids) lives in pageable memory; before .to() returns, the host itself copies it into a pinned "
+    "a": "torch.as_tensor(list, device=dev) builds the tensor on the host, as torch.tensor does, then copies it to "
+         "the device with a blocking copy, queued behind the device's work",
+    "b": "a NumPy array lives in pageable memory; before .to() returns, the host itself copies it into a pinned "
          "staging buffer (CUDA promises only that such a copy may synchronize: it may also wait for the device)",
-    "c": "the list goes into pinned memory first, so the non_blocking copy is only queued and .to() returns at once",
-    "d": ".item() brings the last value of x to the host before fill_ can take it as a number",
-    "e": "a 0-d device tensor assigned to a slice is broadcast by a kernel on the device; no value comes to the host",
-    "f": "index_put_ wraps the Python 0 in a host tensor and copies it to the device, blocking, before it scatters",
-    "g": "index_fill_ hands the 0 to its kernel as an argument: nothing is copied and nothing is read back",
-    "h": "rows[idx] with a tensor index gathers the rows into a new device tensor and zero_() zeroes that copy, all "
-         "on the device (rows itself is left unchanged)",
-    "i": "torch.arange needs its length as a host number, so seq_lens[0] is read back from the device first",
-    "j": "PyTorch allocates the destination itself, in pinned memory, and queues the copy; the call returns at once "
-         "and the values arrive later",
+    "c": "pin_memory() copies the host tensor into pinned memory on the host (no device involved), so the "
+         "non_blocking copy is only queued and .to() returns at once",
+    "d": "int() on a device tensor reads its one value back, as .item() does",
+    "e": "both sides are on the device: the copy is a kernel queued on the stream; no value comes to the host",
+    "f": "a tensor index makes this index_put_, which wraps the Python 1.5 in a host tensor and copies it to the "
+         "device, blocking, before it scatters",
+    "g": "a slice and an int are plain indexing: rows[:, 0] is a view, and the assignment fills it with the 1.5 as a "
+         "kernel argument; nothing is copied and nothing is read back",
+    "h": "a boolean mask selects as many entries as the device data says: the host must learn that count before it "
+         "can make the result",
+    "i": "torch.ones needs its size as a host number, so seq_lens[1] is read back from the device first",
+    "j": "the destination is pageable memory you made yourself: the copy cannot run on its own, so copy_ returns only "
+         "when it is done, after everything queued before it",
 }
 
 
@@ -96,9 +106,10 @@ def check_sync_predictions(predict: Callable[[], dict[str, Any]], seed: int | No
         said = {k: "none" if v is None else getattr(v, "value", v) for k, v in preds.items()}
         measured = _measure_snippet_syncs()
         wrong = [k for k in SNIPPETS if said[k] != measured[k]]
-        expect(not wrong, f"{len(wrong)} prediction(s) off. What each line does: " + "; ".join(
+        expect(not wrong, f"{len(wrong)} of {len(SNIPPETS)} prediction(s) off. What each line does: " + "; ".join(
                    f"{k}: you said {said[k]!r}, but {WHAT_THE_LINE_DOES[k.split(':')[0]]}" for k in wrong),
-               hint="name the SyncKind, or None; the host waits for a device VALUE, a blocking COPY, or staged memory")
+               hint="name the SyncKind, or None; the host waits for a device VALUE, a blocking COPY, or staged memory",
+               share=1 - len(wrong) / len(SNIPPETS))  # each right prediction earns its share
 
     check = Check("3.6", "predicted syncs match count_syncs", run, random=False)
     return run_checks("Exercise 3.6 — which sync, and why", [check], predict, seed=seed)
