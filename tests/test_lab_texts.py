@@ -166,3 +166,23 @@ def test_chapter_4s_page_states_the_scans_costs_that_were_stored():
                                 ["forward (before #42938)"] if t["label"].endswith("=60000")) / 1000)
                     for path in (ROOT / "data" / "reference").glob("*/ch4.json"))
     assert f"{gpu_ms[0]}–{gpu_ms[-1]} ms on the hosts of the H100 and H200 machines" in page
+
+
+def test_chapter_2s_gpu_waits_and_steps_are_the_stored_runs():
+    """The page reads the two GPUs' host_blocked rows: each number it states is the stored run's, rounded."""
+    import json
+
+    page = " ".join((ROOT / "book" / "02_lazy_streams.md").read_text().split())
+    stored = {}
+    for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
+        rows = json.loads((ROOT / "data" / "reference" / gpu / "ch2.json").read_text())["results"]["host_blocked"]
+        stored[gpu] = (rows["results"]["sync (before #39113)"], rows["results"]["async (2.1)"])
+    (h100_before, h100_after), (h200_before, h200_after) = stored.values()
+    waits = (f"H100: {h100_before['host_waiting_us']:.0f} µs before, {h100_after['host_waiting_us']:.0f} after; "
+             f"H200: {h200_before['host_waiting_us']:.0f} and {h200_after['host_waiting_us']:.0f}")
+    assert waits in page, waits
+    steps = (f"({h100_before['step_us']:,.0f} → {h100_after['step_us']:,.0f} µs; "
+             f"{h200_before['step_us']:,.0f} → {h200_after['step_us']:,.0f})")
+    assert steps in page, steps
+    for before, after in stored.values():  # "8% shorter on both"
+        assert round(100 * (1 - after["step_us"] / before["step_us"])) == 8

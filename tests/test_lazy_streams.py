@@ -306,6 +306,23 @@ def test_a_consequence_named_as_the_bug_is_told_it_is_a_consequence():
         assert "it is a consequence: another symptom of C explains it" in text and "early read" not in text, text
 
 
+def test_every_runners_reason_is_shown_whole_and_each_right_one_earns_its_share():
+    """A learner's two wrong labels once came back cut off mid-sentence: the reasons sat in a value's 300 characters."""
+    right = {"A": "unordered", "B": "pageable", "C": "early read", "D": "freed early", "E": "over-wait"}
+    report = ch2.check_diagnosis(lambda: {**right, "C": "freed early", "D": "early read"})
+    text = str(report)
+    assert "D: you said 'early read', but the evidence shows no such thing (outputs right: True)" in text, text
+    assert "..." not in text
+    assert report.outcomes[0].share == 0.6  # three of five right
+
+
+def test_a_stream_made_in_the_constructor_is_named_by_the_lazy_stream_check_first():
+    """A learner's eager stream was pointed at the "nothing finished" check, whose hint describes another fault."""
+    report = ch2.check_runner(EagerStream, seed=0)
+    assert report.lead is not None and report.lead.name.startswith("the side stream is created on first use")
+    assert next(o for o in report.outcomes if o.name.startswith("a step where nothing finished")).ok
+
+
 def test_a_stub_reports_not_implemented():
     class Stub(AsyncOutputRunner):
         def _pool(self, *args):

@@ -68,7 +68,8 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
         Hint("which calls, in which order",
              "Inside `with torch.cuda.stream(side):` make the side stream `wait_stream` the compute stream, queue "
              "the non-blocking copies into pinned host buffers, and record the event **inside** the block. Keep "
-             "the device tensors referenced until `get_output()` has synchronized on the event, then drop them. "
+             "the device tensors referenced until `get_output()` has synchronized on the event, then drop them "
+             "(or mark them with `record_stream` on the side stream). "
              "Create the side stream the first time it is needed, and never on a CPU platform."),
     ),
     "2.2": (

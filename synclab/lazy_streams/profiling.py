@@ -143,38 +143,46 @@ def host_blocked(impls: dict[str, RunnerClass], num_reqs: int = 64, steps: int =
                  repeats: int = 7) -> dict[str, dict[str, float]]:
     """Per step: wall time, and time the host spent waiting (in ``_sync_device`` and ``get_output``), in us.
 
-    Medians over ``repeats`` runs of ``steps`` steps.
+    Medians over ``repeats`` rounds of ``steps`` steps, the runners interleaved in each round (the order rotating),
+    on one intra-op thread on a CPU: as the loop's sweep is measured, so the two agree on one machine.
     """
+    from synclab.timing import measurement_threads
+
     model = profile_model()
     rng = random.Random(num_reqs)
     batches = [make_pooling_batch(num_reqs, rng=rng, vocab_size=4096, max_len=64) for _ in range(2)]
-    result = {}
-    for name, runner_cls in impls.items():
-        runner = runner_cls(model)
-        step_loop(runner, batches, 3)  # warm-up, and the lazy stream
-        waited = [0.0]
+    waited = [0.0]
 
-        def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                start = time.perf_counter()
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    waited[0] += time.perf_counter() - start
-            return wrapper
-
-        runner._sync_device = timed(runner._sync_device)  # type: ignore[method-assign]
-        walls, waits = [], []
-        for _ in range(repeats):  # the median of several runs: one run is at the mercy of the machine
-            waited[0] = 0.0
-            synchronize()
+    def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
-            step_loop(runner, batches, steps, consume=timed(resolve))
-            synchronize()
-            walls.append(time.perf_counter() - start)
-            waits.append(waited[0])
-        result[name] = {"step_us": statistics.median(walls) / steps * 1e6,
-                        "host_waiting_us": statistics.median(waits) / steps * 1e6}
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                waited[0] += time.perf_counter() - start
+        return wrapper
+
+    runners = {}
+    for name, runner_cls in impls.items():
+        runners[name] = runner_cls(model)
+        runners[name]._sync_device = timed(runners[name]._sync_device)  # type: ignore[method-assign]
+    walls: dict[str, list[float]] = {name: [] for name in impls}
+    waits: dict[str, list[float]] = {name: [] for name in impls}
+    names = list(impls)
+    with measurement_threads():
+        for runner in runners.values():
+            step_loop(runner, batches, 3)  # warm-up, and the lazy stream
+        for round_ in range(repeats):  # one run is at the mercy of the machine: every runner in every round
+            for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+                waited[0] = 0.0
+                synchronize()
+                start = time.perf_counter()
+                step_loop(runners[name], batches, steps, consume=timed(resolve))
+                synchronize()
+                walls[name].append(time.perf_counter() - start)
+                waits[name].append(waited[0])
+    result = {name: {"step_us": statistics.median(walls[name]) / steps * 1e6,
+                     "host_waiting_us": statistics.median(waits[name]) / steps * 1e6} for name in names}
     record("ch2", "host_blocked", {"num_reqs": num_reqs, "steps": steps, "repeats": repeats, "results": result,
                                    "provenance": Provenance.here().to_dict()})
     return result
