@@ -27,7 +27,7 @@ from synclab.device import has_cuda, is_device_tensor, unmark_device
 from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.dp_utils import FIELDS, Contribution, ParallelConfig, _get_device_and_group, is_last_ubatch_empty
-from synclab.answer_keys import AnswerKeyRefused, answer_key, checking, refuse
+from synclab.answer_keys import AnswerKeyRefused, Key, answer_key, checking, refuse
 
 
 from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning
@@ -102,6 +102,11 @@ def _watch_all_reduce(expected_group: Any) -> Iterator[list[dict[str, Any]]]:
         dist.all_reduce = original
 
 
+def _plain_key(key: Key) -> dict[str, Any]:
+    """A refused answer's key as plain data: what a rank sends back is read as nothing more (ranks.plain_loads)."""
+    return {"tasks": list(key.tasks), "name": key.name, "role": key.role, "scope": key.scope}
+
+
 def rank_call(rank: int, fn: Callable[..., Any], what: str, contributions: Sequence[Contribution],
               num_ubatches: int, cpu_group: bool, pinning: bool, sources: dict[str, list[str]] | None = None
               ) -> dict[str, Any]:
@@ -129,9 +134,9 @@ def rank_call(rank: int, fn: Callable[..., Any], what: str, contributions: Seque
     except NotImplementedError as exc:  # a stub: not a crash, the ranks stay up for the next check
         return {"not_implemented": str(exc)}
     except AnswerKeyRefused as exc:  # the reader's code called the package's answer: the checking process says so
-        return {"refused": exc.key}
+        return {"refused": _plain_key(exc.key)}
     if watch.refused:  # even if the reader's code caught the refusal
-        return {"refused": watch.refused[0]}
+        return {"refused": _plain_key(watch.refused[0])}
     for call in collectives:
         after = call.pop("after", None)
         if after is not None:
@@ -202,7 +207,7 @@ def _on_ranks(impl: DPImpl, what: str, contributions: Sequence[Contribution], ca
         if "not_implemented" in result:  # a stub: say so, as the other exercises' checks do
             raise NotImplementedError(result["not_implemented"])
         if "refused" in result:
-            raise refuse(result["refused"])
+            raise refuse(Key(**{**result["refused"], "tasks": tuple(result["refused"]["tasks"])}))
         if "pinning_refused" in result:
             raise CheckFailed("asked for pinned memory where the platform has none", got=result["pinning_refused"],
                               hint=WSL_HINT, case=f"{case}, rank {rank}")
