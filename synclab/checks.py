@@ -13,6 +13,7 @@ every run, printed on failure so the case can be replayed with ``seed=...``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -49,6 +50,7 @@ TIME_SCALE_ENV = "SYNCLAB_CHECK_TIME_SCALE"
 # profiling cells: an exercise whose checks timed out there is named here ({task: {check name: message}}), and the
 # kernel's check cell reports that verdict instead of hanging a second time.
 KNOWN_TIMEOUTS_ENV = "SYNCLAB_KNOWN_TIMEOUTS"
+SEED_ENV = "SYNCLAB_CHECK_SEED"  # the seed every check call draws its random cases from, where the grader sets one
 
 
 class CheckFailed(AssertionError):
@@ -86,9 +88,69 @@ def expect(condition: bool, message: str, *, expected: Any = None, got: Any = No
 
 
 def expect_equal(got: Any, expected: Any, *, what: str, hint: str = "", case: str = "") -> None:
-    """Fail unless ``got == expected`` (plain Python values: lists, ints, tuples)."""
+    """Fail unless ``got == expected`` (plain Python values: lists, ints, tuples); a value found right is witnessed."""
     if got != expected:
         raise CheckFailed(f"{what} differs", expected=expected, got=got, hint=hint, case=case)
+    witness(got)
+
+
+# ----------------------------------------------------------------------------- witnesses
+# What a passed check found right, as a digest a grader can compare with a right answer's run on the same seed
+# (synclab.lab.judge): the verdict then rests on results the grader verifies, not on a report it must trust. Only
+# values a check compared exactly are witnessed, so every right answer gives the same digest.
+
+_WITNESSED: list[list[str]] = []  # one list per check running (a stack: a check never runs inside another)
+
+
+def witness(value: Any) -> None:
+    """Record ``value``, a result the running check compared exactly and found right."""
+    if _WITNESSED:
+        _WITNESSED[-1].append(json.dumps(_canonical(value), sort_keys=True, separators=(",", ":")))
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` as plain JSON data, equal for values that compare equal: a tensor or an array as its values, a
+    tuple as a list, a whole float as an int, a set sorted."""
+    if hasattr(value, "tolist") and callable(value.tolist):  # a tensor, a NumPy array or scalar
+        return _canonical(value.tolist())
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return int(value) if isinstance(value, bool) else value
+    if isinstance(value, (int, float)):
+        return int(value) if float(value).is_integer() else repr(float(value))
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_canonical(v) for v in value), key=repr)
+    if isinstance(value, dict):
+        return sorted(([_canonical(k), _canonical(v)] for k, v in value.items()), key=repr)
+    return repr(value)
+
+
+@contextmanager
+def unwitnessed() -> Iterator[None]:
+    """Results compared in the block are not witnessed: a part of a check that only some answers it passes reach
+    (another check names the fault that skips it), whose witnesses would differ between right and wrong answers."""
+    if not _WITNESSED:
+        yield
+        return
+    kept = len(_WITNESSED[-1])
+    try:
+        yield
+    finally:
+        del _WITNESSED[-1][kept:]
+
+
+@contextmanager
+def _witnessing() -> Iterator[list[str]]:
+    _WITNESSED.append([])
+    try:
+        yield _WITNESSED[-1]
+    finally:
+        _WITNESSED.pop()
+
+
+def _digest(witnessed: list[str]) -> str:
+    return hashlib.sha256("\n".join(witnessed).encode()).hexdigest()[:20] if witnessed else ""
 
 
 def keyed_by_name(answers: dict, names: list[str]) -> dict:
@@ -134,6 +196,9 @@ class Check:
     # the check whose pass this one's points wait for: a property (in place, few syncs, little work) that an
     # answer doing nothing has too counts once the answer is right
     after: str = ""
+    # whether a grader verifies this check's passes (witness()): only a check whose witnessed results are the same
+    # for every answer it passes, wrong ones included, may say so, or a bug elsewhere would cost it too
+    witnessed: bool = False
 
 
 @dataclass(frozen=True)  # a verdict is not edited after the fact, by the reader's code least of all
@@ -152,6 +217,8 @@ class Outcome:
     names_fault: bool = False  # the check's failure names the fault itself (Check.names_fault)
     refused: str = ""  # the package's answer the reader's code called or handed in (its name), if any
     share: float = 0.0  # a failed check of several clauses: the part of its points the clauses that held earn
+    # a passed check: a digest of the results it found right (witness()); a grader compares it with a right answer's
+    witness: str = ""
 
     @property
     def ok(self) -> bool:
@@ -359,7 +426,7 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
             "names_fault": check.names_fault}
     rng = random.Random(f"{seed}/{check.task}/{check.name}")
     try:
-        with _time_limit(limit_s):
+        with _time_limit(limit_s), _witnessing() as witnessed:
             check.run(impl, rng)
     except CheckFailed as exc:
         frames = _frames_of(exc)
@@ -389,7 +456,7 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
         explained = next((hint for text, hint in check.crash_hints if text in str(exc)), "")
         return Outcome(**base, status="crashed", message=message, hint=explained or check.hint,
                        case=_case_of(exc, check), generic_hint=not explained)
-    return Outcome(**base, status="passed")
+    return Outcome(**base, status="passed", witness=_digest(witnessed) if check.witnessed else "")
 
 
 def _frames_of(exc: BaseException) -> list[str]:
@@ -445,6 +512,8 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
     leaves no time for are skipped, and so are all checks after a time-out with ``skip_after_timeout``
     (for checks that cannot run once one has hung: chapter 3's ranks are stopped by a hang).
     """
+    if seed is None and os.environ.get(SEED_ENV, "").isdigit():  # the grader's: a right answer runs the same cases
+        seed = int(os.environ[SEED_ENV])
     seed = random.SystemRandom().randrange(10**6) if seed is None else seed
     checks = tuple(checks)  # the list the exercise declared stays as it was, whatever the reader's code reaches
     known = json.loads(os.environ.get(KNOWN_TIMEOUTS_ENV) or "{}")

@@ -524,3 +524,21 @@ def test_a_checkfailed_the_package_raises_under_the_answer_is_a_failure_worth_no
     (outcome,) = report.outcomes
     assert outcome.status == "failed" and outcome.message == "a strict collaborator refused" and report.earned == 0
 
+
+
+def test_only_a_witnessed_check_carries_a_witness_and_an_unwitnessed_block_adds_none():
+    from synclab.checks import Check, expect_equal, run_checks, unwitnessed
+
+    def compares(impl, rng):
+        expect_equal(impl(), [1, 2], what="value")
+
+    def compares_twice(impl, rng):
+        expect_equal(impl(), [1, 2], what="value")
+        with unwitnessed():
+            expect_equal(impl(), [1, 2], what="again")
+
+    report = run_checks("t", [Check("9.9", "plain", compares), Check("9.9", "verified", compares, witnessed=True),
+                              Check("9.9", "verified, part", compares_twice, witnessed=True)], lambda: [1, 2.0])
+    plain, verified, part = report.outcomes
+    assert plain.ok and not plain.witness
+    assert verified.ok and verified.witness and part.witness == verified.witness  # [1, 2.0] == [1, 2]: one witness

@@ -6,6 +6,7 @@ Each submission is a solution notebook with its answer cells changed, judged by 
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -320,3 +321,75 @@ def test_the_worker_imports_a_package_with_no_answer_beside_it(tmp_path):
     assert verdict.report is not None and verdict.report.earned == 0, verdict
     assert "FileNotFoundError" in str(verdict.report) and str(install) in str(verdict.report), verdict
     assert not any("audit" in flag for flag in verdict.flags), verdict
+
+
+# ----------------------------------------------------------------------------- the verdict, verified
+
+
+def test_a_report_that_says_passed_without_the_right_results_counts_for_nothing(monkeypatch):
+    """The verdict out of the reader's reach: suppose code in an exercise's process reached its channel and its
+    token and wrote "every check passed" (as the red team's pickle once did, through frames the audit hook now
+    refuses). Unverified, the grader believed it; verified against the solutions judged on the same seed, a check
+    counts only where its process saw the right answers' results, which it can give only by computing them."""
+    from synclab.lab import judge
+
+    stub = nbformat.read(ROOT / "labs" / f"{PRIMER}.ipynb", as_version=4)  # nothing written: every check a stub
+    solution = nbformat.read(ROOT / "solutions" / f"{PRIMER}.ipynb", as_version=4)
+    honest = judge.judge_notebook(solution, trusted=stub, seed=7)
+    real_worker, calls = judge.run_worker, []
+
+    def forging_worker(chapter, exercises, *args, **kwargs):
+        calls.append([e["task"] for e in exercises])
+        lines, stderr, token = real_worker(chapter, exercises, *args, **kwargs)
+        if len(calls) > 1:  # the solutions' own run: the grader's, untouched
+            return lines, stderr, token
+        forged = []
+        for task, verdict in honest.items():  # the outcomes of a right answer, with no results behind them
+            report = verdict.report.to_dict()
+            report["outcomes"] = [{**o, "witness": "0" * 20 if o["witness"] else ""} for o in report["outcomes"]]
+            forged.append(token + json.dumps({"task": task, "report": report, "flags": [], "notes": [], "error": ""}))
+        return forged, stderr, token
+
+    monkeypatch.setattr(judge, "run_worker", forging_worker)
+    believed = judge.judge_notebook(stub, trusted=stub, seed=7)
+    assert all(v.passed for v in believed.values())  # unverified: the channel is the verdict
+    calls.clear()
+    judge._reference_verdicts.cache_clear()
+    verified = judge.judge_notebook(stub, trusted=stub, reference=solution, seed=7)
+    assert calls == [["0.1", "0.2"], ["0.1", "0.2"]]  # the submission, then the solutions on the same seed
+    for task, verdict in verified.items():
+        witnessed = [o for o in honest[task].report.outcomes if o.witness]
+        assert witnessed, task  # every exercise of the chapter has a check whose results are verified
+        failed = {o.name for o in verdict.report.outcomes if not o.ok}
+        assert failed == {o.name for o in witnessed}, (task, failed)
+        assert all(judge.VERIFY_FAILED in o.message for o in verdict.report.outcomes if not o.ok)
+        assert not verdict.passed
+
+
+def test_a_right_answer_is_verified_as_right_and_the_solutions_run_once(monkeypatch):
+    """An honest alternative passes verified: the witnesses are values compared exactly, so every right answer
+    gives the same; and one run of the solutions serves every submission of a grading process."""
+    from synclab.lab import judge
+
+    from tests.test_primer import packs_three_int64_per_request  # another hand's right answer
+
+    alternative = inspect.getsource(packs_three_int64_per_request).replace(
+        "def packs_three_int64_per_request(", "def decode_step(")
+    lab = nbformat.read(ROOT / "labs" / f"{PRIMER}.ipynb", as_version=4)
+    solution = nbformat.read(ROOT / "solutions" / f"{PRIMER}.ipynb", as_version=4)
+    real_worker, calls = judge.run_worker, []
+
+    def counting_worker(*args, **kwargs):
+        calls.append(1)
+        return real_worker(*args, **kwargs)
+
+    monkeypatch.setattr(judge, "run_worker", counting_worker)
+    judge._reference_verdicts.cache_clear()
+    submission = nbformat.read(ROOT / "solutions" / f"{PRIMER}.ipynb", as_version=4)
+    for cell in submission.cells:
+        if cell.cell_type == "code" and "def decode_step(" in cell.source:
+            cell.source = alternative
+    for _ in range(2):
+        verdicts = judge.judge_notebook(submission, ["0.1"], trusted=lab, reference=solution, seed=11)
+        assert verdicts["0.1"].passed and not verdicts["0.1"].notes, str(verdicts["0.1"])
+    assert len(calls) == 3  # two submissions, one run of the solutions

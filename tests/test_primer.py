@@ -360,5 +360,18 @@ def test_predictions_earn_partial_credit_per_prediction():
 
     report = primer.check_predictions(two_wrong)
     assert not report.passed and report.earned == pytest.approx(1 - 2 / len(primer.SNIPPETS)), report
-    assert "2 prediction(s) off" in str(report) and "points)" in report.summary
+    assert "2 of 8 prediction(s) off" in str(report) and "points)" in report.summary
     assert primer.check_predictions(lambda: {k: 99 for k in my_predictions()}).earned == 0
+
+
+@pytest.mark.parametrize("answer", [drops_the_nan_check, syncs_per_request, off_by_one_length_limit,
+                                    advances_lengths_before_the_nan_check, packs_three_int64_per_request],
+                         ids=lambda f: f.__name__)
+def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wrong(answer):
+    """A grader verifies each passed check by its witness (the results it compared), against a right answer's on
+    the same seed: a bug that one check names must not change another check's witness, or it would cost twice."""
+    right = {o.name: o.witness for o in primer.check_decode_step(decode_step, seed=3).outcomes}
+    assert all(right.values())  # every check of 0.1 is verified
+    report = primer.check_decode_step(answer, seed=3)
+    assert any(o.ok for o in report.outcomes)
+    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)

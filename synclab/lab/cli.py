@@ -88,7 +88,16 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     from synclab.checks import KNOWN_TIMEOUTS_ENV
 
-    verdicts = judge_notebook(nb, [args.task] if args.task else None, trusted, sandbox=shlex.split(args.sandbox))
+    reference = None
+    if args.verify:  # the solutions beside the package: a students' install has none to verify with
+        source = ROOT / solution_of(notebook, nb)
+        if not source.exists():
+            print(f"--verify needs the solutions ({source} is not here): a grader's checkout has them",
+                  file=sys.stderr)
+            return 2
+        reference = nbformat.read(source, as_version=4)
+    verdicts = judge_notebook(nb, [args.task] if args.task else None, trusted, sandbox=shlex.split(args.sandbox),
+                              reference=reference)
     graded_s = time.perf_counter() - started
     run = None
     if not (args.task or args.checks_only):  # the profiling cells, and the cells that raise, need the kernel
@@ -447,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checks-only", action="store_true",
                    help="run only the cells the exercises and their checks need (leave the profiling cells out)")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout (points per check)")
+    p.add_argument("--verify", action="store_true",
+                   help="count a passed check only where it saw the results the solutions give on the same cases "
+                        "(a grader's checkout: the solutions are judged once, on the same seed)")
     p.add_argument("--sandbox", default="", metavar="COMMAND",
                    help="run the grader's worker under COMMAND, e.g. 'setpriv --reuid=synclab-judge "
                         "--regid=synclab-judge --clear-groups --' (a user who can read no course file)")

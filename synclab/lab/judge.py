@@ -28,11 +28,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import nbformat
 from nbformat import NotebookNode
 
 import synclab
@@ -274,7 +275,8 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
 
 
 def run_worker(chapter: str, exercises: list[dict], setup: list[str], setup_trusted: bool, time_limit_s: float,
-               sandbox: list[str] | None = None, closed: list[str] | None = None) -> tuple[list[str], str, str]:
+               sandbox: list[str] | None = None, closed: list[str] | None = None,
+               seed: int | None = None) -> tuple[list[str], str, str]:
     """Run the worker on ``exercises``: the lines it wrote to its channel, its stderr, and the token they carry.
 
     The worker starts a session of its own, so at the deadline (each exercise's limit, and a minute more)
@@ -294,7 +296,7 @@ def run_worker(chapter: str, exercises: list[dict], setup: list[str], setup_trus
         os.chmod(cwd, 0o755)  # empty; a sandboxed worker's user may enter it, not write to it
         proc = subprocess.Popen([*(sandbox or []), sys.executable, "-m", "synclab.lab.judge_worker"],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd,
-                                env=_worker_env(), pass_fds=(write_end,), start_new_session=True)
+                                env=_worker_env(seed), pass_fds=(write_end,), start_new_session=True)
         os.close(write_end)
         proc.stdin.write(json.dumps(job).encode())  # type: ignore[union-attr]
         proc.stdin.close()  # type: ignore[union-attr]
@@ -342,7 +344,8 @@ def grading_install() -> Path:
 
 def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: NotebookNode | None = None,
                    time_limit_s: float = JUDGE_TIME_LIMIT_S, sandbox: list[str] | None = None,
-                   scan: bool = True, closed: list[str] | None = None) -> dict[str, Verdict]:
+                   scan: bool = True, closed: list[str] | None = None, reference: NotebookNode | None = None,
+                   seed: int | None = None) -> dict[str, Verdict]:
     """Each exercise of ``nb`` (or of ``tasks``) judged by :mod:`synclab.lab.judge_worker`.
 
     An exercise another builds on is judged first (1.1 for 1.2), and reported only if asked for. ``sandbox``
@@ -350,7 +353,14 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
     the worker reads its job on stdin and writes verdicts to a pipe, and starts in an empty folder it may
     not write to. ``scan=False`` leaves out the syntax scan's flags (:mod:`synclab.lab.answer_scan`), so
     that the tests can show the audit hook (:mod:`synclab.lab.audit`) refuses each cheat on its own.
+
+    ``reference``: a notebook whose answers are right (the solutions; nbgrader's source). It is judged on the same
+    seed, once per grading process, and every check the submission passed counts only where it saw the results
+    the right answers gave (:func:`verify`): the verdict then rests on what the grader verifies, not on what the
+    submission's process reports.
     """
+    if reference is not None and seed is None:
+        seed = grading_seed()
     asked = tasks
     if tasks is not None:
         tasks = sorted({*tasks, *(d for t in tasks if t in EXERCISES for d in EXERCISES[t].builds_on)})
@@ -363,7 +373,8 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
     if problem is not None:  # said before any grading: every exercise would otherwise score 0 in silence
         return {e["task"]: Verdict(e["task"], error=problem, review=reviews[e["task"]][0]) for e in exercises
                 if asked is None or e["task"] in asked}
-    lines, stderr, token = run_worker(chapter, exercises, setup, trusted is not None, time_limit_s, sandbox, closed)
+    lines, stderr, token = run_worker(chapter, exercises, setup, trusted is not None, time_limit_s, sandbox, closed,
+                                      seed)
     verdicts: dict[str, Verdict] = {}
     forged = [line for line in lines if not line.startswith(token)]
     for line in lines:
@@ -386,7 +397,50 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
                                      review=reviews[task][0])
         if forged:
             verdicts[task].flags.append("the grader's channel carried lines it did not write")
+    if reference is not None:
+        right = _reference_verdicts(nbformat.writes(reference), nbformat.writes(trusted) if trusted else "",
+                                    tuple(tasks or ()), time_limit_s, tuple(closed or ()), seed)
+        for task, verdict in verdicts.items():
+            verify(verdict, right.get(task))
     return {t: v for t, v in verdicts.items() if asked is None or t in asked}
+
+
+@lru_cache(maxsize=1)
+def grading_seed() -> int:
+    """The seed of this grading process's checks: drawn once, so that one run of the right answers serves every
+    submission (the cases are new to each course run, and the same for every student in it)."""
+    return secrets.randbelow(10**6)
+
+
+@lru_cache(maxsize=16)
+def _reference_verdicts(reference: str, trusted: str, tasks: tuple[str, ...], time_limit_s: float,
+                        closed: tuple[str, ...], seed: int) -> dict[str, Verdict]:
+    """The right answers' verdicts on ``seed``, once per grading process and notebook."""
+    return judge_notebook(nbformat.reads(reference, as_version=4), list(tasks) or None,
+                          nbformat.reads(trusted, as_version=4) if trusted else None, time_limit_s, scan=False,
+                          closed=list(closed), seed=seed)
+
+
+VERIFY_FAILED = ("the grader could not verify it: the results this check saw differ from a right answer's on the "
+                 "same cases")
+
+
+def verify(verdict: Verdict, right: Verdict | None) -> None:
+    """Count each check ``verdict`` passed only where its witness (the digest of the results it found right) is the
+    right answer's on the same seed. The submission's process reports the outcomes; only the results are
+    verified here, out of its reach. A check the right answer did not pass, or that witnesses nothing, stands as
+    reported."""
+    if verdict.report is None or right is None or right.report is None:
+        return
+    expected = {o.name: o.witness for o in right.report.outcomes if o.ok and o.witness}
+    outcomes = []
+    for o in verdict.report.outcomes:
+        if o.ok and o.name in expected and o.witness != expected[o.name]:
+            o = replace(o, status="failed", message=VERIFY_FAILED, witness="",
+                        hint="if your answer is right, tell your instructor: the grader's record says which check")
+            verdict.notes.append(f"[{o.task}] {o.name}: its passed check was not confirmed by the results")
+        outcomes.append(o)
+    verdict.report.outcomes = outcomes
 
 
 @lru_cache(maxsize=8)
@@ -418,13 +472,16 @@ def _report(data: dict) -> CheckReport:
                        data.get("check_function", ""))
 
 
-def _worker_env() -> dict[str, str]:
-    """The reader's code must not tell it is graded, nor find the course: no nbgrader or report variables."""
+def _worker_env(seed: int | None = None) -> dict[str, str]:
+    """The reader's code must not tell it is graded, nor find the course: no nbgrader or report variables. ``seed``:
+    the one every check draws its cases from (a run that is verified against a right answer's uses the same)."""
     from synclab.timing import reader_environment
 
-    from synclab.checks import TIME_SCALE_ENV
+    from synclab.checks import SEED_ENV, TIME_SCALE_ENV
 
     env = reader_environment()
+    if seed is not None:
+        env[SEED_ENV] = str(seed)
     env = {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}
     if TIME_SCALE_ENV in os.environ:  # the grader's own setting (the tests' short limits), never the reader's
         env[TIME_SCALE_ENV] = os.environ[TIME_SCALE_ENV]

@@ -80,7 +80,10 @@ class JudgeChecks(Preprocessor):
         stretch = {c.metadata["nbgrader"]["grade_id"]: _synclab_meta(c) for c in source.cells
                    if _synclab_meta(c).get("stretch")}
         # the course folder (source/ holds the solutions, the gradebook the grades) is closed to every answer
-        verdicts = judge_notebook(nb, trusted=source, sandbox=list(self.sandbox), closed=[os.getcwd()])
+        # the source's own answers are right: judged once per grading process on the same seed, they verify what
+        # every submission's passed checks saw (synclab.lab.judge.verify)
+        verdicts = judge_notebook(nb, trusted=source, sandbox=list(self.sandbox), closed=[os.getcwd()],
+                                  reference=source)
         resources["synclab_extra_credit"] = {}
         for cell in nb.cells:
             grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")

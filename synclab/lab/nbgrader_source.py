@@ -133,12 +133,16 @@ def _graded_call(source: str, task: str, where: str, points: float) -> str:
 _BOOK_LINK = re.compile(r"\[([^\]]+)\]\(\.\./book/([\w.-]+)\.md\)")
 
 
+def book_links_as_text(source: str, book_url: str = "") -> str:
+    """``source`` with its links to the book's pages pointing under ``book_url``, or as plain text without one."""
+    if book_url:
+        return _BOOK_LINK.sub(lambda m: f"[{m[1]}]({book_url.rstrip('/')}/book/{m[2]}.html)", source)
+    return _BOOK_LINK.sub(lambda m: f"{m[1]} (in the book)", source)
+
+
 def course_text(source: str, book_url: str = "") -> str:
     """A markdown cell as students of a course read it: no links into folders they do not have."""
-    if book_url:
-        source = _BOOK_LINK.sub(lambda m: f"[{m[1]}]({book_url.rstrip('/')}/book/{m[2]}.html)", source)
-    else:
-        source = _BOOK_LINK.sub(lambda m: f"{m[1]} (in the book)", source)
+    source = book_links_as_text(source, book_url)
     return re.sub(r"`?labs/(\d\d_\w+\.ipynb)`?", r"this notebook", source).replace("`labs/`", "your chapter folders")
 
 

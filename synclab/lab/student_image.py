@@ -11,8 +11,8 @@ What goes in, and why:
   student's kernel). Nothing in it reads ``solutions/`` to check, judge or run chapter 6.
 * ``data/pr_reports.yaml`` and ``data/reference/`` — the PRs' numbers and the GPU results
   the profiling cells draw.
-* ``book/*.md`` — the chapters' pages, which each lab links to (the HTML book is the same text, rendered).
-* ``labs/`` — generated afresh from the solutions, never copied: a clone where someone worked
+* ``labs/`` — generated afresh, their links into ``book/`` (which is not shipped: its raw pages show every hint's
+  last rung unfolded) turned into plain text naming the page, as nbgrader's assignments have them; from the solutions, never copied: a clone where someone worked
   the labs would hand out their answers.
 * ``requirements.txt`` and ``pyproject.toml`` — what the image installs.
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 import nbformat
 
 from synclab.lab import labgen
+from synclab.lab.nbgrader_source import book_links_as_text
 
 DATA = ("data/pr_reports.yaml", "data/reference")  # what the profiling cells read
 INSTALL_FILES = ("requirements.txt", "pyproject.toml")
@@ -42,6 +43,15 @@ The support package of the Sync Lab notebooks, its data and the labs. No solutio
 `python -m synclab check labs/00_primer.ipynb` runs a lab and reports its checks (practice: in a class
 your grade comes from the course's grader).
 """
+
+
+def students_lab(solution: nbformat.NotebookNode, source_name: str) -> nbformat.NotebookNode:
+    """The lab of ``solution`` as a students' install holds it: its links to the book's pages become plain text."""
+    lab = labgen.generate_lab(solution, source_name)
+    for cell in lab.cells:
+        if cell.cell_type == "markdown":
+            cell.source = book_links_as_text(cell.source)
+    return lab
 
 
 class StudentImageError(ValueError):
@@ -64,15 +74,11 @@ def write_student_image(root: Path, dest: Path) -> list[Path]:
         elif source.exists():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             written.append(Path(shutil.copy2(source, dest / name)))
-    pages = dest / "book"
-    pages.mkdir()
-    for page in sorted((root / "book").glob("*.md")):  # the labs' links to their chapter's page resolve
-        written.append(Path(shutil.copy2(page, pages / page.name)))
     labs = dest / "labs"
     labs.mkdir()
     for solution in solutions:
         source_name = f"solutions/{solution.name}"
-        lab = labgen.generate_lab(nbformat.read(solution, as_version=4), source_name)
+        lab = students_lab(nbformat.read(solution, as_version=4), source_name)
         leaks = labgen.leaked_solution(lab)
         if leaks:  # generate_lab refuses these already; a students' image is the last place to find out
             raise StudentImageError(f"{source_name}: the lab would show a solution: {'; '.join(leaks)}")

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
+from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks, witness
 from synclab.device import SIM_DEVICE, is_pinned_host
 from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, TinyPoolingModel, make_pooling_batch
 from synclab.answer_keys import answer_key
@@ -391,6 +391,8 @@ def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None
                hint="look at each runner's evidence: are the values right, where are the syncs, what does the "
                     "stream log show, and which waits does get_output() do?",
                share=1 - len(wrong) / len(SPOT_THE_BUG))  # each runner named right earns its share
+        witness(labels)  # every right answer says the same
 
-    check = Check("2.2", "each broken runner's bug named from the evidence", run, timeout_s=60, random=False)
+    check = Check("2.2", "each broken runner's bug named from the evidence", run, timeout_s=60, random=False,
+                  witnessed=True)
     return run_checks("Exercise 2.2 — spot the bug", [check], my_diagnosis, seed=seed)

@@ -11,7 +11,8 @@ from typing import Callable
 
 import torch
 
-from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, keyed_by_name, run_checks
+from synclab.checks import (Check, CheckFailed, CheckReport, expect, expect_equal, keyed_by_name, run_checks,
+                            unwitnessed, witness)
 from synclab.device import DeviceLike, pick_device, to_device
 from synclab.answer_keys import answer_key
 
@@ -175,7 +176,8 @@ def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
         pass
     else:
         return
-    report = _rejects_nan(impl, nan_batch, "the counted call, NaN in logits", counted=True)
+    with unwitnessed():  # only answers that raise reach here: the NaN check witnesses what a rejected step leaves
+        report = _rejects_nan(impl, nan_batch, "the counted call, NaN in logits", counted=True)
     expect(report.count <= 1, f"{report.count} syncs in one step over NaN logits", expected="at most 1",
            got=f"{report.count}: " + "; ".join(f"{e.kind.value} at {e.where}" for e in report.events[:4]),
            case="5 requests, NaN in logits",
@@ -183,11 +185,11 @@ def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
 
 
 CHECKS_0_1 = [
-    Check("0.1", "same result as the reference on fixed cases", _check_fixed),
-    Check("0.1", "empty batch", _check_empty),
-    Check("0.1", "same result on random batches (0 to 64 requests)", _check_random),
-    Check("0.1", "NaN logits raise ValueError before any update", _check_nan),
-    Check("0.1", "at most 1 sync per step, whatever the batch size; no logits read back", _check_syncs),
+    Check("0.1", "same result as the reference on fixed cases", _check_fixed, witnessed=True),
+    Check("0.1", "empty batch", _check_empty, witnessed=True),
+    Check("0.1", "same result on random batches (0 to 64 requests)", _check_random, witnessed=True),
+    Check("0.1", "NaN logits raise ValueError before any update", _check_nan, witnessed=True),
+    Check("0.1", "at most 1 sync per step, whatever the batch size; no logits read back", _check_syncs, witnessed=True),
 ]
 
 
@@ -261,9 +263,12 @@ def check_predictions(predict: Callable[[], dict[str, int]], seed: int | None = 
                hint="write 0, 1, 2, ... as numbers, not strings or booleans")
         measured = _measure_snippet_syncs()
         wrong = {k: preds[k] for k in SNIPPETS if preds[k] != measured[k]}
-        expect(not wrong, f"{len(wrong)} prediction(s) off", share=1 - len(wrong) / len(SNIPPETS),
-               got="; ".join(f"{k}: you said {p}, but {WHY[k.split(':')[0]]}" for k, p in wrong.items()),
+        # the reasons in the message itself, which is never shortened (a value's room is 300 characters)
+        expect(not wrong, f"{len(wrong)} of {len(SNIPPETS)} prediction(s) off. " + "; ".join(
+                   f"{k}: you said {p}, but {WHY[k.split(':')[0]]}" for k, p in wrong.items()),
+               share=1 - len(wrong) / len(SNIPPETS),
                hint="a sync happens when the host needs a device VALUE or a data-dependent SHAPE")
+        witness({k: preds[k] for k in SNIPPETS})  # every right answer says the same
 
-    check = Check("0.2", "predicted sync counts match count_syncs", run, random=False)
+    check = Check("0.2", "predicted sync counts match count_syncs", run, random=False, witnessed=True)
     return run_checks("Exercise 0.2 — predict the syncs", [check], predict, seed=seed)
