@@ -54,7 +54,10 @@ def test_source_notebook_marks_answers_checks_and_read_only_cells():
 
 
 def test_written_answers_are_manually_graded_for_zero_points():
-    nb = nbgrader_notebook(_solution("ch3"), "solutions/03_pinned_transfers.ipynb")
+    solution = _solution("ch3")  # no lab asks for prose today: a written answer as an instructor would add one
+    solution.cells.append(nbformat.v4.new_markdown_cell(
+        "**Why?** One sentence.\n\n<!-- BEGIN SOLUTION -->\nBecause.\n<!-- END SOLUTION -->"))
+    nb = nbgrader_notebook(solution, "solutions/03_pinned_transfers.ipynb")
     written = [c.metadata.nbgrader for c in nb.cells if c.metadata.nbgrader["grade_id"].startswith("written-")]
     assert written and all(m["grade"] and m["solution"] and m["points"] == 0 for m in written)
 

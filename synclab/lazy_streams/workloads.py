@@ -91,8 +91,9 @@ def _batches(rng: random.Random, trials: int) -> Iterator[tuple[str, PoolingBatc
     for trial in range(trials):
         num_reqs = rng.choice([0, 1, 2, rng.randrange(1, 65)])
         partial = rng.choice([0.0, 0.3, 1.0])
-        yield (f"random batch #{trial}: {num_reqs} requests, about {partial:.0%} unfinished chunks",
-               make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=SIM_DEVICE))
+        batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=SIM_DEVICE)
+        unfinished = batch.metadata.get_pooling_cursor().get_finished_mask().count(False)
+        yield f"random batch #{trial}: {num_reqs} requests, {unfinished} of them unfinished chunks", batch
 
 
 def _model() -> TinyPoolingModel:

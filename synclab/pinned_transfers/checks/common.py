@@ -32,8 +32,9 @@ def counted(fn: Callable[[], Any], simulate: bool | None = None) -> tuple[Any, S
 
 # What a sync of each kind means, for a check whose own hint is about something else (the WSL checks' "keep
 # non_blocking=True" says nothing about a .cpu() or a .tolist() of device data).
-READ_BACK_HINT = ("this line reads device data back to the host: take the value from a host-side copy (the *_cpu "
-                  "arrays, the Python lists you were given), or keep the work on the device")
+READ_BACK_HINT = ("this line reads device data back to the host: where the host already has the value (the *_cpu "
+                  "arrays, the Python lists you were given) use that; where only the device has it, keep the work "
+                  "on the device (an assignment between device tensors, a kernel)")
 KIND_HINTS = {
     SyncKind.ITEM: READ_BACK_HINT, SyncKind.TOLIST: READ_BACK_HINT, SyncKind.BOOL: READ_BACK_HINT,
     SyncKind.TENSOR_SLICE: READ_BACK_HINT, SyncKind.D2H_COPY: READ_BACK_HINT, SyncKind.PRINT: READ_BACK_HINT,
