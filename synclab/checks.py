@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Mapping, Sequence, Set
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from html import escape
@@ -117,11 +118,11 @@ def _canonical(value: Any) -> Any:
         return int(value) if isinstance(value, bool) else value
     if isinstance(value, (int, float)):
         return int(value) if float(value).is_integer() else repr(float(value))
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    if isinstance(value, (set, frozenset)):
+    if isinstance(value, (list, tuple, Sequence)) and not isinstance(value, (bytes, bytearray)):
+        return [_canonical(v) for v in value]  # the checks' counting lists too
+    if isinstance(value, (set, frozenset, Set)):
         return sorted((_canonical(v) for v in value), key=repr)
-    if isinstance(value, dict):
+    if isinstance(value, (dict, Mapping)):
         return sorted(([_canonical(k), _canonical(v)] for k, v in value.items()), key=repr)
     return repr(value)
 

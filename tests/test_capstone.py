@@ -829,13 +829,13 @@ def test_reading_the_ablation_passes_on_the_solution_and_earns_a_share_per_right
     report = ch6.check_ablation_reading(lambda: wrong)
     (result,) = report.outcomes
     assert not report.passed and result.earned == pytest.approx(result.points * 4 / 6, abs=1e-3)
-    assert "removes_most_syncs: you said 'lazy_stream', but per step" in result.got
+    assert "removes_most_syncs: you said 'lazy_stream', but per step" in result.message
     missing = ch6.check_ablation_reading(lambda: {k: v for k, v in READING.items() if k != "one_fix_alone"})
     assert "missing: one_fix_alone" in missing.outcomes[0].got
     as_tuple = ch6.check_ablation_reading(lambda: dict(READING, saving_grows_with=("output length", "images")))
-    assert "saving_grows_with: the format: a dict keyed by the two fixes" in as_tuple.outcomes[0].got
+    assert "saving_grows_with: the format: a dict keyed by the two fixes" in as_tuple.outcomes[0].message
     unnamed = ch6.check_ablation_reading(lambda: dict(READING, cuts_torch_calls="the list cache"))
-    assert "cuts_torch_calls: name a fix by its pattern" in unnamed.outcomes[0].got
+    assert "cuts_torch_calls: name a fix by its pattern" in unnamed.outcomes[0].message
     assert unnamed.outcomes[0].earned == pytest.approx(unnamed.outcomes[0].points * 5 / 6, abs=1e-3)  # that one only
     spelled = ch6.check_ablation_reading(lambda: dict(READING, removes_most_syncs="Pinned uploads",
                                                       cuts_torch_calls="list-cache"))
@@ -862,3 +862,19 @@ def test_the_pages_model_sentence_holds_on_the_stored_model():
     for sync_fix in ("slice_then_split", "lazy_stream", "pinned_uploads"):
         assert abs(share[sync_fix] - base) < 0.05, (sync_fix, share[sync_fix], base)
     assert share["reverse_scan"] - base > 0.1
+
+
+def test_verified_checks_witness_what_a_right_answer_does_whatever_else_is_wrong():
+    """The grader verifies 6.1's outputs check and 6.3's reading by their witnesses against the right answers' on
+    the same seed: a runner that scans the history (the flat-work check names that) has the right tokens, and so
+    the same witness; a reading written another way (a list for the set, an upper-case letter) reads the same."""
+    from synclab.capstone.checks import HUNT_CHECKS
+    from synclab.checks import run_checks
+
+    first = [check for check in HUNT_CHECKS if check.name == NO_STRAY]
+    right = run_checks("6.1", first, solution("clean_runner"), seed=3).outcomes[0]
+    scans = run_checks("6.1", first, _variant(_apply_sampling_extras=_history_scan), seed=3).outcomes[0]
+    assert right.ok and scans.ok and right.witness and scans.witness == right.witness
+    read = ch6.check_ablation_reading(solution("my_reading")).outcomes[0]
+    written_otherwise = ch6.check_ablation_reading(lambda: READING).outcomes[0]
+    assert read.witness and written_otherwise.witness == read.witness

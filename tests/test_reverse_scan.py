@@ -557,3 +557,15 @@ def test_no_call_escapes_the_count_nor_can_tell_it_is_counted(wrong):
     else:
         assert report.earned < report.points / 2, str(report)
         assert any(o.status == "failed" and "fixed cases" in o.name for o in report.outcomes), str(report)
+
+
+@pytest.mark.parametrize("wrong", sorted({w for w, _ in WRONG_4_1} | {WrapsPastTheStart}, key=lambda w: w.__name__),
+                         ids=lambda w: w.__name__)
+def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wrong(wrong):
+    """The grader verifies each passed check of 4.1 by its witness against a right answer's on the same seed: a bug
+    that one check names must not change another check's witness (a 0-d tensor in a list compares equal to its int,
+    so the new-request check passes it and must witness what a right answer does)."""
+    right = {o.name: o.witness for o in ch4.check_update_async_output_token_ids(ReverseScanBatch, seed=0).outcomes}
+    assert all(right.values())  # every check of 4.1 is verified
+    report = ch4.check_update_async_output_token_ids(wrong, seed=0)
+    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)

@@ -14,7 +14,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, expect_equal, run_checks
+from synclab.checks import (Check, CheckFailed, CheckReport, around_first_difference, expect, expect_equal, run_checks,
+                            witness)
 from synclab.dispatch import CountingList
 from synclab.engine.input_batch import PLACEHOLDER
 from synclab.answer_keys import answer_key
@@ -76,6 +77,7 @@ def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
                got=state.output_token_ids, case=case,
                hint=_garbage_hint(state.output_token_ids) or _FIXED_HINTS.get(case)
                or "count the trailing -1s from the end; replace min(valid sampled, placeholders) of them")
+    witness([list(state.output_token_ids) for state in states])
 
 
 def _garbage_hint(ids: list) -> str:
@@ -122,6 +124,7 @@ def _check_random(batch_cls: BatchClass, rng: random.Random) -> None:
                               hint=_garbage_hint(state.output_token_ids),
                               case=f"random step {trial}, {len(outputs)} requests; request {i}: output before the "
                                    f"step ends {before}, its sampled ids {sampled_row}")
+        witness([list(state.output_token_ids) for state in states])  # the grader's seed drew this step
 
 
 def _check_in_place(batch_cls: BatchClass, rng: random.Random) -> None:
@@ -140,12 +143,14 @@ def _check_in_place(batch_cls: BatchClass, rng: random.Random) -> None:
            got=f"new list objects for request(s) {replaced[:8]}" + (" ..." if len(replaced) > 8 else ""),
            hint="assign into the list (ids[start:] = new), never replace it: the request state holds the same object",
            case="16 requests")
+    witness([list(state.output_token_ids) for state in states])  # counted only once the values are right (after=)
 
 
 def _check_syncs(batch_cls: BatchClass, rng: random.Random) -> None:
     outputs, sampled, rows = random_step(rng, 64, max_spec=2)
     outputs = [o if o and o[-1] == PLACEHOLDER else o + [PLACEHOLDER] for o in outputs]
-    _, report, waits = _run_step(batch_cls, outputs, sampled, rows)
+    states, report, waits = _run_step(batch_cls, outputs, sampled, rows)
+    witness([list(state.output_token_ids) for state in states])  # counted only once the values are right (after=)
     expect(report.count <= 1 and waits <= 1, "wait for the sampled ids at most once per step",
            expected="<= 1 wait", got=f"{report.count} sync(s), {waits} wait(s)",
            hint="synchronize the event and call .tolist() once, before the loop needs them", case="64 requests")
@@ -192,6 +197,7 @@ def _check_work(batch_cls: BatchClass, rng: random.Random) -> None:
                           got=f"{wrong} of {len(short_right + long_right)} lists wrong",
                           hint="the same repair must hold for long histories as for short ones",
                           case="16 requests, 1 placeholder each, 100 and 60,000 output tokens")
+    witness(short_right + long_right)
     short, long = sum(short_ops.values()), sum(long_ops.values())
     ratio = long / max(short, 1)
     if ratio <= WORK_RATIO_BOUND:
@@ -209,15 +215,15 @@ def _check_work(batch_cls: BatchClass, rng: random.Random) -> None:
 _SAME_AS_REFERENCE = "same as a plain reference on random steps (0 to 48 requests, speculative)"
 CHECKS_4_1 = [
     Check("4.1", "fixed cases: one placeholder, speculative, more sampled than placeholders, skips, a stray -1",
-          _check_fixed),
-    Check("4.1", "a new request (no row last step) is skipped", _check_new_request),
-    Check("4.1", _SAME_AS_REFERENCE, _check_random),
+          _check_fixed, witnessed=True),
+    Check("4.1", "a new request (no row last step) is skipped", _check_new_request, witnessed=True),
+    Check("4.1", _SAME_AS_REFERENCE, _check_random, witnessed=True),
     Check("4.1", "the lists are updated in place: the batch keeps the request states' own list objects",
-          _check_in_place, names_fault=True, after=_SAME_AS_REFERENCE),
+          _check_in_place, names_fault=True, after=_SAME_AS_REFERENCE, witnessed=True),
     Check("4.1", "at most one wait per step, none when there is nothing to repair", _check_syncs,
-          after=_SAME_AS_REFERENCE),
+          after=_SAME_AS_REFERENCE, witnessed=True),
     Check("4.1", "work per step does not grow with output length (60,000 vs 100 tokens)", _check_work,
-          after=_SAME_AS_REFERENCE),
+          after=_SAME_AS_REFERENCE, witnessed=True),
 ]
 
 
