@@ -618,3 +618,18 @@ def test_the_engines_order_blames_an_event_that_covers_no_copy_not_shared_buffer
     report = ch2.check_runner(runner_with(EventOnComputeStream), seed=0)
     (engine,) = [o for o in report.outcomes if o.name.startswith("the engine's order")]
     assert engine.status == "failed" and "covers no copy" in engine.hint and "shared" not in engine.hint, str(report)
+
+
+class EmptyListWhenNothingFinished(AsyncOutputRunner):  # [] where the contract asks for a None per request
+    def _pool(self, hidden_states, num_scheduled_tokens, batch):
+        if not any(batch.metadata.get_pooling_cursor().get_finished_mask()):
+            return ModelRunnerOutput(req_ids=list(batch.req_ids), pooler_output=[])
+        return super()._pool(hidden_states, num_scheduled_tokens, batch)
+
+
+def test_a_wrongly_shaped_output_is_not_blamed_on_an_early_read():
+    """A learner's [] for a step where nothing finished drew the hint about garbage read before the copy landed."""
+    report = ch2.check_runner(EmptyListWhenNothingFinished, seed=0)
+    failed = [o for o in report.outcomes if o.name.startswith("CUDA path") and not o.ok]
+    assert failed and "garbage" not in failed[0].hint and "None for a request that did not finish" in failed[0].hint, \
+        str(report)

@@ -211,6 +211,25 @@ class NoPaddingMask(PinnedSampler):
         return out and out._replace(logprobs=compute_token_logprobs(logits, out.logprob_token_ids.long()))
 
 
+class MasksByValue(PinnedSampler):  # the padding mask built as ids != 0: a requested token 0 is masked as padding
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        out = super().gather_specific_token_logprobs(logits, logprob_token_ids, sampled)
+        if out is None:
+            return out
+        ids = out.logprob_token_ids.long()  # [batch, max_ids + 1]
+        masked = (ids != 0) | (torch.arange(ids.shape[1]) == 0)  # column 0 is the sampled token
+        return out._replace(logprobs=compute_token_logprobs(logits, ids).masked_fill(~masked, float("-inf")))
+
+
+def test_a_mask_built_from_the_ids_values_is_named_on_the_request_it_breaks():
+    """A learner's mask (ids != 0) masked a requested token 0: the report showed request 0's row, right to float32
+    precision, and a hint about masking the padding, which they had done."""
+    report = ch3.check_gather_specific_token_logprobs(MasksByValue, seed=0)
+    fixed = next(o for o in report.outcomes if o.name.startswith("fixed cases"))
+    assert fixed.status == "failed" and "request 2's row is wrong" in fixed.message, str(report)
+    assert "a requested token 0 is real" in fixed.hint
+
+
 class RankCountsTies(PinnedSampler):  # >= counts the sampled token itself
     def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
         out = super().gather_specific_token_logprobs(logits, logprob_token_ids, sampled)

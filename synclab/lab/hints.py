@@ -76,10 +76,11 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
         Hint("start from the outputs",
              "Are the outputs right? If not, ask what could make a copy read or deliver the wrong data: an event "
              "that does not cover the copies, a tensor freed too early, a copy that started before the forward."),
-        Hint("then the waits",
-             "Where does the host wait, and for what? A device-wide wait inside `_pool`, a wait on an event on the "
-             "wrong stream and a polling loop each leave a different trace in the counts and the stream log. Name "
-             "the mistake whose fix would make the other symptoms go away."),
+        Hint("then the waits and the log",
+             "Where does the host wait, and for what: the whole device, or an event after the copies? Does the "
+             "stream log order the copies after the forward? Does the device tensor live until the wait? Each label "
+             "of `ch2.BUG_LABELS` leaves its own trace; name the mistake whose fix would make the other symptoms go "
+             "away."),
     ),
     "3.1": (
         Hint("where the data should be before the copy",

@@ -100,7 +100,17 @@ def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
             right = _same(output.pooler_output, want)
             expect(right, "wrong pooler_output after get_output()", case=case,
                    expected=_describe(want), got=_describe(output.pooler_output),
-                   hint="" if right else _early_read_hint(device))
+                   hint="" if right else _wrong_output_hint(output.pooler_output, want, device))
+
+
+def _wrong_output_hint(got: Any, want: list, device: Any) -> str:
+    """Why the outputs are wrong: read too early (the buffers hold the simulation's garbage), or shaped wrong."""
+    values = [t for t in (got or []) if isinstance(t, torch.Tensor)]
+    if any(bool((t == sim_cuda.GARBAGE).any()) for t in values):
+        return _early_read_hint(device)
+    if not isinstance(got, (list, tuple)) or len(got) != len(want):
+        return "pooler_output has one entry per request: its pooled vector, or None for a request that did not finish"
+    return "compare each entry with the request's: a pooled vector where it finished, None where it did not"
 
 
 def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks
+from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks
 from synclab.device import SIM_DEVICE, is_device_tensor, pick_device, to_device
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.model_inputs import GPUModelRunner
@@ -152,11 +152,19 @@ def _same_logprobs(got: Any, logits: torch.Tensor, ids: dict[int, list[int]], sa
     want_t = torch.tensor(want_values, dtype=torch.float64)
     expect_equal(tuple(got_values.shape), tuple(want_t.shape), what="shape of logprobs", case=case)
     padded = torch.isinf(want_t)
-    expect(bool((torch.isinf(got_values) == padded).all()), "padding must be -inf, and only padding",
-           expected=want_values[0], got=got_values[0].tolist(), hint="mask the padded slots after the gather", case=case)
-    expect(torch.allclose(got_values[~padded], want_t[~padded], atol=1e-4), "logprobs differ",
-           expected=want_values[0], got=got_values[0].tolist(), hint="log_softmax over the vocabulary, then gather",
-           case=case)
+    wrong_pad = torch.isinf(got_values) != padded  # [batch, max_ids + 1]
+    if bool(wrong_pad.any()):
+        row = int(wrong_pad.any(dim=1).nonzero()[0])  # the first request whose padding is wrong: show that one
+        masked_real = bool((torch.isinf(got_values[row]) & ~padded[row]).any())
+        raise CheckFailed(f"padding must be -inf, and only padding: request {row}'s row is wrong", case=case,
+                          expected=want_values[row], got=got_values[row].tolist(),
+                          hint="a requested id was masked as padding: the mask marks each request's own ids by "
+                               "how many it asked for (a requested token 0 is real), never by the ids' values"
+                          if masked_real else "mask the padded slots after the gather")
+    close = torch.isclose(got_values, want_t, atol=1e-4) | padded
+    row = int((~close).any(dim=1).nonzero()[0]) if not bool(close.all()) else 0
+    expect(bool(close.all()), f"logprobs differ: request {row}'s row first", expected=want_values[row],
+           got=got_values[row].tolist(), hint="log_softmax over the vocabulary, then gather", case=case)
     expect_equal(got.selected_token_ranks.cpu().tolist(), want_ranks, what="ranks of the sampled tokens",
                  hint="rank = how many logits are strictly larger than the sampled token's", case=case)
 
