@@ -610,7 +610,7 @@ def unfinished(task: str) -> str | None:
     if status is None:
         return f"run Exercise {task}'s check cell first"
     if status == "not implemented":
-        return f"finish Exercise {task} first"
+        return f"Exercise {task} is not written yet"
     if status == "timed out":
         return f"Exercise {task} timed out in its checks: fix it first (it is not called again here, so nothing hangs)"
     return f"Exercise {task} does not pass its checks yet: fix it first"

@@ -199,4 +199,4 @@ def test_chapter_3s_measured_gpu_speed_ups_are_the_stored_runs():
         after = [t["median_us"] for t in sweep["timings"]["after (3.2)"]]
         ratios = [b / a for n, b, a in zip(sweep["values"], before, after) if n >= 16]
         said.append(f"{min(ratios):.1f}× to {max(ratios):.1f}× on the {name}")
-    assert f"(measured: {said[0]}, {said[1]})" in page, said
+    assert f"Measured: {said[0]}, {said[1]}." in page, said

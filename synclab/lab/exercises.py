@@ -49,7 +49,7 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
              stretch=True),  # the pattern of 3.1-3.2 at a third site: the core fits a learner's 75 minutes without it
     Exercise("3.4", "ch3", 2, ("PinnedInputsRunner",), "ch3.check_fast_prefill(PinnedInputsRunner)", stretch=True),
     Exercise("3.5", "ch3", 3, ("bincount",), "ch3.check_bincount(bincount)", stretch=True),
-    Exercise("3.6", "ch3", 5, ("my_predictions",), "ch3.check_sync_predictions(my_predictions)",
+    Exercise("3.6", "ch3", 3, ("my_predictions",), "ch3.check_sync_predictions(my_predictions)",
              stretch=True),  # a self-test of the kinds: three learners put the core at 85 minutes with it
     Exercise("3.7", "ch3", 3, ("_run_ar", "_synchronize_dp_ranks"),
              "ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks)", stretch=True),
