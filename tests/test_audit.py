@@ -148,7 +148,8 @@ def _rank_answer(statements: str) -> str:
 def test_the_ranks_run_the_readers_code_under_the_same_audit():
     """Chapter 3's checks run the reader's 3.7 on ranks, processes of their own: the hook is armed there too, before
     any of the reader's code runs, and what it refuses on a rank flags the exercise (scan off), even when the answer
-    catches the refusal. The honest 3.7 in the same worker passes: the ranks' own work is not refused."""
+    catches the refusal. (An honest 3.7 passes under the same hook: the solutions' checks in the grader,
+    tests/test_cli_solutions.py.)"""
     nb = nbformat.read(PINNED, as_version=4)
     chapter, exercises, setup, _ = jobs_for(nb, ["3.7"])
     (template,) = [e for e in exercises if e["task"] == "3.7"]
@@ -158,12 +159,9 @@ def test_the_ranks_run_the_readers_code_under_the_same_audit():
         own = next(c for c in cells if "def _run_ar(" in c["source"])
         own["source"] = _rank_answer(statements)
         jobs.append({**template, "cells": cells})
-    jobs.append(template)
     lines, stderr, token = run_worker(chapter, jobs, setup, False, 240.0)
     mine = [json.loads(line[len(token):]) for line in lines if line.startswith(token)]
     assert len(mine) == len(jobs), stderr
     for (what, _, flag), verdict in zip(RANK_CHEATS, mine):
         refused = [f for f in verdict["flags"] if f.startswith("the grader's audit refused")]
         assert any(flag in f and "on rank" in f for f in refused), (what, verdict)
-    honest = mine[-1]
-    assert honest["flags"] == [] and honest["report"]["passed"], honest

@@ -340,15 +340,14 @@ def test_a_report_that_says_passed_without_the_right_results_counts_for_nothing(
 
     def forging_worker(chapter, exercises, *args, **kwargs):
         calls.append([e["task"] for e in exercises])
-        lines, stderr, token = real_worker(chapter, exercises, *args, **kwargs)
         if len(calls) > 1:  # the solutions' own run: the grader's, untouched
-            return lines, stderr, token
-        forged = []
+            return real_worker(chapter, exercises, *args, **kwargs)
+        token, forged = "a-token-the-forger-found", []  # the channel and its token, reached
         for task, verdict in honest.items():  # the outcomes of a right answer, with no results behind them
             report = verdict.report.to_dict()
             report["outcomes"] = [{**o, "witness": "0" * 20 if o["witness"] else ""} for o in report["outcomes"]]
             forged.append(token + json.dumps({"task": task, "report": report, "flags": [], "notes": [], "error": ""}))
-        return forged, stderr, token
+        return forged, "", token
 
     monkeypatch.setattr(judge, "run_worker", forging_worker)
     believed = judge.judge_notebook(stub, trusted=stub, seed=7)
