@@ -298,6 +298,8 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
     assert cli.main(["autograde", chapter, "--course", str(tmp_path), "--jobs", "3"]) == 0
     said = capsys.readouterr()
     assert "[8/8]" in said.err and "autograded 8 of 8" in said.out
+    # the right answers were judged for the run, on its one seed, not once per student
+    assert len(list((tmp_path / "autograde-logs" / ".right-answers").glob("*.json"))) == 1
     scores = gradebook_scores(tmp_path, chapter, stem)
     # the audit refuses reading the course folder (and writing anywhere), sandbox or not: 0, flagged, nothing copied
     assert not (tmp_path / "stolen.ipynb").exists()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import hashlib
 import json
 import os
 import re
@@ -405,20 +406,49 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
     return {t: v for t, v in verdicts.items() if asked is None or t in asked}
 
 
-@lru_cache(maxsize=1)
+# A grading run of many processes (synclab autograde: one nbgrader process per student) shares one seed and one
+# folder for the right answers' verdicts, so that they are judged once for the whole run, not once per student.
+GRADING_SEED_ENV = "SYNCLAB_GRADING_SEED"
+REFERENCE_CACHE_ENV = "SYNCLAB_REFERENCE_CACHE"
+
+
 def grading_seed() -> int:
-    """The seed of this grading process's checks: drawn once, so that one run of the right answers serves every
-    submission (the cases are new to each course run, and the same for every student in it)."""
+    """The seed of this grading run's checks: the run's own where one is set, else drawn once per process, so that
+    one judging of the right answers serves every submission (the cases are new to each run, the same for every
+    student in it)."""
+    given = os.environ.get(GRADING_SEED_ENV, "")
+    return int(given) if given.isdigit() else _drawn_seed()
+
+
+@lru_cache(maxsize=1)
+def _drawn_seed() -> int:
     return secrets.randbelow(10**6)
 
 
 @lru_cache(maxsize=16)
 def _reference_verdicts(reference: str, trusted: str, tasks: tuple[str, ...], time_limit_s: float,
                         closed: tuple[str, ...], seed: int) -> dict[str, Verdict]:
-    """The right answers' verdicts on ``seed``, once per grading process and notebook."""
-    return judge_notebook(nbformat.reads(reference, as_version=4), list(tasks) or None,
-                          nbformat.reads(trusted, as_version=4) if trusted else None, time_limit_s, scan=False,
-                          closed=list(closed), seed=seed)
+    """The right answers' verdicts on ``seed``: once per process, and once per grading run where the run keeps
+    them in a folder of its own (``REFERENCE_CACHE_ENV``, in the course folder, which no answer may read)."""
+    folder = os.environ.get(REFERENCE_CACHE_ENV, "")
+    key = hashlib.sha256(json.dumps([reference, trusted, tasks, time_limit_s, closed, seed]).encode()).hexdigest()
+    kept = Path(folder) / f"{key[:32]}.json" if folder else None
+    if kept is not None and kept.exists():
+        return {task: _verdict(data) for task, data in json.loads(kept.read_text()).items()}
+    verdicts = judge_notebook(nbformat.reads(reference, as_version=4), list(tasks) or None,
+                              nbformat.reads(trusted, as_version=4) if trusted else None, time_limit_s, scan=False,
+                              closed=list(closed), seed=seed)
+    if kept is not None:  # written whole, then renamed: a process reading it meanwhile finds it or nothing
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps({task: v.to_dict() for task, v in verdicts.items()}))
+        os.replace(partial, kept)
+    return verdicts
+
+
+def _verdict(data: dict) -> Verdict:
+    return Verdict(data["task"], _report(data["report"]) if data["report"] else None, data["flags"], data["notes"],
+                   data["error"], data["review"])
 
 
 VERIFY_FAILED = ("the grader could not verify it: the results this check saw differ from a right answer's on the "

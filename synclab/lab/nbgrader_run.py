@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from typing import Callable
 
 import nbformat
 
+from synclab.lab.judge import GRADING_SEED_ENV, REFERENCE_CACHE_ENV
 from synclab.lab.nbgrader_source import write_course
 from synclab.timing import reader_environment
 
@@ -28,10 +30,10 @@ GRADING_DIR = Path(__file__).resolve().parents[2] / "data" / "grading"
 Scores = dict[str, tuple[float, float]]  # grade cell id -> (score, max score)
 
 
-def _nbgrader_proc(course: Path, *args: str, timeout_s: float = 1800,
-                   threads: int | None = None) -> subprocess.CompletedProcess:
+def _nbgrader_proc(course: Path, *args: str, timeout_s: float = 1800, threads: int | None = None,
+                   extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     bin_dir = str(Path(sys.executable).parent)
-    env = {**reader_environment(), "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    env = {**reader_environment(), "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), **(extra_env or {})}
     if threads is not None:  # torch's intra-op threads in the kernel and the grader's worker it starts
         env["OMP_NUM_THREADS"] = str(threads)
     return subprocess.run([os.path.join(bin_dir, "nbgrader"), *args], cwd=course, env=env, capture_output=True,
@@ -126,13 +128,16 @@ def autograde_students(course: Path, chapter: str, students: list[str], jobs: in
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
     logs = course / "autograde-logs" / chapter
     logs.mkdir(parents=True, exist_ok=True)
+    # one seed and one judging of the right answers for the whole run, whichever process comes first
+    shared_env = {GRADING_SEED_ENV: str(secrets.randbelow(10**6)),
+           REFERENCE_CACHE_ENV: str(course / "autograde-logs" / ".right-answers")}
 
     def one(student: str) -> StudentRun:
         log = logs / f"{student}.log"
         started = time.perf_counter()
         for attempt in range(2):
             proc = _nbgrader_proc(course, "autograde", chapter, "--student", student, *(["--force"] if force else []),
-                                  threads=threads)
+                                  threads=threads, extra_env=shared_env)
             log.write_text(proc.stdout + proc.stderr)
             if proc.returncode == 0 or "database is locked" not in proc.stdout + proc.stderr:
                 break
