@@ -128,10 +128,8 @@ def test_the_policy_lets_the_package_and_imports_do_their_work(tmp_path):
 
 PINNED = ROOT / "solutions" / "03_pinned_transfers.ipynb"
 # (what, the statements a 3.7 answer tries on a rank, a phrase of the flag)
-RANK_CHEATS = [
+RANK_CHEATS = [  # the hook armed on a rank refuses as it does in the exercise's own process (test above, each kind)
     ("a forked process, on a rank", "pid = os.fork()\nif pid == 0:\n    os._exit(0)", "os.fork: a process of its own"),
-    ("the solution notebook read, on a rank", f"open({str(PINNED)!r}).read()",
-     "the course's file solutions/03_pinned_transfers.ipynb"),
 ]
 
 

@@ -365,6 +365,12 @@ def test_a_report_that_says_passed_without_the_right_results_counts_for_nothing(
         assert not verdict.passed
 
 
+def _reference_key(reference, trusted, tasks, seed):
+    from synclab.lab.judge import JUDGE_TIME_LIMIT_S
+
+    return nbformat.writes(reference), nbformat.writes(trusted), tasks, JUDGE_TIME_LIMIT_S, (), seed
+
+
 def test_a_right_answer_is_verified_as_right_and_the_solutions_run_once(monkeypatch):
     """An honest alternative passes verified: the witnesses are values compared exactly, so every right answer
     gives the same; and one run of the solutions serves every submission of a grading process."""
@@ -388,7 +394,9 @@ def test_a_right_answer_is_verified_as_right_and_the_solutions_run_once(monkeypa
     for cell in submission.cells:
         if cell.cell_type == "code" and "def decode_step(" in cell.source:
             cell.source = alternative
-    for _ in range(2):
-        verdicts = judge.judge_notebook(submission, ["0.1"], trusted=lab, reference=solution, seed=11)
-        assert verdicts["0.1"].passed and not verdicts["0.1"].notes, str(verdicts["0.1"])
-    assert len(calls) == 3  # two submissions, one run of the solutions
+    verdicts = judge.judge_notebook(submission, ["0.1"], trusted=lab, reference=solution, seed=11)
+    assert verdicts["0.1"].passed and not verdicts["0.1"].notes, str(verdicts["0.1"])
+    assert len(calls) == 2  # the submission, then the solutions
+    hits = judge._reference_verdicts.cache_info().hits
+    judge.verify(verdicts["0.1"], judge._reference_verdicts(*_reference_key(solution, lab, ("0.1",), 11))["0.1"])
+    assert judge._reference_verdicts.cache_info().hits == hits + 1 and len(calls) == 2  # the next submission's
