@@ -118,11 +118,11 @@ def _canonical(value: Any) -> Any:
         return int(value) if isinstance(value, bool) else value
     if isinstance(value, (int, float)):
         return int(value) if float(value).is_integer() else repr(float(value))
-    if isinstance(value, (list, tuple, Sequence)) and not isinstance(value, (bytes, bytearray)):
-        return [_canonical(v) for v in value]  # the checks' counting lists too
-    if isinstance(value, (set, frozenset, Set)):
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        return [_canonical(v) for v in value]  # lists, tuples, and the checks' counting lists
+    if isinstance(value, Set):
         return sorted((_canonical(v) for v in value), key=repr)
-    if isinstance(value, (dict, Mapping)):
+    if isinstance(value, Mapping):
         return sorted(([_canonical(k), _canonical(v)] for k, v in value.items()), key=repr)
     return repr(value)
 
@@ -458,7 +458,7 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
         explained = next((hint for text, hint in check.crash_hints if text in str(exc)), "")
         return Outcome(**base, status="crashed", message=message, hint=explained or check.hint,
                        case=_case_of(exc, check), generic_hint=not explained)
-    return Outcome(**base, status="passed", witness=_digest(witnessed) if check.witnessed else "")
+    return Outcome(**base, status="passed", witness=_digest(witnessed))  # "" where nothing was witnessed
 
 
 def _frames_of(exc: BaseException) -> list[str]:

@@ -510,9 +510,9 @@ def _worker_env(seed: int | None = None) -> dict[str, str]:
     from synclab.checks import SEED_ENV, TIME_SCALE_ENV
 
     env = reader_environment()
+    env = {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}
     if seed is not None:
         env[SEED_ENV] = str(seed)
-    env = {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}
     if TIME_SCALE_ENV in os.environ:  # the grader's own setting (the tests' short limits), never the reader's
         env[TIME_SCALE_ENV] = os.environ[TIME_SCALE_ENV]
     # the worker imports the grading install's synclab, whatever else the path holds (it starts in a temp dir)

@@ -130,7 +130,7 @@ def autograde_students(course: Path, chapter: str, students: list[str], jobs: in
     logs.mkdir(parents=True, exist_ok=True)
     # one seed and one judging of the right answers for the whole run, whichever process comes first
     shared_env = {GRADING_SEED_ENV: str(secrets.randbelow(10**6)),
-           REFERENCE_CACHE_ENV: str(course / "autograde-logs" / ".right-answers")}
+                  REFERENCE_CACHE_ENV: str(course / "autograde-logs" / ".right-answers")}
 
     def one(student: str) -> StudentRun:
         log = logs / f"{student}.log"

@@ -11,9 +11,9 @@ What goes in, and why:
   student's kernel). Nothing in it reads ``solutions/`` to check, judge or run chapter 6.
 * ``data/pr_reports.yaml`` and ``data/reference/`` — the PRs' numbers and the GPU results
   the profiling cells draw.
-* ``labs/`` — generated afresh, their links into ``book/`` (which is not shipped: its raw pages show every hint's
-  last rung unfolded) turned into plain text naming the page, as nbgrader's assignments have them; from the solutions, never copied: a clone where someone worked
-  the labs would hand out their answers.
+* ``labs/`` — generated afresh from the solutions, never copied: a clone where someone worked the labs would hand
+  out their answers. Their links into ``book/`` become plain text naming the page, as in nbgrader's assignments:
+  the book's raw pages are not shipped, since they show every hint's last rung unfolded.
 * ``requirements.txt`` and ``pyproject.toml`` — what the image installs.
 """
 

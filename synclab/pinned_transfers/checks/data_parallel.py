@@ -207,7 +207,8 @@ def _on_ranks(impl: DPImpl, what: str, contributions: Sequence[Contribution], ca
         if "not_implemented" in result:  # a stub: say so, as the other exercises' checks do
             raise NotImplementedError(result["not_implemented"])
         if "refused" in result:
-            raise refuse(Key(**{**result["refused"], "tasks": tuple(result["refused"]["tasks"])}))
+            key = result["refused"]
+            raise refuse(Key(tuple(key["tasks"]), key["name"], key["role"], key["scope"]))
         if "pinning_refused" in result:
             raise CheckFailed("asked for pinned memory where the platform has none", got=result["pinning_refused"],
                               hint=WSL_HINT, case=f"{case}, rank {rank}")
