@@ -189,7 +189,8 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
 
     Drawing only: nothing is measured. A recorded sweep is drawn only when its claim holds on the
     stored numbers (synclab.claims); ``bandwidth`` (chapter 3) is drawn as its two charts, ``timeline``
-    (chapter 6) as a profiler trace's lanes, ``ablation`` as tokens/s and the idle share per configuration and
+    (chapter 6) as a profiler trace's lanes, ``ablation`` as tokens/s and the idle share per configuration (and
+    ``ablation_contradicted``, a run that contradicted its claim, the same way: the page says what it showed) and
     ``host_phases`` as each configuration's host time per step in its parts.
     """
     from synclab import figures
@@ -202,7 +203,7 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
         if result is None or _is_host_blocked(result):  # a table (speedup_table), not a figure
             continue
         label = Provenance.from_dict(data["provenance"]).label
-        if name in ("gpu_ablation", "ablation"):
+        if name in ("gpu_ablation", "ablation", "ablation_contradicted"):  # the last: drawn as what the run showed
             drawn.append(figures.gpu_ablation_figure(result, f"{title} ({slug})", label).to_dict())
             continue
         if name == "timeline":

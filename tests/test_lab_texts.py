@@ -200,3 +200,41 @@ def test_chapter_3s_measured_gpu_speed_ups_are_the_stored_runs():
         ratios = [b / a for n, b, a in zip(sweep["values"], before, after) if n >= 16]
         said.append(f"{min(ratios):.1f}× to {max(ratios):.1f}× on the {name}")
     assert f"Measured: {said[0]}, {said[1]}." in page, said
+
+
+def test_chapter_6s_gpu_ablation_sentences_are_the_stored_run():
+    """Every number the page states of the H200's ablation is the stored run's, rounded as the page rounds it."""
+    import json
+    import statistics
+
+    from synclab.capstone.profiling import GPU_ABLATION_CLAIM, gpu_ablation_problems
+    from synclab.capstone.workloads import capstone_workload
+    from synclab.engine.tiny_llm import GPU_MODEL
+
+    page = " ".join((ROOT / "book" / "06_capstone_engine_step.md").read_text().split())
+    stored = json.loads((ROOT / "data" / "reference" / "nvidia-h200" / "ch6.json").read_text())["results"]
+    run = stored["ablation_contradicted"]
+    configs = run["configs"]
+    base = configs["baseline"]
+    ratio = {label: c["tokens_per_s"] / base["tokens_per_s"] for label, c in configs.items()}
+    assert (f"the reverse scan alone served {ratio['reverse_scan']:.1f}× the baseline's tokens per second and all five "
+            f"fixes {ratio['all fixes']:.1f}×; every other fix alone stayed inside the baseline's spread") in page
+    for label in set(configs) - {"baseline", "reverse_scan", "all fixes"}:
+        assert min(base["tokens_per_s_runs"]) <= configs[label]["tokens_per_s"] <= max(base["tokens_per_s_runs"])
+    assert f"the device idled {base['idle_share']:.0%} of the time, and {configs['all fixes']['idle_share']:.0%}" in page
+    # the device's work per step: its busy share of a step, the step from tokens per second and the requests sampled
+    generating = sum(s.sampling is not None for s in capstone_workload(decode_tokens=1, model=GPU_MODEL).requests)
+    step_ms = {label: 1000 * generating / c["tokens_per_s"] for label, c in configs.items()}
+    busy_ms = [(1 - c["idle_share"]) * step_ms[label] for label, c in configs.items()]
+    assert all(0.75 <= b <= 1.25 for b in busy_ms), busy_ms
+    assert f"about 1 ms of work in a step of {min(step_ms.values()):.0f}–{max(step_ms.values()):.0f} ms" in page
+    phases = stored["host_phases"]["phases"]["baseline"]
+    step = statistics.median(phases["round_totals_us"])
+    assert round(phases["per_phase_us"]["scan"] / step, 1) == 0.5  # "the scan is half of it"
+    assert round(phases["per_phase_us"]["schedule"] / step, 2) == 0.05  # "the scheduler's questions a twentieth"
+    host = {label: statistics.median(row["round_totals_us"]) for label, row in stored["host_phases"]["phases"].items()}
+    assert (f"The H200's host measured {host['baseline'] / host['reverse_scan']:.1f}× and "
+            f"{host['baseline'] / host['all fixes']:.1f}×") in page
+    # the page's claim is not the one the run was made under ("a stricter claim"), and agrees with what it drew
+    assert f"Expect: {GPU_ABLATION_CLAIM}" in page and run["claims"]["text"] != GPU_ABLATION_CLAIM
+    assert gpu_ablation_problems(run) == []
