@@ -86,6 +86,18 @@ def pytest_configure(config):
             option.nbval_current_env = True  # the notebooks run in the interpreter running pytest
 
 
+FAILURE_LOG_ENV = "SYNCLAB_FAILURE_LOG"  # a file each failure's report is appended to as it happens (make gpu-check)
+
+
+def pytest_runtest_logreport(report):
+    """With SYNCLAB_FAILURE_LOG set, append each failure's report to that file at once: a run cut off at its time
+    limit (a GPU machine's budget) prints no summary, and the file still says why each test failed."""
+    path = os.environ.get(FAILURE_LOG_ENV)
+    if path and report.failed and not os.environ.get("PYTEST_XDIST_WORKER"):  # xdist: the controller writes
+        with open(path, "a") as log:
+            log.write(f"=== {report.nodeid} ({report.when})\n{report.longreprtext[-6000:]}\n\n")
+
+
 # The files that take longest, started first: make test hands whole files to its workers in collection order,
 # and one of these started last kept the suite running a minute after the others were done.
 LONGEST_FIRST = ["tests/test_book.py", "tests/test_cli_labs.py", "tests/test_nbgrader.py",

@@ -67,8 +67,11 @@ def refuse_in_book_build(what: str) -> None:
 
 
 def reader_environment() -> dict[str, str]:
-    """This process's environment as a reader's fresh run sees it: no mode of ours, except a smoke run's."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("SYNCLAB_") or k == SMOKE_ENV}
+    """This process's environment as a reader's fresh run sees it: no mode of ours, except a smoke run's, and the
+    device the person chose (``SYNCLAB_DEVICE=sim`` hides a GPU: a test of the simulated device stays on it)."""
+    from synclab.device import DEVICE_ENV
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("SYNCLAB_") or k in (SMOKE_ENV, DEVICE_ENV)}
 
 
 ROUNDS = 5  # rounds of the round-robin: the statistic is the median of this many per-round medians

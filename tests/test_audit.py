@@ -48,6 +48,8 @@ CHEATS = [
     ("a check's code swapped", "from synclab import primer\nprimer.check_decode_step.__code__ = (lambda r: r).__code__",
      "object.__setattr__: __code__ of check_decode_step"),
     ("a new audit hook", "sys.addaudithook(lambda *a: None)", "sys.addaudithook"),
+    ("the device switched by the environment", "os.environ['SYNCLAB_DEVICE'] = 'cuda'", "os.putenv"),
+    ("a variable of the environment removed", "os.environ.pop('SYNCLAB_DEVICE')", "os.unsetenv"),
 ]
 
 HONEST = [

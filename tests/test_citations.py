@@ -180,6 +180,7 @@ def test_the_appendix_renders_the_data_file_and_is_in_the_toc() -> None:
 
 
 def test_the_table_has_one_row_per_entry_with_a_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("sphinx", reason="the book's stack is not installed (a GPU machine given the lab's wheels only)")
     monkeypatch.syspath_prepend(str(ROOT / "book" / "_ext"))
     sys.modules.pop("citations_table", None)
     from citations_table import HEADER, citation_rows

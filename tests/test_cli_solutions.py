@@ -26,3 +26,14 @@ def test_check_solution_passes(solution):
     for task in tasks:
         assert re.search(rf"Exercise {re.escape(task)} .*: (\d+)/\1 checks passed", proc.stdout), proc.stdout
     assert "cells that raised" not in proc.stdout
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.stem for s in SOLUTIONS])
+def test_on_a_gpu_machine_the_grader_judges_each_solution_on_the_simulated_device(solution):
+    """A GPU's owner runs the check with the GPU in sight (no SYNCLAB_DEVICE): the grader's worker still judges on
+    the simulated device, so every check passes as on a CPU, and nothing CUDA does is blamed on the answer."""
+    proc = synclab("check", str(solution.relative_to(ROOT)), "--checks-only")
+    assert proc.returncode == 0 and "ALL CHECKS PASSED" in proc.stdout, proc.stdout + proc.stderr
+    assert "the grader's audit refused" not in proc.stdout, proc.stdout

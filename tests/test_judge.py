@@ -400,3 +400,18 @@ def test_a_right_answer_is_verified_as_right_and_the_solutions_run_once(monkeypa
     hits = judge._reference_verdicts.cache_info().hits
     judge.verify(verdicts["0.1"], judge._reference_verdicts(*_reference_key(solution, lab, ("0.1",), 11))["0.1"])
     assert judge._reference_verdicts.cache_info().hits == hits + 1 and len(calls) == 2  # the next submission's
+
+
+def test_the_worker_judges_on_the_simulated_device_whatever_the_machine(monkeypatch):
+    """The grader's verdict never depends on its hardware: the worker's environment names the simulated device even
+    where the grader's own does not (a GPU machine), and the person's choice reaches the processes the lab starts."""
+    from synclab.device import DEVICE_ENV, SIMULATED
+    from synclab.lab.judge import _worker_env
+    from synclab.timing import reader_environment
+
+    monkeypatch.delenv(DEVICE_ENV, raising=False)
+    assert _worker_env()[DEVICE_ENV] == SIMULATED and DEVICE_ENV not in reader_environment()
+    monkeypatch.setenv(DEVICE_ENV, SIMULATED)
+    assert reader_environment()[DEVICE_ENV] == SIMULATED
+    monkeypatch.setenv("SYNCLAB_SOME_MODE", "1")
+    assert "SYNCLAB_SOME_MODE" not in reader_environment()  # no mode of ours reaches a reader's run

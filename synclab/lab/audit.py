@@ -20,7 +20,8 @@ never does (a builtin the reader planted as a method). Refused, by kind:
   package and its data) or ``/proc``;
 * **unpickling** a global outside tensors, arrays and plain containers;
 * **the interpreter's insides**: ``gc``'s object walks, ``ctypes``, tracing and profiling hooks, new audit
-  hooks, new code objects, and setting a function's code or any attribute of the package's objects.
+  hooks, new code objects, and setting a function's code or any attribute of the package's objects;
+* **the environment**: setting or removing a variable (``SYNCLAB_DEVICE`` picks the device the checks run on).
 
 The processes the checks start for themselves (chapter 3's ranks) arm the same hook before they run any of the
 reader's code, and report what it refused there (:func:`synclab.checks.hook_for_child`): the exercise is flagged as if it
@@ -45,9 +46,9 @@ READER_FILES = ("<Exercise ", "<your cell ")  # how the worker names the code it
 ANSWER_RULES = """**How your answers are graded.** The grader runs each exercise in a fresh process that holds the lab's
 setup, your definitions (functions, classes, imports and constants: other top-level lines do not run there) and
 the exercise's check. An answer may import any module it likes and compute whatever it needs. It may not read the
-course's files (solutions, tests), write files, start processes, look at the running program's frames, unpickle
-code, use `ctypes` or `gc`'s walks over every object, compile or run source text at run time, or change the lab's
-own functions: any of these scores the exercise 0, and the report names what it did.
+course's files (solutions, tests), write files, start processes, change environment variables, look at the running
+program's frames, unpickle code, use `ctypes` or `gc`'s walks over every object, compile or run source text at run
+time, or change the lab's own functions: any of these scores the exercise 0, and the report names what it did.
 `python -m synclab check <this lab>` grades your lab exactly as the grader does, rules included."""
 
 
@@ -58,7 +59,7 @@ class Refused(PermissionError):
 # Events refused whenever the reader is on the stack, whoever called them.
 _ALWAYS = ("ctypes.", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.addaudithook",
            "sys._current_frames", "sys.settrace", "sys.setprofile", "code.__new__", "function.__new__",
-           "marshal.loads", "marshal.load", "os.kill", "os.killpg",
+           "marshal.loads", "marshal.load", "os.kill", "os.killpg", "os.putenv", "os.unsetenv",
            "signal.pthread_kill", "socket.")
 _PROCESSES = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system", "subprocess.Popen",
               "pty.spawn")

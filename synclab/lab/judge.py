@@ -508,9 +508,13 @@ def _worker_env(seed: int | None = None) -> dict[str, str]:
     from synclab.timing import reader_environment
 
     from synclab.checks import SEED_ENV, TIME_SCALE_ENV
+    from synclab.device import DEVICE_ENV, SIMULATED
 
     env = reader_environment()
     env = {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}
+    # Judged on the simulated device on every machine: the counts and results are the same as on a GPU, and the
+    # verdict never depends on the grader's hardware (nor meets CUDA, which a forked child may not start twice).
+    env[DEVICE_ENV] = SIMULATED
     if seed is not None:
         env[SEED_ENV] = str(seed)
     if TIME_SCALE_ENV in os.environ:  # the grader's own setting (the tests' short limits), never the reader's
