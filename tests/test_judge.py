@@ -415,3 +415,18 @@ def test_the_worker_judges_on_the_simulated_device_whatever_the_machine(monkeypa
     assert reader_environment()[DEVICE_ENV] == SIMULATED
     monkeypatch.setenv("SYNCLAB_SOME_MODE", "1")
     assert "SYNCLAB_SOME_MODE" not in reader_environment()  # no mode of ours reaches a reader's run
+
+
+def test_chapter_5s_right_answers_are_verified_as_right_across_processes():
+    """5.1's and 5.2's witnesses are the same in the submission's process and the right answers' (no address, no
+    hash order in them): the solution judged against itself passes verified."""
+    from synclab.lab import judge
+
+    name = "05_list_based_caches"
+    lab = nbformat.read(ROOT / "labs" / f"{name}.ipynb", as_version=4)
+    solution = nbformat.read(ROOT / "solutions" / f"{name}.ipynb", as_version=4)
+    verdicts = judge.judge_notebook(solution, ["5.1", "5.2"], trusted=lab, reference=solution, seed=5)
+    for task in ("5.1", "5.2"):
+        report = verdicts[task].report
+        assert verdicts[task].passed and not verdicts[task].notes, str(verdicts[task])
+        assert sum(bool(o.witness) for o in report.outcomes) >= 4  # verified checks, each confirmed
