@@ -109,6 +109,15 @@ def witness(value: Any) -> None:
         _WITNESSED[-1].append(json.dumps(_canonical(value), sort_keys=True, separators=(",", ":")))
 
 
+def witness_tensor(t: Any) -> None:
+    """Record a tensor the running check compared exactly and found right, as its dtype, shape and a digest of its
+    bytes (a large tensor's values as JSON would cost the check more than the comparison did)."""
+    if _WITNESSED:
+        host = t.detach().cpu().contiguous()
+        _WITNESSED[-1].append(f"tensor {host.dtype} {list(host.shape)} "
+                              f"{hashlib.sha256(host.numpy().tobytes()).hexdigest()[:16]}")
+
+
 def _canonical(value: Any) -> Any:
     """``value`` as plain JSON data, equal for values that compare equal: a tensor or an array as its values, a
     tuple as a list, a whole float as an int, a set sorted."""

@@ -646,3 +646,14 @@ def test_a_call_that_is_counted_is_also_checked():
     report = ch1.check_all_pool(ShortcutWhenCounted, seed=0)
     assert outcome(report, "syncs") == "failed" and "the counted call" in str(report), str(report)
     assert outcome(report, "host work") == "failed" and "wrong rows" in str(report), str(report)
+
+
+@pytest.mark.parametrize("task,wrong,failing_check", CASES, ids=[f"{t}-{w.__name__}" for t, w, _ in CASES])
+def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wrong(task, wrong, failing_check):
+    """The grader verifies each passed check of 1.1 and 1.2 that compares results by its witness against a right
+    answer's on the same seed: a bug that one check names must not change another check's witness."""
+    check = EXERCISES[task][0]
+    right = {o.name: o.witness for o in check(AllPool if task == "1.1" else AllPoolNoSync, seed=0).outcomes}
+    assert sum(map(bool, right.values())) >= 7  # every check that compares results is verified
+    report = check(wrong, seed=0)
+    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
