@@ -633,3 +633,14 @@ def test_a_wrongly_shaped_output_is_not_blamed_on_an_early_read():
     failed = [o for o in report.outcomes if o.name.startswith("CUDA path") and not o.ok]
     assert failed and "garbage" not in failed[0].hint and "None for a request that did not finish" in failed[0].hint, \
         str(report)
+
+
+@pytest.mark.parametrize("wrong", [w for w, _ in WRONG_2_1] + [w for w, _, _ in NEW_2_1_MISTAKES],
+                         ids=lambda w: w.__name__)
+def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wrong(wrong):
+    """The grader verifies each passed check of 2.1 that compares outputs by its witness against a right answer's on
+    the same seed: a bug that one check names must not change another check's witness."""
+    right = {o.name: o.witness for o in ch2.check_runner(AsyncOutputRunner, seed=0).outcomes}
+    assert sum(map(bool, right.values())) == 5  # the five checks that compare outputs are verified
+    report = ch2.check_runner(wrong, seed=0)
+    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks, witness
+from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks, witness, witness_tensor
 from synclab.device import SIM_DEVICE, is_pinned_host
 from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, TinyPoolingModel, make_pooling_batch
 from synclab.answer_keys import answer_key
@@ -34,6 +34,12 @@ def _pool_reference(model: TinyPoolingModel, batch: PoolingBatch) -> list[torch.
     cursor = batch.metadata.get_pooling_cursor()
     last = cursor.last_token_indices_gpu.cpu().tolist()
     return [hidden[i].clone() if done else None for i, done in zip(last, cursor.get_finished_mask())]
+
+
+def _witness_outputs(want: list[torch.Tensor | None]) -> None:
+    """The pooler outputs a check compared with ``want`` and found right, as witnesses (None where unfinished)."""
+    for t in want:  # [hidden] host, or None
+        witness_tensor(t) if t is not None else witness(None)
 
 
 def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
@@ -64,6 +70,7 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
             want = _pool_reference(model, batch)
             expect(_same(result.pooler_output, want), "wrong pooler_output", case=case,
                    expected=_describe(want), got=_describe(result.pooler_output))
+            _witness_outputs(want)
             if any(t is not None for t in want):
                 expect(synced[0] >= 1, "the CPU path copied without self._sync_device()", case=case,
                        expected="a call of self._sync_device() after the copy", got="none",
@@ -101,6 +108,7 @@ def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
             expect(right, "wrong pooler_output after get_output()", case=case,
                    expected=_describe(want), got=_describe(output.pooler_output),
                    hint="" if right else _wrong_output_hint(output.pooler_output, want, device))
+            _witness_outputs(want)
 
 
 def _wrong_output_hint(got: Any, want: list, device: Any) -> str:
@@ -179,6 +187,7 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
                    got=_describe(output.pooler_output) if isinstance(output, ModelRunnerOutput) else
                    type(output).__name__, case=counted,
                    hint="" if right else _early_read_hint(device))
+            _witness_outputs(want)
 
 
 def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
@@ -246,6 +255,7 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
                  "next step before the first is collected")
         expect(_same(output.pooler_output, want), f"wrong pooler_output of step {n}", case=case,
                expected=_describe(want), got=_describe(output.pooler_output), hint=cause)
+        _witness_outputs(want)
 
 
 def _unfinished_batch(rng: random.Random) -> PoolingBatch:
@@ -306,13 +316,14 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 
 CHECKS_2_1 = [
-    Check("2.1", "CPU platform: right outputs, no CUDA stream, nothing raised", _check_cpu_platform),
-    Check("2.1", "CUDA path: right outputs after get_output() on random batches", _check_cuda_path),
+    Check("2.1", "CPU platform: right outputs, no CUDA stream, nothing raised", _check_cpu_platform, witnessed=True),
+    Check("2.1", "CUDA path: right outputs after get_output() on random batches", _check_cuda_path, witnessed=True),
     Check("2.1", "the side stream is created on first use, once, and reused", _check_lazy_stream),
-    Check("2.1", "no sync in _pool; get_output() waits once, on the event", _check_syncs),
+    Check("2.1", "no sync in _pool; get_output() waits once, on the event", _check_syncs, witnessed=True),
     Check("2.1", "the copy waits for the compute stream; the event is recorded after it", _check_ordering),
-    Check("2.1", "the engine's order: two steps queued, then their outputs collected", _check_engine_order),
-    Check("2.1", "a step where nothing finished: no side stream, no wait", _check_nothing_finished),
+    Check("2.1", "the engine's order: two steps queued, then their outputs collected", _check_engine_order,
+          witnessed=True),
+    Check("2.1", "a step where nothing finished: no side stream, no wait", _check_nothing_finished, witnessed=True),
     Check("2.1", "device tensors kept until get_output(), then released; host buffers pinned", _check_memory),
 ]
 
