@@ -781,3 +781,16 @@ def test_the_one_step_row_says_when_it_sums_only_the_sites_written():
     rows = per_step(core_only)
     assert list(rows) == ["gather_specific_token_logprobs", "one step, the sites written"]
     assert rows["one step, the sites written"] == {"before": [2], "after": [0]}
+
+
+@pytest.mark.parametrize("task, wrong", [("3.1", w) for w, _ in WRONG_3_1] + [("3.2", w) for w, _ in WRONG_3_2],
+                         ids=lambda x: getattr(x, "__name__", x))
+def test_a_passed_upload_check_witnesses_what_a_right_answer_does_whatever_else_is_wrong(task, wrong):
+    """The grader verifies each passed check of 3.1 and 3.2 by its witness (the uploaded values; the gathered ids,
+    padding and ranks) against a right answer's on the same seed: a bug one check names must not cost another."""
+    check, right_answer = {"3.1": (ch3.check_async_tensor_h2d, async_tensor_h2d),
+                           "3.2": (ch3.check_gather_specific_token_logprobs, PinnedSampler)}[task]
+    right = {o.name: o.witness for o in check(right_answer, seed=0).outcomes}
+    assert all(right.values())  # every check of 3.1 and 3.2 is verified
+    report = check(wrong, seed=0)
+    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
