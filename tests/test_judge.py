@@ -418,15 +418,14 @@ def test_the_worker_judges_on_the_simulated_device_whatever_the_machine(monkeypa
 
 
 def test_chapter_5s_right_answers_are_verified_as_right_across_processes():
-    """5.1's and 5.2's witnesses are the same in the submission's process and the right answers' (no address, no
-    hash order in them): the solution judged against itself passes verified."""
+    """5.2's witnesses (a scheduler's decisions and its cache's state, as data) are the same in the submission's
+    process and the right answers' (no address, no hash order in them): the solution judged against itself passes
+    verified. The other chapters' witnesses are values and tensors' bytes, the same in any process."""
     from synclab.lab import judge
 
     name = "05_list_based_caches"
     lab = nbformat.read(ROOT / "labs" / f"{name}.ipynb", as_version=4)
     solution = nbformat.read(ROOT / "solutions" / f"{name}.ipynb", as_version=4)
-    verdicts = judge.judge_notebook(solution, ["5.1", "5.2"], trusted=lab, reference=solution, seed=5)
-    for task in ("5.1", "5.2"):
-        report = verdicts[task].report
-        assert verdicts[task].passed and not verdicts[task].notes, str(verdicts[task])
-        assert sum(bool(o.witness) for o in report.outcomes) >= 4  # verified checks, each confirmed
+    verdict = judge.judge_notebook(solution, ["5.2"], trusted=lab, reference=solution, seed=5)["5.2"]
+    assert verdict.passed and not verdict.notes, str(verdict)
+    assert sum(bool(o.witness) for o in verdict.report.outcomes) == 4  # every check verified, each confirmed
