@@ -569,3 +569,15 @@ def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wron
     assert all(right.values())  # every check of 4.1 is verified
     report = ch4.check_update_async_output_token_ids(wrong, seed=0)
     assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+
+
+@pytest.mark.parametrize("answer", RIGHT_4_2 + [w for w, _ in WRONG_4_2], ids=lambda f: f.__name__)
+def test_4_2_witnesses_the_crossings_it_found_each_answer_within_a_token_of(answer):
+    """4.2 compares within a token, so its witness is the reference's crossings the answer was found within a token
+    of: every right answer (rounded up, down, to the nearest, or not) and every wrong one, where a check passes it,
+    witnesses what the solution does."""
+    right = {o.name: o.witness for o in ch4.check_bottleneck_model(host_bottleneck_length, seed=0).outcomes}
+    assert all(right.values())
+    report = ch4.check_bottleneck_model(answer, seed=0)
+    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert answer not in RIGHT_4_2 or report.passed
