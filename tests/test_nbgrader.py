@@ -226,10 +226,11 @@ def _cheat(nb: nbformat.NotebookNode, lines: str) -> nbformat.NotebookNode:
     return nb
 
 
-CHEATS = {  # each ran in the student's kernel before the check cell; each gave full marks before the grader
+# Each ran in the student's kernel before the check cell, and each gave full marks before the grader; one of each
+# kind (a rebound function, a forged log, a reference unwrapped in the answer cell). Every cheat's own verdict, the
+# rebound _run_one's too, is in tests/test_judge.py: here they go through nbgrader's autograde.
+CHEATS = {
     "rebinds_graded": "import synclab.lab.grading as g\ng.graded = lambda *a, **k: 14.0\n",
-    "rebinds_run_one": "import synclab.checks as c\nc._run_one = lambda check, *a: c.Outcome(check.task, check.name, "
-                       "'passed')\n",
     "forges_the_log": "import os\nopen(os.environ.get('SYNCLAB_CHECK_LOG', '/dev/null'), 'a').write('{}')\n",
     # gave 4.2 full marks: the guard's raw function was left on it
     "unwraps_the_reference": "from synclab.primer import checks as pc\n\n\ndef decode_step(batch):\n"
@@ -297,7 +298,7 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
     # as an instructor would: the lab's parallel autograde, three students at a time, in the course folder
     assert cli.main(["autograde", chapter, "--course", str(tmp_path), "--jobs", "3"]) == 0
     said = capsys.readouterr()
-    assert "[8/8]" in said.err and "autograded 8 of 8" in said.out
+    assert "[7/7]" in said.err and "autograded 7 of 7" in said.out
     # the right answers were judged for the run, on its one seed, not once per student
     assert len(list((tmp_path / "autograde-logs" / ".right-answers").glob("*.json"))) == 1
     scores = gradebook_scores(tmp_path, chapter, stem)
@@ -324,8 +325,8 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
     # the other grader, on the same submissions, gives the same points (each cheat's own --json verdict is in
     # tests/test_judge.py: one cheat here keeps the flag's path through both)
     for student, by_cell in scores.items():
-        if student == "reads_the_course" or student in CHEATS and student != "rebinds_graded":
-            continue  # unsandboxed, reads_the_course would copy the course
+        if student in ("reads_the_course", "untouched") or student in CHEATS and student != "rebinds_graded":
+            continue  # unsandboxed, reads_the_course would copy the course; untouched scores 0 in both by its stubs
         path = tmp_path / "submitted" / student / chapter / f"{stem}.ipynb"
         cli.main(["check", str(path), "--checks-only", "--json"])
         summary = json.loads(capsys.readouterr().out)
