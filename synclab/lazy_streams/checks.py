@@ -39,7 +39,10 @@ def _pool_reference(model: TinyPoolingModel, batch: PoolingBatch) -> list[torch.
 def _witness_outputs(want: list[torch.Tensor | None]) -> None:
     """The pooler outputs a check compared with ``want`` and found right, as witnesses (None where unfinished)."""
     for t in want:  # [hidden] host, or None
-        witness_tensor(t) if t is not None else witness(None)
+        if t is None:
+            witness(None)
+        else:
+            witness_tensor(t)
 
 
 def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:

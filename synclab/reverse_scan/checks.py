@@ -342,8 +342,10 @@ def _check_model_fixed(model: Callable[..., Any], rng: random.Random) -> None:
                 model(dict(costs), device_us, max_length))
                for case, costs, device_us, max_length, hint in _MODEL_CASES]
     wrong = [a for a in answers if not _same_length(a[6], a[5])]
-    if not wrong:  # within a token of the reference on every clause: witnessed as the reference's crossings, which
-        witness([a[5] for a in answers])  # every right answer, rounded or not, was found equal to
+    if not wrong:
+        # within a token of the reference on every clause: the witness is the reference's crossings, the same for
+        # every right answer, rounded or not
+        witness([a[5] for a in answers])
     for case, costs, device_us, max_length, hint, want, got in wrong[:1]:
         expect(False, f"output length where the host becomes the bottleneck ({len(wrong)} of {len(answers)} "
                       f"clauses off)",
