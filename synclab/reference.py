@@ -135,6 +135,10 @@ def _times(ratio: float) -> str:
     return f"{ratio:.2f}×" if ratio < 10 else f"{ratio:,.0f}×"
 
 
+# What a speed-up table's times are, where the page shows another measure beside it (chapter 6's tokens per second).
+TIMED = {"host_phases": "the host's time per decode step (not tokens per second)"}
+
+
 def speedup_table(chapter: str, name: str, root: Path = REFERENCE_DIR) -> str:
     """The recorded sweep ``name`` as a Markdown table of speed-ups (the baseline's time ÷ each variant's), per
     recorded GPU, with the second run's numbers beside the first where one is kept. "" when nothing is recorded.
@@ -163,7 +167,8 @@ def speedup_table(chapter: str, name: str, root: Path = REFERENCE_DIR) -> str:
                 cells = [f"{c} ({_times(r)})" for c, r in zip(cells, repeat.ratio(base, variant))]
             rows.append(f"| {variant} | " + " | ".join(cells) + " |")
         again = " (in brackets: a second run, minutes later)" if repeat is not None else ""
-        blocks.append(f"**Measured on the {Provenance.from_dict(data['provenance']).label}**: how many times "
+        timed = f", {TIMED[name]}" if name in TIMED else ""
+        blocks.append(f"**Measured on the {Provenance.from_dict(data['provenance']).label}**{timed}: how many times "
                       f"faster than {base}{again}; under 1× the fix costs more than it saves.\n\n" + "\n".join(rows))
     return "\n\n".join(blocks)
 

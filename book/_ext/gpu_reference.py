@@ -81,6 +81,11 @@ def _report_markdown(report: Any, names: list[str], shown: list[str]) -> str:
     missing = [name for name in names if name not in shown]
     if shown:
         text += f"\n\nAbove, from `python -m synclab bench {report.chapter}` on a GPU: {adds(shown)}."
+    held = [name for name in missing if f"{name}_contradicted" in shown]  # drawn above, from a run that failed it
+    if held:
+        text += (f"\n\nNo GPU run has held the {' and '.join(held)}'s claim yet: the page says what the run drawn "
+                 "above showed, and which claim it failed.")
+        missing = [name for name in missing if name not in held]
     if missing:
         what = adds(missing)
         text += (f"\n\n{'Not yet recorded on a GPU' if shown else '*No GPU run of this lab is recorded yet*'}: "
