@@ -218,7 +218,7 @@ def test_chapter_6s_gpu_ablation_sentences_are_the_stored_run():
     base = configs["baseline"]
     ratio = {label: c["tokens_per_s"] / base["tokens_per_s"] for label, c in configs.items()}
     assert (f"the reverse scan alone served {ratio['reverse_scan']:.1f}× the baseline's tokens per second and all five "
-            f"fixes {ratio['all fixes']:.1f}×; every other fix alone stayed inside the baseline's spread") in page
+            f"fixes {ratio['all fixes']:.1f}×; every other fix alone stayed within the baseline's five runs") in page
     for label in set(configs) - {"baseline", "reverse_scan", "all fixes"}:
         assert min(base["tokens_per_s_runs"]) <= configs[label]["tokens_per_s"] <= max(base["tokens_per_s_runs"])
     assert f"the device idled {base['idle_share']:.0%} of the time, and {configs['all fixes']['idle_share']:.0%}" in page
