@@ -785,21 +785,24 @@ def test_the_one_step_row_says_when_it_sums_only_the_sites_written():
     assert rows["one step, the sites written"] == {"before": [2], "after": [0]}
 
 
+RIGHT_ANSWERS = {"3.1": async_tensor_h2d, "3.2": PinnedSampler, "3.3": PinnedInputsRunner, "3.4": PinnedInputsRunner,
+                 "3.5": bincount}
+
+
 @functools.cache
 def _right_upload_witnesses(task: str) -> dict[str, str]:
     """Each check's witness for the solution of ``task`` on seed 0 (computed once for every wrong version)."""
-    check, right_answer = {"3.1": (ch3.check_async_tensor_h2d, async_tensor_h2d),
-                           "3.2": (ch3.check_gather_specific_token_logprobs, PinnedSampler)}[task]
-    return {o.name: o.witness for o in check(right_answer, seed=0).outcomes}
+    return {o.name: o.witness for o in CHECKERS[task][0](RIGHT_ANSWERS[task], seed=0).outcomes}
 
 
-@pytest.mark.parametrize("task, wrong", [("3.1", w) for w, _ in WRONG_3_1] + [("3.2", w) for w, _ in WRONG_3_2],
+@pytest.mark.parametrize("task, wrong", [(task, w) for task, (_, wrongs) in CHECKERS.items() for w, _ in wrongs],
                          ids=lambda x: getattr(x, "__name__", x))
 def test_a_passed_upload_check_witnesses_what_a_right_answer_does_whatever_else_is_wrong(task, wrong):
-    """The grader verifies each passed check of 3.1 and 3.2 by its witness (the uploaded values; the gathered ids,
-    padding and ranks) against a right answer's on the same seed: a bug one check names must not cost another."""
-    check = {"3.1": ch3.check_async_tensor_h2d, "3.2": ch3.check_gather_specific_token_logprobs}[task]
+    """The grader verifies each passed check of 3.1 to 3.5 that compares results by its witness (the uploaded
+    values; the gathered ids, padding and ranks; the token types, the padded indices, the penalty tables) against a
+    right answer's on the same seed: a bug one check names must not cost another."""
+    check = CHECKERS[task][0]
     right = _right_upload_witnesses(task)
-    assert all(right.values())  # every check of 3.1 and 3.2 is verified
+    assert sum(map(bool, right.values())) >= 3  # the checks that compare results are verified
     report = check(wrong, seed=0)
     assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
