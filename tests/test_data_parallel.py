@@ -257,9 +257,25 @@ def test_every_check_is_shown_to_fail():
 @pytest.mark.parametrize("run_ar,sync,failing_check", WRONG_3_7,
                          ids=[f"{a.__name__}-{b.__name__}" for a, b, _ in WRONG_3_7])
 def test_each_check_catches_a_wrong_version(run_ar, sync, failing_check, shared_ranks):
+    """Each wrong version fails its check; every check it passes witnesses what the solution's does (the grader
+    verifies a passed check by its witness: a bug one check names must not cost another)."""
     report = ch3.check_dp_sync(run_ar, sync, seed=0, ranks=shared_ranks)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
     assert shared_ranks.running  # a wrong answer is no reason to stop the ranks
+    right = _right_witnesses(shared_ranks)
+    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+
+
+_RIGHT: dict[str, str] = {}
+
+
+def _right_witnesses(ranks) -> dict[str, str]:
+    """Each check's witness for the solution on seed 0, computed once for every wrong version."""
+    if not _RIGHT:
+        _RIGHT.update({o.name: o.witness for o in ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks, seed=0,
+                                                                     ranks=ranks).outcomes})
+        assert sum(map(bool, _RIGHT.values())) >= 4  # the checks that compare the ranks' answers are verified
+    return _RIGHT
 
 
 def test_each_new_wrong_version_fails_its_check_alone_and_names_its_fault(shared_ranks):

@@ -3,6 +3,7 @@ plausible wrong version (the race one found by the simulated streams)."""
 
 from __future__ import annotations
 
+import functools
 import random
 
 import pytest
@@ -95,8 +96,11 @@ WRONG_UPDATE = [
 
 @pytest.mark.parametrize("wrong,failing_check", WRONG_UPDATE, ids=[f"{w.__name__}-{c}" for w, c in WRONG_UPDATE])
 def test_each_update_check_catches_a_wrong_version(wrong, failing_check):
+    """Each wrong version fails its check; every check it passes witnesses what the solution's does."""
     report = ch3.check_ngram_update(wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+    right = _right_witnesses(ch3.check_ngram_update, update)
+    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
 
 
 def test_the_race_is_named_with_its_line():
@@ -143,8 +147,20 @@ WRONG_BAD_WORDS = [
 @pytest.mark.parametrize("wrong,failing_check", WRONG_BAD_WORDS,
                          ids=[f"{w.__name__}-{c}" for w, c in WRONG_BAD_WORDS])
 def test_each_bad_words_check_catches_a_wrong_version(wrong, failing_check):
+    """Each wrong version fails its check; every check it passes witnesses what the solution's does."""
     report = ch3.check_bad_words(wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
+    right = _right_witnesses(ch3.check_bad_words, ban)
+    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+
+
+@functools.cache
+def _right_witnesses(check, right_answer) -> dict[str, str]:
+    """Each check's witness for the solution on seed 0 (computed once for every wrong version): the checks that
+    compare rows, lengths or banned tokens are verified."""
+    witnesses = {o.name: o.witness for o in check(right_answer, seed=0).outcomes}
+    assert sum(map(bool, witnesses.values())) >= 3
+    return witnesses
 
 
 def test_every_check_is_shown_to_fail():
