@@ -111,8 +111,11 @@ def witness(value: Any) -> None:
 
 def witness_tensor(t: Any) -> None:
     """Record a tensor the running check compared exactly and found right, as its dtype, shape and a digest of its
-    bytes (a large tensor's values as JSON would cost the check more than the comparison did)."""
-    if _WITNESSED:
+    bytes (a large tensor's values as JSON would cost the check more than the comparison did); ``None``, where a
+    tensor may be absent (an unfinished request's output), as :func:`witness` records it."""
+    if t is None:
+        witness(None)
+    elif _WITNESSED:
         host = t.detach().cpu().contiguous()
         _WITNESSED[-1].append(f"tensor {host.dtype} {list(host.shape)} "
                               f"{hashlib.sha256(host.numpy().tobytes()).hexdigest()[:16]}")

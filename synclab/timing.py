@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from synclab.device import has_cuda, synchronize
+from synclab.device import DEVICE_ENV, has_cuda, synchronize
 from synclab.provenance import Provenance
 
 # The three ways a run is told apart, each by an environment variable:
@@ -69,8 +69,6 @@ def refuse_in_book_build(what: str) -> None:
 def reader_environment() -> dict[str, str]:
     """This process's environment as a reader's fresh run sees it: no mode of ours, except a smoke run's, and the
     device the person chose (``SYNCLAB_DEVICE=sim`` hides a GPU: a test of the simulated device stays on it)."""
-    from synclab.device import DEVICE_ENV
-
     return {k: v for k, v in os.environ.items() if not k.startswith("SYNCLAB_") or k in (SMOKE_ENV, DEVICE_ENV)}
 
 

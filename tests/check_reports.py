@@ -13,6 +13,18 @@ def outcome(report: CheckReport, name_part: str) -> str:
     return match.status
 
 
+def witnesses(report: CheckReport) -> dict[str, str]:
+    """Each check's witness in ``report``: the digest of the results a passed verified check compared ("" else)."""
+    return {o.name: o.witness for o in report.outcomes}
+
+
+def assert_passes_witness_as(report: CheckReport, right: dict[str, str]) -> None:
+    """Every check ``report`` passed witnesses what a right answer's did on the same seed (``right``: its
+    :func:`witnesses`). The grader verifies a passed check by its witness: a bug one check names must not change
+    another check's witness, or it would cost twice."""
+    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+
+
 def assert_every_check_shown_to_fail(checks: Iterable[Check], wrong_versions: Iterable[tuple[Any, str]]) -> None:
     """Each check's name must match a (wrong version, failing check) pair a test runs."""
     shown = {name for _, name in wrong_versions}

@@ -16,7 +16,7 @@ from synclab.pinned_transfers.ranks import RankGroup
 from synclab.pinned_transfers.checks.data_parallel import RANK_CALL_TIMEOUT_S, STRAGGLER_S
 from synclab.engine.dp_utils import (_get_device_and_group, _run_ar_baseline, _synchronize_dp_ranks_baseline,
                                      post_process)
-from tests.check_reports import assert_every_check_shown_to_fail, outcome
+from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, outcome, witnesses
 from tests.notebook_code import load_function
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -263,7 +263,7 @@ def test_each_check_catches_a_wrong_version(run_ar, sync, failing_check, shared_
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
     assert shared_ranks.running  # a wrong answer is no reason to stop the ranks
     right = _right_witnesses(shared_ranks)
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, right)
 
 
 _RIGHT: dict[str, str] = {}
@@ -272,8 +272,7 @@ _RIGHT: dict[str, str] = {}
 def _right_witnesses(ranks) -> dict[str, str]:
     """Each check's witness for the solution on seed 0, computed once for every wrong version."""
     if not _RIGHT:
-        _RIGHT.update({o.name: o.witness for o in ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks, seed=0,
-                                                                     ranks=ranks).outcomes})
+        _RIGHT.update(witnesses(ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks, seed=0, ranks=ranks)))
         assert sum(map(bool, _RIGHT.values())) >= 4  # the checks that compare the ranks' answers are verified
     return _RIGHT
 

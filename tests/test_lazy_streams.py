@@ -17,7 +17,7 @@ from synclab.engine.model_runner import (ModelRunnerOutput, SyncOutputRunner, _c
 from synclab.device import is_simulated
 from synclab.engine.platform import current_platform
 from synclab.lazy_streams.checks import _diagnose
-from tests.check_reports import assert_every_check_shown_to_fail, outcome
+from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, outcome, witnesses
 from tests.notebook_code import load_function
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -258,7 +258,7 @@ def test_each_check_catches_a_wrong_version(wrong, failing_check):
     verifies a passed check by its witness: a bug one check names must not cost another)."""
     report = ch2.check_runner(wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
-    assert all(o.witness == _right_witnesses()[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, _right_witnesses())
 
 
 def test_every_check_is_shown_to_fail():
@@ -648,7 +648,7 @@ def test_a_wrongly_shaped_output_is_not_blamed_on_an_early_read():
 @functools.cache
 def _right_witnesses() -> dict[str, str]:
     """Each check's witness for the solution of 2.1 on seed 0 (computed once for every wrong version)."""
-    return {o.name: o.witness for o in ch2.check_runner(AsyncOutputRunner, seed=0).outcomes}
+    return witnesses(ch2.check_runner(AsyncOutputRunner, seed=0))
 
 
 @pytest.mark.parametrize("wrong", [w for w, _, _ in NEW_2_1_MISTAKES],
@@ -660,4 +660,4 @@ def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wron
     right = _right_witnesses()
     assert sum(map(bool, right.values())) == 5  # the five checks that compare outputs are verified
     report = ch2.check_runner(wrong, seed=0)
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, right)

@@ -16,7 +16,7 @@ from synclab.engine.encoder_cache_manager import EncoderCacheManager
 from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline, make_mask
 from synclab.list_caches.checks import _PlaceholderRangeReference
 from synclab.engine.scheduler import Request, SchedulerConfig
-from tests.check_reports import assert_every_check_shown_to_fail, outcome
+from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, outcome, witnesses
 from tests.notebook_code import load_function
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -173,7 +173,7 @@ def test_5_1_checks_catch_wrong_versions(wrong, failing_check):
     report = ch5.check_placeholder_range(wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
     right = _right_witnesses(ch5.check_placeholder_range, ListCachedRange)
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, right)
 
 
 # ----------------------------------------------------------------------------- wrong versions of 5.2
@@ -325,7 +325,7 @@ def test_5_2_checks_catch_wrong_versions(wrong, failing_check):
     report = ch5.check_encoder_scheduler(wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
     right = _right_witnesses(ch5.check_encoder_scheduler, EncoderScheduler)
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, right)
 
 
 class ShortcutWhenCounted(ListCachedRange):  # right from the list, but cheap and wrong whenever a torch mode is on
@@ -435,7 +435,7 @@ def test_chapter_5s_worked_cases_are_the_checks_own():
 @functools.cache
 def _right_witnesses(check, right) -> dict[str, str]:
     """Each check's witness for a right answer on seed 0 (computed once for every wrong version)."""
-    return {o.name: o.witness for o in check(right, seed=0).outcomes}
+    return witnesses(check(right, seed=0))
 
 
 @pytest.mark.parametrize("check, right, wrong", [(ch5.check_placeholder_range, ListCachedRange, ShortcutWhenCounted),
@@ -449,4 +449,4 @@ def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wron
     mine = _right_witnesses(check, right)
     assert all(w for name, w in mine.items() if "timed" not in name)  # every check but the timing is verified
     report = check(wrong, seed=0)
-    assert all(o.witness == mine[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, mine)

@@ -14,7 +14,7 @@ from synclab.device import is_pin_memory_available
 from synclab.engine.bad_words import _SMALLEST_LOGIT, _apply_bad_words_single_batch_baseline
 from synclab.engine.ngram_proposer_gpu import update_ngram_gpu_tensors_incremental_baseline
 from synclab.pinned_transfers.checks.ngram import count_bad_words, count_reorder_step
-from tests.check_reports import assert_every_check_shown_to_fail, outcome
+from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, outcome, witnesses
 from tests.notebook_code import load_function
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -100,7 +100,7 @@ def test_each_update_check_catches_a_wrong_version(wrong, failing_check):
     report = ch3.check_ngram_update(wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
     right = _right_witnesses(ch3.check_ngram_update, update)
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, right)
 
 
 def test_the_race_is_named_with_its_line():
@@ -151,16 +151,16 @@ def test_each_bad_words_check_catches_a_wrong_version(wrong, failing_check):
     report = ch3.check_bad_words(wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
     right = _right_witnesses(ch3.check_bad_words, ban)
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, right)
 
 
 @functools.cache
 def _right_witnesses(check, right_answer) -> dict[str, str]:
     """Each check's witness for the solution on seed 0 (computed once for every wrong version): the checks that
     compare rows, lengths or banned tokens are verified."""
-    witnesses = {o.name: o.witness for o in check(right_answer, seed=0).outcomes}
-    assert sum(map(bool, witnesses.values())) >= 3
-    return witnesses
+    right = witnesses(check(right_answer, seed=0))
+    assert sum(map(bool, right.values())) >= 3
+    return right
 
 
 def test_every_check_is_shown_to_fail():

@@ -18,7 +18,7 @@ from synclab.engine.penalties import bincount_baseline, bincount_kernel
 from synclab.engine.sampler import LogprobsTensors, Sampler, SamplerBaseline, compute_token_logprobs
 from synclab.engine.torch_utils import async_tensor_h2d_baseline
 from synclab.pinned_transfers.checks.snippets import _measure_snippet_syncs
-from tests.check_reports import assert_every_check_shown_to_fail, outcome
+from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, outcome, witnesses
 from tests.notebook_code import load_function
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -615,7 +615,7 @@ def test_each_check_catches_a_wrong_version(task, wrong, failing_check):
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
     right = _right_upload_witnesses(task)
     assert sum(map(bool, right.values())) >= 3  # the checks that compare results are verified
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, right)
 
 
 # ----------------------------------------------------------------------------- a shortcut taken only while counted
@@ -797,4 +797,4 @@ RIGHT_ANSWERS = {"3.1": async_tensor_h2d, "3.2": PinnedSampler, "3.3": PinnedInp
 @functools.cache
 def _right_upload_witnesses(task: str) -> dict[str, str]:
     """Each check's witness for the solution of ``task`` on seed 0 (computed once for every wrong version)."""
-    return {o.name: o.witness for o in CHECKERS[task][0](RIGHT_ANSWERS[task], seed=0).outcomes}
+    return witnesses(CHECKERS[task][0](RIGHT_ANSWERS[task], seed=0))

@@ -10,7 +10,7 @@ import torch
 from synclab import primer
 from synclab.device import is_simulated
 from synclab.syncs import count_syncs
-from tests.check_reports import assert_every_check_shown_to_fail, outcome
+from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, outcome, witnesses
 from tests.notebook_code import ROOT, load_function
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -370,8 +370,8 @@ def test_predictions_earn_partial_credit_per_prediction():
 def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wrong(answer):
     """A grader verifies each passed check by its witness (the results it compared), against a right answer's on
     the same seed: a bug that one check names must not change another check's witness, or it would cost twice."""
-    right = {o.name: o.witness for o in primer.check_decode_step(decode_step, seed=3).outcomes}
+    right = witnesses(primer.check_decode_step(decode_step, seed=3))
     assert all(right.values())  # every check of 0.1 is verified
     report = primer.check_decode_step(answer, seed=3)
     assert any(o.ok for o in report.outcomes)
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, right)

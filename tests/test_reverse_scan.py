@@ -18,7 +18,7 @@ from synclab.reverse_scan import checks as ch4_checks
 from synclab.engine.input_batch import PLACEHOLDER
 from synclab.engine.input_batch_baseline import InputBatchBaseline
 from synclab.reverse_scan.checks import _bottleneck_reference, _update_reference as update_reference
-from tests.check_reports import assert_every_check_shown_to_fail, copied, outcome
+from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, copied, outcome, witnesses
 from tests.notebook_code import load_function
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -565,10 +565,10 @@ def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wron
     """The grader verifies each passed check of 4.1 by its witness against a right answer's on the same seed: a bug
     that one check names must not change another check's witness (a 0-d tensor in a list compares equal to its int,
     so the new-request check passes it and must witness what a right answer does)."""
-    right = {o.name: o.witness for o in ch4.check_update_async_output_token_ids(ReverseScanBatch, seed=0).outcomes}
+    right = witnesses(ch4.check_update_async_output_token_ids(ReverseScanBatch, seed=0))
     assert all(right.values())  # every check of 4.1 is verified
     report = ch4.check_update_async_output_token_ids(wrong, seed=0)
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, right)
 
 
 @pytest.mark.parametrize("answer", RIGHT_4_2 + [w for w, _ in WRONG_4_2], ids=lambda f: f.__name__)
@@ -576,8 +576,8 @@ def test_4_2_witnesses_the_crossings_it_found_each_answer_within_a_token_of(answ
     """4.2 compares within a token, so its witness is the reference's crossings the answer was found within a token
     of: every right answer (rounded up, down, to the nearest, or not) and every wrong one, where a check passes it,
     witnesses what the solution does."""
-    right = {o.name: o.witness for o in ch4.check_bottleneck_model(host_bottleneck_length, seed=0).outcomes}
+    right = witnesses(ch4.check_bottleneck_model(host_bottleneck_length, seed=0))
     assert all(right.values())
     report = ch4.check_bottleneck_model(answer, seed=0)
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, right)
     assert answer not in RIGHT_4_2 or report.passed

@@ -23,7 +23,7 @@ from synclab.engine.pooler_baseline import AllPoolBaseline, with_split_before_41
 from synclab.syncs import count_syncs
 from synclab.timing import Sweep, Timing
 from synclab.provenance import Provenance
-from tests.check_reports import assert_every_check_shown_to_fail, copied, outcome
+from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, copied, outcome, witnesses
 from tests.notebook_code import ROOT, load_function
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -543,7 +543,7 @@ def test_each_check_catches_a_wrong_version(task, wrong, failing_check):
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
     right = _right_witnesses(task)
     assert sum(map(bool, right.values())) >= 7  # every check that compares results is verified
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert_passes_witness_as(report, right)
 
 
 @pytest.mark.parametrize("task", EXERCISES)
@@ -659,4 +659,4 @@ def test_a_call_that_is_counted_is_also_checked():
 def _right_witnesses(task: str) -> dict[str, str]:
     """Each check's witness for the solution of ``task`` on seed 0 (computed once for every wrong version)."""
     check = EXERCISES[task][0]
-    return {o.name: o.witness for o in check(AllPool if task == "1.1" else AllPoolNoSync, seed=0).outcomes}
+    return witnesses(check(AllPool if task == "1.1" else AllPoolNoSync, seed=0))
