@@ -298,15 +298,15 @@ def gpu_ablation_figure(result: dict[str, Any], title: str, label: str) -> go.Fi
                                                 (c.get("idle_share_windows", [1 - c["busy_share"]]),
                                                  c.get("idle_share", 1 - c["busy_share"]), ".0%")), start=1):
             mid = median(runs) if runs else mid
-            fig.add_trace(go.Bar(x=[name], y=[mid], name=name, marker_color=color, showlegend=col == 1,
-                                 legendgroup=name, text=[format(mid, fmt)], textposition="outside", cliponaxis=False,
+            fig.add_trace(go.Bar(x=[name], y=[mid], name=name, marker_color=color, showlegend=False,
+                                 text=[format(mid, fmt)], textposition="outside", cliponaxis=False,
                                  error_y={"type": "data", "symmetric": False, "array": [max(runs) - mid],
                                           "arrayminus": [mid - min(runs)]}), row=1, col=col)
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=2)
-    fig.update_xaxes(showticklabels=False)
+    fig.update_xaxes(tickangle=-40)  # each panel names its configurations: seven bars, no legend to look up
     runs = result.get("repeats", 1)
     return _layout(fig, title, f"measured on {label}: {result.get('steps', '?')} decode steps per run, median of "
-                               f"{runs} run(s); idle share from torch.profiler", height=460,
+                               f"{runs} run(s); idle share from torch.profiler", height=520,
                    margin={"l": 10, "r": 10, "t": 110, "b": 10})
 
 

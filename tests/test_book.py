@@ -477,10 +477,30 @@ def test_every_gpu_figure_shows_its_prs_own_numbers_never_an_empty_placeholder(b
             recorded = [json.loads(p.read_text())["results"] for p in REFERENCE_DIR.glob(f"*/{chapter}.json")]
             if not any(name in results for results in recorded for name in names.split()):  # not this figure's
                 assert f"python -m synclab bench {chapter}" in text and "No GPU run of this lab" in text
-            else:  # a recorded GPU run: its figures or tables, never the placeholder
+            else:  # a recorded GPU run: its figures or tables, never the placeholder, and how to read the figures
                 assert "No GPU run of this lab" not in text and "on a GPU:" in text, (page.name, text)
+                captions = BeautifulSoup(html, "html.parser").select("div.synclab-caption")
+                assert captions and all(c.get_text(strip=True) for c in captions), page.name
             shown += 1
     assert shown >= 7
+
+
+def test_every_gpu_figure_says_how_to_read_it() -> None:
+    """A {gpu-reference} has one caption per measurement (split at "|"), and one for each that draws a figure."""
+    from synclab.reference import REFERENCE_DIR
+
+    for page in sorted((ROOT / "book").glob("0*.md")):
+        for names, options in re.findall(r"```\{gpu-reference\} ch\d ([\w ]+)\n((?::\w+:.*\n)*)```", page.read_text()):
+            captions = re.search(r"^:caption:(.*)$", options, re.M)
+            assert captions, (page.name, names)
+            parts = [c.strip() for c in captions.group(1).split("|")]
+            assert len(parts) == len(names.split()), (page.name, names)
+            chapter = re.search(r"```\{gpu-reference\} (ch\d) " + names, page.read_text()).group(1)
+            recorded = [json.loads(p.read_text())["results"] for p in REFERENCE_DIR.glob(f"*/{chapter}.json")]
+            for name, caption in zip(names.split(), parts):
+                tables_only = name in ("host_blocked",)  # drawn as a table, not a figure
+                if any(name in results for results in recorded) and not tables_only:
+                    assert caption, (page.name, name)
 
 
 def test_every_pr_report_names_a_cited_pr_and_says_what_each_figure_adds() -> None:

@@ -10,7 +10,8 @@ what the chapter's PR measured in its own words (``data/pr_reports.yaml``), and 
     ```
 
 Several measurements of one chapter share one report: ``{gpu-reference} ch6 host_time timeline`` with
-``:title: A whole run | The first steps`` (one title per measurement, split at ``|``).
+``:title: A whole run | The first steps`` (one title per measurement, split at ``|``), and optionally
+``:caption:`` (how to read each measurement's figure, split the same way), set under its figures.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from plotly_offline import plotly_node
 class GpuReferenceDirective(SphinxDirective):
     required_arguments = 2  # chapter ("ch1"), measurement name ("timing")
     optional_arguments = 4  # more measurements of the same chapter, drawn under one report ("ch6 host_time gpu_ablation")
-    option_spec = {"title": directives.unchanged_required}
+    option_spec = {"title": directives.unchanged_required, "caption": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
         from synclab.lab.chapters import import_all
@@ -49,20 +50,26 @@ class GpuReferenceDirective(SphinxDirective):
         titles = [title.strip() for title in self.options.get("title", "").split("|")]  # one per measurement
         if len(titles) != len(names):
             titles = [f"{chapter} {name}" for name in names]
+        captions = [caption.strip() for caption in self.options.get("caption", "").split("|")]
+        if len(captions) != len(names):
+            captions = [""] * len(names)
         from synclab.reference import speedup_table
 
-        drawn, tables, shown = [], [], []
+        drawn: list[nodes.Node] = []
+        tables, shown = [], []
         try:
-            for name, title in zip(names, titles):
+            for name, title, caption in zip(names, titles, captions):
                 figures, table = headline_figures(chapter, name, title), speedup_table(chapter, name)
-                drawn += figures
+                drawn += [plotly_node(figure) for figure in figures]
+                if figures and caption:  # how to read the figure, under it
+                    drawn += [nodes.container("", *self.parse_text_to_nodes(caption), classes=["synclab-caption"])]
                 tables += [table] if table else []
                 shown += [name] if figures or table else []
         except ValueError as exc:
             return [self.state.document.reporter.warning(str(exc), line=self.lineno)]
         box = nodes.container(classes=["synclab-pr-report"])
         box += self.parse_text_to_nodes("".join(t + "\n\n" for t in tables) + _report_markdown(report, names, shown))
-        return [plotly_node(figure) for figure in drawn] + [box]
+        return drawn + [box]
 
 
 def _report_markdown(report: Any, names: list[str], shown: list[str]) -> str:
