@@ -15,6 +15,7 @@ import torch
 
 from synclab import reverse_scan as ch4
 from synclab.reverse_scan import checks as ch4_checks
+from synclab.dispatch import CountingList
 from synclab.engine.input_batch import PLACEHOLDER
 from synclab.engine.input_batch_baseline import InputBatchBaseline
 from synclab.reverse_scan.checks import _bottleneck_reference, _update_reference as update_reference
@@ -544,6 +545,26 @@ class ShortcutWhenCounted(_RepairsEachRequest):  # red team: a one-placeholder s
             start -= 1
         valid = len(row) if row[-1] != PLACEHOLDER else row.index(PLACEHOLDER)
         ids[start:] = row[:min(valid, len(ids) - start)]
+
+
+class ReadsTheText(_RepairsEachRequest):  # red team, second round: a full forward scan over the history's text
+    def _repair(self, ids, row):
+        plain = [int(t) for t in re.findall(r"-?\d+", repr(ids))]
+        start = 0
+        for j, t in enumerate(plain):
+            if t != PLACEHOLDER:
+                start = j + 1
+        valid = len(row) if row[-1] != PLACEHOLDER else row.index(PLACEHOLDER)
+        ids[start:] = row[:min(valid, len(plain) - start)]
+
+
+def test_the_historys_text_is_a_counted_read():
+    """repr(ids) writes out every element: as good as a copy, and counted as one (the red team's second round read
+    the history uncounted through its text, and through a public uncounted copy the checks no longer have)."""
+    report = ch4.check_update_async_output_token_ids(ReadsTheText, seed=0)
+    (work,) = [o for o in report.outcomes if o.name.startswith("work per step does not grow")]
+    assert work.status == "failed" and "repr(x)" in work.hint, str(report)
+    assert not hasattr(CountingList([1]), "as_list")
 
 
 @pytest.mark.parametrize("wrong", [CopiesAroundTheCount, ShortcutWhenCounted])

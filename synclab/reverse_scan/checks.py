@@ -184,8 +184,8 @@ def _counted_step(batch_cls: BatchClass, output_len: int, num_reqs: int = 16,
     CountingList.touched, CountingList.by_op = 0, Counter()
     states, _, _ = _run_step(batch_cls, outputs, sampled, list(range(num_reqs)), counting=True)
     want = [3] * output_len + [7] * placeholders
-    # compared uncounted, after the counted step: the counters are read already
-    return Counter(CountingList.by_op), [state.output_token_ids.as_list() == want for state in states]
+    counted = Counter(CountingList.by_op)  # read before the comparisons below, which read every element themselves
+    return counted, [state.output_token_ids == want for state in states]
 
 
 def _check_work(batch_cls: BatchClass, rng: random.Random) -> None:
