@@ -609,15 +609,24 @@ _CROSS_DEVICE_WRITES = {"copy_", "set_"}
 
 def _refuse_device_data_into_host(func: Any, args: tuple, kwargs: dict) -> None:
     """Refuse what CUDA refuses: an in-place or ``out=`` op that writes device data into host memory
-    (``host.add_(device)``, ``torch.add(device, 0, out=host)``). On CUDA it raises before any copy; without this,
-    the simulated device would mark the host tensor and miss every read of memory that aliases it."""
+    (``host.add_(device)``, ``torch.add(device, 0, out=host)``, ``torch.cat([device], out=host)``), or an ``out=``
+    op that writes host data into device memory (``torch.cat([host], out=device)``). On CUDA it raises before any
+    copy; without this, the simulated device would move data between host and device with no copy counted."""
     name = func.overloadpacket.__name__
     out = kwargs.get("out")
     dest = out if isinstance(out, torch.Tensor) else args[0] if name.endswith("_") and args else None
-    if not isinstance(dest, torch.Tensor) or name in _CROSS_DEVICE_WRITES or is_device_tensor(dest):
+    if not isinstance(dest, torch.Tensor) or name in _CROSS_DEVICE_WRITES:
         return
-    sources = [a for a in (*args, *(v for k, v in kwargs.items() if k != "out"))
+    # every tensor the op reads, those inside a list included (cat, stack, index_put's indices)
+    sources = [a for a in tree_flatten((args, {k: v for k, v in kwargs.items() if k != "out"}))[0]
                if isinstance(a, torch.Tensor) and a is not dest]
+    if is_device_tensor(dest):
+        # host data written into device memory through out=; a 0-d host tensor is a scalar, which CUDA accepts
+        if isinstance(out, torch.Tensor) and any(a.dim() > 0 and not is_device_tensor(a) for a in sources):
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"cpu and cuda:0! ({name} writes host data into a device tensor: CUDA refuses it; "
+                               f"upload it first with .to(device) or copy_, one counted copy)")
+        return
     if any(is_device_tensor(a) for a in sources):
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                            f"cuda:0 and cpu! ({name} writes device data into a host tensor: CUDA refuses it; "

@@ -457,3 +457,15 @@ def test_a_stray_import_os_and_its_harmless_parts_pass(source):
 def test_os_used_for_anything_else_is_named(source, phrase):
     found = suspicious(source, package_names([SETUP, source]))
     assert any(phrase in line for line in found), found
+
+
+@pytest.mark.parametrize("line", ["if hidden_states.is_cuda:", "if x.device.type == 'cuda':",
+                                  "on_gpu = torch.cuda.is_available()", "if not t.is_cpu:", "if t.get_device() >= 0:"])
+def test_a_branch_on_the_kind_of_device_is_for_the_instructor_to_read(line):
+    """The grader judges every answer on the simulated device: a sync kept for a real GPU behind such a test (the red
+    team's second round: 14/14 on 2.1) is never judged, so the line is shown to the instructor, and costs nothing."""
+    from synclab.lab.judge import review_lines
+
+    cell = f"def _pool(self, hidden_states):\n    {line}\n        self._sync_device()\n    return hidden_states\n"
+    assert review_lines([cell]) == [line]
+    assert suspicious(cell) == []  # not a flag: an honest answer may ask, and the instructor reads why

@@ -148,6 +148,27 @@ class SumsTheMask(ListCachedRange):  # right answers, straight from the tensor e
         return int(self.is_embed[:start_idx].sum()), int(self.is_embed[:end_idx].sum())
 
 
+class RemembersAnswers(ListCachedRange):  # red team, second round: the tensor per new question, each answer kept
+    @cached_property
+    def answers(self) -> dict:
+        return {}
+
+    def get_num_embeds(self):
+        if self.is_embed is None:
+            return self.length
+        if "num" not in self.answers:
+            self.answers["num"] = int(self.is_embed.cumsum(0)[-1]) if self.length else 0
+        return self.answers["num"]
+
+    def get_embeds_indices_in_range(self, start_idx, end_idx):
+        if self.is_embed is None:
+            return start_idx, end_idx
+        if (start_idx, end_idx) not in self.answers:
+            count = lambda i: int(self.is_embed.cumsum(0)[i - 1]) if i > 0 else 0  # noqa: E731
+            self.answers[start_idx, end_idx] = count(start_idx), count(end_idx)
+        return self.answers[start_idx, end_idx]
+
+
 WRONG_5_1 = [
     (PlaceholderRangeBaseline, "fixed cases"),
     (PlaceholderRangeBaseline, "cached list of int"),
@@ -164,6 +185,8 @@ WRONG_5_1 = [
     (CountsTokens, "fixed cases"),
     (SumsTheMask, "no torch call per question"),
     (SumsTheMask, "faster than the tensor cache"),
+    (RemembersAnswers, "no torch call per question"),  # the counted questions are new ones, as each step's are
+    (RemembersAnswers, "faster than the tensor cache"),  # and so is every timed call's
 ]
 
 

@@ -495,6 +495,18 @@ def test_4_2_an_answer_that_is_not_a_number_is_told_so_not_given_the_fit_hint():
     assert failed and "return a number" in failed[0].hint and "least squares" not in failed[0].hint, str(report)
 
 
+def guesses_the_edges(costs_us, device_step_us, max_length):  # red team, second round: no fit at all
+    return 0.0 if costs_us[min(costs_us)] >= device_step_us else None
+
+
+def test_4_2_answers_of_0_and_none_alone_earn_nothing():
+    """0 and None answer most clauses: a guess that fits no line (2.25 of 6 before) earns no share of them."""
+    report = ch4.check_bottleneck_model(guesses_the_edges, seed=0)
+    fixed = next(o for o in report.outcomes if "fixed cost tables" in o.name)
+    assert fixed.status == "failed" and fixed.earned == 0 and "beside a crossing found" in fixed.message, report
+    assert report.earned == 0, report
+
+
 def test_4_2_earns_partial_credit_per_clause_of_the_contract():
     """A model right on every clause but the range's end: it earns the other clauses' share of the fixed cases."""
     report = ch4.check_bottleneck_model(ignores_max_length, seed=0)

@@ -232,6 +232,13 @@ REFUSED: list[tuple[str, Callable[[Env], object], str]] = [
     ("boolean-mask write of values that alias the written tensor", lambda e: e.x.__setitem__(e.x > 3, e.x[:1]),
      "refer to a single memory location"),
     ("masked_fill_ with a host mask", lambda e: e.x.masked_fill_(torch.arange(16) > 3, 0.0), "same device"),
+    # red team, second round: device data moved through out= with the tensors inside a list, counted by nothing
+    ("cat of device tensors into a host view (out=)", lambda e: torch.cat([e.x], out=torch.empty(32)[:16]),
+     "same device"),
+    ("cat of a host tensor into a device tensor (out=)", lambda e: torch.cat([torch.ones(16)], out=e.x),
+     "same device"),
+    ("stack of device tensors into a host tensor (out=)", lambda e: torch.stack([e.x], out=torch.empty(1, 16)),
+     "same device"),
 ]
 
 
@@ -249,6 +256,7 @@ def test_the_refusals_are_the_simulated_devices_own(monkeypatch):
 
     monkeypatch.setattr(synclab.syncs, "_refuse_a_host_mask", lambda func, args: None)
     monkeypatch.setattr(synclab.syncs, "_refuse_an_aliased_mask_write", lambda func, args: None)
+    monkeypatch.setattr(synclab.syncs, "_refuse_device_data_into_host", lambda func, args, kwargs: None)
     for name, op, words in REFUSED:
         with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
             test_what_cuda_refuses_the_simulated_device_refuses(name, op, words, "sim")

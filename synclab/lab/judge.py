@@ -50,8 +50,12 @@ _STUB = re.compile(r'raise NotImplementedError\("(Exercise [\d.]+|not done yet)"
 _TAMPERING = re.compile(r"synclab\.(checks|lab|answer_keys)|answer_keys|_run_one|__wrapped__|__closure__|__code__|"
                         r"__globals__|_getframe|settrace|setprofile|sys\.modules|gc\.get_|os\._exit|/proc/|"
                         r"SYNCLAB_|NBGRADER_|\bbuiltins\b")
-# Worth a look, not a flag: an honest answer has little use for them, but may.
-_REVIEW = re.compile(r"(?<![\w.])(eval|exec)\(|importlib|__import__")
+# Worth a look, not a flag: an honest answer has little use for them, but may. A test of which kind of device the
+# code runs on is one: the grader judges every answer on the simulated device, so a branch taken only on a real GPU
+# (a sync kept there) is never judged.
+_REVIEW = re.compile(r"(?<![\w.])(eval|exec)\(|importlib|__import__|\.is_cuda\b|\.is_cpu\b|\.device\.type\b|"
+                     r"\.get_device\(|torch\.cuda\.(is_available|device_count|get_device_name)\b|\bhas_cuda\(|"
+                     r"\bis_simulated\(|\bdevice_is_pinned_to_simulation\(")
 
 
 @dataclass
