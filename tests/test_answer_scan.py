@@ -121,6 +121,20 @@ CHEATS = [  # (what it does, the cell, a phrase its finding must hold)
     ("a Tensor that dispatches its own way",
      "import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, *a, **k):\n"
      "        return True\n", "defines __torch_function__"),
+    # below Python, where no audit event is raised (red team, second round, and the review after it): any byte of
+    # the process read or written through an array's strides, any file mapped by torch
+    ("any byte of the process, through numpy's strides",
+     "import numpy as np\nfrom numpy.lib.stride_tricks import as_strided\n"
+     "def peek(obj, n):\n    base = np.zeros(8, dtype=np.uint8)\n    low = np.lib.array_utils.byte_bounds(base)[0]\n"
+     "    return as_strided(base, shape=(id(obj) - low + n,), strides=(1,))\n", "imports numpy.lib.stride_tricks"),
+    ("any byte of the process, through numpy's strides", "import numpy as np\n"
+     "v = np.lib.stride_tricks.as_strided(np.zeros(1), shape=(10**6,), strides=(1,))\n", "uses .as_strided"),
+    ("an array's address", "import numpy as np\nlow = np.lib.array_utils.byte_bounds(np.zeros(1))[0]\n",
+     "uses .byte_bounds"),
+    ("a course file mapped by torch", "import torch\nt = torch.from_file('/course/solutions/00.ipynb', size=64)\n",
+     "uses .from_file"),
+    ("a course file mapped by torch's storage", "from torch import UntypedStorage\n"
+     "s = UntypedStorage.from_file('/course/solutions/00.ipynb', False, 64)\n", "uses .from_file"),
 ]
 
 

@@ -9,7 +9,8 @@ any of that, and each way in needs a construct this module names:
 * reflection with a computed name (``getattr(x, "f_" + "back")``), ``exec``/``eval``/``compile``, ``globals()``;
 * modules an answer has no use for (``sys``, ``os``, ``inspect``, ``gc``, ``types``, ``ctypes``, ...);
 * the package's private names, and any change to the package's objects (``primer.CHECKS_0_1.clear()``);
-* values that compare their own way: a class defining ``__eq__``, ``__bool__``, ``__torch_function__``, ...
+* values that compare their own way: a class defining ``__eq__``, ``__bool__``, ``__torch_function__``, ...;
+* memory and files reached below Python (numpy's ``as_strided``, ``torch.from_file``), which no audit event shows.
 
 Each finding is one line naming the construct and its line; the grader gives such an exercise 0 points.
 """
@@ -47,6 +48,9 @@ NAMED_ACCESS = {"getattr", "setattr", "delattr", "hasattr"}  # fine with a plain
 SIMULATION = {"mark_device", "unmark_device", "DisableTorchFunction", "DisableTorchFunctionSubclass",
               "_DisableTorchDispatch", "TorchFunctionMode", "TorchDispatchMode", "overrides", "no_dispatch",
               "_python_dispatch", "set_default_device", "to_dlpack", "from_dlpack", "dlpack", "__dlpack__"}
+# Memory and files reached below Python, where no audit event is raised: numpy's as_strided views any byte of the
+# process (reads and writes; byte_bounds gives an array's address), torch.from_file maps any file the user can read.
+RAW_ACCESS = {"as_strided", "stride_tricks", "byte_bounds", "array_utils", "ctypeslib", "DummyArray", "from_file"}
 # torch's compilers and its op registries: code they run calls torch's ops below the modes that count them.
 COMPILERS = {"jit", "compile", "library", "fx", "export", "ops"}
 # Functions that look attributes up, or evaluate text, from a string: getattr by another name.
@@ -66,6 +70,9 @@ OWN_RULES = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool
              "__abs__", "__round__", "__trunc__", "__floor__", "__ceil__"}
 # Numbers of the answer's own kind: a subclass of one passes isinstance(x, float) and answers its own way.
 NUMBER_TYPES = {"int", "float", "complex", "bool"}
+
+
+_RAW_WORDS = "it reaches memory or files below Python, where the grader's audit sees nothing"
 
 
 def _root(node: ast.expr) -> ast.expr:
@@ -93,6 +100,8 @@ class _Scanner(ast.NodeVisitor):
             self._say(node, f"imports {name}, the grader's own machinery")
         elif any(part in SIMULATION or (part.startswith("_") and part != "__future__") for part in parts):
             self._say(node, f"imports {name}, which no exercise needs (a private module, or torch's modes)")
+        elif any(part in RAW_ACCESS for part in parts):
+            self._say(node, f"imports {name}: {_RAW_WORDS}")
         elif name.split(".")[0] not in ALLOWED_MODULES:
             self._say(node, f"imports {name}, which no exercise needs")
 
@@ -112,6 +121,8 @@ class _Scanner(ast.NodeVisitor):
         for alias in node.names:
             if alias.name in SIMULATION:
                 self._say(node, f"imports {alias.name}, which changes what the grader counts")
+            elif alias.name in RAW_ACCESS:
+                self._say(node, f"imports {alias.name}: {_RAW_WORDS}")
         if module.split(".")[0] != "synclab":
             return
         for alias in node.names:
@@ -130,6 +141,8 @@ class _Scanner(ast.NodeVisitor):
             self._say(node, f"uses {node.id}, which changes what the grader counts (the device's tensors, torch's modes)")
         elif node.id in STRING_ACCESS:
             self._say(node, f"uses {node.id}, which looks attributes up or evaluates text from a string")
+        elif node.id in RAW_ACCESS:
+            self._say(node, f"uses {node.id}: {_RAW_WORDS}")
         elif node.id in REFLECTIVE:
             self._say(node, f"uses {node.id}, which hands out namespaces or runs text as code")
         elif node.id in NAMED_ACCESS and not getattr(node, "_plain_call", False):
@@ -158,6 +171,8 @@ class _Scanner(ast.NodeVisitor):
             self._say(node, f"uses .{attr}, the simulated device's own mark")
         elif attr in STRING_ACCESS:
             self._say(node, f"uses .{attr}, which looks attributes up or evaluates text from a string")
+        elif attr in RAW_ACCESS:
+            self._say(node, f"uses .{attr}: {_RAW_WORDS}")
         elif attr in FRAME_ATTRS:
             self._say(node, f"reads .{attr}: frames, code objects and tracebacks lead into the grader")
         elif re.fullmatch(r"_[A-Za-z]\w*?__\w+", attr) and not attr.endswith("__"):
