@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator
 from torch.overrides import TorchFunctionMode
 
 from synclab.device import called_from_device_layer
-from synclab.syncs import attribute_syncs_to_callers
+from synclab.syncs import attribute_syncs_to_callers, run_handled
 
 attribute_syncs_to_callers(__file__)  # a sync inside a counted call belongs to the line that made the call
 
@@ -56,7 +56,7 @@ class _Counting(TorchFunctionMode):
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None):
         if not called_from_device_layer(sys._getframe(1)):  # the simulated device's own calls are not the host's work
             self.calls.by_name[getattr(func, "__name__", str(func))] += 1
-        return func(*args, **(kwargs or {}))
+        return run_handled(getattr(func, "__name__", ""), func, args, kwargs or {})
 
 
 @contextmanager
@@ -144,6 +144,10 @@ class CountingList(MutableSequence):
     def __eq__(self, other: object) -> bool:
         CountingList._add("x == y (reads every element)", len(self.__items))
         return self.__items == (other.__items if isinstance(other, CountingList) else other)
+
+    def __reduce_ex__(self, protocol: Any) -> tuple:  # copy.copy, copy.deepcopy and pickle all come here
+        CountingList._add("copying it (copy.copy, copy.deepcopy or pickle reads every element)", len(self.__items))
+        return CountingList, (list(self.__items),)
 
     def __repr__(self) -> str:  # text of every element, as good as a copy (re.findall(r"\d+", repr(x)))
         CountingList._add("repr(x) or str(x) (writes out every element)", len(self.__items))

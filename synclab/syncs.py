@@ -363,7 +363,24 @@ def _hidden_reads(name: str, tensor: torch.Tensor) -> int:
         return 1
     nbytes = tensor.untyped_storage().nbytes()  # the whole storage, of which the tensor may be a view
     return nbytes if name == "untyped_storage" else nbytes // tensor.element_size()
-_CREATE_FROM_DATA = {"tensor", "as_tensor"}
+_CREATE_FROM_DATA = {"tensor", "as_tensor", "asarray"}
+# Python-level torch functions whose body reads a device value on the host, where the modes do not look (a
+# handler runs its function with them set aside): tensordot's tensor dims, `element in host_tensor` with a device
+# element (the comparison's .item()).
+_READS_INSIDE = {"tensordot", "__contains__"}
+
+
+def _reads_inside(name: str, args: tuple, kwargs: dict) -> tuple[SyncKind | None, int]:
+    """What the body of a ``_READS_INSIDE`` function reads back, and how many times: tensordot reads a one-value
+    dims with .item(), else each of its two rows with .tolist()."""
+    if name == "tensordot":
+        dims = kwargs.get("dims", args[2] if len(args) > 2 else None)
+        if not (isinstance(dims, torch.Tensor) and is_device_tensor(dims)):
+            return None, 0
+        return (SyncKind.ITEM, 1) if dims.numel() == 1 else (SyncKind.TOLIST, 2)
+    element_on_device = len(args) > 1 and isinstance(args[1], torch.Tensor) and is_device_tensor(args[1])
+    host_self = isinstance(args[0], torch.Tensor) and not is_device_tensor(args[0]) if args else False
+    return (SyncKind.BOOL, 1) if element_on_device and host_self else (None, 0)
 _READS_BACK = {SyncKind.ITEM, SyncKind.TOLIST, SyncKind.BOOL, SyncKind.PRINT, SyncKind.D2H_COPY}
 
 
@@ -382,6 +399,39 @@ def _bytes_to_host(kind: SyncKind, name: str, args: tuple) -> int:
 PROFILER_MARK = "synclab-sync "
 
 
+# The torch functions the counting modes are running right now, innermost last, per thread. While one runs, its own
+# code runs with the modes set aside (a Python-level torch function's body: Tensor.__deepcopy__, torch.tensordot),
+# so nothing called from inside it is counted. The grader flags a reader's code that runs there
+# (synclab.lab.judge_worker.ReferenceTracer).
+_handling = threading.local()
+
+
+def run_handled(name: str, func: Callable, args: tuple, kwargs: dict) -> Any:
+    """``func(*args, **kwargs)``, called by a counting mode's handler, recorded as running uncounted inside."""
+    ops = _handling.__dict__.setdefault("ops", [])
+    ops.append(name)
+    try:
+        return func(*args, **kwargs)
+    finally:
+        ops.pop()
+
+
+def op_running_uncounted() -> str | None:
+    """The torch function a counting mode is running on this thread, inside which nothing is counted; or None."""
+    ops = getattr(_handling, "ops", None)
+    return ops[-1] if ops else None
+
+
+IN_FLIGHT = -12345.0  # what a host buffer holds before its download lands (synclab.sim.cuda.GARBAGE is this value)
+
+
+def _garbage(dtype: torch.dtype) -> float | int | bool:
+    """What a host buffer holds before its copy has landed: a value no step computes."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return IN_FLIGHT
+    return True if dtype == torch.bool else torch.iinfo(dtype).max
+
+
 class _Observer:
     """State shared by the two modes of one ``count_syncs`` block."""
 
@@ -393,8 +443,25 @@ class _Observer:
         self.suppress = 0  # >0 while a Python-level op already counted its sync
         self.current_op = ""  # the Python-level op being run (names a sync found below it)
         self.current_args: tuple = ()  # ... and its arguments
+        self.in_flight: list[tuple[torch.Tensor, torch.Tensor]] = []  # (host buffer, the values it will hold)
+
+    def hold_until_a_wait(self, host: torch.Tensor) -> None:
+        """A non_blocking download on the simulated device: ``host`` holds garbage until the host next waits for the
+        device, as a GPU's pinned buffer does until the copy lands (reading it before is a race, not a sync)."""
+        with torch._C.DisableTorchFunction():
+            self.in_flight.append((host, host.detach().clone()))
+            host.fill_(_garbage(host.dtype))
+
+    def land(self) -> None:
+        """Every download in flight lands: the host waited for the device, or the block ended."""
+        with torch._C.DisableTorchFunction():
+            for host, values in self.in_flight:
+                host.copy_(values)
+        self.in_flight.clear()
 
     def record(self, kind: SyncKind, op: str, nbytes: int = 0) -> None:
+        if kind.waits_for_device and self.in_flight:  # everything queued before the wait is done when it returns
+            self.land()
         filename, lineno, function, code = _user_frame()
         event = SyncEvent(kind, op, filename, lineno, function, code, nbytes, allowed=_allow_depth.get() > 0)
         (self.events if kind.waits_for_device else self.staged).append(event)
@@ -422,6 +489,7 @@ class _FunctionLevel(TorchFunctionMode):
 
         kind = None
         sim_copy_to: bool | None = None  # on the CPU, a transfer must produce a new tensor
+        in_flight = False  # a download that returns before it lands (a GPU's non_blocking copy to pinned memory)
         # (a name test first: this runs on every torch call in the block)
         reads = name in _SCALAR_READS or name in _REFUSED_ON_CUDA or name in _HIDDEN_READS
         on_device = reads and bool(args) and isinstance(args[0], torch.Tensor) and is_device_tensor(args[0])
@@ -446,14 +514,28 @@ class _FunctionLevel(TorchFunctionMode):
             target = False if name == "cpu" else True if name == "cuda" else _target_is_device(args[1:], kwargs)
             non_blocking = bool(kwargs.get("non_blocking", False)) or any(a is True for a in args[1:])
             kind, sim_copy_to = self._transfer(src, target, non_blocking)
+            in_flight = obs.simulated and sim_copy_to is False and kind is None
         elif name == "copy_" and len(args) >= 2:
             dst, src = args[0], args[1]
             non_blocking = bool(kwargs.get("non_blocking", args[2] if len(args) > 2 else False))
             if isinstance(src, torch.Tensor):
-                kind, _ = self._transfer(src, is_device_tensor(dst), non_blocking, dst=dst)
+                kind, copy_to = self._transfer(src, is_device_tensor(dst), non_blocking, dst=dst)
+                in_flight = obs.simulated and copy_to is False and kind is None
         elif name in _CREATE_FROM_DATA and _target_is_device((), kwargs):
             if not (args and isinstance(args[0], torch.Tensor) and is_device_tensor(args[0])):
                 kind = SyncKind.H2D_COPY
+        elif name == "new_tensor" and len(args) > 1 and isinstance(args[0], torch.Tensor):
+            # x.new_tensor(data): on x's device unless told otherwise, so an upload from x on the device
+            target = _target_is_device((), kwargs)
+            data = args[1]
+            if (is_device_tensor(args[0]) if target is None else target) and not (
+                    isinstance(data, torch.Tensor) and is_device_tensor(data)):
+                kind = SyncKind.H2D_COPY
+        elif obs.simulated and name in _READS_INSIDE:
+            # a Python-level torch function whose own code reads device values back (its body runs uncounted)
+            kind, reads_inside = _reads_inside(name, args, kwargs)
+            for _ in range(reads_inside - 1):  # the last one is recorded below, as every kind is
+                obs.record(kind, name)  # type: ignore[arg-type]
 
         if kind is not None:
             obs.record(kind, name, _bytes_to_host(kind, name, args))
@@ -461,7 +543,7 @@ class _FunctionLevel(TorchFunctionMode):
         previous = obs.current_op, obs.current_args
         obs.current_op, obs.current_args = name, args
         try:
-            out = func(*args, **kwargs)
+            out = run_handled(name, func, args, kwargs)
         finally:
             obs.current_op, obs.current_args = previous
             if kind is not None:
@@ -469,6 +551,8 @@ class _FunctionLevel(TorchFunctionMode):
 
         if obs.simulated:
             out = self._propagate_marks(name, args, kwargs, out, sim_copy_to)
+        if in_flight and isinstance(out, torch.Tensor):
+            obs.hold_until_a_wait(out)
         if "pin_memory" in kwargs and isinstance(out, torch.Tensor) and not is_device_tensor(out):
             # Asked for pinned memory, or passed pin_memory=<availability> where pinning is impossible.
             if kwargs["pin_memory"] or not is_pin_memory_available():
@@ -605,6 +689,9 @@ class _DispatchLevel(TorchDispatchMode):
 
 # In-place and out= ops that may take a source on the other side: a copy (counted as one) and a re-pointing.
 _CROSS_DEVICE_WRITES = {"copy_", "set_"}
+# In-place writes whose second argument may be an index or mask on the host (CUDA takes a host index).
+_INDEXED_WRITES = {"index_put_", "_index_put_impl_", "index_copy_", "index_add_", "index_fill_", "index_reduce_",
+                   "masked_fill_", "masked_scatter_", "put_", "scatter_", "scatter_add_", "scatter_reduce_"}
 
 
 def _refuse_device_data_into_host(func: Any, args: tuple, kwargs: dict) -> None:
@@ -621,8 +708,15 @@ def _refuse_device_data_into_host(func: Any, args: tuple, kwargs: dict) -> None:
     sources = [a for a in tree_flatten((args, {k: v for k, v in kwargs.items() if k != "out"}))[0]
                if isinstance(a, torch.Tensor) and a is not dest]
     if is_device_tensor(dest):
-        # host data written into device memory through out=; a 0-d host tensor is a scalar, which CUDA accepts
-        if isinstance(out, torch.Tensor) and any(a.dim() > 0 and not is_device_tensor(a) for a in sources):
+        # host data written into device memory, through out= or in place (device.add_(host)); a 0-d host tensor is a
+        # scalar, which CUDA accepts, and an index may live on the host
+        if isinstance(out, torch.Tensor):
+            host = [a for a in sources if a.dim() > 0 and not is_device_tensor(a)]
+        else:
+            other = args[1] if len(args) > 1 and name not in _INDEXED_WRITES else None
+            host = [other] if isinstance(other, torch.Tensor) and other.dim() > 0 and not is_device_tensor(other) \
+                else []
+        if host:
             raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                                f"cpu and cuda:0! ({name} writes host data into a device tensor: CUDA refuses it; "
                                f"upload it first with .to(device) or copy_, one counted copy)")
@@ -879,6 +973,7 @@ def count_syncs(simulate: bool | None = None, *, profiler_marks: bool = False) -
                     _DispatchLevel(obs), _FunctionLevel(obs):
                 yield report
         finally:
+            obs.land()  # what is still in flight has landed by the time anyone reads it outside the block
             if simulated:
                 _ACTIVE_SIMULATED.remove(obs)
             _counting.reset(token)

@@ -429,3 +429,44 @@ def test_chapter_5s_right_answers_are_verified_as_right_across_processes():
     verdict = judge.judge_notebook(solution, ["5.2"], trusted=lab, reference=solution, seed=5)["5.2"]
     assert verdict.passed and not verdict.notes, str(verdict)
     assert sum(bool(o.witness) for o in verdict.report.outcomes) == 4  # every check verified, each confirmed
+
+
+HIDES_IN_A_DEEPCOPY = '''import copy
+
+
+class _Memo:  # copy.deepcopy's memo, whose lookup runs whatever it is handed
+    def __init__(self, key, fn):
+        self.key, self.fn = key, fn
+
+    def get(self, key, default=None):
+        return default
+
+    def __contains__(self, key):
+        return key == self.key
+
+    def __getitem__(self, key):
+        return self.fn() if key == self.key else []
+
+    def __setitem__(self, key, value):
+        pass
+
+
+def decode_step(batch):
+    """The baseline's per-request reads, run inside Tensor.__deepcopy__, whose body the counters set aside."""
+    return copy.deepcopy(batch.logits, _Memo(id(batch.logits), lambda: _slow(batch)))
+'''
+
+
+def test_the_readers_code_run_inside_a_torch_function_the_counters_set_aside_is_flagged(tmp_path):
+    """Red team, third round (20 of 20 on 1.1, 12 of 12 on 6.1, 14 of 14 on 4.1): a counting mode runs a torch
+    function's own body with the modes set aside, so code a memo runs inside Tensor.__deepcopy__ is counted by
+    nothing. The grader's tracer sees the reader's code start there, with the syntax scan off."""
+    from synclab.lab.judge import judge_notebook
+
+    slow = _solution_source(PRIMER, "decode_step").replace("def decode_step(", "def _right(")
+    answer = slow + "\n\ndef _slow(batch):\n    batch.logits.tolist()\n    return _right(batch)\n\n" + \
+        HIDES_IN_A_DEEPCOPY
+    nb = nbformat.read(_submission(tmp_path, PRIMER, {"0.1": answer}), as_version=4)
+    verdict = judge_notebook(nb, ["0.1"], scan=False)["0.1"]
+    assert any("where the counters do not look" in f and "__deepcopy__" in f for f in verdict.flags), verdict
+    assert not verdict.passed

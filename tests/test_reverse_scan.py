@@ -570,6 +570,26 @@ class ReadsTheText(_RepairsEachRequest):  # red team, second round: a full forwa
         ids[start:] = row[:min(valid, len(plain) - start)]
 
 
+class CopiesTheHistory(_RepairsEachRequest):  # red team, third round: a full forward scan over a deep copy
+    def _repair(self, ids, row):
+        import copy
+
+        plain = list(copy.deepcopy(ids, {}))
+        start = 0
+        for j, t in enumerate(plain):
+            if t != PLACEHOLDER:
+                start = j + 1
+        valid = len(row) if row[-1] != PLACEHOLDER else row.index(PLACEHOLDER)
+        ids[start:] = row[:min(valid, len(plain) - start)]
+
+
+def test_a_copy_of_the_history_is_a_counted_read():
+    """copy.copy, copy.deepcopy and pickle all read every element (through __reduce_ex__), and are counted so."""
+    report = ch4.check_update_async_output_token_ids(CopiesTheHistory, seed=0)
+    (work,) = [o for o in report.outcomes if o.name.startswith("work per step does not grow")]
+    assert work.status == "failed" and "copying it" in work.hint, str(report)
+
+
 def test_the_historys_text_is_a_counted_read():
     """repr(ids) writes out every element: as good as a copy, and counted as one (the red team's second round read
     the history uncounted through its text, and through a public uncounted copy the checks no longer have)."""

@@ -114,6 +114,14 @@ TABLE: list[tuple[str, Callable[[Env], object], int, set[SyncKind]]] = [
     ("blocking device-to-host copy .cpu()", lambda e: e.x.cpu(), 1, {SyncKind.D2H_COPY}),
     ("device-to-host .to('cpu', non_blocking=True)", lambda e: e.x.to("cpu", non_blocking=True), 0, set()),
     ("torch.tensor(list, device=dev)", lambda e: torch.tensor([1, 2, 3], device=e.dev), 1, {SyncKind.H2D_COPY}),
+    # red team, third round: two more ways to upload data, and reads inside a Python-level torch function
+    ("torch.asarray(list, device=dev)", lambda e: torch.asarray([1, 2, 3], device=e.dev), 1, {SyncKind.H2D_COPY}),
+    ("x.new_tensor(list) (on x's device)", lambda e: e.x.new_tensor([1.0, 2.0]), 1, {SyncKind.H2D_COPY}),
+    ("tensordot with device dims (each row read back)",
+     lambda e: torch.tensordot(e.x.reshape(4, 4), e.x.reshape(4, 4), dims=(e.idx - e.idx).reshape(2, 1)), 2,
+     {SyncKind.TOLIST}),
+    ("tensordot with one device dim", lambda e: torch.tensordot(e.x.reshape(4, 4), e.x.reshape(4, 4),
+                                                                dims=(e.idx[:1] - 1)), 1, {SyncKind.ITEM}),
     ("blocking host-to-device .to(dev)", lambda e: e.host.to(e.dev), 1, {SyncKind.H2D_COPY}),
     # staged: the host copies into a bounce buffer and returns; a staging copy, not a device wait
     ("non_blocking upload from pageable memory", lambda e: e.host.to(e.dev, non_blocking=True), 0,
@@ -239,6 +247,7 @@ REFUSED: list[tuple[str, Callable[[Env], object], str]] = [
      "same device"),
     ("stack of device tensors into a host tensor (out=)", lambda e: torch.stack([e.x], out=torch.empty(1, 16)),
      "same device"),
+    ("an in-place op with a host operand", lambda e: e.x.add_(torch.ones(16)), "same device"),
 ]
 
 
@@ -478,3 +487,20 @@ def test_a_sync_in_a_comprehension_is_named_by_its_function_on_every_python():
     with _streams(), count_syncs() as report:
         reads_each(env)
     assert [e.function for e in report.events] == ["reads_each", "reads_each"], str(report)
+
+
+def test_a_non_blocking_download_read_before_a_wait_reads_what_the_buffer_held():
+    """Red team, third round: int(x.to("cpu", non_blocking=True)) costs no sync, and on a GPU it reads the pinned
+    buffer before the copy lands. The simulated device holds the download back until the host next waits for the
+    device (here an .item(), which waits for everything queued before it), or the block ends."""
+    env = make_env()
+    with count_syncs() as report:
+        early = env.idx.to("cpu", non_blocking=True)
+        assert early.tolist() != [2, 9]  # the copy has not landed: a race on a GPU
+        later = env.idx.to("cpu", non_blocking=True)
+        env.x[0].item()  # a wait for the device: every copy queued before it is done
+        assert later.tolist() == [2, 9]
+        pinned = torch.empty(2, dtype=torch.int64, pin_memory=is_pin_memory_available())
+        pinned.copy_(env.idx, non_blocking=True)
+    assert report.count == 1, str(report)
+    assert early.tolist() == pinned.tolist() == [2, 9]  # landed by the end of the block

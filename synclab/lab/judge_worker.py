@@ -163,6 +163,8 @@ class ReferenceTracer:
         self._enter, self._exit = answer_keys.checking.__enter__.__code__, answer_keys.checking.__exit__.__code__
         self._thread_start = threading.Thread.start.__code__
         self.threads_started: list[str] = []
+        self._uncounted = syncs.op_running_uncounted
+        self.ran_uncounted: list[str] = []  # the reader's code run inside a torch function the counters set aside
         self._running: list[str] = list(answer_keys._RUNNING)  # as the tracer saw them start and end
         self._package = os.path.dirname(os.path.dirname(os.path.abspath(answer_keys.__file__))) + os.sep
         self._genuine: set[types.CodeType] = set()
@@ -184,6 +186,12 @@ class ReferenceTracer:
         if event != "call":
             return None
         code = frame.f_code
+        if (op := self._uncounted()) is not None and self._keys.is_readers_code(code.co_filename):
+            # a torch function's own body runs with the counting modes set aside (Tensor.__deepcopy__ calling a
+            # memo's methods): the reader's code run from there is counted by nothing
+            where = f"{code.co_name} (run inside torch's {op})"
+            if where not in self.ran_uncounted:
+                self.ran_uncounted.append(where)
         if code is self._thread_start and frame.f_back is not None \
                 and self._keys.is_readers_code(frame.f_back.f_code.co_filename):
             # syncs are counted per thread: a thread of the reader's own would hide them
@@ -383,6 +391,8 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
         if tracer.guard_state_changed:
             verdict["flags"].append("changed the answer guard's record of which checks are running")
         verdict["flags"] += [f"ran code disguised as the package's: {where}" for where in tracer.disguised]
+        verdict["flags"] += [f"ran its own code where the counters do not look: {where}"
+                             for where in tracer.ran_uncounted]
         if isinstance(report, CheckReport):
             verdict["report"] = report.to_dict()
             verdict["flags"] += [f"called or handed in {name} (the package's answer)"

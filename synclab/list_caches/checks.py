@@ -253,7 +253,8 @@ def _check_no_torch_calls(range_cls: RangeClass, rng: random.Random) -> None:
     expect(calls.count == 0, "answering from the cache must not call into torch",
            expected=f"0 torch calls for {3 * len(got) + len(edges)} questions", got=str(calls),
            hint="every t[i] and int(t) goes through torch's dispatcher; index a Python list instead",
-           case=f"16 items, each asked 3 questions, and the {len(edges)} fixed cases, after a first round")
+           case=f"16 items, each asked 3 new questions, and the {len(edges)} fixed cases, after a first round of "
+                "other ranges")
 
 
 QUERY_RATIO_BOUND = 3.0  # the list must answer at least this many times faster than the tensor cache

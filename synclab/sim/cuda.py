@@ -31,12 +31,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from synclab.device import PIN_INTENT, is_device_tensor, is_pinned_host, mark_device, unmark_device
-from synclab.syncs import (SyncKind, _target_is_device, _user_frame, attribute_syncs_to_callers, location,
+from synclab.syncs import (IN_FLIGHT, SyncKind, _target_is_device, _user_frame, attribute_syncs_to_callers, location,
                            record_simulated_wait)
 
 attribute_syncs_to_callers(__file__)
 
-GARBAGE = -12345.0  # what a simulated host buffer holds before its copy has landed
+GARBAGE = IN_FLIGHT  # what a simulated host buffer holds before its copy has landed
 
 
 @dataclass(eq=False)  # compared by identity: two copies of equal tensors are still two copies
