@@ -364,15 +364,20 @@ def _hidden_reads(name: str, tensor: torch.Tensor) -> int:
     nbytes = tensor.untyped_storage().nbytes()  # the whole storage, of which the tensor may be a view
     return nbytes if name == "untyped_storage" else nbytes // tensor.element_size()
 _CREATE_FROM_DATA = {"tensor", "as_tensor", "asarray"}
-# Python-level torch functions whose body reads a device value on the host, where the modes do not look (a
-# handler runs its function with them set aside): tensordot's tensor dims, `element in host_tensor` with a device
-# element (the comparison's .item()).
-_READS_INSIDE = {"tensordot", "__contains__"}
+# Torch functions whose own code reads a device value on the host where the modes do not look (a handler runs its
+# function with them set aside, and a composite's intermediate tensors are not marked): tensordot's tensor dims,
+# `element in host_tensor` with a device element (the comparison's .item()), one_hot's number of classes.
+_READS_INSIDE = {"tensordot", "__contains__", "one_hot"}
 
 
 def _reads_inside(name: str, args: tuple, kwargs: dict) -> tuple[SyncKind | None, int]:
     """What the body of a ``_READS_INSIDE`` function reads back, and how many times: tensordot reads a one-value
     dims with .item(), else each of its two rows with .tolist()."""
+    if name == "one_hot":  # CUDA reads max() back for the number of classes when it is not given (-1)
+        classes = kwargs.get("num_classes", args[1] if len(args) > 1 else -1)
+        x = args[0] if args else None
+        reads = isinstance(x, torch.Tensor) and is_device_tensor(x) and x.numel() > 0 and classes == -1
+        return (SyncKind.ITEM, 1) if reads else (None, 0)
     if name == "tensordot":
         dims = kwargs.get("dims", args[2] if len(args) > 2 else None)
         if not (isinstance(dims, torch.Tensor) and is_device_tensor(dims)):
@@ -531,6 +536,8 @@ class _FunctionLevel(TorchFunctionMode):
             if (is_device_tensor(args[0]) if target is None else target) and not (
                     isinstance(data, torch.Tensor) and is_device_tensor(data)):
                 kind = SyncKind.H2D_COPY
+        elif obs.simulated and name in _HOST_ONLY_ARGUMENTS:
+            _refuse_a_device_argument_cuda_wants_on_the_host(name, args)
         elif obs.simulated and name in _READS_INSIDE:
             # a Python-level torch function whose own code reads device values back (its body runs uncounted)
             kind, reads_inside = _reads_inside(name, args, kwargs)
@@ -594,7 +601,9 @@ class _FunctionLevel(TorchFunctionMode):
         return out
 
 
-_DATA_DEPENDENT = {"nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive", "_unique"}
+_DATA_DEPENDENT = {"nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive", "_unique",
+                   # a dense tensor made sparse: its number of nonzeros sizes the output
+                   "_to_sparse", "_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc"}
 
 
 class _DispatchLevel(TorchDispatchMode):
@@ -612,9 +621,14 @@ class _DispatchLevel(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         if self.obs.simulated:
-            _refuse_device_data_into_host(func, args, kwargs)
+            name = func.overloadpacket.__name__
+            if not self.obs.current_op or name == self.obs.current_op:
+                # called as itself: inside a composite (one_hot's scatter_ into its own zeros), the buffers the
+                # decomposition makes are unmarked host tensors, and the output is marked afterwards
+                _refuse_device_data_into_host(func, args, kwargs)
             _refuse_a_host_mask(func, args)
             _refuse_an_aliased_mask_write(func, args)
+            _refuse_a_device_argument_cuda_wants_on_the_host(name, args)
         if self.obs.suppress == 0:
             kind = self._classify(func, args, kwargs)
             if kind is not None:
@@ -725,6 +739,24 @@ def _refuse_device_data_into_host(func: Any, args: tuple, kwargs: dict) -> None:
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                            f"cuda:0 and cpu! ({name} writes device data into a host tensor: CUDA refuses it; "
                            f"copy to the host first with .cpu() or copy_, one counted sync)")
+
+
+# Arguments CUDA's kernels read on the host, so they must live there (a device tensor is refused with these words):
+# (op, argument position, PyTorch's message).
+_HOST_ONLY_ARGUMENTS = {
+    "_pack_padded_sequence": (1, "'lengths' argument should be a 1D CPU int64 tensor, but got 1D cuda:0 Long tensor"),
+    "tensor_split": (1, "tensor_split expected tensor_indices_or_sections to be on cpu, but it's on cuda:0"),
+}
+
+
+def _refuse_a_device_argument_cuda_wants_on_the_host(name: str, args: tuple) -> None:
+    """``pack_padded_sequence(x, lengths_on_device)``: CUDA refuses a device tensor where its kernel reads the values
+    on the host; a CPU standing for the device would read them silently, and no sync would be counted."""
+    if name not in _HOST_ONLY_ARGUMENTS:
+        return
+    position, message = _HOST_ONLY_ARGUMENTS[name]
+    if len(args) > position and isinstance(args[position], torch.Tensor) and is_device_tensor(args[position]):
+        raise RuntimeError(message)
 
 
 def _refuse_a_host_mask(func: Any, args: tuple) -> None:

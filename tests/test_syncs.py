@@ -120,6 +120,10 @@ TABLE: list[tuple[str, Callable[[Env], object], int, set[SyncKind]]] = [
     ("tensordot with device dims (each row read back)",
      lambda e: torch.tensordot(e.x.reshape(4, 4), e.x.reshape(4, 4), dims=(e.idx - e.idx).reshape(2, 1)), 2,
      {SyncKind.TOLIST}),
+    # red team, fourth round: a number of classes, and a number of nonzeros, read back to size the output
+    ("one_hot without num_classes (max() read back)", lambda e: torch.nn.functional.one_hot(e.idx), 1, {SyncKind.ITEM}),
+    ("one_hot with num_classes", lambda e: torch.nn.functional.one_hot(e.idx, 16), 0, set()),
+    ("to_sparse of a dense device tensor", lambda e: e.x.to_sparse(), 1, {SyncKind.NONZERO}),
     ("tensordot with one device dim", lambda e: torch.tensordot(e.x.reshape(4, 4), e.x.reshape(4, 4),
                                                                 dims=(e.idx[:1] - 1)), 1, {SyncKind.ITEM}),
     ("blocking host-to-device .to(dev)", lambda e: e.host.to(e.dev), 1, {SyncKind.H2D_COPY}),
@@ -248,6 +252,10 @@ REFUSED: list[tuple[str, Callable[[Env], object], str]] = [
     ("stack of device tensors into a host tensor (out=)", lambda e: torch.stack([e.x], out=torch.empty(1, 16)),
      "same device"),
     ("an in-place op with a host operand", lambda e: e.x.add_(torch.ones(16)), "same device"),
+    # red team, fourth round: arguments CUDA reads on the host, refused on the device (the simulated device read them)
+    ("pack_padded_sequence with lengths on the device", lambda e: torch.nn.utils.rnn.pack_padded_sequence(
+        e.x.reshape(1, 16), e.idx[:1], batch_first=True), "1D CPU int64 tensor"),
+    ("tensor_split at indices on the device", lambda e: torch.tensor_split(e.x, e.idx), "to be on cpu"),
 ]
 
 
@@ -266,6 +274,7 @@ def test_the_refusals_are_the_simulated_devices_own(monkeypatch):
     monkeypatch.setattr(synclab.syncs, "_refuse_a_host_mask", lambda func, args: None)
     monkeypatch.setattr(synclab.syncs, "_refuse_an_aliased_mask_write", lambda func, args: None)
     monkeypatch.setattr(synclab.syncs, "_refuse_device_data_into_host", lambda func, args, kwargs: None)
+    monkeypatch.setattr(synclab.syncs, "_refuse_a_device_argument_cuda_wants_on_the_host", lambda name, args: None)
     for name, op, words in REFUSED:
         with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
             test_what_cuda_refuses_the_simulated_device_refuses(name, op, words, "sim")
