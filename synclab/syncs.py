@@ -63,6 +63,7 @@ from torch.utils._pytree import tree_flatten, tree_map_only
 import synclab.device as _device_module
 from synclab.device import (
     SIM_DEVICE,
+    called_from_device_layer,
     has_cuda,
     is_device_tensor,
     PIN_INTENT,
@@ -492,6 +493,9 @@ class _FunctionLevel(TorchFunctionMode):
             dev = func(*args, **kwargs)
             return SIM_DEVICE if obs.simulated and is_device_tensor(args[0]) else dev
 
+        if obs.simulated and name not in _TAKES_HOST_TENSORS:
+            _refuse_mixed_devices(name, args, kwargs)
+
         kind = None
         sim_copy_to: bool | None = None  # on the CPU, a transfer must produce a new tensor
         in_flight = False  # a download that returns before it lands (a GPU's non_blocking copy to pinned memory)
@@ -739,6 +743,28 @@ def _refuse_device_data_into_host(func: Any, args: tuple, kwargs: dict) -> None:
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                            f"cuda:0 and cpu! ({name} writes device data into a host tensor: CUDA refuses it; "
                            f"copy to the host first with .cpu() or copy_, one counted sync)")
+
+
+# Torch functions that take host tensors beside device ones on CUDA: transfers, indexing with a host index (torch
+# uploads it, counted), data to upload, and the arguments CUDA wants on the host. Any other op given device tensors
+# and a host tensor that is not a 0-d scalar is refused by CUDA, and by the simulated device (d + h would otherwise
+# upload h uncounted).
+_TAKES_HOST_TENSORS = {"to", "cpu", "cuda", "copy_", "set_", "__getitem__", "__setitem__", "index_put", "index_put_",
+                       "tensor", "as_tensor", "asarray", "new_tensor", "tensor_split", "pack_padded_sequence",
+                       "_pack_padded_sequence", "__contains__", "__get__", "__set__"}
+
+
+def _refuse_mixed_devices(name: str, args: tuple, kwargs: dict) -> None:
+    """``d + h``, ``torch.cat([d, h])``: CUDA refuses a host tensor (not a 0-d scalar) beside device tensors."""
+    tensors = _tensors((args, kwargs))
+    if not (any(is_device_tensor(t) for t in tensors) and any(t.dim() > 0 and not is_device_tensor(t)
+                                                               for t in tensors)):
+        return
+    if called_from_device_layer(sys._getframe(2)):  # the simulated device's own bookkeeping
+        return
+    raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, cuda:0 and "
+                       f"cpu! ({name} mixes device tensors with a host tensor: CUDA refuses it; upload it first with "
+                       f".to(device), one counted copy)")
 
 
 # Arguments CUDA's kernels read on the host, so they must live there (a device tensor is refused with these words):

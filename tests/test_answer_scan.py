@@ -133,6 +133,12 @@ CHEATS = [  # (what it does, the cell, a phrase its finding must hold)
      "uses .byte_bounds"),
     ("a course file mapped by torch", "import torch\nt = torch.from_file('/course/solutions/00.ipynb', size=64)\n",
      "uses .from_file"),
+    # red team, fifth round: results that come back through torch's transforms or autograd carry no device mark
+    ("a copy made by vmap, read uncounted", "import torch\ndef f(x):\n    return torch.vmap(lambda r: r * 1)(x).tolist()\n",
+     "uses .vmap"),
+    ("device values carried out by a gradient", "import torch\ndef f(x):\n    h = torch.zeros(x.shape)\n"
+     "    (h * x).sum().backward()\n    return h.grad.tolist()\n", "uses .backward"),
+    ("torch.func's transforms", "from torch.func import grad\n", "imports torch.func"),
     ("a course file mapped by torch's storage", "from torch import UntypedStorage\n"
      "s = UntypedStorage.from_file('/course/solutions/00.ipynb', False, 64)\n", "uses .from_file"),
 ]

@@ -219,7 +219,7 @@ class MasksByValue(PinnedSampler):  # the padding mask built as ids != 0: a requ
         if out is None:
             return out
         ids = out.logprob_token_ids.long()  # [batch, max_ids + 1]
-        masked = (ids != 0) | (torch.arange(ids.shape[1]) == 0)  # column 0 is the sampled token
+        masked = (ids != 0) | (torch.arange(ids.shape[1], device=ids.device) == 0)  # column 0 is the sampled token
         return out._replace(logprobs=compute_token_logprobs(logits, ids).masked_fill(~masked, float("-inf")))
 
 

@@ -256,6 +256,10 @@ REFUSED: list[tuple[str, Callable[[Env], object], str]] = [
     ("pack_padded_sequence with lengths on the device", lambda e: torch.nn.utils.rnn.pack_padded_sequence(
         e.x.reshape(1, 16), e.idx[:1], batch_first=True), "1D CPU int64 tensor"),
     ("tensor_split at indices on the device", lambda e: torch.tensor_split(e.x, e.idx), "to be on cpu"),
+    # red team, fifth round: host data taken into a device op, uploaded by nothing the counters saw
+    ("a device tensor plus a host tensor", lambda e: e.x + torch.ones(16), "same device"),
+    ("cat of a device and a host tensor", lambda e: torch.cat([e.x[:0], torch.ones(4)]), "same device"),
+    ("where with a host operand", lambda e: torch.where(e.x > 3, e.x, torch.zeros(16)), "same device"),
 ]
 
 
@@ -275,6 +279,7 @@ def test_the_refusals_are_the_simulated_devices_own(monkeypatch):
     monkeypatch.setattr(synclab.syncs, "_refuse_an_aliased_mask_write", lambda func, args: None)
     monkeypatch.setattr(synclab.syncs, "_refuse_device_data_into_host", lambda func, args, kwargs: None)
     monkeypatch.setattr(synclab.syncs, "_refuse_a_device_argument_cuda_wants_on_the_host", lambda name, args: None)
+    monkeypatch.setattr(synclab.syncs, "_refuse_mixed_devices", lambda name, args, kwargs: None)
     for name, op, words in REFUSED:
         with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
             test_what_cuda_refuses_the_simulated_device_refuses(name, op, words, "sim")

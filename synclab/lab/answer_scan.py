@@ -10,7 +10,8 @@ any of that, and each way in needs a construct this module names:
 * modules an answer has no use for (``sys``, ``os``, ``inspect``, ``gc``, ``types``, ``ctypes``, ...);
 * the package's private names, and any change to the package's objects (``primer.CHECKS_0_1.clear()``);
 * values that compare their own way: a class defining ``__eq__``, ``__bool__``, ``__torch_function__``, ...;
-* memory and files reached below Python (numpy's ``as_strided``, ``torch.from_file``), which no audit event shows.
+* memory and files reached below Python (numpy's ``as_strided``, ``torch.from_file``), which no audit event shows;
+* torch's transforms and autograd (``torch.vmap``, ``.backward()``), whose results escape the simulated device's marks.
 
 Each finding is one line naming the construct and its line; the grader gives such an exercise 0 points.
 """
@@ -51,6 +52,10 @@ SIMULATION = {"mark_device", "unmark_device", "DisableTorchFunction", "DisableTo
 # Memory and files reached below Python, where no audit event is raised: numpy's as_strided views any byte of the
 # process (reads and writes; byte_bounds gives an array's address), torch.from_file maps any file the user can read.
 RAW_ACCESS = {"as_strided", "stride_tricks", "byte_bounds", "array_utils", "ctypeslib", "DummyArray", "from_file"}
+# torch's transforms and autograd, which no exercise needs: their results come back through C++ (vmap's batched
+# outputs, a .grad), where the simulated device's marks do not follow, so a read of them is counted by nothing.
+TRANSFORMS = {"vmap", "functorch", "autograd", "backward", "grad", "requires_grad", "requires_grad_",
+              "register_hook", "jacrev", "jacfwd", "hessian", "jvp", "vjp"}
 # torch's compilers and its op registries: code they run calls torch's ops below the modes that count them.
 COMPILERS = {"jit", "compile", "library", "fx", "export", "ops"}
 # Functions that look attributes up, or evaluate text, from a string: getattr by another name.
@@ -73,6 +78,8 @@ NUMBER_TYPES = {"int", "float", "complex", "bool"}
 
 
 _RAW_WORDS = "it reaches memory or files below Python, where the grader's audit sees nothing"
+_TRANSFORM_WORDS = ("no exercise needs torch's transforms or autograd, whose results come back where the simulated "
+                    "device's counts do not follow")
 
 
 def _root(node: ast.expr) -> ast.expr:
@@ -102,6 +109,8 @@ class _Scanner(ast.NodeVisitor):
             self._say(node, f"imports {name}, which no exercise needs (a private module, or torch's modes)")
         elif any(part in RAW_ACCESS for part in parts):
             self._say(node, f"imports {name}: {_RAW_WORDS}")
+        elif name in ("torch.func", "functorch") or any(part in TRANSFORMS for part in parts):
+            self._say(node, f"imports {name}: {_TRANSFORM_WORDS}")
         elif name.split(".")[0] not in ALLOWED_MODULES:
             self._say(node, f"imports {name}, which no exercise needs")
 
@@ -123,6 +132,8 @@ class _Scanner(ast.NodeVisitor):
                 self._say(node, f"imports {alias.name}, which changes what the grader counts")
             elif alias.name in RAW_ACCESS:
                 self._say(node, f"imports {alias.name}: {_RAW_WORDS}")
+            elif alias.name in TRANSFORMS or module == "torch" and alias.name == "func":
+                self._say(node, f"imports {alias.name}: {_TRANSFORM_WORDS}")
         if module.split(".")[0] != "synclab":
             return
         for alias in node.names:
@@ -143,6 +154,8 @@ class _Scanner(ast.NodeVisitor):
             self._say(node, f"uses {node.id}, which looks attributes up or evaluates text from a string")
         elif node.id in RAW_ACCESS:
             self._say(node, f"uses {node.id}: {_RAW_WORDS}")
+        elif node.id in TRANSFORMS:
+            self._say(node, f"uses {node.id}: {_TRANSFORM_WORDS}")
         elif node.id in REFLECTIVE:
             self._say(node, f"uses {node.id}, which hands out namespaces or runs text as code")
         elif node.id in NAMED_ACCESS and not getattr(node, "_plain_call", False):
@@ -173,6 +186,8 @@ class _Scanner(ast.NodeVisitor):
             self._say(node, f"uses .{attr}, which looks attributes up or evaluates text from a string")
         elif attr in RAW_ACCESS:
             self._say(node, f"uses .{attr}: {_RAW_WORDS}")
+        elif attr in TRANSFORMS or attr == "func" and isinstance(root := _root(value), ast.Name) and root.id == "torch":
+            self._say(node, f"uses .{attr}: {_TRANSFORM_WORDS}")
         elif attr in FRAME_ATTRS:
             self._say(node, f"reads .{attr}: frames, code objects and tracebacks lead into the grader")
         elif re.fullmatch(r"_[A-Za-z]\w*?__\w+", attr) and not attr.endswith("__"):

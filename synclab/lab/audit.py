@@ -48,7 +48,8 @@ setup, your definitions (functions, classes, imports and constants: other top-le
 the exercise's check. An answer may import any module it likes and compute whatever it needs. It may not read the
 course's files (solutions, tests), write files, start processes, change environment variables, look at the running
 program's frames, unpickle code, use `ctypes` or `gc`'s walks over every object, reach memory or files below Python
-(numpy's `as_strided`, `torch.from_file`), compile or run source text at run time, or change the lab's own functions:
+(numpy's `as_strided`, `torch.from_file`), use torch's transforms or autograd (`torch.vmap`, `.backward()`), compile or
+run source text at run time, or change the lab's own functions:
 any of these scores the exercise 0, and the report names what it did.
 `python -m synclab check <this lab>` grades your lab exactly as the grader does, rules included."""
 
