@@ -159,7 +159,7 @@ def test_record_function_shows_on_the_regions_row():
 
 def test_host_depth_shows_nested_ops():
     def fn():
-        return torch.nn.functional.linear(X.view(8, 8), torch.ones(8, 8))
+        return torch.nn.functional.linear(X.view(8, 8), torch.ones_like(X.view(8, 8)))  # both on the device
 
     top = {e.name for e in profile(fn).events if e.row == "host"}
     deeper = [e.name for e in profile(fn, host_depth=3).events if e.row == "host"]
