@@ -536,15 +536,23 @@ def test_chapter_4s_picture_is_the_repair_either_version_makes():
     assert scheduled.count(-1) == 3 and row == [7, 8, -1] and repaired == [5, 6, 7, 8]
 
 
-class CopiesAroundTheCount(_RepairsEachRequest):  # red team: a full forward scan over list.copy(ids), read in C
+class _ScansACopy(_RepairsEachRequest):  # the red teams' cheats: a full forward scan over a copy read some other way
+    def _copy(self, ids) -> list[int]:
+        raise NotImplementedError
+
     def _repair(self, ids, row):
-        plain = list.copy(ids)
+        plain = self._copy(ids)
         start = 0
         for j, t in enumerate(plain):
             if t != PLACEHOLDER:
                 start = j + 1
         valid = len(row) if row[-1] != PLACEHOLDER else row.index(PLACEHOLDER)
         ids[start:] = row[:min(valid, len(plain) - start)]
+
+
+class CopiesAroundTheCount(_ScansACopy):  # red team: list.copy(ids), read in C
+    def _copy(self, ids):
+        return list.copy(ids)
 
 
 class ShortcutWhenCounted(_RepairsEachRequest):  # red team: a one-placeholder shortcut when the history counts
@@ -559,28 +567,16 @@ class ShortcutWhenCounted(_RepairsEachRequest):  # red team: a one-placeholder s
         ids[start:] = row[:min(valid, len(ids) - start)]
 
 
-class ReadsTheText(_RepairsEachRequest):  # red team, second round: a full forward scan over the history's text
-    def _repair(self, ids, row):
-        plain = [int(t) for t in re.findall(r"-?\d+", repr(ids))]
-        start = 0
-        for j, t in enumerate(plain):
-            if t != PLACEHOLDER:
-                start = j + 1
-        valid = len(row) if row[-1] != PLACEHOLDER else row.index(PLACEHOLDER)
-        ids[start:] = row[:min(valid, len(plain) - start)]
+class ReadsTheText(_ScansACopy):  # red team, second round: the history's text
+    def _copy(self, ids):
+        return [int(t) for t in re.findall(r"-?\d+", repr(ids))]
 
 
-class CopiesTheHistory(_RepairsEachRequest):  # red team, third round: a full forward scan over a deep copy
-    def _repair(self, ids, row):
+class CopiesTheHistory(_ScansACopy):  # red team, third round: a deep copy
+    def _copy(self, ids):
         import copy
 
-        plain = list(copy.deepcopy(ids, {}))
-        start = 0
-        for j, t in enumerate(plain):
-            if t != PLACEHOLDER:
-                start = j + 1
-        valid = len(row) if row[-1] != PLACEHOLDER else row.index(PLACEHOLDER)
-        ids[start:] = row[:min(valid, len(plain) - start)]
+        return list(copy.deepcopy(ids, {}))
 
 
 def test_a_copy_of_the_history_is_a_counted_read():
