@@ -707,38 +707,21 @@ class _DispatchLevel(TorchDispatchMode):
 
 # In-place and out= ops that may take a source on the other side: a copy (counted as one) and a re-pointing.
 _CROSS_DEVICE_WRITES = {"copy_", "set_"}
-# In-place writes whose second argument may be an index or mask on the host (CUDA takes a host index).
-_INDEXED_WRITES = {"index_put_", "_index_put_impl_", "index_copy_", "index_add_", "index_fill_", "index_reduce_",
-                   "masked_fill_", "masked_scatter_", "put_", "scatter_", "scatter_add_", "scatter_reduce_"}
 
 
 def _refuse_device_data_into_host(func: Any, args: tuple, kwargs: dict) -> None:
     """Refuse what CUDA refuses: an in-place or ``out=`` op that writes device data into host memory
-    (``host.add_(device)``, ``torch.add(device, 0, out=host)``, ``torch.cat([device], out=host)``), or an ``out=``
-    op that writes host data into device memory (``torch.cat([host], out=device)``). On CUDA it raises before any
-    copy; without this, the simulated device would move data between host and device with no copy counted."""
+    (``host.add_(device)``, ``torch.add(device, 0, out=host)``, ``torch.cat([device], out=host)``), a 0-d host tensor
+    included. On CUDA it raises before any copy; without this, the simulated device would move data to the host with
+    no copy counted. (Host data into device memory is refused at the function level, :func:`_refuse_mixed_devices`.)"""
     name = func.overloadpacket.__name__
     out = kwargs.get("out")
     dest = out if isinstance(out, torch.Tensor) else args[0] if name.endswith("_") and args else None
-    if not isinstance(dest, torch.Tensor) or name in _CROSS_DEVICE_WRITES:
+    if not isinstance(dest, torch.Tensor) or name in _CROSS_DEVICE_WRITES or is_device_tensor(dest):
         return
-    # every tensor the op reads, those inside a list included (cat, stack, index_put's indices)
+    # every tensor the op reads, those inside a list included (cat, stack)
     sources = [a for a in tree_flatten((args, {k: v for k, v in kwargs.items() if k != "out"}))[0]
                if isinstance(a, torch.Tensor) and a is not dest]
-    if is_device_tensor(dest):
-        # host data written into device memory, through out= or in place (device.add_(host)); a 0-d host tensor is a
-        # scalar, which CUDA accepts, and an index may live on the host
-        if isinstance(out, torch.Tensor):
-            host = [a for a in sources if a.dim() > 0 and not is_device_tensor(a)]
-        else:
-            other = args[1] if len(args) > 1 and name not in _INDEXED_WRITES else None
-            host = [other] if isinstance(other, torch.Tensor) and other.dim() > 0 and not is_device_tensor(other) \
-                else []
-        if host:
-            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                               f"cpu and cuda:0! ({name} writes host data into a device tensor: CUDA refuses it; "
-                               f"upload it first with .to(device) or copy_, one counted copy)")
-        return
     if any(is_device_tensor(a) for a in sources):
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                            f"cuda:0 and cpu! ({name} writes device data into a host tensor: CUDA refuses it; "
@@ -756,9 +739,15 @@ _TAKES_HOST_TENSORS = {"to", "cpu", "cuda", "copy_", "set_", "__getitem__", "__s
 
 def _refuse_mixed_devices(name: str, args: tuple, kwargs: dict) -> None:
     """``d + h``, ``torch.cat([d, h])``: CUDA refuses a host tensor (not a 0-d scalar) beside device tensors."""
-    tensors = _tensors((args, kwargs))
-    if not (any(is_device_tensor(t) for t in tensors) and any(t.dim() > 0 and not is_device_tensor(t)
-                                                               for t in tensors)):
+    on_device = on_host = False
+    for arg in (*args, *kwargs.values()):  # a tensor, or a list of them (cat, stack): no op nests them deeper
+        for t in (arg if isinstance(arg, (list, tuple)) else (arg,)):
+            if isinstance(t, torch.Tensor):
+                if is_device_tensor(t):
+                    on_device = True
+                elif t.dim() > 0:
+                    on_host = True
+    if not (on_device and on_host):
         return
     if called_from_device_layer(sys._getframe(2)):  # the simulated device's own bookkeeping
         return

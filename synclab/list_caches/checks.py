@@ -204,7 +204,9 @@ def query_workload(range_cls: RangeClass, num_items: int = 64, length: int = 256
         a = draw.integers(1, length - 1, size=(n, num_items))  # 1 <= a < b <= c <= length
         b = a + 1 + (draw.random((n, num_items)) * (length - 1 - a)).astype(np.int64)
         c = b + (draw.random((n, num_items)) * (length + 1 - b)).astype(np.int64)
-        starts.extend(a.tolist()), cuts.extend(b.tolist()), ends.extend(c.tolist())
+        starts.extend(a.tolist())
+        cuts.extend(b.tolist())
+        ends.extend(c.tolist())
 
     asked = [0]
 

@@ -344,7 +344,7 @@ def _check_model_fixed(model: Callable[..., Any], rng: random.Random) -> None:
     wrong = [a for a in answers if not _same_length(a[6], a[5])]
     # 0 and None answer most clauses: without a crossing found, they are guesses (0 when the first cost is over the
     # device step, else None), and earn nothing
-    found = [a for a in answers if a[5] and a not in wrong]
+    found = any(a[5] and _same_length(a[6], a[5]) for a in answers)
     share = 1 - len(wrong) / len(answers) if found else 0.0
     if not wrong:
         # within a token of the reference on every clause: the witness is the reference's crossings, the same for
