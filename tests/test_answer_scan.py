@@ -1,7 +1,9 @@
 """The grader's reading of answer cells: every way in that a reviewer found is named; honest answers are not.
 
-The cheats below are an instructor's red-team submissions, as written (chapter 0 and 1); each earned points
-before :mod:`synclab.lab.answer_scan`. The end-to-end test judges two of them as ``check --json`` does.
+The cheats below are red teams' submissions, as written; each earned points before :mod:`synclab.lab.answer_scan`.
+The end-to-end tests judge them as ``grade --json`` does: each is named in the review lines, and the score is the
+checks' alone. Where a cheat earns what its honest version would not, the test pins it and says ``GAP``: code in the
+process the checks run in can reach them, and only running the checks apart from the answer closes it.
 """
 
 from __future__ import annotations
@@ -178,16 +180,15 @@ def test_a_class_body_that_rewrites_the_checks_and_an_int_that_equals_anything_s
             cell.source = {"0.1": REWRITES_THE_CHECKS, "0.2": EQUALS_ANYTHING}[task]
     path = tmp_path / "cheat.ipynb"
     nbformat.write(nb, path)
-    cli.main(["check", str(path), "--checks-only", "--json"])
+    cli.main(["grade", str(path), "--json"])
     summary = json.loads(capsys.readouterr().out)
     by_task = {e["task"]: e for e in summary["exercises"]}
     assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
-    assert any(re.search(r"changes the package's primer\.CHECKS_0_1", f) for f in by_task["0.1"]["flags"])
-    assert any("class _Yes defines __eq__" in f for f in by_task["0.2"]["flags"])
-    assert summary["flagged"] == ["0.1", "0.2"]
+    assert any(re.search(r"changes the package's primer\.CHECKS_0_1", f) for f in by_task["0.1"]["review"])
+    assert any("class _Yes defines __eq__" in f for f in by_task["0.2"]["review"])
     # the grader's process saw it too: the checks' table was not the one it started with
     assert any("changed the grader's machinery or tables: " in f and "synclab.primer.checks.CHECKS_0_1" in f
-               for f in by_task["0.1"]["flags"]), by_task["0.1"]["flags"]
+               for f in by_task["0.1"]["review"]), by_task["0.1"]["review"]
 
 
 def _judged(tmp_path: Path, answers: dict[str, str], capsys: pytest.CaptureFixture,
@@ -201,22 +202,23 @@ def _judged(tmp_path: Path, answers: dict[str, str], capsys: pytest.CaptureFixtu
             cell.source = answers[task]
     path = tmp_path / f"cheat_{stem}.ipynb"
     nbformat.write(nb, path)
-    cli.main(["check", str(path), "--checks-only", "--json"])
+    cli.main(["grade", str(path), "--json"])
     return {e["task"]: e for e in json.loads(capsys.readouterr().out)["exercises"]}
 
 
 @pytest.mark.slow
 def test_the_guard_turned_off_and_code_disguised_as_the_package_are_seen_when_they_run(tmp_path, capsys):
-    """Past the reading, the grader's tracer sees both while the checks run: each earned 17.2 of 20 before."""
+    """Past the reading, the grader's tracer sees both while the checks run. GAP: the reference called around its
+    guard gives right results, so 0.1 earns the checks of results (11.2 of 14); the disguised caller earns 0."""
     by_task = _judged(tmp_path, {
         "0.1": GUARD_OFF + "\n\ndef decode_step(batch):\n    return _unguarded(_pc._decode_step_reference, batch)\n",
         "0.2": DISGUISED_CALLER + "\n\ndef my_predictions():\n    return _trampoline()(_pc._measure_snippet_syncs)\n",
     }, capsys)
-    assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
-    assert "changed the answer guard's record of which checks are running" in by_task["0.1"]["flags"]
+    assert by_task["0.1"]["earned"] == 11.2 and by_task["0.2"]["earned"] == 0, by_task
+    assert "changed the answer guard's record of which checks are running" in by_task["0.1"]["review"]
     # the audit refuses the disguise's compile before the tracer sees it run
-    assert any(f == "ran code disguised as the package's: call (util.py)" or f.startswith("the grader's audit refused")
-               for f in by_task["0.2"]["flags"]), by_task["0.2"]["flags"]
+    assert any(f == "ran code disguised as the package's: call (util.py)" or f.startswith("the grader's sandbox")
+               for f in by_task["0.2"]["review"]), by_task["0.2"]["review"]
 
 
 ALL_PASS = WALKS_THE_STACK.replace("def decode_step(batch):", """def _all_pass():
@@ -292,20 +294,21 @@ def test_the_checks_machinery_by_another_name_is_named():
 
 
 @pytest.mark.slow
-def test_a_shadowed_check_a_thread_and_a_helper_calling_the_answer_earn_nothing(tmp_path, capsys):
+def test_a_shadowed_check_a_thread_and_a_helper_calling_the_answer_are_named(tmp_path, capsys):
     """The check call reaches the chapter's own checks; a thread of the reader's is seen and refused its answer;
     a package helper that calls what it is handed cannot call an answer for the reader."""
     by_task = _judged(tmp_path, {"0.1": SHADOWS_THE_CHECK, "0.2": "def my_predictions():\n    return {}\n"}, capsys)
-    assert by_task["0.1"]["earned"] == 0 and "rebinds primer, which the check call uses" in by_task["0.1"]["flags"]
+    assert by_task["0.1"]["earned"] == 0
+    assert any("rebinds primer, which the check call uses" in line for line in by_task["0.1"]["review"])
     by_task = _judged(tmp_path, {"0.1": THREAD_CALLS_THE_BASELINE.replace("import torch.storage\n", "")
                                  .replace("torch.storage.threading.Thread", "Thread") + "\n\nfrom threading "
                                  "import Thread\n", "0.2": "def my_predictions():\n    return {}\n"}, capsys)
-    flags = by_task["0.1"]["flags"]
-    assert by_task["0.1"]["earned"] == 0 and any("started a thread while its checks ran" in f for f in flags), flags
+    review = by_task["0.1"]["review"]  # GAP: the baseline's syncs, on a thread of its own, are counted by nothing
+    assert by_task["0.1"]["earned"] == 2.8 and any("started a thread while its checks ran" in f for f in review), review
     by_task = _judged(tmp_path, {"0.1": A_HELPER_CALLS_THE_REFERENCE,
                                  "0.2": "def my_predictions():\n    return {}\n"}, capsys)
     assert by_task["0.1"]["earned"] == 0, by_task["0.1"]
-    assert any("decode_step_baseline" in f for f in by_task["0.1"]["flags"]), by_task["0.1"]["flags"]
+    assert any("decode_step_baseline" in f for f in by_task["0.1"]["review"]), by_task["0.1"]["review"]
 
 
 # A third red team's, as they wrote them: 20 of 20 past the grader above.
@@ -336,11 +339,11 @@ def test_a_checks_helper_and_the_checks_as_an_oracle_earn_nothing(tmp_path, caps
     checks do not run inside themselves."""
     by_task = _judged(tmp_path, {"0.1": A_CHECKS_HELPER_CALLS_THE_BASELINE, "0.2": ASKS_THE_CHECKS}, capsys)
     assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
-    assert any("called or handed in primer.decode_step_baseline" in f for f in by_task["0.1"]["flags"]), \
-        by_task["0.1"]["flags"]
-    assert any("unmark_device" in f for f in by_task["0.1"]["flags"])
-    assert any("called or handed in the checks of Exercise 0.2" in f for f in by_task["0.2"]["flags"]), \
-        by_task["0.2"]["flags"]
+    assert any("called or handed in primer.decode_step_baseline" in f for f in by_task["0.1"]["review"]), \
+        by_task["0.1"]["review"]
+    assert any("unmark_device" in f for f in by_task["0.1"]["review"])
+    assert any("called or handed in the checks of Exercise 0.2" in f for f in by_task["0.2"]["review"]), \
+        by_task["0.2"]["review"]
 
 
 def test_an_instance_whose_call_is_an_answer_is_an_answer_handed_in():
@@ -369,17 +372,18 @@ def test_the_device_mark_by_any_route_is_named():
 
 
 @pytest.mark.slow
-def test_a_hidden_device_mark_scores_0_and_an_honest_local_named_like_the_package_does_not(tmp_path, capsys):
+def test_a_hidden_device_mark_is_named_and_an_honest_local_named_like_the_package_is_not(tmp_path, capsys):
     """An honest 0.1 whose local list is called ``finished`` (a name the setup imports from the package) was
-    flagged; the property that hid the mark on every tensor is seen by the reading and by the fingerprint."""
+    flagged; the property that hid the mark on every tensor is seen by the reading and by the fingerprint. GAP: with
+    the marks hidden the predictions are measured, not predicted, and earn 0.2's 6 points."""
     honest = _honest("decode_step").replace("finished = [", "done = [").replace(
         "return primer.StepOutput(sampled, finished)", "finished = []\n    finished.extend(done)\n"
         "    return primer.StepOutput(sampled, finished)")
     assert "finished.extend(done)" in honest
     by_task = _judged(tmp_path, {"0.1": honest, "0.2": HIDES_THE_MARK}, capsys)
-    assert by_task["0.1"]["earned"] == 14 and not by_task["0.1"]["flags"], by_task["0.1"]
-    assert by_task["0.2"]["earned"] == 0
-    assert any("torch.Tensor (the device's marks)" in f for f in by_task["0.2"]["flags"]), by_task["0.2"]["flags"]
+    assert by_task["0.1"]["earned"] == 14 and not by_task["0.1"]["review"], by_task["0.1"]
+    assert by_task["0.2"]["earned"] == 6
+    assert any("torch.Tensor (the device's marks)" in f for f in by_task["0.2"]["review"]), by_task["0.2"]["review"]
 
 
 def _honest(name: str) -> str:
@@ -437,11 +441,11 @@ DOES_NOTHING = """class ReverseScanBatch(InputBatch):
 def test_a_lent_method_a_number_that_subtracts_to_zero_and_a_method_that_does_nothing_earn_nothing(tmp_path,
                                                                                                    capsys):
     by_task = _judged(tmp_path, {"5.2": LENDS_THE_REFERENCE}, capsys, "05_list_based_caches")
-    assert by_task["5.2"]["earned"] == 0 and by_task["5.2"]["flags"], by_task["5.2"]
+    assert by_task["5.2"]["earned"] == 0 and by_task["5.2"]["review"], by_task["5.2"]
     by_task = _judged(tmp_path, {"4.1": DOES_NOTHING, "4.2": SUBTRACTS_TO_ZERO}, capsys,
                       "04_reverse_placeholder_scans")
-    assert by_task["4.2"]["earned"] == 0 and any("a number of its own kind" in f for f in by_task["4.2"]["flags"])
-    assert by_task["4.1"]["earned"] == 0 and not by_task["4.1"]["flags"], by_task["4.1"]
+    assert by_task["4.2"]["earned"] == 0 and any("a number of its own kind" in f for f in by_task["4.2"]["review"])
+    assert by_task["4.1"]["earned"] == 0 and not by_task["4.1"]["review"], by_task["4.1"]
 
 
 def test_a_base_hook_called_by_its_class_name_passes_as_super_does():
@@ -469,7 +473,6 @@ def test_a_stray_import_os_and_its_harmless_parts_pass(source):
 
 @pytest.mark.parametrize("source, phrase", [
     ("import os\nos.system('cat solutions/00_primer.ipynb')\n", "uses os other than"),
-    ("import os\nos.environ['SYNCLAB_DEVICE'] = 'sim'\n", "uses os other than"),
     ("import os\nf = os\nf.fork()\n", "uses os other than"),
     ("from os import fork\n", "imports fork from os"),
     ("import os as o\no.kill(1, 9)\n", "uses o other than"),

@@ -1,10 +1,11 @@
-"""The grader's audit hook refuses, on its own, every kind of cheat that needs the interpreter's insides.
+"""The grader's audit hook sees, on its own, every kind of attempt that needs the interpreter's insides.
 
-Each cheat is a correct Exercise 0.1 that first tries one forbidden thing inside ``try/except`` (so the
-answer still passes its checks if the attempt is only stopped, not seen), graded with the syntax scan turned
-off: the score is 0 because the audit hook refused the event and the flag names it. Honest answers that use
-ordinary modules (``os`` to read a path, a dataclass, ``warnings``, ``numpy``) are not refused. All cheats run
-in one worker, each in its own process, as the grader runs a notebook's exercises.
+Each attempt is a correct Exercise 0.1 that first tries one thing inside ``try/except``, graded with the syntax
+scan turned off. The hook refuses what a sandbox refuses (the course's files, ``/proc``, processes) and only records
+the rest; either way the verdict's review lines name it for the instructor, and the score is the checks' alone: each
+of these answers still earns full marks, since what it tried changed no result. Honest answers that use ordinary
+modules (``os`` to read a path, a dataclass, ``warnings``, ``numpy``) leave no review line. All run in one worker,
+each in its own process, as the grader runs a notebook's exercises.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest
 ROOT = Path(__file__).resolve().parent.parent
 PRIMER = ROOT / "solutions" / "00_primer.ipynb"
 
-# (what, the statements tried first, a phrase of the flag)
+# (what, the statements tried first, a phrase of the review line)
 CHEATS = [
     ("a frame by sys._getframe", "sys._getframe(1).f_back.f_locals", "sys._getframe"),
     ("a frame by inspect", "import inspect\ninspect.currentframe().f_back", "sys._getframe"),
@@ -91,17 +92,24 @@ def verdicts() -> dict[str, dict]:
     return dict(zip(names, mine))
 
 
-@pytest.mark.parametrize("what, statements, flag", CHEATS, ids=[c[0] for c in CHEATS])
-def test_the_audit_alone_refuses_each_cheat(verdicts, what, statements, flag):
+# What a sandbox refuses: the rest is recorded only, and the code goes on as it would anywhere.
+REFUSED = {"a forked process", "a subprocess", "the solution notebook, read", "the checkout's notebook, by its full path",
+           "/proc read"}
+
+
+@pytest.mark.parametrize("what, statements, phrase", CHEATS, ids=[c[0] for c in CHEATS])
+def test_the_audit_alone_names_each_attempt_and_the_score_stays_the_checks(verdicts, what, statements, phrase):
     verdict = verdicts[what]
-    refused = [f for f in verdict["flags"] if f.startswith("the grader's audit refused")]
-    assert any(flag in f for f in refused), verdict
+    verb = "refused" if what in REFUSED else "saw"
+    assert any(line.startswith(f"the grader's sandbox {verb}") and phrase in line for line in verdict["review"]), \
+        verdict
+    assert verdict["report"]["passed"], verdict  # the answer caught what it tried: its results are right
 
 
 @pytest.mark.parametrize("what, statements", HONEST, ids=[h[0] for h in HONEST])
-def test_ordinary_modules_are_not_refused(verdicts, what, statements):
+def test_ordinary_modules_leave_no_review_line(verdicts, what, statements):
     verdict = verdicts[what]
-    assert verdict["flags"] == [] and verdict["report"]["passed"], verdict
+    assert verdict["review"] == [] and verdict["report"]["passed"], verdict
 
 
 def test_the_policy_lets_the_package_and_imports_do_their_work(tmp_path):
@@ -123,13 +131,15 @@ def test_the_policy_lets_the_package_and_imports_do_their_work(tmp_path):
     assert policy.refuses("open", (os.path.join(sys.prefix, "lib", "x.py"), "r", 0), reader) is None
     assert policy.refuses("open", (str(tmp_path / "course" / "source" / "ch0" / "x.ipynb"), "r", 0), reader) == \
         "open: the course's file source/ch0/x.ipynb"
-    assert policy.refuses("open", (str(tmp_path / "x"), None, os.O_WRONLY | os.O_CREAT), reader).startswith("open: writing")
+    assert policy.refuses("open", (str(tmp_path / "x"), None, os.O_WRONLY | os.O_CREAT), reader) == \
+        f"open: writing {tmp_path / 'x'}"
+    assert policy.refuses("open", (str(ROOT / "tests" / "x"), "w", 0), reader).startswith("open: writing the course's")
     assert policy.refuses("pickle.find_class", ("torch._utils", "_rebuild_tensor_v2"), reader) is None
     assert policy.refuses("exec", (None,), machinery) is None
 
 
 PINNED = ROOT / "solutions" / "03_pinned_transfers.ipynb"
-# (what, the statements a 3.7 answer tries on a rank, a phrase of the flag)
+# (what, the statements a 3.7 answer tries on a rank, a phrase of the review line)
 RANK_CHEATS = [  # the hook armed on a rank refuses as it does in the exercise's own process (test above, each kind)
     ("a forked process, on a rank", "pid = os.fork()\nif pid == 0:\n    os._exit(0)", "os.fork: a process of its own"),
 ]
@@ -147,8 +157,8 @@ def _rank_answer(statements: str) -> str:
 
 def test_the_ranks_run_the_readers_code_under_the_same_audit():
     """Chapter 3's checks run the reader's 3.7 on ranks, processes of their own: the hook is armed there too, before
-    any of the reader's code runs, and what it refuses on a rank flags the exercise (scan off), even when the answer
-    catches the refusal. (An honest 3.7 passes under the same hook: the solutions' checks in the grader,
+    any of the reader's code runs, and what it refuses on a rank is a review line of the exercise (scan off), even
+    when the answer catches the refusal. (An honest 3.7 passes under the same hook: the solutions' checks in the grader,
     tests/test_cli_solutions.py.)"""
     nb = nbformat.read(PINNED, as_version=4)
     chapter, exercises, setup, _ = jobs_for(nb, ["3.7"])
@@ -163,5 +173,6 @@ def test_the_ranks_run_the_readers_code_under_the_same_audit():
     mine = [json.loads(line[len(token):]) for line in lines if line.startswith(token)]
     assert len(mine) == len(jobs), stderr
     for (what, _, flag), verdict in zip(RANK_CHEATS, mine):
-        refused = [f for f in verdict["flags"] if f.startswith("the grader's audit refused")]
+        refused = [f for f in verdict["review"] if f.startswith("the grader's sandbox refused")]
         assert any(flag in f and "on rank" in f for f in refused), (what, verdict)
+        assert verdict["report"]["passed"], verdict

@@ -1,4 +1,5 @@
-"""``python -m synclab check --checks-only`` on every solution: each exercise's checks pass through the CLI.
+"""``python -m synclab check --checks-only`` on every solution: each exercise's checks pass through the CLI, in the
+command's own process as the notebook runs them.
 
 A file of its own (a kernel per chapter, seconds each), so that the test workers share the slow files evenly.
 """
@@ -32,8 +33,10 @@ def test_check_solution_passes(solution):
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.stem for s in SOLUTIONS])
 def test_on_a_gpu_machine_the_grader_judges_each_solution_on_the_simulated_device(solution):
-    """A GPU's owner runs the check with the GPU in sight (no SYNCLAB_DEVICE): the grader's worker still judges on
-    the simulated device, so every check passes as on a CPU, and nothing CUDA does is blamed on the answer."""
-    proc = synclab("check", str(solution.relative_to(ROOT)), "--checks-only")
+    """A GPU's owner grades with the GPU in sight (no SYNCLAB_DEVICE): the grader's worker still judges on the
+    simulated device, so every check passes as on a CPU, nothing CUDA does is blamed on the answer, and nothing of
+    the solutions is listed for the instructor. (The learner's check runs on the GPU, as the notebook does: the
+    solutions' check cells under nbval.)"""
+    proc = synclab("grade", str(solution.relative_to(ROOT)))
     assert proc.returncode == 0 and "ALL CHECKS PASSED" in proc.stdout, proc.stdout + proc.stderr
-    assert "the grader's audit refused" not in proc.stdout, proc.stdout
+    assert "for the instructor to read" not in proc.stdout, proc.stdout

@@ -1,7 +1,10 @@
-"""The grader: every known way to cheat the checks scores 0 and is flagged; honest work scores what it earns.
+"""The grader: honest work scores what its checks earn; every known way to cheat is named for the instructor.
 
-Each submission is a solution notebook with its answer cells changed, judged by ``python -m synclab check
---json`` (the grader's verdicts; nbgrader's autograding uses the same, see test_nbgrader.py).
+Each submission is a solution notebook with its answer cells changed, judged by ``python -m synclab grade --json``
+(the grader's verdicts; nbgrader's autograding uses the same, see test_nbgrader.py). The score is the checks' alone:
+what the grader's reading, tracer and hook find are review lines. Where a cheat still earns what its honest version
+would not, the test says so (``GAP``): the answer runs in the process that holds the checks, and only moving the
+checks out of it closes those (the instructors' page, "What the grades are good for").
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def _submission(tmp_path: Path, stem: str, answers: dict[str, str], name: str = 
 
 
 def _graded(path: Path, capsys: pytest.CaptureFixture) -> dict:
-    cli.main(["check", str(path), "--checks-only", "--json"])
+    cli.main(["grade", str(path), "--json"])
     return json.loads(capsys.readouterr().out)
 
 
@@ -61,34 +64,37 @@ STUB_0_1 = '''def decode_step(batch):
     raise NotImplementedError("Exercise 0.1")
 '''
 
-# Each cheat: (what it does, the answer cell of 0.1, a phrase of its flag).
+GAP = "earns what its honest version would not, until the checks run apart from the answer"
+
+# Each cheat: (what it does, the answer cell of 0.1, a phrase of its review line, the points it earns today).
 CHEATS_0_1 = [
     ("rebinds graded() at top level", "import synclab.lab.grading as g\ng.graded = lambda *a, **k: 14.0\n" + STUB_0_1,
-     "names the grader's parts"),
+     "names the grader's parts", 0),
+    # the checks are not run on machinery the cells rebound (a rebinding inside the answer's own calls: next test)
     ("rebinds _run_one at top level",
      "import synclab.checks as c\nfrom synclab.checks import Outcome\n"
      "c._run_one = lambda check, *a: Outcome(check.task, check.name, 'passed')\n" + STUB_0_1,
-     "names the grader's parts"),
+     "rebound or changed the grader's machinery or tables: synclab.checks._run_one", 0),
     ("forges the report log", "import os, json\nlog = os.environ.get('SYNCLAB_CHECK_LOG')\n" + STUB_0_1,
-     "names the grader's parts"),
+     "names the grader's parts", 0),
     ("calls the reference through __wrapped__",
      "from synclab.primer import checks as pc\ndecode_step = pc._decode_step_reference.__wrapped__\n",
-     "names the grader's parts"),
+     "names the grader's parts", 0),
 ]
 
 
-@pytest.mark.parametrize("what, answer, flag", CHEATS_0_1, ids=[c[0] for c in CHEATS_0_1])
-def test_a_cheat_written_in_an_answer_cell_scores_0_and_is_flagged(tmp_path, capsys, what, answer, flag):
+@pytest.mark.parametrize("what, answer, phrase, earned", CHEATS_0_1, ids=[c[0] for c in CHEATS_0_1])
+def test_a_cheat_written_in_an_answer_cell_is_named_for_the_instructor(tmp_path, capsys, what, answer, phrase,
+                                                                       earned):
     summary = _graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys)
     exercise = _by_task(summary)["0.1"]
-    assert exercise["earned"] == 0 and exercise["flags"], (what, exercise)
-    assert any(flag in f for f in exercise["flags"]), exercise["flags"]
-    assert summary["flagged"] and not summary["passed"]
+    assert any(phrase in line for line in exercise["review"]), exercise["review"]
+    assert exercise["earned"] == earned, (what, exercise)
 
 
-def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_flagged(tmp_path, capsys):
+def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_named(tmp_path, capsys):
     """No line names the checks; the static reading names importlib and the computed setattr, and the fingerprint
-    after the check names what was rebound."""
+    after the check names what was rebound. The rebound machinery breaks the checks: nothing is earned."""
     answer = _solution_source(PRIMER, "decode_step").replace(
         "def decode_step(batch", "import importlib\n\ndef _hide():\n"
         "    m = importlib.import_module('synclab.' + 'che' + 'cks')\n"
@@ -99,20 +105,21 @@ def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_flagge
     exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys))["0.1"]
     assert exercise["earned"] == 0
     assert any("rebound or changed the grader's machinery or tables: synclab.checks._run_one" in f
-               for f in exercise["flags"]), exercise
-    assert any("imports importlib" in f for f in exercise["flags"]), exercise
+               for f in exercise["review"]), exercise
+    assert any("imports importlib" in f for f in exercise["review"]), exercise
 
 
 def test_the_reference_dug_out_of_its_guard_is_seen_when_it_runs(tmp_path, capsys):
-    """No line names a grader's part; the tracer sees the reference's own code called by the answer."""
+    """No line names a grader's part; the tracer sees the reference's own code called by the answer. GAP: the
+    reference's answers are right, so the checks pass them."""
     answer = ("from synclab.reverse_scan import checks as rc\n\n"
               "def host_bottleneck_length(costs_us, device_step_us, max_length):\n"
               "    guard = getattr(rc, '_bottleneck_' + 'reference')\n"
               "    raw = [c.cell_contents for c in getattr(guard, '__clo' + 'sure__') if callable(c.cell_contents)][0]\n"
               "    return raw(costs_us, device_step_us, max_length)\n")
     exercise = _by_task(_graded(_submission(tmp_path, "04_reverse_placeholder_scans", {"4.2": answer}), capsys))["4.2"]
-    assert exercise["earned"] == 0
-    assert any("around its guard" in f and "_bottleneck_reference" in f for f in exercise["flags"]), exercise
+    assert exercise["earned"] == points_of("4.2")
+    assert any("around its guard" in f and "_bottleneck_reference" in f for f in exercise["review"]), exercise
 
 
 def test_the_guard_hands_out_no_wrapped_function():
@@ -123,36 +130,51 @@ def test_the_guard_hands_out_no_wrapped_function():
         assert not hasattr(guarded, "__wrapped__")
 
 
-def test_a_baseline_handed_in_scores_0_and_is_flagged(tmp_path, capsys):
+def test_a_baseline_handed_in_earns_nothing(tmp_path, capsys):
+    """The code before the PR is the checks' own (an answer key, scope="checks"): handed in, each check refuses it."""
     answer = "from synclab.engine.pooler_baseline import AllPoolBaseline\n\nclass AllPool(AllPoolBaseline):\n    pass\n"
     exercise = _by_task(_graded(_submission(tmp_path, "01_slice_then_split", {"1.1": answer}), capsys))["1.1"]
-    assert exercise["earned"] == 0 and any("AllPoolBaseline" in f for f in exercise["flags"]), exercise
+    assert exercise["earned"] == 0, exercise
+    checks = [c for c in _graded_checks(tmp_path, "01_slice_then_split", {"1.1": answer}, capsys) if c["task"] == "1.1"]
+    assert all("AllPoolBaseline" in c["message"] for c in checks), checks
 
 
-def test_a_process_that_ends_during_its_checks_is_flagged(tmp_path, capsys):
+def test_a_process_that_ends_during_its_checks_earns_nothing_and_is_named(tmp_path, capsys):
     answer = ("import os\n\ndef decode_step(batch):\n    getattr(os, '_ex' + 'it')(0)\n")
     exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys))["0.1"]
-    assert exercise["earned"] == 0 and any("ended its process" in f for f in exercise["flags"]), exercise
+    assert exercise["earned"] == 0 and any("ended its process" in f for f in exercise["review"]), exercise
 
 
-def test_top_level_statements_of_an_answer_cell_do_not_run_in_the_grader(tmp_path, capsys):
-    """A correct answer with a stray statement still passes; the statement is named, not run."""
-    answer = _solution_source(PRIMER, "decode_step") + "\nraise RuntimeError('never run by the grader')\n"
+def _graded_checks(tmp_path: Path, stem: str, answers: dict[str, str], capsys: pytest.CaptureFixture) -> list[dict]:
+    return _graded(_submission(tmp_path, stem, answers, "checks"), capsys)["checks"]
+
+
+def test_an_answer_cell_runs_whole_in_the_grader_as_in_the_notebook(tmp_path, capsys):
+    """Issue: an answer that ran in the notebook failed in the grader, which ran only definitions and literal
+    constants. Now a module-level logger, a constant computed by a call and a top-level lambda run there too; a
+    statement that raises stops its cell as in a kernel, and is said."""
+    body = _solution_source(PRIMER, "decode_step")
+    answer = ("import logging\n\nlogger = logging.getLogger(__name__)\nTINY = 10 ** -12\nscale = lambda x: x\n"
+              "assert scale(TINY) > 0\n\n" + body)
     exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys))["0.1"]
-    assert exercise["status"] == "passed" and exercise["earned"] == points_of("0.1")
-    assert any("not run by the grader" in n and "RuntimeError" in n for n in exercise["notes"])
+    assert exercise["status"] == "passed" and exercise["earned"] == points_of("0.1"), exercise
+    raising = body + "\nraise RuntimeError('a stray line')\n"
+    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": raising}, "raising"), capsys))["0.1"]
+    assert exercise["status"] == "passed" and exercise["earned"] == points_of("0.1")  # decode_step was defined first
+    assert any("its answer cell raised RuntimeError: a stray line" in n for n in exercise["notes"]), exercise
 
 
 def test_honest_empty_and_buggy_submissions_score_what_they_earn(tmp_path, capsys):
     full = _graded(ROOT / "solutions" / f"{PRIMER}.ipynb", capsys)
-    assert full["earned"] == full["points"] == sum(e.points for e in of_chapter("ch0")) and not full["flagged"]
+    assert full["earned"] == full["points"] == sum(e.points for e in of_chapter("ch0"))
+    assert not any(e["review"] for e in full["exercises"]), full
     empty = _graded(ROOT / "labs" / f"{PRIMER}.ipynb", capsys)
-    assert empty["earned"] == 0 and empty["points"] == full["points"] and not empty["flagged"]
+    assert empty["earned"] == 0 and empty["points"] == full["points"]
     buggy = _solution_source(PRIMER, "decode_step").replace(
         '    if nan_flag:\n        raise ValueError("NaN in logits")\n', "")
     assert buggy != _solution_source(PRIMER, "decode_step")
     partial = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": buggy}), capsys))["0.1"]
-    assert partial["earned"] == round(points_of("0.1") * 4 / 5, 2) and not partial["flags"]
+    assert partial["earned"] == round(points_of("0.1") * 4 / 5, 2) and not partial["review"]
 
 
 def test_a_bug_in_1_1_costs_1_1_only(tmp_path, capsys):
@@ -201,7 +223,7 @@ def test_a_setup_line_the_grader_cannot_run_is_passed_over_and_said(tmp_path):
         setup.source = re.sub(r"fixes = load_fixes\(.*", 'fixes = load_fixes("..")  # the course folder',
                               setup.source)
     verdict = judge_notebook(solution, ["6.1"], trusted)["6.1"]  # its cells do not read `fixes`: nothing to say
-    assert verdict.report is not None and verdict.report.passed and not verdict.flags, verdict
+    assert verdict.report is not None and verdict.report.passed and not verdict.review, verdict
     assert verdict.notes == [], verdict.notes
 
 
@@ -209,7 +231,7 @@ def test_a_setup_line_that_raised_is_said_to_the_exercises_that_read_what_it_bin
     from synclab.lab.judge_worker import _bound, _used, run_setup
 
     namespace: dict = {}
-    failed = run_setup('fixes = load_fixes("..")\nfor config in fixed:\n    pass\nx = 1\n', "<setup>", namespace, True)
+    failed = run_setup('fixes = load_fixes("..")\nfor config in fixed:\n    pass\nx = 1\n', "<setup>", namespace)
     assert [bound for _, bound in failed] == [{"fixes"}, {"config"}] and namespace["x"] == 1
     reads = _used(["def ablation_row(config, workload):\n    return run(workload, config, fixes)\n", "ch6.check(f)"])
     assert reads == {"run", "fixes", "ch6", "f"}  # `config` is its own parameter: not the setup's
@@ -219,8 +241,8 @@ def test_a_setup_line_that_raised_is_said_to_the_exercises_that_read_what_it_bin
 @pytest.mark.skipif(not (os.geteuid() == 0 and shutil.which("setpriv")), reason="needs root and util-linux's setpriv")
 def test_a_sandboxed_worker_reaches_no_course_file_and_grades_the_same(tmp_path, capsys):
     """The same answer, which also reads a file of the instructor's outside the course's folder (the audit lets it
-    read there, and refuses writing anywhere): unsandboxed it can, and then answers wrongly; as ``nobody`` it
-    cannot, and earns what its code earns (the instructors' page: JudgeChecks.sandbox, and check --sandbox)."""
+    read there): unsandboxed it can, and then answers wrongly; as ``nobody`` it cannot, and earns what its code
+    earns (the instructors' page: JudgeChecks.sandbox, and grade --sandbox)."""
     from synclab.lab.judge import judge_notebook
 
     course = tmp_path / "course"
@@ -242,12 +264,12 @@ def decode_step(*args, **kwargs):
     problem = sandbox_problem(tuple(sandbox.split()))
     if problem is not None:  # this clone sits where nobody cannot read it (a 0700 home, a mktemp -d folder)
         pytest.skip(problem)
-    assert cli.main(["check", str(path), "--task", "0.1", "--json", "--sandbox", sandbox]) == 0
+    assert cli.main(["grade", str(path), "--task", "0.1", "--json", "--sandbox", sandbox]) == 0
     exercise = _by_task(json.loads(capsys.readouterr().out))["0.1"]
-    assert exercise["earned"] == points_of("0.1") and not exercise["flags"], exercise
+    assert exercise["earned"] == points_of("0.1"), exercise
     nb = nbformat.read(path, as_version=4)
     verdict = judge_notebook(nb, ["0.1"])["0.1"]  # the control: the grader's own user reads the file
-    assert not verdict.report.passed and not verdict.flags, verdict
+    assert not verdict.report.passed, verdict
 
 
 def test_a_sandbox_the_worker_cannot_start_in_is_said_before_grading_and_grades_nothing(tmp_path):
@@ -264,16 +286,16 @@ def test_a_sandbox_the_worker_cannot_start_in_is_said_before_grading_and_grades_
         assert "PermissionError: /home/grader/course" in verdict.error and "chmod o+rx" in verdict.error
 
 
-def test_a_correct_answer_with_a_stray_import_os_earns_its_points(tmp_path, capsys):
-    """Issue: a correct chapter 0 with one `import os` left in scored 0/20. Now the import passes; a use of os
-    the grader refuses is still named."""
-    source = "import os\n\n" + _solution_source(PRIMER, "decode_step")
-    summary = _graded(_submission(tmp_path, PRIMER, {"0.1": source}), capsys)
-    row = _by_task(summary)["0.1"]
+def test_a_correct_answer_that_reads_or_sets_the_environment_earns_its_points(tmp_path, capsys):
+    """Issue: a correct 0.1 with a debug switch read from os.environ was zeroed. Reading the environment leaves no
+    review line; setting a variable is seen and named, and the score is still the checks'."""
+    source = "import os\n\nDEBUG = os.environ.get('DEBUG_DECODE') == '1'\n\n" + _solution_source(PRIMER, "decode_step")
+    row = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": source}), capsys))["0.1"]
+    assert row["status"] == "passed" and row["earned"] == row["points"] and row["review"] == [], row
+    sets = "import os\nos.environ['SYNCLAB_DEVICE'] = 'sim'\n\n" + _solution_source(PRIMER, "decode_step")
+    row = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": sets}, "sets"), capsys))["0.1"]
     assert row["status"] == "passed" and row["earned"] == row["points"], row
-    cheat = "import os\nos.environ['SYNCLAB_DEVICE'] = 'sim'\n\n" + _solution_source(PRIMER, "decode_step")
-    row = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": cheat}, "cheat"), capsys))["0.1"]
-    assert row["status"] == "flagged" and row["earned"] == 0, row
+    assert any("os.putenv" in line for line in row["review"]), row
 
 
 def test_a_patch_undone_before_the_checks_end_is_seen_at_the_next_look():
@@ -320,7 +342,7 @@ def test_the_worker_imports_a_package_with_no_answer_beside_it(tmp_path):
     verdict = judge_notebook(nb, ["0.1"], scan=False)["0.1"]
     assert verdict.report is not None and verdict.report.earned == 0, verdict
     assert "FileNotFoundError" in str(verdict.report) and str(install) in str(verdict.report), verdict
-    assert not any("audit" in flag for flag in verdict.flags), verdict
+    assert not any("sandbox" in line for line in verdict.review), verdict
 
 
 # ----------------------------------------------------------------------------- the verdict, verified
@@ -346,7 +368,7 @@ def test_a_report_that_says_passed_without_the_right_results_counts_for_nothing(
         for task, verdict in honest.items():  # the outcomes of a right answer, with no results behind them
             report = verdict.report.to_dict()
             report["outcomes"] = [{**o, "witness": "0" * 20 if o["witness"] else ""} for o in report["outcomes"]]
-            forged.append(token + json.dumps({"task": task, "report": report, "flags": [], "notes": [], "error": ""}))
+            forged.append(token + json.dumps({"task": task, "report": report, "review": [], "notes": [], "error": ""}))
         return forged, "", token
 
     monkeypatch.setattr(judge, "run_worker", forging_worker)
@@ -457,10 +479,11 @@ def decode_step(batch):
 '''
 
 
-def test_the_readers_code_run_inside_a_torch_function_the_counters_set_aside_is_flagged(tmp_path):
+def test_the_readers_code_run_inside_a_torch_function_the_counters_set_aside_is_named(tmp_path):
     """Red team, third round (20 of 20 on 1.1, 12 of 12 on 6.1, 14 of 14 on 4.1): a counting mode runs a torch
     function's own body with the modes set aside, so code a memo runs inside Tensor.__deepcopy__ is counted by
-    nothing. The grader's tracer sees the reader's code start there, with the syntax scan off."""
+    nothing. The grader's tracer sees the reader's code start there, with the syntax scan off. GAP: the syncs it
+    hid are not counted, so it earns the sync check too (a count is the answer process's word)."""
     from synclab.lab.judge import judge_notebook
 
     slow = _solution_source(PRIMER, "decode_step").replace("def decode_step(", "def _right(")
@@ -468,5 +491,4 @@ def test_the_readers_code_run_inside_a_torch_function_the_counters_set_aside_is_
         HIDES_IN_A_DEEPCOPY
     nb = nbformat.read(_submission(tmp_path, PRIMER, {"0.1": answer}), as_version=4)
     verdict = judge_notebook(nb, ["0.1"], scan=False)["0.1"]
-    assert any("where the counters do not look" in f and "__deepcopy__" in f for f in verdict.flags), verdict
-    assert not verdict.passed
+    assert any("where the counters do not look" in f and "__deepcopy__" in f for f in verdict.review), verdict

@@ -132,55 +132,13 @@ def test_graded_is_practice_in_the_kernel_and_keeps_stderr_out_of_the_cell(capsy
         and capsys.readouterr().out)
 
 
-def test_practice_flags_what_the_grader_flags_before_it_is_handed_in(capsys, monkeypatch):
-    """Validate runs the grader's scan of the answer as the kernel last ran it: a flagged answer earns 0 there too,
-    with the grader's words; an honest one (a stray `import os` included) runs its checks."""
-    import types
-
-    import IPython
-
-    honest = "import os\n\ndef decode_step(batch):\n    return batch\n"
-    cheat = "import sys\n\ndef decode_step(batch):\n    return sys._getframe(1).f_locals\n"
-    ran: list[str] = []
-    for answer, flagged in ((honest, False), (cheat, True)):
-        shell = types.SimpleNamespace(user_ns={"In": ["", "from synclab import primer", answer]})
-        monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
-        checks = [Check("0.1", "doubles", _doubles)]
-        value = graded("0.1", lambda: ran.append(answer) or run_checks("0.1", checks, _loud))
-        said = capsys.readouterr().out
-        assert (value == 0.0 and "the grader would flag Exercise 0.1" in said and "_getframe" in said) if flagged \
-            else (value == 1.0 and "would flag" not in said)
-    assert ran == [honest]  # the flagged answer's checks did not run
-
-
-def test_a_labs_own_check_cell_says_what_the_grader_would_flag(monkeypatch):
-    """Every lab's first cell imports synclab.lab.practice: a check cell's report then names what the grader's reading
-    flags in the answer as the kernel last ran it (and no longer calls it passed); an honest answer is not flagged."""
-    import types
-
-    import IPython
-
-    import synclab.lab.practice  # noqa: F401 - registers the grader's reading with the checks
-    from synclab.checks import ANSWER_REVIEWERS
-    from synclab.lab.grading import flags_in_this_kernel
-
-    assert ANSWER_REVIEWERS.count(flags_in_this_kernel) == 1
-    honest = "import os\n\ndef decode_step(batch):\n    return batch\n"
-    cheat = "import sys\n\ndef decode_step(batch):\n    return sys._getframe(1).f_locals\n"
-    for answer, flagged in ((honest, False), (cheat, True)):
-        shell = types.SimpleNamespace(user_ns={"In": ["", "from synclab import primer", answer]})
-        monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
-        report = run_checks("0.1", [Check("0.1", "doubles", _doubles)], _loud)
-        assert all(o.ok for o in report.outcomes)  # the checks still ran
-        if flagged:
-            assert not report.passed and any("_getframe" in f for f in report.flags)
-            assert "the grader would flag this answer" in str(report) and "_getframe" in report._repr_html_()
-        else:
-            assert report.passed and report.flags == []
+def test_no_lab_imports_the_graders_machinery():
+    """A lab's check cell runs the checks and nothing else: no lab imports the lab's machinery (it used to import a
+    module that read the answer as the grader would and zeroed honest code in the kernel)."""
     for chapter, name in CHAPTERS.items():
-        first = next(c for c in nbformat.read(ROOT / "labs" / f"{name}.ipynb", as_version=4).cells
-                     if c.cell_type == "code")
-        assert "import synclab.lab.practice" in first.source, chapter
+        for path in (ROOT / "labs" / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"):
+            code = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+            assert not any("synclab.lab" in source for source in code), (chapter, path.name)
 
 
 def test_graded_runs_no_check_when_nbgrader_autogrades():
@@ -240,7 +198,8 @@ CHEATS = {
 
 def _reads_the_course(nb: nbformat.NotebookNode, course: Path) -> nbformat.NotebookNode:
     """The solution, whose decode_step also tries to copy the course's source notebook next to the gradebook:
-    the grader's audit refuses the read (the course folder is closed to answers), and the exercise scores 0."""
+    the grader's sandbox refuses the read (the course folder is closed to answers); the answer carries on with its
+    own right code and earns what that earns, and the attempt is a review line."""
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "answer-0_1":
             assert "def decode_step(" in cell.source
@@ -269,8 +228,9 @@ def _can_sandbox() -> bool:
 
 
 @pytest.mark.slow
-def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(tmp_path, capsys):
-    """Full marks, nothing, the planted bugs' share lost; every cheat 0 and flagged; nbgrader and --json agree.
+def test_autograde_scores_honest_work_and_names_every_cheat_as_grade_json_does(tmp_path, capsys):
+    """Full marks, nothing, the planted bugs' share lost; every cheat earns what its code earns (0: each is a stub
+    with a trick beside it) and is named for the instructor in the log; nbgrader and ``grade --json`` agree.
 
     Autograded as the instructors' page says: in parallel, the grader's worker in a sandbox where this machine
     can make one (a user who cannot read the course), the release through the course's own exchange."""
@@ -302,10 +262,12 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
     # the right answers were judged for the run, on its one seed, not once per student
     assert len(list((tmp_path / "autograde-logs" / ".right-answers").glob("*.json"))) == 1
     scores = gradebook_scores(tmp_path, chapter, stem)
-    # the audit refuses reading the course folder (and writing anywhere), sandbox or not: 0, flagged, nothing copied
+    # the sandbox refuses reading the course folder, sandboxed user or not: nothing copied, the attempt named
     assert not (tmp_path / "stolen.ipynb").exists()
     full = points_of("0.1"), points_of("0.2")
-    assert scores["reads_the_course"]["check-0_1"] == (0.0, full[0])
+    assert scores["reads_the_course"]["check-0_1"] == (full[0], full[0])
+    log = (tmp_path / "autograde-logs" / chapter / "reads_the_course.log").read_text()
+    assert "for the instructor to read: the grader's sandbox refused open: the course's file" in log, log[-3000:]
     assert scores["solution"] == {"check-0_1": (full[0], full[0]), "check-0_2": (full[1], full[1])}
     assert scores["untouched"] == {"check-0_1": (0.0, full[0]), "check-0_2": (0.0, full[1])}
     # one prediction of 0.2's eight off: the other seven earn their share (partial credit per prediction)
@@ -316,7 +278,10 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
         cell = next(c for c in nbformat.read(tmp_path / "autograded" / name / chapter / f"{stem}.ipynb",
                                              as_version=4).cells
                     if c.metadata.get("nbgrader", {}).get("grade_id") == "check-0_1")
-        assert "flagged" in "".join(o.get("data", {}).get("text/plain", "") for o in cell.outputs), name
+        shown = "".join(o.get("data", {}).get("text/plain", "") for o in cell.outputs)
+        assert "for the instructor" not in shown, name  # the review lines are the instructor's, in the log
+        log = (tmp_path / "autograde-logs" / chapter / f"{name}.log").read_text()
+        assert "for the instructor to read" in log, (name, log[-3000:])
     graded_cell = next(c for c in nbformat.read(tmp_path / "autograded" / "planted" / chapter / f"{stem}.ipynb",
                                                 as_version=4).cells
                        if c.metadata.get("nbgrader", {}).get("grade_id") == "check-0_1")
@@ -328,11 +293,11 @@ def test_autograde_scores_honest_work_and_flags_every_cheat_as_check_json_does(t
         if student in ("reads_the_course", "untouched") or student in CHEATS and student != "rebinds_graded":
             continue  # unsandboxed, reads_the_course would copy the course; untouched scores 0 in both by its stubs
         path = tmp_path / "submitted" / student / chapter / f"{stem}.ipynb"
-        cli.main(["check", str(path), "--checks-only", "--json"])
+        cli.main(["grade", str(path), "--json"])
         summary = json.loads(capsys.readouterr().out)
         earned = {f"check-{e['task'].replace('.', '_')}": e["earned"] for e in summary["exercises"]}
         assert earned == {cell: score for cell, (score, _) in by_cell.items()}, student
-        assert bool(summary["flagged"]) == (student in CHEATS), student
+        assert bool(any(e["review"] for e in summary["exercises"])) == (student in CHEATS), student
 
 
 @pytest.mark.slow

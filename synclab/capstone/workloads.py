@@ -216,9 +216,21 @@ def first_difference(got: dict[str, Any], want: dict[str, Any]) -> str | None:
         if req_id not in got:
             return f"{req_id}: no result"
         for what, g, w in zip(("tokens", "logprobs", "embedding"), got[req_id], want[req_id]):
-            if g != w:
+            if not _same(g, w):
                 return f"{req_id}: {what} {str(g)[:120]} != expected {str(w)[:120]}"
     return None
+
+
+ROUNDING = 1e-4  # comparable's: two values a float's last bit apart may round to neighbours
+
+
+def _same(got: Any, want: Any) -> bool:
+    """Equal, floats within one step of :func:`comparable`'s rounding (tokens, ints, None: exactly)."""
+    if isinstance(got, float) and isinstance(want, float):
+        return got == want or abs(got - want) <= ROUNDING * 1.5  # == first: -inf, a banned token's logprob
+    if isinstance(got, list) and isinstance(want, list):
+        return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want))
+    return got == want
 
 
 # ----------------------------------------------------------------------------- the chapters' fixes

@@ -1,15 +1,23 @@
 """The lab's machinery: labs generated from solutions, notebooks run and checked, classes graded.
 
-* :mod:`.cli` — ``python -m synclab``: check, labs, measure, bench, autograde-times;
+* :mod:`.cli` — ``python -m synclab``: check, grade, labs, measure, bench, autograde, student-image;
 * :mod:`.chapters` — the chapters by name, and the one place that imports them all;
-* :mod:`.labgen` — labs generated from the solution notebooks;
+* :mod:`.exercises` — every exercise: its chapter, points, what it defines and its check call;
+* :mod:`.labgen` — labs generated from the solution notebooks; :mod:`.hints`, :mod:`.main_flow`,
+  :mod:`.code_sources` — what the pages and labs show of each exercise;
+* :mod:`.notebook_cells` — what a notebook's cells are (setup, answer, check), for the check and the grader;
+* :mod:`.learner_check` — the learner's check: a lab's check cells run in this process as the notebook runs them;
 * :mod:`.notebook_runner` — a notebook run in a fresh kernel, within time limits that hold;
+  :mod:`.profile_html` — a run's figures as one offline page;
 * :mod:`.notebook_code` — a function loaded from a notebook (chapter 6 loads the chapters' fixes);
-* :mod:`.nbgrader_source`, :mod:`.nbgrader_run`, :mod:`.grading` — a class with nbgrader;
-* :mod:`.citations` — the pull requests and issues the book cites (the appendix);
-* :mod:`.answer_keys` — the references the checks compare against, kept from the reader's code.
+* :mod:`.verdicts` — one exercise's verdict, as the check and the grader report it;
+* the grader: :mod:`.judge` (each exercise judged from the saved notebook in a process of its own),
+  :mod:`.judge_worker` (that process), :mod:`.audit` (its sandbox's hook), :mod:`.answer_scan` (what its reading
+  of an answer lists for the instructor);
+* a class: :mod:`.nbgrader_source`, :mod:`.nbgrader_judge`, :mod:`.nbgrader_run`, :mod:`.grading` (nbgrader), and
+  :mod:`.student_image` (the students' install);
+* :mod:`.citations` — the pull requests and issues the book cites (the appendix).
 
-Nothing in a chapter or below imports this package, except :mod:`.notebook_code`
-(chapter 6), :mod:`.citations` (the book's appendix) and :mod:`.answer_keys` (every checks room,
-and :mod:`synclab.checks`), which import no chapter.
+Nothing in a chapter or below imports this package, except :mod:`.notebook_code` and :mod:`.exercises` (chapter 6) and
+:mod:`.citations` (the book's appendix), which import no chapter.
 """

@@ -1,9 +1,9 @@
-"""What an answer has no reason to contain: the constructs that reach into the grader, found in its syntax tree.
+"""What an instructor may want to read in an answer: the constructs that could reach into the grader.
 
-Used by the grader (:mod:`synclab.lab.judge`; the instructors' page, "What the judge stops"). The checks run
-the reader's code in their own process, so code that walks up the call stack, rewrites the package's state or
-answers every comparison with ``True`` could change a verdict from inside. None of the lab's exercises needs
-any of that, and each way in needs a construct this module names:
+Used by the grader (:mod:`synclab.lab.judge`; the instructors' page, "What the grades are good for"). The checks
+run the reader's code in their own process, so code that walks up the call stack, rewrites the package's state or
+answers every comparison with ``True`` could change a verdict from inside. Each way in needs a construct this
+module names; an honest answer may use some of them too, so a finding never changes a score:
 
 * frames, code objects and tracebacks (``f_back``, ``tb_frame``, ``co_consts``, ...) and most dunder attributes;
 * reflection with a computed name (``getattr(x, "f_" + "back")``), ``exec``/``eval``/``compile``, ``globals()``;
@@ -13,7 +13,7 @@ any of that, and each way in needs a construct this module names:
 * memory and files reached below Python (numpy's ``as_strided``, ``torch.from_file``), which no audit event shows;
 * torch's transforms and autograd (``torch.vmap``, ``.backward()``), whose results escape the simulated device's marks.
 
-Each finding is one line naming the construct and its line; the grader gives such an exercise 0 points.
+Each finding is one line naming the construct and its line: a review line in the grader's report, for the instructor.
 """
 
 from __future__ import annotations
@@ -22,14 +22,15 @@ import ast
 import re
 
 # Python's computing modules, torch and numpy, and the package: what an answer may import.
-ALLOWED_MODULES = {"torch", "numpy", "math", "cmath", "itertools", "functools", "operator", "collections",
+ALLOWED_MODULES = {"torch", "numpy", "math", "cmath", "itertools", "functools", "operator", "collections", "logging",
+                   "sys", "string", "textwrap", "fractions", "decimal", "pprint", "weakref",
                    "dataclasses", "typing", "typing_extensions", "enum", "bisect", "heapq", "contextlib", "copy",
                    "random", "statistics", "numbers", "abc", "array", "re", "time", "warnings", "__future__",
                    "synclab"}
 GRADER_PARTS = ("synclab.checks", "synclab.lab", "synclab.answer_keys")
 # `import os` left in an answer is harmless: it may stay, and these of its parts may be used. Any other use of os (a
 # process, a file, the environment the grader reads) is named.
-OS_HARMLESS = {"path", "cpu_count", "getpid", "sep", "linesep", "getenv"}
+OS_HARMLESS = {"path", "cpu_count", "getpid", "sep", "linesep", "getenv", "environ"}  # environ written: audit event
 # The checks' machinery, by the names a chapter's checks module also exports it under.
 MACHINERY = {"Check", "CheckReport", "Outcome", "run_checks", "expect", "checking", "answer_key", "answer_in",
              "GUARDED_CODE", "EXERCISE_STATUS", "ready"}
@@ -39,9 +40,10 @@ FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_las
                "co_consts", "co_code", "co_names", "co_filename", "co_varnames", "cell_contents"}
 ALLOWED_DUNDERS = {"__init__", "__post_init__", "__name__", "__qualname__", "__doc__", "__call__", "__enter__",
                    "__exit__", "__version__", "__len__", "__getitem__", "__setitem__", "__iter__", "__next__",
-                   "__repr__", "__str__", "__contains__"}
+                   "__repr__", "__str__", "__contains__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
+                   "__slots__", "__reversed__", "__add__", "__radd__", "__index__", "__int__", "__float__"}
 # Names that hand out namespaces or run text as code.
-REFLECTIVE = {"vars", "globals", "locals", "exec", "eval", "compile", "__import__", "open", "breakpoint", "input",
+REFLECTIVE = {"globals", "locals", "exec", "eval", "compile", "__import__", "open", "breakpoint", "input",
               "__builtins__", "memoryview"}
 NAMED_ACCESS = {"getattr", "setattr", "delattr", "hasattr"}  # fine with a plain name: getattr(self, "cache")
 # The simulated device's bookkeeping (which tensors count as the device's), and torch's switches for the modes
@@ -60,12 +62,12 @@ TRANSFORMS = {"vmap", "functorch", "autograd", "backward", "grad", "requires_gra
 COMPILERS = {"jit", "compile", "library", "fx", "export", "ops"}
 # Functions that look attributes up, or evaluate text, from a string: getattr by another name.
 STRING_ACCESS = {"get_field", "vformat", "get_type_hints", "ForwardRef", "_eval_type", "evaluate_forward_ref",
-                 "getattr_static", "attrgetter", "methodcaller", "import_module", "literal_eval"}
+                 "getattr_static", "methodcaller", "import_module", "literal_eval"}  # attrgetter: a sort key
 MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "sort",
             "reverse", "add", "discard", "__setitem__", "__delitem__"}
 # Methods that decide how a value compares, converts or dispatches: an answer that defines one can agree with
 # any expected value.
-OWN_RULES = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__hash__", "__index__",
+OWN_RULES = {"__eq__", "__ne__", "__bool__", "__hash__", "__index__",  # orderings (__lt__, sorting helpers) are honest
              "__int__", "__float__", "__complex__", "__torch_function__", "__torch_dispatch__", "__instancecheck__",
              "__subclasscheck__", "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__del__",
              "__init_subclass__", "__set_name__", "__class_getitem__", "__reduce__", "__reduce_ex__",

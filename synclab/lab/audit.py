@@ -1,34 +1,24 @@
-"""The grader's audit hook (PEP 578): what a checked answer never needs is refused while the reader's code runs.
+"""The grader's audit hook (PEP 578): the sandbox's refusals, and a record of what the reader's code did.
 
 Used by the grader's worker (:mod:`synclab.lab.judge_worker`) in each exercise's own process, armed after the
-trusted setup and before the reader's definitions are loaded. ``sys.addaudithook`` cannot be undone: no code
-that runs later in the process, the reader's included, can take the hook away, see it, or reach what it
-records (the list :func:`arm` returns lives only in the worker's frame, and frames are refused).
+trusted setup and before the reader's cells run. ``sys.addaudithook`` cannot be undone.
 
-The rule: an event is refused when the reader's code is on the stack (a frame compiled from an answer cell,
-``<Exercise N.M, cell K>`` or ``<your cell K>``), or when the package's machinery calls it from a place that
-never does (a builtin the reader planted as a method). Refused, by kind:
+An event is considered when the reader's code is its origin (a frame compiled from an answer cell,
+``<Exercise N.M, cell K>`` or ``<your cell K>``, met before any import's own frame). Two kinds:
 
-* **frames**: ``sys._getframe``, ``sys._current_frames``, a traceback's, generator's or coroutine's frame;
-  callers that use frames for their own bookkeeping (``warnings``, ``collections``, ``typing``, the sync
-  counter naming a line) may, since they hand no frame back;
-* **other processes**: ``os.fork``, ``os.posix_spawn``, ``os.exec*``, ``os.system``, ``subprocess.Popen``,
-  except from the process pools the checks themselves start (chapter 3's ranks), with no reader frame on the stack;
-* **code the reader did not hand in**: ``compile`` and ``exec`` called by the reader, or by a module whose job
-  is to run source (``timeit``, ``runpy``, ``code``, ...); an import's own code runs;
-* **files**: writing anywhere; reading the course's files (solutions, tests, anything in the repository but the
-  package and its data) or ``/proc``;
-* **unpickling** a global outside tensors, arrays and plain containers;
-* **the interpreter's insides**: ``gc``'s object walks, ``ctypes``, tracing and profiling hooks, new audit
-  hooks, new code objects, and setting a function's code or any attribute of the package's objects;
-* **the environment**: setting or removing a variable (``SYNCLAB_DEVICE`` picks the device the checks run on).
+* **refused**, as a sandbox's permissions would refuse them: reading or writing the course's files (solutions,
+  tests, anything in the repository but the package and its data; nbgrader's course folder), ``/proc``, an inherited
+  file descriptor, and starting a process (``os.fork``, ``os.system``, ``subprocess``...), which would read them out
+  of the hook's sight. The event raises :class:`Refused` where it happened, as a ``PermissionError`` would;
+* **recorded** only: frames, tracing hooks, ``gc``'s walks, ``ctypes``, ``compile``/``exec``, setting the package's
+  attributes, unpickling, the environment, writing other files. They change nothing the code does.
+
+Both go to the verdict's review lines, for an instructor to read; neither changes a score. Until the answer runs
+apart from everything the checks keep (the instructors' page says what that means for a grade), a record is all a
+hook in the same process can give: code that runs there can reach whatever the process holds.
 
 The processes the checks start for themselves (chapter 3's ranks) arm the same hook before they run any of the
-reader's code, and report what it refused there (:func:`synclab.checks.hook_for_child`): the exercise is flagged as if it
-happened in its own process.
-
-A refused event raises :class:`Refused` where it happened, and the exercise scores 0 with a flag that names
-the event, even if the reader's code caught the exception.
+reader's code, and report what it saw there (:func:`synclab.checks.hook_for_child`).
 """
 
 from __future__ import annotations
@@ -43,15 +33,11 @@ from synclab.checks import ASK_FOR_HOOK, ASK_FOR_REFUSALS, EVENT_PREFIX, REPORT_
 READER_FILES = ("<Exercise ", "<your cell ")  # how the worker names the code it compiles from answer cells
 
 # What every lab says before its first exercise (the lab generator adds it): the rules below, in the reader's words.
-ANSWER_RULES = """**How your answers are graded.** The grader runs each exercise in a fresh process that holds the lab's
-setup, your definitions (functions, classes, imports and constants: other top-level lines do not run there) and
-the exercise's check. An answer may import any module it likes and compute whatever it needs. It may not read the
-course's files (solutions, tests), write files, start processes, change environment variables, look at the running
-program's frames, unpickle code, use `ctypes` or `gc`'s walks over every object, reach memory or files below Python
-(numpy's `as_strided`, `torch.from_file`), use torch's transforms or autograd (`torch.vmap`, `.backward()`), compile or
-run source text at run time, or change the lab's own functions:
-any of these scores the exercise 0, and the report names what it did.
-`python -m synclab check <this lab>` grades your lab exactly as the grader does, rules included."""
+ANSWER_RULES = """**How your answers are graded.** Your answer cells run whole, in this notebook and in the grader alike:
+imports, constants, helpers, prints, whatever your code needs. The checks judge what your code does, never how it is
+written. The grader runs each exercise in a fresh process that holds the lab's setup, your cells and the exercise's
+check; there your code cannot read the course's files (solutions, tests) or start processes.
+`python -m synclab check <this lab> --task N.M` runs the same check cells as this notebook, from a terminal."""
 
 
 class Refused(PermissionError):
@@ -165,15 +151,27 @@ class _Policy:
             return "open: a file descriptor" if path > 2 else None
         writes = isinstance(mode, str) and any(c in mode for c in "wax+") or \
             flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
-        if writes:
-            return f"open: writing {path}"
         real = os.path.realpath(os.fsdecode(path))
+        if writes:
+            inside = any(real.startswith(root) for root in self.course_roots)
+            return f"open: writing {'the course' + chr(39) + 's file ' if inside else ''}{path}"
         if real.startswith("/proc" + os.sep) or real == "/proc":
-            return f"open: {path}"
+            return f"open: /proc ({path})"
         for root in self.course_roots:
             if real.startswith(root) and not real.startswith(self.readable):
                 return f"open: the course's file {os.path.relpath(real, root)}"
         return None
+
+
+# What the hook refuses outright, as a sandbox's permissions would: the course's files (solutions, tests, the grader's
+# cache), /proc, and processes (which would read them out of the hook's sight). Everything else it sees is only
+# recorded, for the instructor's review lines: it never changes what the answer does, nor its score.
+_ENFORCED = ("open: the course's file", "open: writing the course's file", "open: /proc", "open: a file descriptor")
+
+
+def enforced(why: str) -> bool:
+    """Whether the hook refuses what ``why`` names (else it only records it)."""
+    return why.startswith(_ENFORCED) or ": a process of its own" in why
 
 
 def _child_event(event: str, args: tuple, course_roots: tuple[str, ...], readable: tuple[str, ...],
@@ -212,7 +210,8 @@ def arm(course_roots: tuple[str, ...], readable: tuple[str, ...]) -> list[str]:
             busy[0] = False
         if why is not None:
             refused.append(why)
-            raise Refused(f"the grader refuses {why}")
+            if enforced(why):  # the sandbox's: the course's files and processes that would read them
+                raise Refused(f"the grader's sandbox refuses {why}")
 
     sys.addaudithook(hook)
     return refused

@@ -1,9 +1,10 @@
 """``python -m synclab``: check a lab from the terminal, regenerate labs, record benchmarks.
 
     python -m synclab check labs/00_primer.ipynb   # run a notebook, report its checks (exit 0: all pass)
-    python -m synclab check labs/04_....ipynb --task 4.1   # one exercise: only the cells it needs
-    python -m synclab check labs/00_primer.ipynb --json   # the report as JSON, with points (for graders)
+    python -m synclab check labs/04_....ipynb --task 4.1   # one exercise: only the cells it needs, in this process
+    python -m synclab check labs/00_primer.ipynb --json   # the report as JSON, with points
     python -m synclab check labs/03_....ipynb --checks-only   # every exercise, without the profiling cells
+    python -m synclab grade labs/04_....ipynb --verify   # the grader's verdicts (each exercise in its own process)
     python -m synclab labs [--check] [--force]      # regenerate labs from solutions / verify they are fresh
     python -m synclab labs --nbgrader COURSE [ch0 ...]   # nbgrader source assignments for a class
     python -m synclab bench ch0                     # run a chapter's profiling on this device, save results
@@ -53,22 +54,29 @@ def pristine_lab(notebook: Path, nb: Any) -> Any | None:
     return labgen.generate_lab(nbformat.read(ROOT / source, as_version=4), source)
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    import time
-
+def _read_lab(path: str) -> tuple[Path, Any] | None:
     import nbformat
 
-    from synclab.lab.judge import chapter_of, judge_notebook
-    from synclab.lab.exercises import of_chapter
-    from synclab.lab.notebook_runner import run_notebook
-
-    notebook = Path(args.notebook)
+    notebook = Path(path)
     if not notebook.exists():
         print(f"no such notebook: {notebook}", file=sys.stderr)
+        return None
+    return notebook, nbformat.read(notebook, as_version=4)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """The learner's check: the lab's own check cells, run as the notebook runs them (:mod:`.learner_check`)."""
+    from synclab.checks import REPORT_LOG_ENV
+    from synclab.lab.exercises import of_chapter
+    from synclab.lab.learner_check import read_reports, run_here
+    from synclab.lab.notebook_cells import chapter_of, check_cells
+    from synclab.lab.notebook_runner import run_notebook
+
+    read = _read_lab(args.notebook)
+    if read is None:
         return 2
-    nb = nbformat.read(notebook, as_version=4)
-    trusted = pristine_lab(notebook, nb)
-    chapter = chapter_of(trusted if trusted is not None else nb)
+    notebook, nb = read
+    chapter = chapter_of(nb)
     if chapter is None:
         if args.task or args.checks_only:
             print(f"{notebook} calls no exercise's checks", file=sys.stderr)
@@ -81,13 +89,95 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"cannot check exercise {args.task} alone: no exercise {args.task} in this lab; its exercises: "
               f"{', '.join(tasks)}", file=sys.stderr)
         return 2
-    what = f"exercise {args.task} of {notebook}" if args.task else f"the exercises of {notebook}"
-    print(f"grading {what} from the saved notebook, each exercise in a fresh process ...", file=sys.stderr, flush=True)
-    started = time.perf_counter()
+    asked = [args.task] if args.task else [t for t in tasks if t in check_cells(nb, chapter)]
+    kernel = None
+    if args.task or args.checks_only:  # the cells the checks need, run here: no kernel to start
+        learner = run_here(nb, asked, cell_timeout_s=args.timeout)
+        reports, errors, seconds = learner.reports, learner.errors, learner.seconds
+        print(f"({seconds:.1f} s: {learner.checks_seconds:.1f} s in the check cells, the rest in the lab's setup and "
+              "your cells)", file=sys.stderr)
+    else:  # the whole notebook, profiling cells included, in a kernel: the same check cells report the same way
+        print(f"running {notebook} ...", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(prefix="synclab-check-") as tmp:
+            log = str(Path(tmp) / "reports.jsonl")
+            kernel = run_notebook(notebook, {REPORT_LOG_ENV: log}, cell_timeout_s=args.timeout,
+                                  notebook_timeout_s=args.notebook_timeout)
+            reports = read_reports(log)
+        errors, seconds = kernel.errors, kernel.seconds
+    verdicts = verdicts_of(asked, reports, errors, check_cells(nb, chapter))
+    summary = json_report(notebook, verdicts, errors, args.task, seconds)
+    ok = summary["passed"] and not (kernel and (kernel.timed_out or kernel.not_run))
+    if args.json:
+        print(json.dumps(summary, indent=1))
+        return 0 if ok else 1
+    for verdict in verdicts.values():
+        print(verdict)
+    _say_cells(summary, errors, verdicts)
+    if kernel is not None:
+        print(f"({kernel.seconds:.1f} s in the kernel)", file=sys.stderr)
+        from synclab.lab.profile_html import write_profile_html
+
+        page = notebook.with_suffix(".profile.html")
+        drawn = write_profile_html(kernel.notebook, page, f"Your profile: {notebook.name}")
+        print(f"your profile, {drawn} figure(s): {page.resolve()} (open it in a browser; it works offline)")
+    print(verdict_line(summary, ok))
+    return 0 if ok else 1
+
+
+def verdicts_of(tasks: list[str], reports: dict[str, Any], errors: list[str], check_at: dict[str, int]) -> dict:
+    """One verdict per task: its check cell's report, or why its check cell gave none (the cell's error)."""
+    from synclab.lab.verdicts import Verdict
+
+    verdicts = {}
+    for task in tasks:
+        if task in reports:
+            verdicts[task] = Verdict(task, reports[task])
+            continue
+        prefix = f"cell {check_at[task]}: " if task in check_at else None
+        raised = next((e[len(prefix):] for e in errors if prefix and e.startswith(prefix)), "")
+        verdicts[task] = Verdict(task, error=f"its check cell raised {raised}" if raised
+                                 else "its check cell did not run")
+    return verdicts
+
+
+def _say_cells(summary: dict[str, Any], errors: list[str], verdicts: dict) -> None:
+    """The cells that did not finish, beside the reports: a stub reached, code that broke after passing."""
+    stubbed = [e for e in errors if "NotImplementedError" in e]
+    if stubbed:
+        print(f"{len(stubbed)} cell(s) stopped at an unfinished exercise: " + "; ".join(stubbed[:3]))
+    crashed = summary["cells_raised"]
+    for cell in crashed:
+        print(f"cell {cell['cell']} ({cell['exercise']}) raised {cell['error']}: the run does not pass")
+    other = [e for e in errors if "NotImplementedError" not in e
+             and not any(e.startswith(f"cell {c['cell']}: ") for c in crashed)]
+    if other:
+        print("cells that did not finish: " + "; ".join(other[:5]))
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    """The grader's path (:mod:`.judge`): each exercise judged from the saved notebook in a process of its own."""
     import shlex
+    import time
 
-    from synclab.checks import KNOWN_TIMEOUTS_ENV
+    import nbformat
 
+    from synclab.lab.exercises import of_chapter
+    from synclab.lab.judge import judge_notebook
+    from synclab.lab.notebook_cells import chapter_of
+
+    read = _read_lab(args.notebook)
+    if read is None:
+        return 2
+    notebook, nb = read
+    trusted = pristine_lab(notebook, nb)
+    chapter = chapter_of(trusted if trusted is not None else nb)
+    if chapter is None:
+        print(f"{notebook} calls no exercise's checks", file=sys.stderr)
+        return 2
+    tasks = [e.task for e in of_chapter(chapter)]
+    if args.task and args.task not in tasks:
+        print(f"no exercise {args.task} in this lab; its exercises: {', '.join(tasks)}", file=sys.stderr)
+        return 2
     reference = None
     if args.verify:  # the solutions beside the package: a students' install has none to verify with
         source = ROOT / solution_of(notebook, nb)
@@ -96,53 +186,20 @@ def cmd_check(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
         reference = nbformat.read(source, as_version=4)
+    print(f"grading {notebook} from the saved notebook, each exercise in a fresh process ...", file=sys.stderr,
+          flush=True)
+    started = time.perf_counter()
     verdicts = judge_notebook(nb, [args.task] if args.task else None, trusted, sandbox=shlex.split(args.sandbox),
                               reference=reference)
-    graded_s = time.perf_counter() - started
-    run = None
-    if not (args.task or args.checks_only):  # the profiling cells, and the cells that raise, need the kernel
-        print(f"running {notebook} ...", file=sys.stderr, flush=True)
-        # an exercise that hung in the grader's process is not run again in the kernel: a hang costs one wait
-        env = {KNOWN_TIMEOUTS_ENV: json.dumps(timed_out_checks(verdicts))}
-        run = run_notebook(notebook, env, cell_timeout_s=args.timeout, notebook_timeout_s=args.notebook_timeout)
-    summary = json_report(notebook, verdicts, run, args.task, graded_s)
-    crashed = summary["cells_raised"]
-    ok = summary["passed"] and not (run and (run.timed_out or run.not_run))
+    summary = json_report(notebook, verdicts, [], args.task, time.perf_counter() - started)
     if args.json:
         print(json.dumps(summary, indent=1))
-        return 0 if ok else 1
-    for verdict in verdicts.values():
-        print(verdict)
-    if run is not None:
-        stubbed = [e for e in run.errors if "NotImplementedError" in e]
-        if stubbed:
-            print(f"{len(stubbed)} cell(s) stopped at an unfinished exercise: " + "; ".join(stubbed[:3]))
-        for cell in crashed:  # the reader's code broke in a cell after its checks: the run does not pass
-            print(f"cell {cell['cell']} ({cell['exercise']}) raised {cell['error']}: code that passed its checks "
-                  f"broke here, so the run does not pass")
-        other = [e for e in run.errors if "NotImplementedError" not in e
-                 and not any(e.startswith(f"cell {c['cell']}: ") for c in crashed)]
-        if other:
-            print("cells that did not finish: " + "; ".join(other[:5]))
-        print(f"({run.seconds:.1f} s in the kernel, {summary['seconds']:.1f} s grading)", file=sys.stderr)
-        from synclab.lab.profile_html import write_profile_html
-
-        page = notebook.with_suffix(".profile.html")
-        drawn = write_profile_html(run.notebook, page, f"Your profile: {notebook.name}")
-        print(f"your profile, {drawn} figure(s): {page.resolve()} (open it in a browser; it works offline)")
-    print(verdict_line(summary, ok))
-    return 0 if ok else 1
-
-
-def timed_out_checks(verdicts: dict[str, Any]) -> dict[str, dict[str, str]]:
-    """Per exercise whose checks timed out in the grader's process: {check name: its message} (the limit named)."""
-    out: dict[str, dict[str, str]] = {}
-    for task, verdict in verdicts.items():
-        report = getattr(verdict, "report", None)
-        for outcome in report.outcomes if report is not None else []:
-            if outcome.status == "timed out":
-                out.setdefault(task, {})[outcome.name] = outcome.message
-    return out
+    else:
+        for verdict in verdicts.values():
+            print(verdict)
+            print("".join(f"  for the instructor to read: {line}\n" for line in verdict.review), end="")
+        print(verdict_line(summary, summary["passed"]))
+    return 0 if summary["passed"] else 1
 
 
 def _exercise_of_cells(notebook: Path) -> list[str]:
@@ -154,27 +211,27 @@ def _exercise_of_cells(notebook: Path) -> list[str]:
     import nbformat
 
     from synclab.lab.exercises import of_chapter
-    from synclab.lab.judge import _defined_names, _tasks_of, chapter_of
+    from synclab.lab.notebook_cells import chapter_of, defined_names, tasks_of
 
     lab = nbformat.read(notebook, as_version=4)
     exercises = of_chapter(chapter_of(lab) or "")
     last, out = "", []
     for cell in lab.cells:
         if cell.cell_type == "code":
-            names = _defined_names(cell.source)
-            found = sorted(_tasks_of(cell)) + [e.task for e in exercises if names & set(e.defines)]
+            names = defined_names(cell.source)
+            found = sorted(tasks_of(cell)) + [e.task for e in exercises if names & set(e.defines)]
             last = found[-1] if found else last
         out.append(last)
     return out
 
 
-def cells_raised(notebook: Path, run: Any) -> list[dict[str, Any]]:
+def cells_raised(notebook: Path, errors: list[str]) -> list[dict[str, Any]]:
     """The cells that raised (a stub's NotImplementedError aside), each with the exercise whose code it follows."""
     import re
 
     raised = []
     exercise_of: list[str] | None = None
-    for error in run.errors if run is not None else []:
+    for error in errors:
         found = re.match(r"cell (\d+): (?!timed out)(.*)", error)
         if not found or "NotImplementedError" in found[2]:
             continue
@@ -188,20 +245,17 @@ def cells_raised(notebook: Path, run: Any) -> list[dict[str, Any]]:
 def verdict_line(summary: dict[str, Any], ok: bool) -> str:
     """The run's last line: a stretch left undone reads as such, not as a failure."""
     undone = [e["task"] for e in summary["exercises"] if e["stretch"] and e["status"] != "passed"]
-    flagged = [e["task"] for e in summary["exercises"] if e["flags"]]
-    if flagged:
-        return f"FLAGGED by the grader: Exercise {', '.join(flagged)} (0 points each; see above)"
     if ok and undone:
         return "core: all passed; " + ", ".join(f"stretch {t}: not done" for t in undone)
     return "ALL CHECKS PASSED" if ok else "SOME CHECKS DID NOT PASS"
 
 
-def json_report(notebook: Path, verdicts: dict, run: Any, task: str | None, seconds: float,
+def json_report(notebook: Path, verdicts: dict, errors: list[str], task: str | None, seconds: float,
                 points: dict[str, int] | None = None) -> dict[str, Any]:
-    """``check --json``: the grader's verdicts, per exercise and per check, with points.
+    """``check --json`` and ``grade --json``: the verdicts, per exercise and per check, with points.
 
-    An exercise is worth its points (:mod:`synclab.lab.exercises`); each check earns its share of them. A
-    flagged exercise earns 0. A stretch exercise is counted apart (``stretch_points``, ``stretch_earned``):
+    An exercise is worth its points (:mod:`synclab.lab.exercises`); each check earns its share of them, and
+    nothing else changes a score (the grader's review lines are for an instructor to read). A stretch exercise is counted apart (``stretch_points``, ``stretch_earned``):
     the lab passes on its core exercises, and ``total_earned`` adds the stretch as extra credit, as
     nbgrader's gradebook does.
     """
@@ -211,7 +265,7 @@ def json_report(notebook: Path, verdicts: dict, run: Any, task: str | None, seco
     for t, verdict in verdicts.items():
         worth, stretch = points_of(t, points), EXERCISES[t].stretch
         exercises.append({"task": t, "stretch": stretch, "points": worth, "earned": verdict.earned(worth),
-                          "status": verdict.status(), "flags": verdict.flags, "error": verdict.error,
+                          "status": verdict.status(), "error": verdict.error,
                           "notes": verdict.notes, "review": verdict.review})
         report = verdict.report
         if report is None:
@@ -221,10 +275,10 @@ def json_report(notebook: Path, verdicts: dict, run: Any, task: str | None, seco
         for o in report.outcomes:
             share = worth * o.points / report.points
             checks.append({"task": t, "name": o.name, "status": o.status, "passed": o.ok, "points": round(share, 2),
-                           "earned": 0 if verdict.flags else round(share * o.earned / o.points, 2),
+                           "earned": round(share * o.earned / o.points, 2),
                            "message": o.message,
                            "stretch": stretch})
-    raised = cells_raised(notebook, run)
+    raised = cells_raised(notebook, errors)
     core = [e for e in exercises if not e["stretch"]] or exercises  # a stretch checked alone (--task) is the run
     extra = [e for e in exercises if e["stretch"] and e not in core]
     earned = round(sum(e["earned"] for e in core), 2)
@@ -234,9 +288,8 @@ def json_report(notebook: Path, verdicts: dict, run: Any, task: str | None, seco
             "points": sum(e["points"] for e in core), "earned": earned,
             "stretch_points": sum(e["points"] for e in extra), "stretch_earned": stretch_earned,
             "total_earned": round(earned + stretch_earned, 2),
-            "flagged": [e["task"] for e in exercises if e["flags"]],
-            "seconds": round(seconds + (run.seconds if run is not None else 0), 1), "exercises": exercises,
-            "checks": checks, "cells_not_finished": list(run.errors) if run is not None else [],
+            "seconds": round(seconds, 1), "exercises": exercises,
+            "checks": checks, "cells_not_finished": list(errors),
             "cells_raised": raised}
 
 
@@ -456,13 +509,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checks-only", action="store_true",
                    help="run only the cells the exercises and their checks need (leave the profiling cells out)")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout (points per check)")
+    p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("grade", help="grade a notebook as the grader does: each exercise in a process of its own")
+    p.add_argument("notebook")
+    p.add_argument("--task", help="grade one exercise (e.g. 4.1)")
+    p.add_argument("--json", action="store_true", help="print the verdicts as JSON on stdout (points per check)")
     p.add_argument("--verify", action="store_true",
                    help="count a passed check only where it saw the results the solutions give on the same cases "
                         "(a grader's checkout: the solutions are judged once, on the same seed)")
     p.add_argument("--sandbox", default="", metavar="COMMAND",
                    help="run the grader's worker under COMMAND, e.g. 'setpriv --reuid=synclab-judge "
                         "--regid=synclab-judge --clear-groups --' (a user who can read no course file)")
-    p.set_defaults(fn=cmd_check)
+    p.set_defaults(fn=cmd_grade)
     p = sub.add_parser("labs", help="regenerate labs/ from solutions/")
     p.add_argument("--check", action="store_true", help="only verify the labs are fresh")
     p.add_argument("--force", action="store_true", help="overwrite edited labs (a backup is kept)")

@@ -51,11 +51,6 @@ def graded(task: str, run_check: Callable[[], CheckReport], points: float | None
     if lab_version and lab_version != installed():
         print(f"careful: this assignment was generated with lab version {lab_version}, but this machine runs "
               f"{installed()}: tell your instructor (the grader runs the assignment's version)")
-    flags = flags_in_this_kernel(task)
-    if flags:  # the grader's own reading of the answer: it would score 0, so practice says so now
-        print(f"the grader would flag Exercise {task} and score it 0 (see what an answer may import and do, at the "
-              "top of the lab):\n  " + "\n  ".join(flags[:5]))
-        return 0.0
     stderr = io.StringIO()
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(stderr):
         warnings.simplefilter("always")
@@ -70,21 +65,3 @@ def graded(task: str, run_check: Callable[[], CheckReport], points: float | None
           "is computed by the grader from your saved notebook")
     share = report.earned / report.points if report.points else 0.0
     return round(share * points, 2) if points is not None else round(share, 4)
-
-
-def flags_in_this_kernel(task: str) -> list[str]:
-    """The grader's scan of ``task``'s answer, as this kernel last ran it: the latest cell that defines one of its
-    names, read against every cell the kernel ran (the names bound to the package). Empty outside IPython."""
-    if "IPython" not in sys.modules:  # no kernel (the grader's worker, a script): no history to read
-        return []
-    from IPython import get_ipython
-
-    from synclab.lab.exercises import EXERCISES
-    from synclab.lab.judge import defines_any, answer_flags
-
-    shell, exercise = get_ipython(), EXERCISES.get(task)
-    if shell is None or exercise is None:
-        return []
-    history = [cell for cell in shell.user_ns.get("In", []) if cell]
-    answers = [cell for cell in history if defines_any(cell, set(exercise.defines))][-1:]
-    return answer_flags(answers, history) if answers else []

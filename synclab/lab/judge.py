@@ -1,16 +1,18 @@
 """The grader: a notebook's exercises judged where the reader's other cells cannot reach the verdict.
 
-Used by ``python -m synclab check`` (its report and ``--json``) and by nbgrader's autograding
-(:mod:`synclab.lab.nbgrader_judge`); the instructors' page explains it. The lab's check cells run the
-checks in the reader's own kernel, which is right for learning and wrong for grading: a cell can rebind
-the check machinery, or the report file, before the check cell runs. The grader instead:
+Used by ``python -m synclab grade`` and by nbgrader's autograding (:mod:`synclab.lab.nbgrader_judge`); the
+instructors' page explains it. A learner's check (``python -m synclab check``, a lab's check cells) runs the
+checks in the learner's own process, which is right for learning and wrong for grading. The grader instead:
 
-* takes each exercise's **definitions** from the saved notebook (``def``, ``class``, imports, constants of
-  the cells before its check cell; no other top-level statement runs), with the notebook's setup cells
-  from a trusted copy (nbgrader's locked cells, or the lab as generated, where the grader has it);
+* takes each exercise's cells from the saved notebook (every cell of the reader's before its check cell, run
+  whole), with the notebook's setup cells from a trusted copy (nbgrader's locked cells, or the lab as generated,
+  where the grader has it);
 * runs its checks in a fresh process forked for that exercise alone, beside a fresh import of synclab
-  (:mod:`synclab.lab.judge_worker`), and checks afterwards that the machinery is untouched;
-* hands back one :class:`Verdict` per exercise; points follow from it (:meth:`Verdict.earned`).
+  (:mod:`synclab.lab.judge_worker`), under the sandbox's audit hook;
+* with the right answers at hand (``reference``), counts a passed check only where it saw the results the right
+  answers give on the same cases (:func:`verify`);
+* hands back one :class:`~synclab.lab.verdicts.Verdict` per exercise. The score is the checks' alone: what the
+  grader's reading of the cells, its tracer and its hook find are review lines for the instructor.
 """
 
 from __future__ import annotations
@@ -29,28 +31,29 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
 
 import synclab
-from synclab.checks import CheckReport, Outcome
 from synclab.lab.answer_scan import package_names, suspicious
 from synclab.lab.chapters import PACKAGES
 from synclab.lab.exercises import EXERCISES, of_chapter
+from synclab.lab.notebook_cells import (chapter_of, check_cells, code, defines_any, first_exercise_cell, needed,
+                                        tasks_of)
+from synclab.lab.verdicts import Verdict, report_from_dict
 
 JUDGE_TIME_LIMIT_S = 240.0  # one exercise: its checks' own limits (60 s, 120 s for chapter 3's ranks) and setup
-_STUB = re.compile(r'raise NotImplementedError\("(Exercise [\d.]+|not done yet)"\)')
-# Names an answer has no reason to touch: an answer cell naming one is flagged (0 points; the instructor reads
-# the line). Dynamic checks in the worker catch what these would do; this catches the attempt, done or not.
+# Names an answer has little reason to touch: a line naming one is a review line for the instructor (the checks
+# still judge what the code does).
 _TAMPERING = re.compile(r"synclab\.(checks|lab|answer_keys)|answer_keys|_run_one|__wrapped__|__closure__|__code__|"
                         r"__globals__|_getframe|settrace|setprofile|sys\.modules|gc\.get_|os\._exit|/proc/|"
-                        r"SYNCLAB_|NBGRADER_|\bbuiltins\b")
-# Worth a look, not a flag: an honest answer has little use for them, but may. A test of which kind of device the
+                        r"SYNCLAB_(CHECK|DEVICE|GRADING|REFERENCE|BENCH|DELIBERATE|BOOK|COMMIT|SMOKE)|NBGRADER_|"
+                        r"\bbuiltins\b")
+# Worth a look too: an honest answer has little use for them, but may. A test of which kind of device the
 # code runs on is one: the grader judges every answer on the simulated device, so a branch taken only on a real GPU
 # (a sync kept there) is never judged.
 _REVIEW = re.compile(r"(?<![\w.])(eval|exec)\(|importlib|__import__|\.is_cuda\b|\.is_cpu\b|\.device\.type\b|"
@@ -58,147 +61,19 @@ _REVIEW = re.compile(r"(?<![\w.])(eval|exec)\(|importlib|__import__|\.is_cuda\b|
                      r"\bis_simulated\(|\bdevice_is_pinned_to_simulation\(")
 
 
-@dataclass
-class Verdict:
-    """What the grader found for one exercise."""
-
-    task: str
-    report: CheckReport | None = None
-    flags: list[str] = field(default_factory=list)  # what the submission did to the grading: the exercise scores 0
-    notes: list[str] = field(default_factory=list)  # what the grader did the reader should know (statements left out)
-    error: str = ""  # why its checks did not run (the answer does not parse, defines nothing, ...)
-    review: list[str] = field(default_factory=list)  # lines an instructor should read (they name the grader's parts)
-
-    @property
-    def share(self) -> float:
-        """The share of the exercise's points earned: the checks passed, weighted; 0 when flagged or not run."""
-        if self.flags or self.report is None or not self.report.points:
-            return 0.0
-        return self.report.earned / self.report.points
-
-    def earned(self, points: float) -> float:
-        return round(points * self.share, 2)
-
-    @property
-    def passed(self) -> bool:
-        return self.report is not None and self.report.passed and not self.flags
-
-    def status(self) -> str:
-        return "flagged" if self.flags else "not run" if self.report is None else \
-            "passed" if self.report.passed else "failed"
-
-    def __str__(self) -> str:
-        lines = []
-        if self.flags:
-            lines.append(f"Exercise {self.task}: 0 points, flagged by the grader: " + "; ".join(self.flags))
-        if self.error:
-            lines.append(f"Exercise {self.task}: not checked: {self.error}")
-        if self.report is not None:
-            lines.append(str(self.report))
-        lines += [f"  note: {n}" for n in self.notes]
-        lines += [f"  for the instructor to read: {r}" for r in self.review]
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "status": self.status(), "share": round(self.share, 4), "flags": self.flags,
-                "notes": self.notes, "error": self.error, "review": self.review,
-                "report": self.report.to_dict() if self.report is not None else None}
-
-
 # ----------------------------------------------------------------------------- reading a notebook
-
-
-def _code(cell: NotebookNode) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
-def _tasks_of(cell: NotebookNode) -> set[str]:
-    """The exercises a cell answers, by nbgrader's grade id, the lab's metadata, or its stub."""
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
-    if grade_id.startswith("answer-"):
-        return {t.replace("_", ".") for t in re.findall(r"\d+_\d+", grade_id)}
-    found = {m[1].split()[-1] for m in _STUB.finditer(_code(cell)) if m[1].startswith("Exercise")}
-    return found | set(re.findall(r"### BEGIN SOLUTION (\d+\.\d+)", _code(cell)))
-
-
-def _defined_names(source: str) -> set[str]:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-
-
-def defines_any(source: str, names: set[str]) -> bool:
-    """Whether ``source`` defines one of ``names`` at top level (read from its lines: it may not parse)."""
-    return any(re.search(rf"^(async def|def|class) {re.escape(n)}\b", source, re.M) for n in names)
-
-
-def _is_check_cell(cell: NotebookNode, chapter: str) -> str | None:
-    """The exercise whose check cell this is (nbgrader's grade id, or the check call in its source)."""
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
-    if grade_id.startswith("check-"):
-        return grade_id[len("check-"):].replace("_", ".")
-    source = _code(cell)
-    return next((e.task for e in of_chapter(chapter) if e.check in source), None)
-
-
-def chapter_of(nb: NotebookNode) -> str | None:
-    """The chapter whose exercises a notebook holds (the one whose check calls it makes)."""
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            for exercise in EXERCISES.values():
-                if exercise.check in _code(cell) or cell.get("metadata", {}).get("nbgrader", {}).get(
-                        "grade_id", "") == f"check-{exercise.task.replace('.', '_')}":
-                    return exercise.chapter
-    return None
-
-
-def _first_exercise_cell(nb: NotebookNode, chapter: str) -> int:
-    """Where the reader's part begins: the first exercise heading or answer cell (before it: setup cells)."""
-    names = {n for e in of_chapter(chapter) for n in e.defines}
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "markdown" and _code(cell).lstrip().startswith("## Exercise"):
-            return index
-        if cell.cell_type == "code" and (_tasks_of(cell) or _defined_names(_code(cell)) & names
-                                         or cell.get("metadata", {}).get("nbgrader", {}).get("solution")):
-            return index
-    return len(nb.cells)
 
 
 def _setup_cells(nb: NotebookNode, trusted: NotebookNode | None, chapter: str) -> tuple[list[str], set[str]]:
     """The setup cells' code and ids: the trusted copy's where there is one, else the notebook's own."""
     source = trusted if trusted is not None else nb
-    cells = [c for c in source.cells[:_first_exercise_cell(source, chapter)] if c.cell_type == "code"]
-    return [_code(c) for c in cells], {c.get("id") for c in cells}
+    cells = [c for c in source.cells[:first_exercise_cell(source, chapter)] if c.cell_type == "code"]
+    return [code(c) for c in cells], {c.get("id") for c in cells}
 
 
 def _needed(setup: list[str], reads_from: list[str]) -> list[str]:
     """The setup cells the exercise needs: every import cell, and cells binding a name it (or a needed cell) reads."""
-    from synclab.lab.labgen import _names
-
-    reads: set[str] = set()
-    for source in reads_from:
-        found = _names(source)
-        reads |= found[1] if found else set()
-    needed = []
-    for source in reversed(setup):
-        found = _names(source)
-        if found is None or found[0] & reads:
-            needed.append(source)
-            reads |= found[1] if found else set()
-    return list(reversed(needed))
-
-
-def answer_flags(answers: list[str], sources: list[str]) -> list[str]:
-    """What the grader's reading flags in ``answers`` (an exercise's answer cells), ``sources`` being every cell of
-    the notebook the reader wrote or ran: the scan the grader runs, which the practice check in a kernel runs too
-    (:func:`synclab.lab.grading.graded`), so a flagged answer is flagged before it is handed in."""
-    names = package_names(sources)
-    return ([f"names the grader's parts: {line}" for line in review_lines(answers, _TAMPERING)]
-            + [f"cell {n}, {finding}" for n, source in enumerate(answers, start=1)
-               for finding in suspicious(source, names)])
+    return [source for source, kept in zip(setup, needed(setup, reads_from)) if kept]
 
 
 def review_lines(sources: list[str], pattern: re.Pattern = _REVIEW) -> list[str]:
@@ -229,51 +104,54 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
              trusted: NotebookNode | None = None) -> tuple[str, list[dict], list[str], dict[str, list[str]]]:
     """(chapter, the worker's exercises, the setup cells, each exercise's review lines) for a notebook.
 
-    An exercise loads the definitions of every reader's cell before its check cell, as its kernel would have
-    them; one that builds on another (1.2 on 1.1) gets the package's stand-in for it when that one failed.
+    An exercise runs the reader's cells before its check cell that it needs (every answer cell, and the cells
+    they or the check read from), whole, as its kernel ran them; one that builds on another (1.2 on 1.1) gets the package's stand-in for it when that one failed.
     A dependency is honoured only when ``tasks`` asks for it too, or it was judged in the same run.
     """
     chapter = chapter_of(trusted if trusted is not None else nb) or chapter_of(nb)
     if chapter is None:
         raise ValueError("this notebook calls no exercise's checks")
     setup, setup_ids = _setup_cells(nb, trusted, chapter)
-    first = _first_exercise_cell(nb, chapter) if trusted is None else 0
-    check_at = {}
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and (task := _is_check_cell(cell, chapter)) and task not in check_at:
-            check_at[task] = index
+    first = first_exercise_cell(nb, chapter) if trusted is None else 0
+    check_at = check_cells(nb, chapter)
     checks = set(check_at.values())
     names = {e.task: set(e.defines) for e in of_chapter(chapter)}
     reader = []  # the reader's cells: everything after the setup but the check cells; each with what it answers
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and index >= first and index not in checks and \
                 (trusted is None or cell.get("id") not in setup_ids):
-            source = _code(cell)
-            answers = _tasks_of(cell) | {t for t, defined in names.items() if defines_any(source, defined)}
+            source = code(cell)
+            answers = tasks_of(cell) | {t for t, defined in names.items() if defines_any(source, defined)}
             reader.append((index, source, sorted(answers)))
-    exercises, reviews, reads = [], {}, []
-    tampering: dict[str, list[str]] = {}
+    exercises, reads = [], []
+    reviews: dict[str, list[str]] = {}
     names = package_names(setup + [source for _, source, _ in reader])  # what the cells call the package
     for exercise in of_chapter(chapter):
         if tasks is not None and exercise.task not in tasks:
             continue
         end = check_at.get(exercise.task, len(nb.cells))
-        cells = [{"source": source, "answers": answers} for i, source, answers in reader if i < end]
+        before = [(source, answers) for i, source, answers in reader if i < end]
+        # every answer cell, and the reader's other cells the answers or the check read from (as the learner's
+        # check runs them): a demo or a profile nobody reads is not the exercise's to run
+        kept = needed([s for s, _ in before], [s for s, a in before if a] + [exercise.check])
+        cells = [{"source": source, "answers": answers} for (source, answers), keep in zip(before, kept)
+                 if answers or keep]
         exercises.append({"task": exercise.task, "defines": list(exercise.defines), "check": exercise.check,
                           "cells": cells, "builds_on": list(exercise.builds_on),
                           "stand_in": [list(pair) for pair in exercise.stand_in]})
-        reviews[exercise.task] = review_lines([c["source"] for c in cells if exercise.task in c["answers"]])
-        tampering[exercise.task] = [f"names the grader's parts: {line}"
-                                    for line in review_lines([c["source"] for c in cells], _TAMPERING)]
-        tampering[exercise.task] += [f"cell {n}, {finding}" for n, c in enumerate(cells, start=1)
-                                     for finding in suspicious(c["source"], names)]
+        review = review_lines([c["source"] for c in cells if exercise.task in c["answers"]])
+        review += [f"names the grader's parts: {line}"
+                   for line in review_lines([c["source"] for c in cells], _TAMPERING)]
+        review += [f"cell {n}, {finding}" for n, c in enumerate(cells, start=1)
+                   for finding in suspicious(c["source"], names)]
         reads += [c["source"] for c in cells] + [exercise.check]
         if trusted is None:  # the setup cells are the notebook's own: the reader's, as far as the grader knows
-            tampering[exercise.task] += [f"names the grader's parts: {line}" for line in review_lines(setup, _TAMPERING)
-                                         if not line.startswith(("from ", "import "))]
-            tampering[exercise.task] += [f"a setup cell, {finding}" for source in setup
-                                         for finding in suspicious(source, names) if ": imports " not in finding]
-    return chapter, exercises, _needed(setup, reads), {t: (reviews[t], tampering[t]) for t in reviews}
+            review += [f"names the grader's parts: {line}" for line in review_lines(setup, _TAMPERING)
+                       if not line.startswith(("from ", "import "))]
+            review += [f"a setup cell, {finding}" for source in setup
+                       for finding in suspicious(source, names) if ": imports " not in finding]
+        reviews[exercise.task] = list(dict.fromkeys(review))
+    return chapter, exercises, _needed(setup, reads), reviews
 
 
 # ----------------------------------------------------------------------------- running the worker
@@ -356,8 +234,8 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
     An exercise another builds on is judged first (1.1 for 1.2), and reported only if asked for. ``sandbox``
     is a command the worker runs under (``setpriv --reuid=... --``: as a user who can read no course file);
     the worker reads its job on stdin and writes verdicts to a pipe, and starts in an empty folder it may
-    not write to. ``scan=False`` leaves out the syntax scan's flags (:mod:`synclab.lab.answer_scan`), so
-    that the tests can show the audit hook (:mod:`synclab.lab.audit`) refuses each cheat on its own.
+    not write to. ``scan=False`` leaves out the review lines of the reading of the cells (:mod:`synclab.lab.answer_scan`),
+    so that the tests can show what the audit hook (:mod:`synclab.lab.audit`) records on its own.
 
     ``reference``: a notebook whose answers are right (the solutions; nbgrader's source). It is judged on the same
     seed, once per grading process, and every check the submission passed counts only where it saw the results
@@ -371,12 +249,12 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
         tasks = sorted({*tasks, *(d for t in tasks if t in EXERCISES for d in EXERCISES[t].builds_on)})
     chapter, exercises, setup, reviews = jobs_for(nb, tasks, trusted)
     if not scan:
-        reviews = {task: (review, []) for task, (review, _) in reviews.items()}
+        reviews = {task: [] for task in reviews}
     if not exercises:
         return {}
     problem = sandbox_problem(tuple(sandbox)) if sandbox else None
     if problem is not None:  # said before any grading: every exercise would otherwise score 0 in silence
-        return {e["task"]: Verdict(e["task"], error=problem, review=reviews[e["task"]][0]) for e in exercises
+        return {e["task"]: Verdict(e["task"], error=problem, review=reviews[e["task"]]) for e in exercises
                 if asked is None or e["task"] in asked}
     lines, stderr, token = run_worker(chapter, exercises, setup, trusted is not None, time_limit_s, sandbox, closed,
                                       seed)
@@ -391,17 +269,16 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
             forged.append(line)
             continue
         report = data["report"]
-        review, tampering = reviews[task]
-        flags = tampering + data["flags"]
-        verdicts[task] = Verdict(task, _report(report) if report else None, flags, data["notes"], data["error"], review)
+        verdicts[task] = Verdict(task, report_from_dict(report) if report else None, data["notes"], data["error"],
+                                 reviews[task] + data["review"])
     for exercise in exercises:
         task = exercise["task"]
         if task not in verdicts:
             verdicts[task] = Verdict(task, error="the grader's process ended before this exercise"
                                      + (f": {stderr.strip().splitlines()[-1]}" if stderr.strip() else ""),
-                                     review=reviews[task][0])
+                                     review=list(reviews[task]))
         if forged:
-            verdicts[task].flags.append("the grader's channel carried lines it did not write")
+            verdicts[task].review.append("the grader's channel carried lines it did not write")
     if reference is not None:
         right = _reference_verdicts(nbformat.writes(reference), nbformat.writes(trusted) if trusted else "",
                                     tuple(tasks or ()), time_limit_s, tuple(closed or ()), seed)
@@ -438,7 +315,7 @@ def _reference_verdicts(reference: str, trusted: str, tasks: tuple[str, ...], ti
     key = hashlib.sha256(json.dumps([reference, trusted, tasks, time_limit_s, closed, seed]).encode()).hexdigest()
     kept = Path(folder) / f"{key[:32]}.json" if folder else None
     if kept is not None and kept.exists():
-        return {task: _verdict(data) for task, data in json.loads(kept.read_text()).items()}
+        return {task: Verdict.from_dict(data) for task, data in json.loads(kept.read_text()).items()}
     verdicts = judge_notebook(nbformat.reads(reference, as_version=4), list(tasks) or None,
                               nbformat.reads(trusted, as_version=4) if trusted else None, time_limit_s, scan=False,
                               closed=list(closed), seed=seed)
@@ -448,11 +325,6 @@ def _reference_verdicts(reference: str, trusted: str, tasks: tuple[str, ...], ti
         partial.write_text(json.dumps({task: v.to_dict() for task, v in verdicts.items()}))
         os.replace(partial, kept)
     return verdicts
-
-
-def _verdict(data: dict) -> Verdict:
-    return Verdict(data["task"], _report(data["report"]) if data["report"] else None, data["flags"], data["notes"],
-                   data["error"], data["review"])
 
 
 VERIFY_FAILED = ("the grader could not verify it: the results this check saw differ from a right answer's on the "
@@ -499,11 +371,6 @@ def sandbox_problem(sandbox: tuple[str, ...]) -> str | None:
             f"able to run the grader's Python, {sys.executable}, and read the packages it imports (torch and the "
             f"rest): chmod o+rx on the environment and every folder above it, or install the course's environment "
             f"where that user can read it. Nothing was graded")
-
-
-def _report(data: dict) -> CheckReport:
-    return CheckReport(data["title"], [Outcome(**o) for o in data["outcomes"]], data["seed"],
-                       data.get("check_function", ""))
 
 
 def _worker_env(seed: int | None = None) -> dict[str, str]:

@@ -5,17 +5,16 @@ one job on stdin (the notebook's trusted setup cells, and per exercise its answe
 call), imports the chapter, then for each exercise forks a child that has run nothing of the reader's:
 
 1. the child runs the setup cells (imports, fixtures: the notebook's locked cells, or the pristine lab's);
-2. it loads the exercise's **definitions only** (``def``, ``class``, imports, constants) from its answer
-   cells; any other top-level statement is left out and named in the report;
-3. it evaluates the check call, with a tracer that sees any call of the package's answers that went
-   around their guard (:func:`synclab.answer_keys.bypassed_by`);
+2. it runs the reader's cells before the exercise's check cell **whole**, as the notebook ran them, under the
+   sandbox's audit hook (:mod:`synclab.lab.audit`);
+3. it evaluates the check call, with a tracer that notes what an instructor may want to read (a call of the
+   package's answers around their guard, a thread of the reader's, code disguised as the package's);
 4. it compares the check machinery (every function and class of ``synclab`` and of the modules the checks
-   rely on: ``builtins``, ``torch``, ...) with what it was before the reader's definitions were loaded.
+   rely on: ``builtins``, ``torch``, ...) with what it was before the reader's cells ran.
 
-A submission that rebinds that machinery, turns the tracer off, or calls an answer scores 0 for the exercise,
-with a flag that says what it did. The verdict goes back on a pipe, one line per exercise, prefixed with a
-token from the judge. What code inside an exercise's own functions could still do, and what the grader
-does about it, is on the instructors' page ("What the judge stops").
+What steps 2-4 find becomes review lines for the instructor; the score is the checks' alone. The verdict goes back
+on a pipe, one line per exercise, prefixed with a token from the judge. What code in the same process can still do
+is on the instructors' page ("What the grades are good for").
 """
 
 from __future__ import annotations
@@ -36,46 +35,13 @@ import time
 import types
 from typing import Any
 
-from synclab.lab.audit import arm
+from synclab.lab.audit import arm, enforced
 
 # Modules the checks' verdicts rely on besides synclab itself: rebinding a function of one (torch.equal)
 # would change a verdict without changing the reader's code.
 WATCHED = ("builtins", "sys", "os", "random", "math", "json", "functools", "operator", "threading", "signal", "copy",
            "contextlib", "dataclasses", "collections", "itertools", "statistics", "traceback", "inspect", "torch",
            "torch.testing", "torch.nn.functional", "numpy")
-DEFINITION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
-
-
-def definitions_only(source: str, filename: str) -> tuple[types.CodeType, list[str]]:
-    """The cell's definitions, compiled with their own line numbers; and one line per statement left out."""
-    kept, left_out = _definitions(ast.parse(source, filename), source)
-    return compile(ast.Module(body=kept, type_ignores=[]), filename, "exec"), left_out
-
-
-def _definitions(tree: ast.Module, source: str) -> tuple[list[ast.stmt], list[str]]:
-    kept, left_out = [], []
-    for node in tree.body:
-        constant = isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _is_literal(node.value)
-        if isinstance(node, DEFINITION_NODES) or constant or _is_docstring(node):
-            kept.append(node)
-        else:
-            text = ast.get_source_segment(source, node) or type(node).__name__
-            left_out.append(f"line {node.lineno}: {text.splitlines()[0][:80]}")
-    return kept, left_out
-
-
-def _is_literal(node: ast.expr) -> bool:
-    try:
-        ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
-
-
-def _is_docstring(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-
-
 def _identity(value: Any) -> tuple:
     code = getattr(value, "__code__", None)
     return (id(value), id(code) if code is not None else 0)
@@ -246,7 +212,7 @@ def _generator_code(context_manager: Any) -> types.CodeType:
     return inspect.unwrap(context_manager).__code__
 
 
-def run_setup(source: str, filename: str, namespace: dict, whole: bool) -> list[tuple[str, set[str]]]:
+def run_setup(source: str, filename: str, namespace: dict) -> list[tuple[str, set[str]]]:
     """Run a setup cell one top-level statement at a time; per statement that raised, a line and the names it binds.
 
     A statement that needs what the grader's process lacks (``load_fixes("..")`` reads the student's
@@ -254,8 +220,6 @@ def run_setup(source: str, filename: str, namespace: dict, whole: bool) -> list[
     do not use what it binds are judged as usual; one that does meets a ``NameError`` in its checks.
     """
     tree = ast.parse(source, filename)
-    if not whole:
-        tree = ast.Module(body=_definitions(tree, source)[0], type_ignores=[])
     failed = []
     for node in tree.body:
         try:
@@ -318,25 +282,25 @@ def _all_code(code: types.CodeType) -> list[types.CodeType]:
 
 
 def _load(namespace: dict, cells: list[dict], task: str, notes: list[str]) -> str | None:
-    """Load the definitions of ``cells`` into ``namespace``; an error message if one does not parse or raises."""
+    """Run ``cells`` whole in ``namespace``, as the notebook ran them; an error message if the exercise's own answer
+    cell does not parse. A cell that raises stops there, as in a kernel, and is named in ``notes``."""
     for n, cell in enumerate(cells, start=1):
         own = task in cell["answers"]
         filename = f"<Exercise {task}, cell {n}>" if own else f"<your cell {n}>"
         # the sync counter quotes the line it names: it reads it where tracebacks do
         linecache.cache[filename] = (len(cell["source"]), None, cell["source"].splitlines(True), filename)
         try:
-            code, left_out = definitions_only(cell["source"], filename)
+            code = compile(cell["source"], filename, "exec")
         except SyntaxError as exc:
             if not own:  # another cell that does not parse defined nothing in the kernel either
                 notes.append(f"a cell before the check does not parse: {exc.msg} (line {exc.lineno})")
                 continue
             return f"its answer cell does not parse: {exc.msg} (line {exc.lineno})"
-        if own:
-            notes += [f"not run by the grader (only definitions are): {line}" for line in left_out]
         try:
             exec(code, namespace)
-        except Exception as exc:  # a definition that raises: a decorator, a class body, a default value
-            return f"defining it raised {type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - as in a kernel: the cell stops, the next one runs
+            notes.append(f"{'its answer cell' if own else 'a cell before the check'} raised {type(exc).__name__}: "
+                         f"{exc}")
     return None
 
 
@@ -345,15 +309,15 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     from synclab.checks import CheckReport
 
     task = exercise["task"]
-    verdict: dict[str, Any] = {"task": task, "report": None, "flags": [], "notes": [], "error": ""}
+    verdict: dict[str, Any] = {"task": task, "report": None, "review": [], "notes": [], "error": ""}
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     before, state_before = fingerprint(), state_fingerprint()
     used = _used([c["source"] for c in exercise["cells"]] + [exercise["check"]])
     for n, source in enumerate(job["setup"], start=1):
         # nbgrader's locked cells or the lab as generated run whole; the notebook's own, definitions only;
         # a line that raised is said only to the exercises that read what it would have bound
-        verdict["notes"] += [note for note, bound in run_setup(source, f"<setup cell {n}>", namespace,
-                                                               whole=job["setup_trusted"]) if bound & used]
+        verdict["notes"] += [note for note, bound in run_setup(source, f"<setup cell {n}>", namespace)
+                             if bound & used]
     failed = [dep for dep in exercise["builds_on"] if not passed.get(dep)]
     for dep in failed:  # judged on the package's version of it: its bugs cost it alone
         for name, target in exercise["stand_in"]:
@@ -370,8 +334,10 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     changed = tampered(before, fingerprint()) + tampered(state_before, state_fingerprint())
     for name, module in _check_names(exercise["check"], job["imports"][0]).items():
         if name in namespace and namespace[name] is not module:  # `class primer: ...` in an answer cell
-            verdict["flags"].append(f"rebinds {name}, which the check call uses")
+            verdict["review"].append(f"rebinds {name}, which the check call uses (the check used the chapter's)")
         namespace[name] = module  # the check call reaches the chapter's own checks, whatever the cells did
+    if changed and not verdict["error"]:  # checks run on machinery the cells rebound would report what it says
+        verdict["error"] = "the cells changed the checks' machinery before they ran, so they were not run"
     if not verdict["error"] and not changed:
         report: Any = None
         try:
@@ -382,27 +348,28 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
         changed = tracer.tampered_during or tampered(before, fingerprint()) + tampered(state_before,
                                                                                         state_fingerprint())
         timed_out = isinstance(report, CheckReport) and any(o.status == "timed out" for o in report.outcomes)
-        if not tracer.still_on and not timed_out:  # a check's time limit interrupts the tracer itself; a settrace
-            # from the reader's code is refused by the audit hook, which says so
-            verdict["flags"].append("turned off the grader's tracer (sys.settrace) while its checks ran")
-        verdict["flags"] += [f"called {name} around its guard (the package's answer)" for name in tracer.bypassed]
-        verdict["flags"] += [f"started a thread while its checks ran ({where}): the checks count syncs per thread"
-                             for where in tracer.threads_started]
+        review = verdict["review"]
+        if not tracer.still_on and not timed_out:  # a check's time limit interrupts the tracer itself
+            review.append("the grader's tracer (sys.settrace) was off when its checks ended")
+        review += [f"called {name} around its guard (the package's answer)" for name in tracer.bypassed]
+        review += [f"started a thread while its checks ran ({where}): the checks count syncs per thread"
+                   for where in tracer.threads_started]
         if tracer.guard_state_changed:
-            verdict["flags"].append("changed the answer guard's record of which checks are running")
-        verdict["flags"] += [f"ran code disguised as the package's: {where}" for where in tracer.disguised]
-        verdict["flags"] += [f"ran its own code where the counters do not look: {where}"
-                             for where in tracer.ran_uncounted]
+            review.append("changed the answer guard's record of which checks are running")
+        review += [f"ran code disguised as the package's: {where}" for where in tracer.disguised]
+        review += [f"ran its own code where the counters do not look: {where}" for where in tracer.ran_uncounted]
         if isinstance(report, CheckReport):
             verdict["report"] = report.to_dict()
-            verdict["flags"] += [f"called or handed in {name} (the package's answer)"
-                                 for name in dict.fromkeys(o.refused for o in report.outcomes if o.refused)]
+            # the checks refused it already (each such check failed, its message says why): said once more here
+            review += [f"called or handed in {name} (the package's answer)"
+                       for name in dict.fromkeys(o.refused for o in report.outcomes if o.refused)]
         elif not verdict["error"]:
             verdict["error"] = f"the check returned {type(report).__name__}, not a report"
-    verdict["flags"] += [f"the grader's audit refused {why}" for why in dict.fromkeys(refused)]
+    verdict["review"] += [f"the grader's sandbox {'refused' if enforced(why) else 'saw'} {why}"
+                          for why in dict.fromkeys(refused)]
     if changed:
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-        verdict["flags"].insert(0, f"rebound or changed the grader's machinery or tables: {shown}")
+        verdict["review"].insert(0, f"rebound or changed the grader's machinery or tables: {shown}")
     return verdict
 
 
@@ -417,7 +384,7 @@ def _in_a_fork(exercise: dict, job: dict, passed: dict[str, bool], channel: int)
         try:
             verdict = judge_here(exercise, job, passed)
         except BaseException as exc:  # a setup cell or the check machinery itself broke
-            verdict = {"task": exercise["task"], "report": None, "flags": [], "notes": [],
+            verdict = {"task": exercise["task"], "report": None, "review": [], "notes": [],
                        "error": f"the grader could not run the checks: {type(exc).__name__}: {exc}"}
         os.write(write_end, (token + json.dumps(verdict) + "\n").encode())
         os._exit(0)
@@ -436,13 +403,13 @@ def _in_a_fork(exercise: dict, job: dict, passed: dict[str, bool], channel: int)
     os.close(read_end)
     _, status = os.waitpid(pid, 0)
     lines = b"".join(chunks).decode(errors="replace").splitlines()
-    base = {"task": exercise["task"], "report": None, "flags": [], "notes": []}
+    base = {"task": exercise["task"], "report": None, "review": [], "notes": []}
     if time.monotonic() >= deadline:
         return {**base, "error": f"the grader stopped it after {job['time_limit_s']:g} s"}
     mine = [line[len(token):] for line in lines if line.startswith(token)]
     if len(lines) != 1 or len(mine) != 1 or os.waitstatus_to_exitcode(status) != 0:
         return {**base, "error": "its process did not hand back one verdict",
-                "flags": ["wrote to the grader's channel, or ended its process during the checks"]}
+                "review": ["wrote to the grader's channel, or ended its process during the checks"]}
     return json.loads(mine[0])
 
 
@@ -462,9 +429,6 @@ def _warm(warm_up: Any) -> None:
 def main() -> int:
     job = json.loads(sys.stdin.read())
     channel = job["channel_fd"]
-    # the labs' first cell imports it, registering the grader's reading with the checks: registered here before any
-    # fingerprint, the setup's import changes nothing (and in this process, with no kernel, it reads nothing)
-    importlib.import_module("synclab.lab.practice")
     for module in job["imports"]:
         importlib.import_module(module)  # imports only: the children fork from a process that ran no cell
     for exercise in job["exercises"]:  # the package's own work an exercise's checks need, done before any answer
@@ -476,7 +440,7 @@ def main() -> int:
     for exercise in job["exercises"]:
         verdict = _in_a_fork(exercise, job, passed, channel)
         report = verdict.get("report")
-        passed[exercise["task"]] = bool(report and report["passed"] and not verdict["flags"])
+        passed[exercise["task"]] = bool(report and report["passed"])
         os.write(channel, (job["token"] + json.dumps(verdict) + "\n").encode())
     return 0
 

@@ -102,6 +102,8 @@ class JudgeChecks(Preprocessor):
                 value = verdict.earned(points)
                 heading = f"{value:g} of {points:g} points"
             text = f"Graded by the grader from your saved notebook: {heading}\n{verdict}"
+            for line in verdict.review:  # the instructor's, in the autograde log: never in the student's feedback
+                self.log.warning("Exercise %s, for the instructor to read: %s", task, line)
             cell.outputs = [
                 nbformat.v4.new_output("display_data", data={"text/plain": text, "text/html": _html(heading, verdict)}),
                 nbformat.v4.new_output("execute_result", data={"text/plain": repr(value)},
@@ -112,9 +114,6 @@ class JudgeChecks(Preprocessor):
 
 def _html(heading: str, verdict: Any) -> str:
     parts = [f"<div><b>Graded by the grader from your saved notebook: {html.escape(heading)}</b></div>"]
-    if verdict.flags:
-        parts.append("<div style='color:#c62828'><b>0 points, flagged:</b> "
-                     + html.escape("; ".join(verdict.flags)) + "</div>")
     if verdict.error:
         parts.append(f"<div>not checked: {html.escape(verdict.error)}</div>")
     if verdict.report is not None:

@@ -203,9 +203,9 @@ def _rank_main(rank: int, world_size: int, backend: str, init_method: str, conn:
                 reply: tuple[str, Any] = ("ok", fn(rank, *args))
             except BaseException:  # the reader's code may raise anything; report it, stay available
                 reply = ("error", traceback.format_exc(limit=-6))
-            refused = refusals_here()[refused_so_far:]  # even if the reader's code caught the refusal
-            refused_so_far += len(refused)
-            conn.send(("refused", refused) if refused else reply)
+            seen = refusals_here()[refused_so_far:]  # what the grader's hook saw or refused here, caught or not
+            refused_so_far += len(seen)
+            conn.send(("seen", (seen, reply)) if seen else reply)
     finally:
         dist.destroy_process_group()
         conn.close()
@@ -364,10 +364,10 @@ class RankGroup:
                         raise RankError(rank, f"the process ended during {what}") from None
                     except pickle.UnpicklingError as exc:
                         raise RankError(rank, f"it sent back more than plain data ({exc})") from None
-                    if status == "refused":
-                        for why in value:
+                    if status == "seen":  # the grader's hook: its review lines, then the rank's own reply
+                        seen, (status, value) = value
+                        for why in seen:
                             report_refusal(f"{why} (on rank {rank})")
-                        raise RankError(rank, "the grader's audit refused " + "; ".join(value))
                     if status == "error":
                         raise RankError(rank, value)
                     replies[rank] = value

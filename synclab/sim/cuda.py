@@ -141,6 +141,12 @@ class SimStream:
         self.device.edges.append(StreamEdge(waiter=self.name, waits_for=event._stream.name,
                                             at=len(self.device.log.entries) - 1))
 
+    def record_event(self, event: SimEvent | None = None) -> SimEvent:
+        """Record ``event`` (a new one if None) on this stream and return it, as ``torch.cuda.Stream.record_event``."""
+        event = event if event is not None else SimEvent()
+        event.record(self)
+        return event
+
     def synchronize(self) -> None:
         record_simulated_wait(SyncKind.STREAM_SYNC, f"Stream.synchronize ({self.name})")
         self.device.log.add("host waits", self.name, "Stream.synchronize")

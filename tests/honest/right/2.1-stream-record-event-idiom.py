@@ -1,0 +1,46 @@
+# torch.cuda.Stream.record_event() for the ordering event (the PyTorch idiom), assert, print, a cached property-like helper.
+class AsyncPoolingOutput:
+    """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
+
+    def __init__(self, model_runner_output: ModelRunnerOutput, raw_pooler_output: torch.Tensor,
+                 finished_mask: list[bool], async_output_copy_stream: torch.cuda.Stream) -> None:
+        assert any(finished_mask), "the runner only builds an async output when something finished"
+        self._result = model_runner_output
+        self._keepalive = [raw_pooler_output]
+        forward_done = torch.cuda.current_stream().record_event()  # a marker after the forward, on the compute stream
+        self._landed = torch.cuda.Event(blocking=True)
+        with torch.cuda.stream(async_output_copy_stream):
+            async_output_copy_stream.wait_event(forward_done)
+            self._result.pooler_output = _copy_pooler_output_to_cpu(raw_pooler_output, finished_mask)
+            self._landed.record()
+
+    def get_output(self) -> ModelRunnerOutput:
+        """Wait for the copy (only the copy), release the device tensors, return the host output."""
+        self._landed.synchronize()
+        self._keepalive.clear()
+        return self._result
+
+
+class AsyncOutputRunner(PoolingModelRunner):
+    """The runner's output path after PR #39113."""
+
+    def _get_or_create_async_output_copy_stream(self) -> torch.cuda.Stream:
+        """The side stream for output copies, created on first use and reused."""
+        if self.async_output_copy_stream is None:
+            print("creating the output copy stream")
+            self.async_output_copy_stream = torch.cuda.Stream()
+        return self.async_output_copy_stream
+
+    def _pool(self, hidden_states: torch.Tensor, num_scheduled_tokens: int,
+              batch: PoolingBatch) -> ModelRunnerOutput | AsyncPoolingOutput:
+        """Pool this step's hidden states [num_tokens, hidden] and hand the finished outputs to the host."""
+        finished = batch.metadata.get_pooling_cursor().get_finished_mask()
+        output = ModelRunnerOutput(req_ids=list(batch.req_ids), pooler_output=[None] * len(finished))
+        raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
+        if finished.count(True) == 0:
+            return output
+        if not current_platform.is_cuda_alike():
+            output.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
+            self._sync_device()
+            return output
+        return AsyncPoolingOutput(output, raw, finished, self._get_or_create_async_output_copy_stream())
