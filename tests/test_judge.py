@@ -133,20 +133,16 @@ def test_the_guard_hands_out_no_wrapped_function():
 def test_a_baseline_handed_in_earns_nothing(tmp_path, capsys):
     """The code before the PR is the checks' own (an answer key, scope="checks"): handed in, each check refuses it."""
     answer = "from synclab.engine.pooler_baseline import AllPoolBaseline\n\nclass AllPool(AllPoolBaseline):\n    pass\n"
-    exercise = _by_task(_graded(_submission(tmp_path, "01_slice_then_split", {"1.1": answer}), capsys))["1.1"]
-    assert exercise["earned"] == 0, exercise
-    checks = [c for c in _graded_checks(tmp_path, "01_slice_then_split", {"1.1": answer}, capsys) if c["task"] == "1.1"]
-    assert all("AllPoolBaseline" in c["message"] for c in checks), checks
+    summary = _graded(_submission(tmp_path, "01_slice_then_split", {"1.1": answer}), capsys)
+    assert _by_task(summary)["1.1"]["earned"] == 0, summary
+    checks = [c for c in summary["checks"] if c["task"] == "1.1"]
+    assert checks and all("AllPoolBaseline" in c["message"] for c in checks), checks
 
 
 def test_a_process_that_ends_during_its_checks_earns_nothing_and_is_named(tmp_path, capsys):
     answer = ("import os\n\ndef decode_step(batch):\n    getattr(os, '_ex' + 'it')(0)\n")
     exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys))["0.1"]
     assert exercise["earned"] == 0 and any("ended its process" in f for f in exercise["review"]), exercise
-
-
-def _graded_checks(tmp_path: Path, stem: str, answers: dict[str, str], capsys: pytest.CaptureFixture) -> list[dict]:
-    return _graded(_submission(tmp_path, stem, answers, "checks"), capsys)["checks"]
 
 
 def test_an_answer_cell_runs_whole_in_the_grader_as_in_the_notebook(tmp_path, capsys):
