@@ -641,5 +641,5 @@ def refusals_here() -> list[str]:
 
 
 def report_refusal(why: str) -> None:
-    """Record, in this process's hook, an event a child's hook refused: the exercise is flagged as if it were here."""
+    """Record, in this process's hook, an event a child's hook refused: it is reviewed as if it were here."""
     sys.audit(REPORT_REFUSAL, why)

@@ -33,9 +33,9 @@ from synclab.checks import ASK_FOR_HOOK, ASK_FOR_REFUSALS, EVENT_PREFIX, REPORT_
 READER_FILES = ("<Exercise ", "<your cell ")  # how the worker names the code it compiles from answer cells
 
 # What every lab says before its first exercise (the lab generator adds it): the rules below, in the reader's words.
-ANSWER_RULES = """**How your answers are graded.** Your answer cells run whole, in this notebook and in the grader alike:
-imports, constants, helpers, prints, whatever your code needs. The checks judge what your code does, never how it is
-written. The grader runs each exercise in a fresh process that holds the lab's setup, your cells and the exercise's
+ANSWER_RULES = """**How your answers are graded.** Your answer cells run whole, in this notebook and in the grader
+alike: imports, constants, helpers, prints, whatever your code needs. The checks judge what your code does, never how
+it is written. The grader runs each exercise in a fresh process that holds the lab's setup, your cells and the exercise's
 check; there your code cannot read the course's files (solutions, tests) or start processes.
 `python -m synclab check <this lab> --task N.M` runs the same check cells as this notebook, from a terminal."""
 
@@ -154,7 +154,7 @@ class _Policy:
         real = os.path.realpath(os.fsdecode(path))
         if writes:
             inside = any(real.startswith(root) for root in self.course_roots)
-            return f"open: writing {'the course' + chr(39) + 's file ' if inside else ''}{path}"
+            return f"open: writing the course's file {path}" if inside else f"open: writing {path}"
         if real.startswith("/proc" + os.sep) or real == "/proc":
             return f"open: /proc ({path})"
         for root in self.course_roots:

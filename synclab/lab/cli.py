@@ -112,7 +112,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     for verdict in verdicts.values():
         print(verdict)
-    _say_cells(summary, errors, verdicts)
+    _say_cells(summary, errors)
     if kernel is not None:
         print(f"({kernel.seconds:.1f} s in the kernel)", file=sys.stderr)
         from synclab.lab.profile_html import write_profile_html
@@ -140,7 +140,7 @@ def verdicts_of(tasks: list[str], reports: dict[str, Any], errors: list[str], ch
     return verdicts
 
 
-def _say_cells(summary: dict[str, Any], errors: list[str], verdicts: dict) -> None:
+def _say_cells(summary: dict[str, Any], errors: list[str]) -> None:
     """The cells that did not finish, beside the reports: a stub reached, code that broke after passing."""
     stubbed = [e for e in errors if "NotImplementedError" in e]
     if stubbed:
@@ -255,7 +255,8 @@ def json_report(notebook: Path, verdicts: dict, errors: list[str], task: str | N
     """``check --json`` and ``grade --json``: the verdicts, per exercise and per check, with points.
 
     An exercise is worth its points (:mod:`synclab.lab.exercises`); each check earns its share of them, and
-    nothing else changes a score (the grader's review lines are for an instructor to read). A stretch exercise is counted apart (``stretch_points``, ``stretch_earned``):
+    nothing else changes a score (the grader's review lines are for an instructor to read). A stretch exercise is
+    counted apart (``stretch_points``, ``stretch_earned``):
     the lab passes on its core exercises, and ``total_earned`` adds the stretch as extra credit, as
     nbgrader's gradebook does.
     """

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import sys
 import warnings
 from typing import Callable
 

@@ -4,8 +4,8 @@ Used by ``python -m synclab grade`` and by nbgrader's autograding (:mod:`synclab
 instructors' page explains it. A learner's check (``python -m synclab check``, a lab's check cells) runs the
 checks in the learner's own process, which is right for learning and wrong for grading. The grader instead:
 
-* takes each exercise's cells from the saved notebook (every cell of the reader's before its check cell, run
-  whole), with the notebook's setup cells from a trusted copy (nbgrader's locked cells, or the lab as generated,
+* takes each exercise's cells from the saved notebook (the reader's cells before its check cell that it needs,
+  run whole), with the notebook's setup cells from a trusted copy (nbgrader's locked cells, or the lab as generated,
   where the grader has it);
 * runs its checks in a fresh process forked for that exercise alone, beside a fresh import of synclab
   (:mod:`synclab.lab.judge_worker`), under the sandbox's audit hook;
@@ -43,7 +43,7 @@ from synclab.lab.answer_scan import package_names, suspicious
 from synclab.lab.chapters import PACKAGES
 from synclab.lab.exercises import EXERCISES, of_chapter
 from synclab.lab.notebook_cells import (chapter_of, check_cells, code, defines_any, first_exercise_cell, needed,
-                                        tasks_of)
+                                        tasks_of, with_what_they_read)
 from synclab.lab.verdicts import Verdict, report_from_dict
 
 JUDGE_TIME_LIMIT_S = 240.0  # one exercise: its checks' own limits (60 s, 120 s for chapter 3's ranks) and setup
@@ -105,7 +105,8 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
     """(chapter, the worker's exercises, the setup cells, each exercise's review lines) for a notebook.
 
     An exercise runs the reader's cells before its check cell that it needs (every answer cell, and the cells
-    they or the check read from), whole, as its kernel ran them; one that builds on another (1.2 on 1.1) gets the package's stand-in for it when that one failed.
+    they or the check read from), whole, as its kernel ran them; one that builds on another (1.2 on 1.1) gets the
+    package's stand-in for it when that one failed.
     A dependency is honoured only when ``tasks`` asks for it too, or it was judged in the same run.
     """
     chapter = chapter_of(trusted if trusted is not None else nb) or chapter_of(nb)
@@ -133,9 +134,8 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
         before = [(source, answers) for i, source, answers in reader if i < end]
         # every answer cell, and the reader's other cells the answers or the check read from (as the learner's
         # check runs them): a demo or a profile nobody reads is not the exercise's to run
-        kept = needed([s for s, _ in before], [s for s, a in before if a] + [exercise.check])
-        cells = [{"source": source, "answers": answers} for (source, answers), keep in zip(before, kept)
-                 if answers or keep]
+        runs = with_what_they_read([s for s, _ in before], [bool(a) for _, a in before], [exercise.check])
+        cells = [{"source": source, "answers": answers} for (source, answers), run in zip(before, runs) if run]
         exercises.append({"task": exercise.task, "defines": list(exercise.defines), "check": exercise.check,
                           "cells": cells, "builds_on": list(exercise.builds_on),
                           "stand_in": [list(pair) for pair in exercise.stand_in]})
@@ -234,8 +234,9 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
     An exercise another builds on is judged first (1.1 for 1.2), and reported only if asked for. ``sandbox``
     is a command the worker runs under (``setpriv --reuid=... --``: as a user who can read no course file);
     the worker reads its job on stdin and writes verdicts to a pipe, and starts in an empty folder it may
-    not write to. ``scan=False`` leaves out the review lines of the reading of the cells (:mod:`synclab.lab.answer_scan`),
-    so that the tests can show what the audit hook (:mod:`synclab.lab.audit`) records on its own.
+    not write to. ``scan=False`` leaves out the review lines of the reading of the cells
+    (:mod:`synclab.lab.answer_scan`), so that the tests can show what the audit hook (:mod:`synclab.lab.audit`)
+    records on its own.
 
     ``reference``: a notebook whose answers are right (the solutions; nbgrader's source). It is judged on the same
     seed, once per grading process, and every check the submission passed counts only where it saw the results

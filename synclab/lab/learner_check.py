@@ -22,6 +22,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from nbformat import NotebookNode
 
@@ -52,20 +53,14 @@ def plan(nb: NotebookNode, tasks: list[str] | None = None) -> CellPlan:
     last = max(check_at[t] for t in wanted)
     first = cells_of.first_exercise_cell(nb, chapter)
     own_checks = {check_at[t]: t for t in wanted}
-    chosen: dict[int, str] = {}
-    others: list[tuple[int, str]] = []
-    for index, cell in enumerate(nb.cells[:last + 1]):
-        if cell.cell_type != "code":
-            continue
-        source = cells_of.code(cell)
-        if index in own_checks or (index >= first and index not in check_at.values()
-                                   and (cells_of.tasks_of(cell) or cells_of.answers_of(source, chapter))):
-            chosen[index] = source
-        elif index not in check_at.values():
-            others.append((index, source))
-    keep = cells_of.needed([s for _, s in others], list(chosen.values()))
-    chosen.update({index: source for (index, source), kept in zip(others, keep) if kept})
-    return CellPlan(chapter, sorted(chosen.items()), own_checks)
+    others_checks = set(check_at.values()) - set(own_checks)
+    cells = [(index, cells_of.code(cell)) for index, cell in enumerate(nb.cells[:last + 1])
+             if cell.cell_type == "code" and index not in others_checks]
+    answering = [index in own_checks or index >= first and index not in check_at.values()
+                 and bool(cells_of.tasks_of(nb.cells[index]) or cells_of.answers_of(source, chapter))
+                 for index, source in cells]
+    runs = cells_of.with_what_they_read([source for _, source in cells], answering)
+    return CellPlan(chapter, [cell for cell, run in zip(cells, runs) if run], own_checks)
 
 
 @dataclass
@@ -81,7 +76,7 @@ class LearnerRun:
 def read_reports(log: str) -> dict[str, CheckReport]:
     """The reports a run appended to ``log`` (:data:`synclab.checks.REPORT_LOG_ENV`), by task: the last of each."""
     reports: dict[str, CheckReport] = {}
-    for line in open(log).read().splitlines() if os.path.exists(log) else []:
+    for line in Path(log).read_text().splitlines() if os.path.exists(log) else []:
         report = report_from_dict(json.loads(line))
         if report.outcomes:
             reports[report.outcomes[0].task] = report

@@ -99,25 +99,24 @@ def names(source: str) -> tuple[set[str], set[str]] | None:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    bound, read, own = set(), set(), set()
+    if any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in ast.walk(tree)):
+        return None  # an import may matter for what it does, not only for the names it binds
+    definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    bound: set[str] = set()  # what the cell binds for later cells: its top-level names
+    for node in tree.body:
+        bound |= {node.name} if isinstance(node, definitions) else _stored(node)
+    own: set[str] = set()  # what a function of the cell binds for itself
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            return None  # an import may matter for what it does, not only for the names it binds
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            own |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
-            own |= {n.id for stmt in ast.walk(node) if isinstance(stmt, ast.Name) and isinstance(stmt.ctx, ast.Store)
-                    for n in [stmt]}
-    for node in tree.body:  # what the cell binds for later cells: its top-level names
-        for inner in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                else [node]:
-            if isinstance(inner, ast.Name) and isinstance(inner.ctx, (ast.Store, ast.Del)):
-                bound.add(inner.id)
-            elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                bound.add(inner.name)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            read.add(node.id)
+            own |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)} | _stored(node)
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     return bound, read - (own - bound)
+
+
+def _stored(node: ast.AST) -> set[str]:
+    """The names ``node`` assigns or deletes anywhere inside it, and the functions and classes it defines."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))} | \
+        {n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
 def needed(candidates: list[str], reads_from: list[str]) -> list[bool]:
@@ -134,3 +133,10 @@ def needed(candidates: list[str], reads_from: list[str]) -> list[bool]:
             keep[i] = True
             reads |= found[1] if found else set()
     return keep
+
+
+def with_what_they_read(cells: list[str], answering: list[bool], also_read: list[str] | None = None) -> list[bool]:
+    """For each of ``cells`` (in notebook order): whether a check run executes it. The ``answering`` ones (answers,
+    the check cells asked for) always; any other only where they, or ``also_read`` (a check call), need it."""
+    keep = needed(cells, [c for c, a in zip(cells, answering) if a] + (also_read or []))
+    return [a or k for a, k in zip(answering, keep)]

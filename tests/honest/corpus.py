@@ -60,15 +60,13 @@ def solution_of(task: str) -> Path:
 
 def notebook_with(answer: Answer) -> NotebookNode:
     """The solution notebook with ``answer`` in place of its task's answer cell(s): the first of them holds the
-    answer, the others are emptied (a learner's lab has them, filled with whatever the learner wrote there)."""
+    answer, the others are emptied (a learner's lab has them, filled with whatever the learner wrote there). Where
+    one cell answers two exercises (3.3 and 3.4), the answer answers both."""
     nb = nbformat.read(solution_of(answer.task), as_version=4)
     marker = f"### BEGIN SOLUTION {answer.task}"
     cells = [c for c in nb.cells if c.cell_type == "code" and marker in c.source]
     if not cells:
         raise ValueError(f"{solution_of(answer.task).name} has no answer cell for {answer.task}")
-    others = {t for c in cells for t in re.findall(r"### BEGIN SOLUTION ([\d.]+)", c.source)} - {answer.task}
-    if others:  # one cell answers two exercises (3.3 and 3.4): the answer file answers both
-        pass
     cells[0].source = answer.source
     cells[0].outputs = []
     for cell in cells[1:]:

@@ -4,14 +4,12 @@ import sys
 from pathlib import Path
 
 from synclab.lab.learner_check import run_here
-from tests.honest.corpus import Answer, answers
+from tests.honest.corpus import answers, notebook_with
 
 if __name__ == "__main__":
     path = Path(sys.argv[1]).resolve()
     kind = path.parent.name
     answer = next(a for a in answers(kind) if a.path == path)
-    from tests.honest.corpus import notebook_with
-
     run = run_here(notebook_with(answer), [answer.task])
     report = run.reports.get(answer.task)
     print(report if report is not None else f"no report: {run.errors}")
