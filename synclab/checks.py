@@ -13,7 +13,6 @@ every run, printed on failure so the case can be replayed with ``seed=...``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -23,11 +22,10 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence, Set
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from html import escape
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
 from synclab.answer_keys import answer_in, checking, is_readers_code
 
@@ -47,7 +45,6 @@ def parse_summary(text: str) -> tuple[int, int, int] | None:
 REPORT_LOG_ENV = "SYNCLAB_CHECK_LOG"
 # Scales every time limit of the checks (tests of the limits themselves run them at a tenth).
 TIME_SCALE_ENV = "SYNCLAB_CHECK_TIME_SCALE"
-SEED_ENV = "SYNCLAB_CHECK_SEED"  # the seed every check call draws its random cases from, where the grader sets one
 
 
 class CheckFailed(AssertionError):
@@ -84,82 +81,68 @@ def expect(condition: bool, message: str, *, expected: Any = None, got: Any = No
         raise CheckFailed(message, expected=expected, got=got, hint=hint, case=case, share=share)
 
 
-def expect_equal(got: Any, expected: Any, *, what: str, hint: str = "", case: str = "") -> None:
-    """Fail unless ``got == expected`` (plain Python values: lists, ints, tuples); a value found right is witnessed."""
+def expect_equal(got: Any, expected: Any, *, what: str, hint: str = "", case: str = "",
+                 same_for_every_pass: bool = True) -> None:
+    """Fail unless ``got == expected`` (plain Python values: lists, ints, tuples); a value found right is reported to
+    an attached observer (:func:`found_right`) unless ``same_for_every_pass`` is False: a comparison only some of the
+    answers that pass the check reach."""
     if got != expected:
         raise CheckFailed(f"{what} differs", expected=expected, got=got, hint=hint, case=case)
-    witness(got)
+    if same_for_every_pass:
+        found_right(got)
 
 
-# ----------------------------------------------------------------------------- witnesses
-# What a passed check found right, as a digest a grader can compare with a right answer's run on the same seed
-# (synclab.lab.judge): the verdict then rests on results the grader verifies, not on a report it must trust. Only
-# values a check compared exactly are witnessed, so every right answer gives the same digest.
-
-_WITNESSED: list[list[str]] = []  # one list per check running (a stack: a check never runs inside another)
+# ----------------------------------------------------------------------------- the one hook a grader attaches
+# The checks run the same wherever they run, and keep no record of their own beyond the report. A grader may attach
+# one observer (synclab.lab.witnesses does): it sees each check start and end, and each result a check compared
+# exactly and found right. Nothing here reads what it keeps, and a run without one is the learner's.
 
 
-def witness(value: Any) -> None:
-    """Record ``value``, a result the running check compared exactly and found right."""
-    if _WITNESSED:
-        _WITNESSED[-1].append(json.dumps(_canonical(value), sort_keys=True, separators=(",", ":")))
+class CheckObserver(Protocol):
+    """What a grader attaches with :func:`attach_observer`."""
+
+    def seed(self) -> int | None:
+        """The seed to draw random cases from when the caller gave none (None: a fresh one)."""
+
+    def check_started(self, check: "Check") -> None: ...
+
+    def found_right(self, value: Any, exact_tensor: bool) -> None:
+        """A result the running check compared exactly and found right (``exact_tensor``: a tensor, dtype and all)."""
+
+    def check_ended(self, check: "Check", outcome: "Outcome") -> None: ...
+
+    def for_child(self) -> Callable[[], Callable[[], list[str]]] | None:
+        """For a process the checks start (chapter 3's ranks): a picklable callable it runs before any of the
+        reader's code, which returns what tells the process's lines for :meth:`child_saw`; None: nothing to run."""
+
+    def child_saw(self, lines: list[str]) -> None:
+        """What such a process reported, for the grader's record."""
 
 
-def witness_tensor(t: Any) -> None:
-    """Record a tensor the running check compared exactly and found right, as its dtype, shape and a digest of its
-    bytes (a large tensor's values as JSON would cost the check more than the comparison did); ``None``, where a
-    tensor may be absent (an unfinished request's output), as :func:`witness` records it."""
-    if t is None:
-        witness(None)
-    elif _WITNESSED:
-        host = t.detach().cpu().contiguous()
-        _WITNESSED[-1].append(f"tensor {host.dtype} {list(host.shape)} "
-                              f"{hashlib.sha256(host.numpy().tobytes()).hexdigest()[:16]}")
+_OBSERVER: list[CheckObserver] = []  # at most one
 
 
-def _canonical(value: Any) -> Any:
-    """``value`` as plain JSON data, equal for values that compare equal: a tensor or an array as its values, a
-    tuple as a list, a whole float as an int, a set sorted."""
-    if hasattr(value, "tolist") and callable(value.tolist):  # a tensor, a NumPy array or scalar
-        return _canonical(value.tolist())
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return int(value) if isinstance(value, bool) else value
-    if isinstance(value, (int, float)):
-        return int(value) if float(value).is_integer() else repr(float(value))
-    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
-        return [_canonical(v) for v in value]  # lists, tuples, and the checks' counting lists
-    if isinstance(value, Set):
-        return sorted((_canonical(v) for v in value), key=repr)
-    if isinstance(value, Mapping):
-        return sorted(([_canonical(k), _canonical(v)] for k, v in value.items()), key=repr)
-    return repr(value)
+def attach_observer(observer: CheckObserver | None) -> None:
+    """Attach ``observer`` to every check run from now on (None: detach it)."""
+    _OBSERVER[:] = [observer] if observer is not None else []
 
 
-@contextmanager
-def unwitnessed() -> Iterator[None]:
-    """Results compared in the block are not witnessed: a part of a check that only some answers it passes reach
-    (another check names the fault that skips it), whose witnesses would differ between right and wrong answers."""
-    if not _WITNESSED:
-        yield
-        return
-    kept = len(_WITNESSED[-1])
-    try:
-        yield
-    finally:
-        del _WITNESSED[-1][kept:]
+def observer() -> CheckObserver | None:
+    """The attached observer, if any (chapter 3's ranks hand it on to their processes)."""
+    return _OBSERVER[0] if _OBSERVER else None
 
 
-@contextmanager
-def _witnessing() -> Iterator[list[str]]:
-    _WITNESSED.append([])
-    try:
-        yield _WITNESSED[-1]
-    finally:
-        _WITNESSED.pop()
+def found_right(value: Any) -> None:
+    """Tell an attached observer that the running check compared ``value`` exactly and found it right. Only values
+    every answer that passes the check gives alike (the case's expected result, not a tolerance's neighbour)."""
+    if _OBSERVER:
+        _OBSERVER[0].found_right(value, False)
 
 
-def _digest(witnessed: list[str]) -> str:
-    return hashlib.sha256("\n".join(witnessed).encode()).hexdigest()[:20] if witnessed else ""
+def found_right_tensor(t: Any) -> None:
+    """:func:`found_right` for a tensor compared exactly, dtype and shape included (``None``: an absent one)."""
+    if _OBSERVER:
+        _OBSERVER[0].found_right(t, t is not None)
 
 
 def keyed_by_name(answers: dict, names: list[str]) -> dict:
@@ -205,9 +188,6 @@ class Check:
     # the check whose pass this one's points wait for: a property (in place, few syncs, little work) that an
     # answer doing nothing has too counts once the answer is right
     after: str = ""
-    # whether a grader verifies this check's passes (witness()): only a check whose witnessed results are the same
-    # for every answer it passes, wrong ones included, may say so, or a bug elsewhere would cost it too
-    witnessed: bool = False
 
 
 @dataclass(frozen=True)  # a verdict is not edited after the fact, by the reader's code least of all
@@ -226,8 +206,6 @@ class Outcome:
     names_fault: bool = False  # the check's failure names the fault itself (Check.names_fault)
     refused: str = ""  # the package's answer the reader's code called or handed in (its name), if any
     share: float = 0.0  # a failed check of several clauses: the part of its points the clauses that held earn
-    # a passed check: a digest of the results it found right (witness()); a grader compares it with a right answer's
-    witness: str = ""
 
     @property
     def ok(self) -> bool:
@@ -432,8 +410,7 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
             "names_fault": check.names_fault}
     rng = random.Random(f"{seed}/{check.task}/{check.name}")
     try:
-        # only a verified check records its witnesses: the others would pay for digests no grader reads
-        with _time_limit(limit_s), (_witnessing() if check.witnessed else nullcontext([])) as witnessed:
+        with _time_limit(limit_s):
             check.run(impl, rng)
     except CheckFailed as exc:
         frames = _frames_of(exc)
@@ -463,7 +440,7 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
         explained = next((hint for text, hint in check.crash_hints if text in str(exc)), "")
         return Outcome(**base, status="crashed", message=message, hint=explained or check.hint,
                        case=_case_of(exc, check), generic_hint=not explained)
-    return Outcome(**base, status="passed", witness=_digest(witnessed))  # "" where nothing was witnessed
+    return Outcome(**base, status="passed")
 
 
 def _frames_of(exc: BaseException) -> list[str]:
@@ -481,19 +458,21 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) 
     if handed is not None:  # the answer itself handed to the check
         return Outcome(check.task, check.name, "failed", message=handed.message(handed=True), hint=handed.hint(),
                        points=check.points, random=False, refused=handed.name)
+    if _OBSERVER:
+        _OBSERVER[0].check_started(check)
     with checking(check.task) as watch:
         outcome = _run_guarded(check, impl, seed, limit_s)
     if watch.refused:  # even if the reader's code caught the refusal
         key = watch.refused[0]
-        return Outcome(check.task, check.name, "failed", message=key.message(), hint=key.hint(),
-                       points=check.points, case=outcome.case, random=False, refused=key.name)
+        outcome = Outcome(check.task, check.name, "failed", message=key.message(), hint=key.hint(),
+                          points=check.points, case=outcome.case, random=False, refused=key.name)
+    if _OBSERVER:
+        _OBSERVER[0].check_ended(check, outcome)
     return outcome
 
 
 def _public_check_function() -> str:
     """The chapter's ``check_*`` function that called :func:`run_checks`, named as its caller imported the chapter."""
-    import sys
-
     frame = sys._getframe(2)
     for _ in range(6):
         if frame is None:
@@ -519,8 +498,8 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
     leaves no time for are skipped, and so are all checks after a time-out with ``skip_after_timeout``
     (for checks that cannot run once one has hung: chapter 3's ranks are stopped by a hang).
     """
-    if seed is None and os.environ.get(SEED_ENV, "").isdigit():  # the grader's: a right answer runs the same cases
-        seed = int(os.environ[SEED_ENV])
+    if seed is None and _OBSERVER:  # a grader's: a right answer runs the same cases
+        seed = _OBSERVER[0].seed()
     seed = random.SystemRandom().randrange(10**6) if seed is None else seed
     checks = tuple(checks)  # the list the exercise declared stays as it was, whatever the reader's code reaches
     scale = float(os.environ.get(TIME_SCALE_ENV, "1"))
@@ -614,32 +593,3 @@ def finished(variants: dict[str, Any]) -> dict[str, Any]:
         else:
             kept[name] = impl
     return kept
-
-
-# How a process the checks start (chapter 3's ranks) runs under the grader's audit hook too: the grader's machinery
-# (synclab.lab.audit) answers these events, and the chapter's own processes ask them. sys.audit reaches the hook
-# without the chapter importing the lab; where no hook is armed (a notebook's kernel, a chapter's tests) nobody
-# answers, and the processes run as they always did.
-EVENT_PREFIX = "synclab.audit."
-ASK_FOR_HOOK = EVENT_PREFIX + "hook_for_child"  # args: (a list, to receive a callable that arms the hook)
-ASK_FOR_REFUSALS = EVENT_PREFIX + "refusals"  # args: (a list, to receive what this process's hook refused)
-REPORT_REFUSAL = EVENT_PREFIX + "refused_in_child"  # args: (a phrase: what a child's hook refused, and where)
-
-
-def hook_for_child() -> Callable[[], None] | None:
-    """A picklable callable that arms this process's audit hook in a child, or None where none is armed."""
-    box: list = []
-    sys.audit(ASK_FOR_HOOK, box)
-    return box[0] if box else None
-
-
-def refusals_here() -> list[str]:
-    """What the audit hook armed in this process has refused so far (empty where none is armed)."""
-    box: list = []
-    sys.audit(ASK_FOR_REFUSALS, box)
-    return list(box)
-
-
-def report_refusal(why: str) -> None:
-    """Record, in this process's hook, an event a child's hook refused: it is reviewed as if it were here."""
-    sys.audit(REPORT_REFUSAL, why)

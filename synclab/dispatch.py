@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator
 from torch.overrides import TorchFunctionMode
 
 from synclab.device import called_from_device_layer
-from synclab.syncs import attribute_syncs_to_callers, run_handled
+from synclab.syncs import attribute_syncs_to_callers
 
 attribute_syncs_to_callers(__file__)  # a sync inside a counted call belongs to the line that made the call
 
@@ -56,7 +56,7 @@ class _Counting(TorchFunctionMode):
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None):
         if not called_from_device_layer(sys._getframe(1)):  # the simulated device's own calls are not the host's work
             self.calls.by_name[getattr(func, "__name__", str(func))] += 1
-        return run_handled(getattr(func, "__name__", ""), func, args, kwargs or {})
+        return func(*args, **(kwargs or {}))
 
 
 @contextmanager

@@ -405,29 +405,6 @@ def _bytes_to_host(kind: SyncKind, name: str, args: tuple) -> int:
 PROFILER_MARK = "synclab-sync "
 
 
-# The torch functions the counting modes are running right now, innermost last, per thread. While one runs, its own
-# code runs with the modes set aside (a Python-level torch function's body: Tensor.__deepcopy__, torch.tensordot),
-# so nothing called from inside it is counted. The grader flags a reader's code that runs there
-# (synclab.lab.judge_worker.ReferenceTracer).
-_handling = threading.local()
-
-
-def run_handled(name: str, func: Callable, args: tuple, kwargs: dict) -> Any:
-    """``func(*args, **kwargs)``, called by a counting mode's handler, recorded as running uncounted inside."""
-    ops = _handling.__dict__.setdefault("ops", [])
-    ops.append(name)
-    try:
-        return func(*args, **kwargs)
-    finally:
-        ops.pop()
-
-
-def op_running_uncounted() -> str | None:
-    """The torch function a counting mode is running on this thread, inside which nothing is counted; or None."""
-    ops = getattr(_handling, "ops", None)
-    return ops[-1] if ops else None
-
-
 IN_FLIGHT = -12345.0  # what a host buffer holds before its download lands (synclab.sim.cuda.GARBAGE is this value)
 
 
@@ -554,7 +531,7 @@ class _FunctionLevel(TorchFunctionMode):
         previous = obs.current_op, obs.current_args
         obs.current_op, obs.current_args = name, args
         try:
-            out = run_handled(name, func, args, kwargs)
+            out = func(*args, **kwargs)
         finally:
             obs.current_op, obs.current_args = previous
             if kind is not None:

@@ -140,12 +140,12 @@ def _assert_same(got: Any, expected: Any, label: str) -> None:
 def _untraced() -> Iterator[None]:
     """Python's tracing (a debugger, coverage, a grader's watch over the code) off while calls are timed: it slows
     every line they run, and some code more than other code, so it would change the ratio being measured."""
-    tracer = sys.gettrace()
+    previous = sys.gettrace()
     sys.settrace(None)
     try:
         yield
     finally:
-        sys.settrace(tracer)
+        sys.settrace(previous)
 
 
 def _time_block(call: Callable[[], Any], number: int, setup: Callable[[], None] | None) -> float:
@@ -186,7 +186,7 @@ def compare(
     expected: dict[str, Any] | None = None,
     check: Callable[[Any], None] | None = None,
     setup: Callable[[], None] | None = None,
-    verdict: bool = False,
+    decides_a_check: bool = False,
 ) -> dict[str, Timing]:
     """Time several zero-argument calls against each other, interleaved round-robin.
 
@@ -194,13 +194,13 @@ def compare(
     call, before any timing); ``check`` is run on every call's first result.
     ``min_run_time`` is the timed seconds per call, spread over ``rounds`` rounds.
     ``setup`` runs before every timed block, outside the timing (e.g. to reset a cache).
-    ``verdict``: a check's pass or fail rests on these times, so a smoke run keeps the full protocol.
+    ``decides_a_check``: a check's pass or fail rests on these times, so a smoke run keeps the full protocol.
     """
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     refuse_in_book_build("time " + ", ".join(calls))
     blocks_per_round = BLOCKS_PER_ROUND
-    if smoke_run() and not verdict:
+    if smoke_run() and not decides_a_check:
         rounds, blocks_per_round, warmup, min_run_time = min(rounds, 2), 1, min(warmup, 1), 0.0
     with measurement_threads(), _untraced():
         provenance = Provenance.here()

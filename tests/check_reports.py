@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from synclab.checks import Check, CheckReport
+from synclab.checks import Check, CheckReport, Outcome, attach_observer
+from synclab.lab.witnesses import WitnessRecorder
+
+# The grader's witness recorder (synclab.lab.witnesses), attached in every test process that imports this module: it
+# only records what the checks report as found right, and the checks run the same with it.
+RECORDER = WitnessRecorder()
+attach_observer(RECORDER)
 
 
 def outcome(report: CheckReport, name_part: str) -> str:
@@ -14,15 +20,20 @@ def outcome(report: CheckReport, name_part: str) -> str:
 
 
 def witnesses(report: CheckReport) -> dict[str, str]:
-    """Each check's witness in ``report``: the digest of the results a passed verified check compared ("" else)."""
-    return {o.name: o.witness for o in report.outcomes}
+    """Each check's witness in ``report``: the digest of the results a passed check compared exactly ("" else)."""
+    return RECORDER.witnesses(report)
+
+
+def witness(outcome: Outcome) -> str:
+    """One outcome's witness (see :func:`witnesses`)."""
+    return RECORDER.witness(outcome)
 
 
 def assert_passes_witness_as(report: CheckReport, right: dict[str, str]) -> None:
     """Every check ``report`` passed witnesses what a right answer's did on the same seed (``right``: its
     :func:`witnesses`). The grader verifies a passed check by its witness: a bug one check names must not change
     another check's witness, or it would cost twice."""
-    assert all(o.witness == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert all(witness(o) == right[o.name] for o in report.outcomes if o.ok), str(report)
 
 
 def assert_every_check_shown_to_fail(checks: Iterable[Check], wrong_versions: Iterable[tuple[Any, str]]) -> None:

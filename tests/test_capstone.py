@@ -16,7 +16,7 @@ from synclab.capstone.checks import NO_STRAY
 from synclab.capstone.workloads import book_fixes
 from synclab.engine.engine_core import PATTERNS, EngineConfig, EngineRunner
 from synclab.syncs import count_syncs
-from tests.check_reports import copied
+from tests.check_reports import copied, witness
 from tests.notebook_code import load_function
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -897,7 +897,7 @@ def test_verified_checks_witness_what_a_right_answer_does_whatever_else_is_wrong
     first = [check for check in HUNT_CHECKS if check.name == NO_STRAY]
     right = run_checks("6.1", first, solution("clean_runner"), seed=3).outcomes[0]
     scans = run_checks("6.1", first, _variant(_apply_sampling_extras=_history_scan), seed=3).outcomes[0]
-    assert right.ok and scans.ok and right.witness and scans.witness == right.witness
+    assert right.ok and scans.ok and witness(right) and witness(scans) == witness(right)
     read = ch6.check_ablation_reading(solution("my_reading")).outcomes[0]
     written_otherwise = ch6.check_ablation_reading(lambda: READING).outcomes[0]
-    assert read.witness and written_otherwise.witness == read.witness
+    assert witness(read) and witness(written_otherwise) == witness(read)

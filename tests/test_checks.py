@@ -508,19 +508,39 @@ def test_a_checkfailed_the_package_raises_under_the_answer_is_a_failure_worth_no
 
 
 
-def test_only_a_witnessed_check_carries_a_witness_and_an_unwitnessed_block_adds_none():
-    from synclab.checks import Check, expect_equal, run_checks, unwitnessed
+def test_a_passed_check_has_the_witness_of_what_it_compared_and_a_comparison_only_some_passes_reach_adds_none():
+    """The grader's recorder (synclab.lab.witnesses), attached through the checks' one hook: a passed check's digest
+    of the values it found right; a failed one, or one that compared nothing exactly, has none."""
+    from synclab.checks import Check, expect, expect_equal, run_checks
+    from synclab.lab.witnesses import recording
 
     def compares(impl, rng):
         expect_equal(impl(), [1, 2], what="value")
 
     def compares_twice(impl, rng):
         expect_equal(impl(), [1, 2], what="value")
-        with unwitnessed():
-            expect_equal(impl(), [1, 2], what="again")
+        expect_equal(impl(), [1, 2], what="again", same_for_every_pass=False)
 
-    report = run_checks("t", [Check("9.9", "plain", compares), Check("9.9", "verified", compares, witnessed=True),
-                              Check("9.9", "verified, part", compares_twice, witnessed=True)], lambda: [1, 2.0])
-    plain, verified, part = report.outcomes
-    assert plain.ok and not plain.witness
-    assert verified.ok and verified.witness and part.witness == verified.witness  # [1, 2.0] == [1, 2]: one witness
+    def compares_nothing(impl, rng):
+        expect(impl() == [1, 2], "value")
+
+    checks = [Check("9.9", "once", compares), Check("9.9", "twice", compares_twice),
+              Check("9.9", "nothing", compares_nothing)]
+    with recording() as recorder:
+        once, twice, nothing = run_checks("t", checks, lambda: [1, 2.0]).outcomes
+        failed = run_checks("t", checks[:1], lambda: [2, 1]).outcomes[0]
+    assert once.ok and recorder.witness(once) and recorder.witness(twice) == recorder.witness(once)  # [1, 2.0]
+    assert nothing.ok and not recorder.witness(nothing)
+    assert not failed.ok and not recorder.witness(failed)
+
+
+def test_nothing_is_attached_to_the_checks_where_a_learner_runs_them():
+    """The checks' one hook is empty until a grader attaches its observer: importing the package and every chapter
+    attaches nothing."""
+    import subprocess
+    import sys
+
+    probe = ("import synclab.checks as c, synclab.lab.chapters as ch, importlib\n"
+             "[importlib.import_module(m) for m in ch.PACKAGES.values()]\nprint(c.observer() is None)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"

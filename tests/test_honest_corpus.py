@@ -21,7 +21,7 @@ from synclab.lab import judge
 from synclab.lab.exercises import EXERCISES
 from synclab.lab.labgen import generate_lab
 from synclab.lab.learner_check import run_here
-from synclab.lab.verdicts import Verdict, report_from_dict
+from synclab.lab.verdicts import Verdict, from_worker
 from tests.honest.corpus import ROOT, Answer, answers, notebook_with, solution_of
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -110,8 +110,7 @@ def _graded(chosen: tuple[Answer, ...]) -> dict[tuple[str, str], Verdict]:
         right = judge._reference_verdicts(nbformat.writes(solution), nbformat.writes(trusted), tasks,
                                           judge.JUDGE_TIME_LIMIT_S, (), SEED)
         for (answer, task, review), data in zip(owners, mine):
-            verdict = Verdict(task, report_from_dict(data["report"]) if data["report"] else None, data["notes"],
-                              data["error"], review + data["review"])
+            verdict = from_worker(data, review)
             judge.verify(verdict, right.get(task))
             verdicts[(answer.name, task)] = verdict
     return verdicts

@@ -362,9 +362,10 @@ def test_a_report_that_says_passed_without_the_right_results_counts_for_nothing(
             return real_worker(chapter, exercises, *args, **kwargs)
         token, forged = "a-token-the-forger-found", []  # the channel and its token, reached
         for task, verdict in honest.items():  # the outcomes of a right answer, with no results behind them
-            report = verdict.report.to_dict()
-            report["outcomes"] = [{**o, "witness": "0" * 20 if o["witness"] else ""} for o in report["outcomes"]]
-            forged.append(token + json.dumps({"task": task, "report": report, "review": [], "notes": [], "error": ""}))
+            forged.append(token + json.dumps({"task": task, "report": verdict.report.to_dict(), "review": [],
+                                              "notes": [], "error": "",
+                                              "witnesses": {n: "0" * 20 if w else "" for n, w in
+                                                            verdict.witnesses.items()}}))
         return forged, "", token
 
     monkeypatch.setattr(judge, "run_worker", forging_worker)
@@ -375,7 +376,7 @@ def test_a_report_that_says_passed_without_the_right_results_counts_for_nothing(
     verified = judge.judge_notebook(stub, trusted=stub, reference=solution, seed=7)
     assert calls == [["0.1", "0.2"], ["0.1", "0.2"]]  # the submission, then the solutions on the same seed
     for task, verdict in verified.items():
-        witnessed = [o for o in honest[task].report.outcomes if o.witness]
+        witnessed = [o for o in honest[task].report.outcomes if honest[task].witnesses.get(o.name)]
         assert witnessed, task  # every exercise of the chapter has a check whose results are verified
         failed = {o.name for o in verdict.report.outcomes if not o.ok}
         assert failed == {o.name for o in witnessed}, (task, failed)
@@ -446,7 +447,7 @@ def test_chapter_5s_right_answers_are_verified_as_right_across_processes():
     solution = nbformat.read(ROOT / "solutions" / f"{name}.ipynb", as_version=4)
     verdict = judge.judge_notebook(solution, ["5.2"], trusted=lab, reference=solution, seed=5)["5.2"]
     assert verdict.passed and not verdict.notes, str(verdict)
-    assert sum(bool(o.witness) for o in verdict.report.outcomes) == 4  # every check verified, each confirmed
+    assert sum(map(bool, verdict.witnesses.values())) == 4  # every check verified, each confirmed
 
 
 HIDES_IN_A_DEEPCOPY = '''import copy

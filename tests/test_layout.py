@@ -170,3 +170,35 @@ def test_no_core_module_imports_the_labs_machinery(monkeypatch):
     assert _core_importers_of_the_lab(GRAPH) == {}
     monkeypatch.setitem(GRAPH, "synclab.checks", GRAPH["synclab.checks"] | {"synclab.lab.grading"})
     assert _core_importers_of_the_lab(GRAPH) == {"synclab.checks": {"synclab.lab.grading"}}  # the test can fail
+
+
+# The grader's vocabulary: what a module that grades names (its digests, its audit, its verdicts, its tracer).
+GRADING_WORDS = ("witness", "audit", "refusal", "verdict", "tracer", "fingerprint", "review")
+
+
+def _grading_names(source: str) -> set[str]:
+    """The identifiers in ``source`` (names, attributes, definitions, imports) that use the grader's vocabulary."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        names = [getattr(node, attr, None) for attr in ("id", "attr", "name", "arg")]
+        if isinstance(node, ast.alias):
+            names = [node.name, node.asname]
+        found |= {n for n in names if isinstance(n, str) and any(w in n.lower() for w in GRADING_WORDS)}
+    return found
+
+
+def _grading_code_outside_the_lab(sources: dict[str, str]) -> dict[str, set[str]]:
+    return {m: hits for m, source in sources.items() if not m.startswith("synclab.lab")
+            and (hits := _grading_names(source))}
+
+
+def test_the_graders_code_lives_in_the_lab_and_reaches_the_checks_through_one_hook():
+    """Witnesses, the audit, the tracer and the verdicts are synclab.lab's: the checks, the sync counter, the simulated
+    device and the chapters name none of them. The grader attaches what it needs with the checks' one hook
+    (synclab.checks.attach_observer), which nothing outside the lab and the tests calls."""
+    sources = {m: p.read_text(encoding="utf-8") for m, p in MODULES.items()}
+    assert _grading_code_outside_the_lab(sources) == {}
+    attaching = {m for m, source in sources.items() if "attach_observer(" in source}
+    assert attaching <= {"synclab.checks"} | {m for m in MODULES if m.startswith("synclab.lab")}, attaching
+    sources["synclab.syncs"] += "\ndef op_running_uncounted(): return _witnessed[-1]\n"  # the test can fail
+    assert _grading_code_outside_the_lab(sources) == {"synclab.syncs": {"_witnessed"}}

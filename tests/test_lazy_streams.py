@@ -654,10 +654,11 @@ def _right_witnesses() -> dict[str, str]:
 @pytest.mark.parametrize("wrong", [w for w, _, _ in NEW_2_1_MISTAKES],
                          ids=lambda w: w.__name__)
 def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wrong(wrong):
-    """The grader verifies each passed check of 2.1 that compares outputs by its witness against a right answer's on
+    """The grader verifies each passed check of 2.1 that compares results exactly by its witness against a right answer's on
     the same seed: a bug that one check names must not change another check's witness (the first wrong versions'
     witnesses are checked where each is shown to fail)."""
     right = _right_witnesses()
-    assert sum(map(bool, right.values())) == 5  # the five checks that compare outputs are verified
+    # the five checks that compare outputs, and the lazy stream's counts of streams created, are verified
+    assert sum(map(bool, right.values())) == 6
     report = ch2.check_runner(wrong, seed=0)
     assert_passes_witness_as(report, right)

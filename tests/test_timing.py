@@ -341,7 +341,7 @@ def test_a_smoke_run_times_one_call_per_block_over_two_rounds_and_still_checks(m
     with pytest.raises(AssertionError, match="refusing to time it"):
         compare({"a": lambda: 1, "b": lambda: 2}, expected={"b": 1})
     calls.update(a=0, b=0)
-    compare({"a": counted("a"), "b": counted("b")}, rounds=2, min_run_time=FAST, verdict=True)
+    compare({"a": counted("a"), "b": counted("b")}, rounds=2, min_run_time=FAST, decides_a_check=True)
     assert calls["a"] > 5  # a check's verdict rests on its times: never the short path
     monkeypatch.setenv(DELIBERATE_ENV, "1")  # nor a storing run
     calls.update(a=0, b=0)

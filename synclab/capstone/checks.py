@@ -14,7 +14,7 @@ from typing import Any, Callable
 from synclab.capstone.workloads import (RunnerClass, Workload, ablation_workload, comparable, first_difference,
                                         book_fixes, host_work_in_decode_step, random_mix, run_engine,
                                         step_syncs)
-from synclab.checks import Check, CheckReport, expect, run_checks, witness
+from synclab.checks import Check, CheckReport, expect, run_checks, found_right
 from synclab.capstone.planted import PlantedRunner
 from synclab.engine.engine_core import PATTERNS, Components, EngineConfig, EngineRunner
 from synclab.answer_keys import answer_in, answer_key, refuse
@@ -60,7 +60,7 @@ def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Ran
                got=f"{diff}{asked}", case=case,
                hint="keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; "
                     "a stop takes effect when the step's output reaches the host, as before")
-        witness(comparable(results))  # the grader's seed drew this mix
+        found_right(comparable(results))  # the grader's seed drew this mix
         lines = list(dict.fromkeys(f"{e.kind.value} at {e.where} `{e.code}`" for step in syncs.stray for e in step))
         expect(not lines, f"{sum(map(len, syncs.stray))} stray sync(s) in {len(syncs.stray)} steps, from "
                f"{len(lines)} line(s): " + "; ".join(lines), expected="0 per step", case=case,
@@ -96,7 +96,7 @@ NO_STRAY = "the planted runner's outputs, with 0 stray syncs per step and at mos
 # Each runs whole engines: about 4 s on an idle 2-core machine, and several times that on a loaded one, which must
 # not read as a hung answer (a learner's review saw a correct one time out at a load of 6)
 HUNT_CHECKS = [
-    Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=90.0, witnessed=True),
+    Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=90.0),
     Check("6.1", "host work per step flat in output length", _check_flat_in("output length"), after=NO_STRAY,
           timeout_s=90.0),
     Check("6.1", "host work per step flat in images per request", _check_flat_in("images"), after=NO_STRAY,
@@ -187,10 +187,10 @@ def _check_row(fn: AblationRow, rng: random.Random) -> None:
         for key in ROW_KEYS:
             expect(abs(got[key] - want[key]) < 1e-9, ROW_MESSAGES[key], expected=want[key], got=got[key],
                    case=config.label, hint=_row_hint(key, got, want, workload))
-        witness([round(got[key], 6) for key in ROW_KEYS])  # the grader's seed chose the configurations
+        found_right([round(got[key], 6) for key in ROW_KEYS])  # the grader's seed chose the configurations
 
 
-ABLATION_CHECKS = [Check("6.2", "counts per configuration", _check_row, timeout_s=60, witnessed=True)]
+ABLATION_CHECKS = [Check("6.2", "counts per configuration", _check_row, timeout_s=60)]
 
 
 def check_ablation_row(fn: AblationRow, seed: int | None = None) -> CheckReport:
@@ -315,11 +315,11 @@ def _check_reading(answer: Callable[[], dict[str, Any]], rng: random.Random) -> 
            share=1 - len(wrong) / len(READING_QUESTIONS),
            hint="each answer can be read off the profile's counts: the stray syncs, torch calls and history "
                 "elements per step of each fix alone, against the baseline's")
-    witness({q: normal[q] for q in READING_QUESTIONS})  # every right answer, however written, reads the same
+    found_right({q: normal[q] for q in READING_QUESTIONS})  # every right answer, however written, reads the same
 
 
 READING_CHECKS = [Check("6.3", "each answer matches the ablation's counts", _check_reading, timeout_s=120,
-                        random=False, witnessed=True)]
+                        random=False)]
 
 # What the grader may compute before any answer is loaded, per exercise: the counts 6.3's answers come from (the
 # package's own runs, seconds; several times that under the grader's watch over the answer's checks).

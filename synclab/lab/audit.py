@@ -18,7 +18,8 @@ apart from everything the checks keep (the instructors' page says what that mean
 hook in the same process can give: code that runs there can reach whatever the process holds.
 
 The processes the checks start for themselves (chapter 3's ranks) arm the same hook before they run any of the
-reader's code, and report what it saw there (:func:`synclab.checks.hook_for_child`).
+reader's code, and report what it saw there: :class:`ChildAudit`, handed to them through the checks' observer
+(:meth:`synclab.checks.CheckObserver.for_child`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any
+from typing import Any, Callable
 
-from synclab.checks import ASK_FOR_HOOK, ASK_FOR_REFUSALS, EVENT_PREFIX, REPORT_REFUSAL
 
 READER_FILES = ("<Exercise ", "<your cell ")  # how the worker names the code it compiles from answer cells
 
@@ -174,16 +174,6 @@ def enforced(why: str) -> bool:
     return why.startswith(_ENFORCED) or ": a process of its own" in why
 
 
-def _child_event(event: str, args: tuple, course_roots: tuple[str, ...], readable: tuple[str, ...],
-                 refused: list[str]) -> None:
-    if event == ASK_FOR_HOOK and args and isinstance(args[0], list):
-        args[0].append(functools.partial(arm, course_roots, readable))
-    elif event == ASK_FOR_REFUSALS and args and isinstance(args[0], list):
-        args[0].extend(refused)
-    elif event == REPORT_REFUSAL and args:
-        refused.append(str(args[0]))
-
-
 def arm(course_roots: tuple[str, ...], readable: tuple[str, ...]) -> list[str]:
     """Add the hook to this process, for good; the list it records each refused event in.
 
@@ -196,9 +186,6 @@ def arm(course_roots: tuple[str, ...], readable: tuple[str, ...]) -> list[str]:
     busy = [False]  # the hook's own frame walk raises events too
 
     def hook(event: str, args: tuple) -> None:
-        if event.startswith(EVENT_PREFIX):  # a process the checks started, or one starting
-            _child_event(event, args, course_roots, readable, refused)
-            return
         if busy[0] or not event.startswith(_WATCHED):
             return
         if event == "object.__getattr__" and (len(args) < 2 or args[1] not in _FRAME_ATTRIBUTES):
@@ -215,3 +202,30 @@ def arm(course_roots: tuple[str, ...], readable: tuple[str, ...]) -> list[str]:
 
     sys.addaudithook(hook)
     return refused
+
+
+def _arm_in_child(course_roots: tuple[str, ...], readable: tuple[str, ...]) -> Callable[[], list[str]]:
+    """In a process the checks started: arm the hook; what tells what it recorded since it was last asked."""
+    refused = arm(course_roots, readable)
+    told = [0]
+
+    def news() -> list[str]:
+        new = refused[told[0]:]
+        told[0] += len(new)
+        return list(new)
+
+    return news
+
+
+class ChildAudit:
+    """The audit's part in the processes the checks start: arm the same hook there, and add what it records to this
+    process's record (``refused``, from :func:`arm`)."""
+
+    def __init__(self, course_roots: tuple[str, ...], readable: tuple[str, ...], refused: list[str]) -> None:
+        self._roots, self._readable, self._refused = course_roots, readable, refused
+
+    def for_child(self) -> Callable[[], Callable[[], list[str]]]:
+        return functools.partial(_arm_in_child, self._roots, self._readable)
+
+    def child_saw(self, lines: list[str]) -> None:
+        self._refused.extend(lines)

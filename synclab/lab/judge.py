@@ -44,7 +44,7 @@ from synclab.lab.chapters import PACKAGES
 from synclab.lab.exercises import EXERCISES, of_chapter
 from synclab.lab.notebook_cells import (chapter_of, check_cells, code, defines_any, first_exercise_cell, needed,
                                         tasks_of, with_what_they_read)
-from synclab.lab.verdicts import Verdict, report_from_dict
+from synclab.lab.verdicts import Verdict, from_worker
 
 JUDGE_TIME_LIMIT_S = 240.0  # one exercise: its checks' own limits (60 s, 120 s for chapter 3's ranks) and setup
 # Names an answer has little reason to touch: a line naming one is a review line for the instructor (the checks
@@ -269,9 +269,7 @@ def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: No
         if task in verdicts or task not in {e["task"] for e in exercises}:
             forged.append(line)
             continue
-        report = data["report"]
-        verdicts[task] = Verdict(task, report_from_dict(report) if report else None, data["notes"], data["error"],
-                                 reviews[task] + data["review"])
+        verdicts[task] = from_worker(data, reviews[task])
     for exercise in exercises:
         task = exercise["task"]
         if task not in verdicts:
@@ -339,11 +337,13 @@ def verify(verdict: Verdict, right: Verdict | None) -> None:
     reported."""
     if verdict.report is None or right is None or right.report is None:
         return
-    expected = {o.name: o.witness for o in right.report.outcomes if o.ok and o.witness}
+    expected = {o.name: right.witnesses.get(o.name, "") for o in right.report.outcomes if o.ok}
+    expected = {name: digest for name, digest in expected.items() if digest}
     outcomes = []
     for o in verdict.report.outcomes:
-        if o.ok and o.name in expected and o.witness != expected[o.name]:
-            o = replace(o, status="failed", message=VERIFY_FAILED, witness="",
+        if o.ok and o.name in expected and verdict.witnesses.get(o.name, "") != expected[o.name]:
+            verdict.witnesses[o.name] = ""
+            o = replace(o, status="failed", message=VERIFY_FAILED,
                         hint="if your answer is right, tell your instructor: the grader's record says which check")
             verdict.notes.append(f"[{o.task}] {o.name}: its passed check was not confirmed by the results")
         outcomes.append(o)
@@ -379,8 +379,9 @@ def _worker_env(seed: int | None = None) -> dict[str, str]:
     the one every check draws its cases from (a run that is verified against a right answer's uses the same)."""
     from synclab.timing import reader_environment
 
-    from synclab.checks import SEED_ENV, TIME_SCALE_ENV
+    from synclab.checks import TIME_SCALE_ENV
     from synclab.device import DEVICE_ENV, SIMULATED
+    from synclab.lab.judge_worker import SEED_ENV
 
     env = reader_environment()
     env = {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}

@@ -35,7 +35,9 @@ import time
 import types
 from typing import Any
 
-from synclab.lab.audit import arm, enforced
+from synclab.lab.audit import ChildAudit, arm, enforced
+
+SEED_ENV = "SYNCLAB_CHECK_SEED"  # the seed every check draws its random cases from (the judge sets it)
 
 # Modules the checks' verdicts rely on besides synclab itself: rebinding a function of one (torch.equal)
 # would change a verdict without changing the reader's code.
@@ -129,7 +131,10 @@ class ReferenceTracer:
         self._enter, self._exit = answer_keys.checking.__enter__.__code__, answer_keys.checking.__exit__.__code__
         self._thread_start = threading.Thread.start.__code__
         self.threads_started: list[str] = []
-        self._uncounted = syncs.op_running_uncounted
+        # the counting modes' handlers: while one runs a torch function, its own code runs with the modes set aside
+        # (a Python-level torch function's body: Tensor.__deepcopy__, torch.tensordot), counted by nothing
+        self._handlers = {syncs._FunctionLevel.__torch_function__.__code__,
+                          dispatch._Counting.__torch_function__.__code__}
         self.ran_uncounted: list[str] = []  # the reader's code run inside a torch function the counters set aside
         self._running: list[str] = list(answer_keys._RUNNING)  # as the tracer saw them start and end
         self._package = os.path.dirname(os.path.dirname(os.path.abspath(answer_keys.__file__))) + os.sep
@@ -152,7 +157,7 @@ class ReferenceTracer:
         if event != "call":
             return None
         code = frame.f_code
-        if (op := self._uncounted()) is not None and self._keys.is_readers_code(code.co_filename):
+        if self._keys.is_readers_code(code.co_filename) and (op := self._handled_op(frame)) is not None:
             # a torch function's own body runs with the counting modes set aside (Tensor.__deepcopy__ calling a
             # memo's methods): the reader's code run from there is counted by nothing
             where = f"{code.co_name} (run inside torch's {op})"
@@ -183,6 +188,18 @@ class ReferenceTracer:
             where = f"{code.co_name} ({os.path.relpath(code.co_filename, self._package)})"
             if where not in self.disguised:
                 self.disguised.append(where)
+        return None
+
+    def _handled_op(self, frame: types.FrameType) -> str | None:
+        """The torch function a counting mode's handler is running below ``frame``'s callers, or None."""
+        caller = frame.f_back
+        for _ in range(64):  # the handler is a few frames up, where the reader's code runs inside one
+            if caller is None:
+                return None
+            if caller.f_code in self._handlers:
+                func = caller.f_locals.get("func")
+                return getattr(func, "__name__", "") or "a torch function"
+            caller = caller.f_back
         return None
 
     def _is_genuine(self, code: types.CodeType) -> bool:
@@ -306,7 +323,8 @@ def _load(namespace: dict, cells: list[dict], task: str, notes: list[str]) -> st
 
 def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     """Judge one exercise in this (fresh, forked) process; the verdict as a dict."""
-    from synclab.checks import CheckReport
+    from synclab.checks import CheckReport, attach_observer
+    from synclab.lab.witnesses import WitnessRecorder
 
     task = exercise["task"]
     verdict: dict[str, Any] = {"task": task, "report": None, "review": [], "notes": [], "error": ""}
@@ -326,7 +344,11 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
         verdict["notes"].append(f"Exercise {dep} did not pass its own checks, so Exercise {task} was judged on the "
                                 f"package's {dep} in its place: a bug in {dep} costs {dep}'s points only")
     cells = [c for c in exercise["cells"] if not set(c["answers"]) & set(failed)]
-    refused = arm(tuple(job["course_roots"]), tuple(job["readable"]))
+    roots, readable = tuple(job["course_roots"]), tuple(job["readable"])
+    refused = arm(roots, readable)
+    seed = os.environ.get(SEED_ENV, "")
+    recorder = WitnessRecorder(int(seed) if seed.isdigit() else None, ChildAudit(roots, readable, refused))
+    attach_observer(recorder)
     error = _load(namespace, cells, task, verdict["notes"])
     missing = [name for name in exercise["defines"] if name not in namespace]
     if error or missing:
@@ -360,6 +382,7 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
         review += [f"ran its own code where the counters do not look: {where}" for where in tracer.ran_uncounted]
         if isinstance(report, CheckReport):
             verdict["report"] = report.to_dict()
+            verdict["witnesses"] = recorder.witnesses(report)
             # the checks refused it already (each such check failed, its message says why): said once more here
             review += [f"called or handed in {name} (the package's answer)"
                        for name in dict.fromkeys(o.refused for o in report.outcomes if o.refused)]

@@ -22,6 +22,8 @@ class Verdict:
     notes: list[str] = field(default_factory=list)  # what the reader should know about the run (a cell that raised)
     error: str = ""  # why its checks did not run (the answer does not parse, defines nothing, ...)
     review: list[str] = field(default_factory=list)  # the grader's: lines an instructor may read; never a score
+    # the grader's: per check, a digest of what it found right (synclab.lab.witnesses), compared with a right answer's
+    witnesses: dict[str, str] = field(default_factory=dict)
 
     @property
     def share(self) -> float:
@@ -51,13 +53,20 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "status": self.status(), "share": round(self.share, 4), "notes": self.notes,
-                "error": self.error, "review": self.review,
+                "error": self.error, "review": self.review, "witnesses": self.witnesses,
                 "report": self.report.to_dict() if self.report is not None else None}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Verdict":
         return cls(data["task"], report_from_dict(data["report"]) if data["report"] else None, data["notes"],
-                   data["error"], data["review"])
+                   data["error"], data["review"], data.get("witnesses", {}))
+
+
+def from_worker(data: dict, review: list[str]) -> Verdict:
+    """One exercise's verdict as the grader's worker sends it (``data``), after the grader's own ``review`` lines."""
+    report = data["report"]
+    return Verdict(data["task"], report_from_dict(report) if report else None, data["notes"], data["error"],
+                   review + data["review"], data.get("witnesses", {}))
 
 
 def report_from_dict(data: dict) -> CheckReport:

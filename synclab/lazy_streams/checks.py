@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks, witness, witness_tensor
+from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks, found_right, found_right_tensor
 from synclab.device import SIM_DEVICE, is_pinned_host
 from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, TinyPoolingModel, make_pooling_batch
 from synclab.answer_keys import answer_key
@@ -36,11 +36,11 @@ def _pool_reference(model: TinyPoolingModel, batch: PoolingBatch) -> list[torch.
     return [hidden[i].clone() if done else None for i, done in zip(last, cursor.get_finished_mask())]
 
 
-def _witness_outputs(want: list[torch.Tensor | None]) -> None:
-    """The pooler outputs a check compared with ``want`` and found right: one witness each ([hidden] host, or None
+def _found_right_outputs(want: list[torch.Tensor | None]) -> None:
+    """The pooler outputs a check compared with ``want`` and found right: each reported as found right ([hidden] host, or None
     where the request did not finish)."""
     for t in want:
-        witness_tensor(t)
+        found_right_tensor(t)
 
 
 def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
@@ -71,7 +71,7 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
             want = _pool_reference(model, batch)
             expect(_same(result.pooler_output, want), "wrong pooler_output", case=case,
                    expected=_describe(want), got=_describe(result.pooler_output))
-            _witness_outputs(want)
+            _found_right_outputs(want)
             if any(t is not None for t in want):
                 expect(synced[0] >= 1, "the CPU path copied without self._sync_device()", case=case,
                        expected="a call of self._sync_device() after the copy", got="none",
@@ -109,7 +109,7 @@ def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
             expect(right, "wrong pooler_output after get_output()", case=case,
                    expected=_describe(want), got=_describe(output.pooler_output),
                    hint="" if right else _wrong_output_hint(output.pooler_output, want, device))
-            _witness_outputs(want)
+            _found_right_outputs(want)
 
 
 def _wrong_output_hint(got: Any, want: list, device: Any) -> str:
@@ -188,7 +188,7 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
                    got=_describe(output.pooler_output) if isinstance(output, ModelRunnerOutput) else
                    type(output).__name__, case=counted,
                    hint="" if right else _early_read_hint(device))
-            _witness_outputs(want)
+            _found_right_outputs(want)
 
 
 def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
@@ -256,7 +256,7 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
                  "next step before the first is collected")
         expect(_same(output.pooler_output, want), f"wrong pooler_output of step {n}", case=case,
                expected=_describe(want), got=_describe(output.pooler_output), hint=cause)
-        _witness_outputs(want)
+        _found_right_outputs(want)
 
 
 def _unfinished_batch(rng: random.Random) -> PoolingBatch:
@@ -317,14 +317,13 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 
 CHECKS_2_1 = [
-    Check("2.1", "CPU platform: right outputs, no CUDA stream, nothing raised", _check_cpu_platform, witnessed=True),
-    Check("2.1", "CUDA path: right outputs after get_output() on random batches", _check_cuda_path, witnessed=True),
+    Check("2.1", "CPU platform: right outputs, no CUDA stream, nothing raised", _check_cpu_platform),
+    Check("2.1", "CUDA path: right outputs after get_output() on random batches", _check_cuda_path),
     Check("2.1", "the side stream is created on first use, once, and reused", _check_lazy_stream),
-    Check("2.1", "no sync in _pool; get_output() waits once, on the event", _check_syncs, witnessed=True),
+    Check("2.1", "no sync in _pool; get_output() waits once, on the event", _check_syncs),
     Check("2.1", "the copy waits for the compute stream; the event is recorded after it", _check_ordering),
-    Check("2.1", "the engine's order: two steps queued, then their outputs collected", _check_engine_order,
-          witnessed=True),
-    Check("2.1", "a step where nothing finished: no side stream, no wait", _check_nothing_finished, witnessed=True),
+    Check("2.1", "the engine's order: two steps queued, then their outputs collected", _check_engine_order),
+    Check("2.1", "a step where nothing finished: no side stream, no wait", _check_nothing_finished),
     Check("2.1", "device tensors kept until get_output(), then released; host buffers pinned", _check_memory),
 ]
 
@@ -413,8 +412,7 @@ def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None
                hint="look at each runner's evidence: are the values right, where are the syncs, what does the "
                     "stream log show, and which waits does get_output() do?",
                share=1 - len(wrong) / len(SPOT_THE_BUG))  # each runner named right earns its share
-        witness(labels)  # every right answer says the same
+        found_right(labels)  # every right answer says the same
 
-    check = Check("2.2", "each broken runner's bug named from the evidence", run, timeout_s=60, random=False,
-                  witnessed=True)
+    check = Check("2.2", "each broken runner's bug named from the evidence", run, timeout_s=60, random=False)
     return run_checks("Exercise 2.2 — spot the bug", [check], my_diagnosis, seed=seed)

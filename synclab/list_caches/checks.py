@@ -9,7 +9,7 @@ import random
 from functools import cached_property
 from typing import Any, Callable
 
-from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, witness
+from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right
 from synclab.dispatch import count_torch_calls
 from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline, make_mask
 from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig
@@ -275,7 +275,7 @@ def query_ratio(range_cls: RangeClass, min_run_time: float = 0.1) -> float:
     baseline = query_workload(as_written(PlaceholderRangeBaseline))
     candidate = query_workload(range_cls)
     timings = compare({"tensor cache": baseline, "yours": candidate}, min_run_time=min_run_time,
-                      expected={"yours": baseline()}, verdict=True)  # interleaved: both see the same noise
+                      expected={"yours": baseline()}, decides_a_check=True)  # interleaved: both see the same noise
     return timings["tensor cache"].median_us / timings["yours"].median_us
 
 
@@ -299,11 +299,10 @@ def _check_ratio(range_cls: RangeClass, rng: random.Random) -> None:
 
 CHECKS_5_1 = [
     Check("5.1", "fixed cases: no mask, empty mask, all True/False, end_idx == 0, start == end, full and cut ranges",
-          _check_fixed, witnessed=True),
-    Check("5.1", "embeds_cumsum is a cached list of int (None without a mask)", _check_cumsum, witnessed=True),
-    Check("5.1", "same as a plain reference on 200 random masks and ranges", _check_random, witnessed=True),
-    Check("5.1", "no torch call per question once the cache is built (counted)", _check_no_torch_calls,
-          witnessed=True),
+          _check_fixed),
+    Check("5.1", "embeds_cumsum is a cached list of int (None without a mask)", _check_cumsum),
+    Check("5.1", "same as a plain reference on 200 random masks and ranges", _check_random),
+    Check("5.1", "no torch call per question once the cache is built (counted)", _check_no_torch_calls),
     Check("5.1", f"questions >= {QUERY_RATIO_BOUND:.0f}x faster than the tensor cache (timed in one run)",
           _check_ratio, timeout_s=60.0),
 ]
@@ -524,7 +523,7 @@ def _check_sched_random(scheduler_cls: SchedulerClass, rng: random.Random) -> No
                 "items the window reaches")
         expect(got_cache == want_cache, "the encoder cache is not left as the reference leaves it", case=case,
                expected=_said_cache(want_cache), got=_said_cache(got_cache), hint=hint)
-        witness((got, got_cache))  # compared exactly above, and found right
+        found_right((got, got_cache))  # compared exactly above, and found right
 
 
 def _said_result(result: tuple) -> str:
@@ -610,12 +609,10 @@ def _check_sched_no_torch(scheduler_cls: SchedulerClass, rng: random.Random) -> 
 
 CHECKS_5_2 = [
     Check("5.2", "fixed cases: window, cache hits, budget and cache limits, zero-embedding items, duplicates, "
-                 "no chunking", _check_sched_fixed, witnessed=True),
-    Check("5.2", "same decisions and cache state as a plain reference on 150 random calls", _check_sched_random,
-          witnessed=True),
-    Check("5.2", "same steps as the reference scheduler on 20 random request mixes", _check_sched_mixes,
-          witnessed=True),
-    Check("5.2", "no torch call of its own in a scheduler step (counted)", _check_sched_no_torch, witnessed=True),
+                 "no chunking", _check_sched_fixed),
+    Check("5.2", "same decisions and cache state as a plain reference on 150 random calls", _check_sched_random),
+    Check("5.2", "same steps as the reference scheduler on 20 random request mixes", _check_sched_mixes),
+    Check("5.2", "no torch call of its own in a scheduler step (counted)", _check_sched_no_torch),
 ]
 
 

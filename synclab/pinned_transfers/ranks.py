@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from synclab.checks import hook_for_child, refusals_here, report_refusal
+from synclab.checks import observer
 from synclab.device import has_cuda
 
 START_TIMEOUT_S = 120.0  # the first start also starts the fork server (it imports torch): a busy machine needs a while
@@ -170,15 +170,13 @@ def _rank_device(rank: int) -> Any:
 
 
 def _rank_main(rank: int, world_size: int, backend: str, init_method: str, conn: Connection, parent_pid: int,
-               timeout_s: float, arm_audit: Callable[[], Any] | None = None) -> None:
+               timeout_s: float, first: Callable[[], Callable[[], list[str]]] | None = None) -> None:
     """One rank: join the group, install the DP group, run what the parent sends until told to leave.
 
-    ``arm_audit``: the grader's audit hook, where the group was started under one: armed before any of the reader's
-    code runs here, and what it refuses is sent back in place of the call's result."""
+    ``first``: what the checks' observer asks a process they start to run before any of the reader's code (a grader's
+    audit); what it then reports goes back with each reply."""
     _die_with_parent(parent_pid)
-    if arm_audit is not None:
-        arm_audit()
-    refused_so_far = 0
+    news = first() if first is not None else None
     import cloudpickle
     import torch.distributed as dist
 
@@ -203,8 +201,7 @@ def _rank_main(rank: int, world_size: int, backend: str, init_method: str, conn:
                 reply: tuple[str, Any] = ("ok", fn(rank, *args))
             except BaseException:  # the reader's code may raise anything; report it, stay available
                 reply = ("error", traceback.format_exc(limit=-6))
-            seen = refusals_here()[refused_so_far:]  # what the grader's hook saw or refused here, caught or not
-            refused_so_far += len(seen)
+            seen = news() if news is not None else []  # what the observer's hook saw here since the last reply
             conn.send(("seen", (seen, reply)) if seen else reply)
     finally:
         dist.destroy_process_group()
@@ -273,7 +270,8 @@ class RankGroup:
         if self.running:
             return
         ctx = _start_context()
-        arm_audit = hook_for_child()  # under the grader, the ranks run the reader's code under its audit hook too
+        watching = observer()
+        first = watching.for_child() if watching is not None else None  # a grader's audit, armed on the ranks too
         self._dir = tempfile.mkdtemp(prefix="synclab-ranks-")
         init_method = f"file://{os.path.join(self._dir, 'store')}"
         self.starts += 1
@@ -282,7 +280,7 @@ class RankGroup:
                 parent_end, child_end = ctx.Pipe()
                 process = ctx.Process(target=_rank_main, name=f"synclab rank {rank}", daemon=True,
                                       args=(rank, self.world_size, self.backend, init_method, child_end,
-                                            os.getpid(), self._group_timeout_s, arm_audit))
+                                            os.getpid(), self._group_timeout_s, first))
                 with _main_not_reimported():
                     process.start()
                 child_end.close()
@@ -364,10 +362,11 @@ class RankGroup:
                         raise RankError(rank, f"the process ended during {what}") from None
                     except pickle.UnpicklingError as exc:
                         raise RankError(rank, f"it sent back more than plain data ({exc})") from None
-                    if status == "seen":  # the grader's hook: its review lines, then the rank's own reply
+                    if status == "seen":  # the observer's lines, then the rank's own reply
                         seen, (status, value) = value
-                        for why in seen:
-                            report_refusal(f"{why} (on rank {rank})")
+                        watching = observer()
+                        if watching is not None:
+                            watching.child_saw([f"{why} (on rank {rank})" for why in seen])
                     if status == "error":
                         raise RankError(rank, value)
                     replies[rank] = value

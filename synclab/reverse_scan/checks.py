@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from synclab.checks import (Check, CheckFailed, CheckReport, around_first_difference, expect, expect_equal, run_checks,
-                            witness)
+                            found_right)
 from synclab.dispatch import CountingList
 from synclab.engine.input_batch import PLACEHOLDER
 from synclab.answer_keys import answer_key
@@ -77,7 +77,7 @@ def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
                got=state.output_token_ids, case=case,
                hint=_garbage_hint(state.output_token_ids) or _FIXED_HINTS.get(case)
                or "count the trailing -1s from the end; replace min(valid sampled, placeholders) of them")
-    witness([list(state.output_token_ids) for state in states])
+    found_right([list(state.output_token_ids) for state in states])
 
 
 def _garbage_hint(ids: list) -> str:
@@ -124,7 +124,7 @@ def _check_random(batch_cls: BatchClass, rng: random.Random) -> None:
                               hint=_garbage_hint(state.output_token_ids),
                               case=f"random step {trial}, {len(outputs)} requests; request {i}: output before the "
                                    f"step ends {before}, its sampled ids {sampled_row}")
-        witness([list(state.output_token_ids) for state in states])  # the grader's seed drew this step
+        found_right([list(state.output_token_ids) for state in states])  # the grader's seed drew this step
 
 
 def _check_in_place(batch_cls: BatchClass, rng: random.Random) -> None:
@@ -143,14 +143,14 @@ def _check_in_place(batch_cls: BatchClass, rng: random.Random) -> None:
            got=f"new list objects for request(s) {replaced[:8]}" + (" ..." if len(replaced) > 8 else ""),
            hint="assign into the list (ids[start:] = new), never replace it: the request state holds the same object",
            case="16 requests")
-    witness([list(state.output_token_ids) for state in states])  # counted only once the values are right (after=)
+    found_right([list(state.output_token_ids) for state in states])  # counted only once the values are right (after=)
 
 
 def _check_syncs(batch_cls: BatchClass, rng: random.Random) -> None:
     outputs, sampled, rows = random_step(rng, 64, max_spec=2)
     outputs = [o if o and o[-1] == PLACEHOLDER else o + [PLACEHOLDER] for o in outputs]
     states, report, waits = _run_step(batch_cls, outputs, sampled, rows)
-    witness([list(state.output_token_ids) for state in states])  # counted only once the values are right (after=)
+    found_right([list(state.output_token_ids) for state in states])  # counted only once the values are right (after=)
     expect(report.count <= 1 and waits <= 1, "wait for the sampled ids at most once per step",
            expected="<= 1 wait", got=f"{report.count} sync(s), {waits} wait(s)",
            hint="synchronize the event and call .tolist() once, before the loop needs them", case="64 requests")
@@ -197,7 +197,7 @@ def _check_work(batch_cls: BatchClass, rng: random.Random) -> None:
                           got=f"{wrong} of {len(short_right + long_right)} lists wrong",
                           hint="the same repair must hold for long histories as for short ones",
                           case="16 requests, 1 placeholder each, 100 and 60,000 output tokens")
-    witness(short_right + long_right)
+    found_right(short_right + long_right)
     short, long = sum(short_ops.values()), sum(long_ops.values())
     ratio = long / max(short, 1)
     if ratio <= WORK_RATIO_BOUND:
@@ -215,15 +215,15 @@ def _check_work(batch_cls: BatchClass, rng: random.Random) -> None:
 _SAME_AS_REFERENCE = "same as a plain reference on random steps (0 to 48 requests, speculative)"
 CHECKS_4_1 = [
     Check("4.1", "fixed cases: one placeholder, speculative, more sampled than placeholders, skips, a stray -1",
-          _check_fixed, witnessed=True),
-    Check("4.1", "a new request (no row last step) is skipped", _check_new_request, witnessed=True),
-    Check("4.1", _SAME_AS_REFERENCE, _check_random, witnessed=True),
+          _check_fixed),
+    Check("4.1", "a new request (no row last step) is skipped", _check_new_request),
+    Check("4.1", _SAME_AS_REFERENCE, _check_random),
     Check("4.1", "the lists are updated in place: the batch keeps the request states' own list objects",
-          _check_in_place, names_fault=True, after=_SAME_AS_REFERENCE, witnessed=True),
+          _check_in_place, names_fault=True, after=_SAME_AS_REFERENCE),
     Check("4.1", "at most one wait per step, none when there is nothing to repair", _check_syncs,
-          after=_SAME_AS_REFERENCE, witnessed=True),
+          after=_SAME_AS_REFERENCE),
     Check("4.1", "work per step does not grow with output length (60,000 vs 100 tokens)", _check_work,
-          after=_SAME_AS_REFERENCE, witnessed=True),
+          after=_SAME_AS_REFERENCE),
 ]
 
 
@@ -347,9 +347,9 @@ def _check_model_fixed(model: Callable[..., Any], rng: random.Random) -> None:
     found = any(a[5] and _same_length(a[6], a[5]) for a in answers)
     share = 1 - len(wrong) / len(answers) if found else 0.0
     if not wrong:
-        # within a token of the reference on every clause: the witness is the reference's crossings, the same for
+        # within a token of the reference on every clause: what is reported is the reference's crossings, the same for
         # every right answer, rounded or not
-        witness([a[5] for a in answers])
+        found_right([a[5] for a in answers])
     for case, costs, device_us, max_length, hint, want, got in wrong[:1]:
         unearned = "" if found else "; the clauses answered 0 or None earn their share beside a crossing found"
         expect(False, f"output length where the host becomes the bottleneck ({len(wrong)} of {len(answers)} "
@@ -376,12 +376,12 @@ def _check_model_random(model: Callable[..., Any], rng: random.Random) -> None:
                hint=_hint_for(got, want, costs, device_us, max_length, _FIT_HINT),
                case=f"random costs {trial}: {a:.0f} + {b:.3f} * L us (+-1 us of noise), device step "
                     f"{device_us:,.0f} us, max_length {max_length:,}")
-        witness(want)  # the crossing the answer was found within a token of
+        found_right(want)  # the crossing the answer was found within a token of
 
 
 CHECKS_4_2 = [
-    Check("4.2", "fixed cost tables: each clause of the contract", _check_model_fixed, witnessed=True),
-    Check("4.2", "same as a least-squares reference on random cost tables", _check_model_random, witnessed=True),
+    Check("4.2", "fixed cost tables: each clause of the contract", _check_model_fixed),
+    Check("4.2", "same as a least-squares reference on random cost tables", _check_model_random),
 ]
 
 

@@ -10,8 +10,8 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.checks import (Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, witness,
-                            witness_tensor)
+from synclab.checks import (Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right,
+                            found_right_tensor)
 from synclab.device import to_device
 from synclab.dispatch import TorchCalls, count_torch_calls
 from synclab.engine.pooler import PoolerOutput
@@ -61,8 +61,8 @@ def _expect_outputs(outputs: PoolerOutput, step: PoolingStep, case: str, when: s
                  hint="one item per request of the batch, in batch order")
     for pos, (got, req) in enumerate(zip(outputs, step.requests)):
         want = req.expected_output() if req.finished else None
-        if _same(got, want):  # found right: witnessed as the request's expected rows (None while unfinished)
-            witness_tensor(want)
+        if _same(got, want):  # found right: reported as the request's expected rows (None while unfinished)
+            found_right_tensor(want)
             continue
         hint = ("an unfinished request gives None; a finished one gives all of its prompt's hidden states, "
                 "concatenated across chunks")
@@ -164,7 +164,7 @@ def _check_empty(all_pool: AllPoolClass, rng: random.Random) -> None:
         expect(isinstance(out, list) and out == [], "an empty batch must give an empty list",
                expected=[], got=out, case=f"0 requests, chunked prefill {chunked}",
                hint="there is no first request to read a bound from: return [] before touching the cursor")
-        witness(out)
+        found_right(out)
 
 
 def _check_buffer_reuse(slice_groups: bool) -> Callable[[AllPoolClass, random.Random], None]:
@@ -292,7 +292,7 @@ def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
                    expected="each request's rows of the batch", got=_describe(outputs[bad[0]]) if bad else "",
                    hint="the call whose host work is counted must also be right: same code path as every other")
             for want in wanted:
-                witness_tensor(want)
+                found_right_tensor(want)
         few = _without_flag_reads(counted[small][0])
         many = _without_flag_reads(counted[large][0])
         n_few, n_many = sum(few.values()), sum(many.values())
@@ -323,18 +323,16 @@ SPLIT_SIZES_HINT = (("split_sizes", "the sizes do not add up to the rows you sli
 
 CHECKS_1_1 = [
     Check("1.1", "same outputs as the reference on fixed cases (sub-groups, chunked prefill)", _fixed_cases(False),
-          crash_hints=SPLIT_SIZES_HINT, witnessed=True),
-    Check("1.1", "empty batch gives []", _check_empty, witnessed=True),
+          crash_hints=SPLIT_SIZES_HINT),
+    Check("1.1", "empty batch gives []", _check_empty),
     Check("1.1", "same outputs on random batches (0 to 256 requests, chunked, mixed tasks)", _random_cases(False),
-          crash_hints=SPLIT_SIZES_HINT, witnessed=True),
-    Check("1.1", "a finished request's cache is cleaned", _check_cleaned(False), witnessed=True),
-    Check("1.1", "chunks kept across steps survive the next step's forward", _check_buffer_reuse(False),
-          witnessed=True),
+          crash_hints=SPLIT_SIZES_HINT),
+    Check("1.1", "a finished request's cache is cleaned", _check_cleaned(False)),
+    Check("1.1", "chunks kept across steps survive the next step's forward", _check_buffer_reuse(False)),
     Check("1.1", "no needless copies, with and without async scheduling", _check_no_needless_copies(False)),
     Check("1.1", "at most 2 syncs per call, one value each, whatever the batch size", _sync_bound(2, False),
-          timeout_s=60, witnessed=True),
-    Check("1.1", "host work per call does not grow with the requests (one slice, one split)", _host_work_flat,
-          witnessed=True),
+          timeout_s=60),
+    Check("1.1", "host work per call does not grow with the requests (one slice, one split)", _host_work_flat),
 ]
 
 
@@ -383,22 +381,20 @@ def _check_split_alone(all_pool: AllPoolClass, rng: random.Random) -> None:
                    hint="split by cursor.num_scheduled_tokens_cpu, in batch order")
             expect(_shares_storage(chunk, step.hidden_states), f"chunk {i} is a copy", case=case,
                    hint="split() returns views; copying is forward()'s decision, not the split's")
-            witness_tensor(req.prompt_hidden)
+            found_right_tensor(req.prompt_hidden)
 
 
 CHECKS_1_2 = [
-    Check("1.2", "split_hidden_states alone: one view per request", _check_split_alone, witnessed=True),
-    Check("1.2", "same outputs on fixed cases, through the slicing dispatcher", _fixed_cases(True), witnessed=True),
-    Check("1.2", "empty batch gives []", _check_empty, witnessed=True),
-    Check("1.2", "same outputs on random batches", _random_cases(True), witnessed=True),
-    Check("1.2", "a finished request's cache is cleaned", _check_cleaned(True), witnessed=True),
-    Check("1.2", "chunks kept across steps survive the next step's forward", _check_buffer_reuse(True),
-          witnessed=True),
+    Check("1.2", "split_hidden_states alone: one view per request", _check_split_alone),
+    Check("1.2", "same outputs on fixed cases, through the slicing dispatcher", _fixed_cases(True)),
+    Check("1.2", "empty batch gives []", _check_empty),
+    Check("1.2", "same outputs on random batches", _random_cases(True)),
+    Check("1.2", "a finished request's cache is cleaned", _check_cleaned(True)),
+    Check("1.2", "chunks kept across steps survive the next step's forward", _check_buffer_reuse(True)),
     Check("1.2", "no needless copies, with and without async scheduling", _check_no_needless_copies(True)),
     Check("1.2", "rows that do not match the sizes raise ValueError", _check_rejects_unsliced),
-    Check("1.2", "0 syncs per call", _sync_bound(0, True), timeout_s=60, witnessed=True),
-    Check("1.2", "host work per call does not grow with the requests (one split)", _host_work_flat,
-          witnessed=True),
+    Check("1.2", "0 syncs per call", _sync_bound(0, True), timeout_s=60),
+    Check("1.2", "host work per call does not grow with the requests (one split)", _host_work_flat),
 ]
 
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from synclab.checks import Check, CheckFailed, CheckReport, CheckTimeout, expect, run_checks, witness
+from synclab.checks import Check, CheckFailed, CheckReport, CheckTimeout, expect, run_checks, found_right
 from synclab.device import has_cuda, is_device_tensor, unmark_device
 from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout
 from synclab.sim import cuda as sim_cuda
@@ -293,7 +293,7 @@ def _expect_table(result: dict[str, Any], contributions: Sequence[Contribution],
     expect(result["on_device"] == device, f"the reduced table must be {where}",
            got="on the device" if result["on_device"] else "in host memory",
            hint="use the device and group from _get_device_and_group(parallel_config)", case=case)
-    witness(want)  # the reduced table, found equal to the reference's
+    found_right(want)  # the reduced table, found equal to the reference's
 
 
 def _expect_collective(result: dict[str, Any], case: str, device: bool) -> None:
@@ -361,7 +361,7 @@ def _expect_agreement(result: dict[str, Any], contributions: Sequence[Contributi
     expect(got_padding["values"] == padding, "tokens per rank after padding differ", expected=padding,
            got=got_padding["values"], hint="pad every rank to the largest when CUDA graphs are on or micro-batching",
            case=case)
-    witness([ubatch, padding, mode])  # the three answers, found equal to the reference's
+    found_right([ubatch, padding, mode])  # the three answers, found equal to the reference's
 
 
 def _check_sync_values(impl: DPImpl, rng: random.Random) -> None:
@@ -407,17 +407,15 @@ def _check_wsl(impl: DPImpl, rng: random.Random) -> None:
 
 
 CHECKS_3_7 = [
-    Check("3.7", "_run_ar: every rank gets the full table (fixed and random rank inputs)", _check_run_ar_values,
-          witnessed=True),
-    Check("3.7", "_run_ar: 0 syncs and no staging copy on every rank (uploads from pinned memory)", _check_run_ar_syncs,
-          witnessed=True),
+    Check("3.7", "_run_ar: every rank gets the full table (fixed and random rank inputs)", _check_run_ar_values),
+    Check("3.7", "_run_ar: 0 syncs and no staging copy on every rank (uploads from pinned memory)", _check_run_ar_syncs),
     Check("3.7", "_synchronize_dp_ranks: every rank agrees with the reference (micro-batching, padding, mode)",
-          _check_sync_values, witnessed=True),
+          _check_sync_values),
     Check("3.7", "_synchronize_dp_ranks: exactly 1 sync per call on every rank (the one read back)",
-          _check_sync_one_read, witnessed=True),
+          _check_sync_one_read),
     Check("3.7", "CPU group (disable_nccl_for_dp_synchronization): host tensors, same answers, 0 syncs",
-          _check_cpu_group, witnessed=True),
-    Check("3.7", "WSL (no pinned memory): no error, same table, 0 syncs", _check_wsl, witnessed=True),
+          _check_cpu_group),
+    Check("3.7", "WSL (no pinned memory): no error, same table, 0 syncs", _check_wsl),
 ]
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.checks import Check, CheckReport, expect, run_checks, witness
+from synclab.checks import Check, CheckReport, expect, run_checks, found_right
 from synclab.device import SIM_DEVICE, DeviceLike, is_pin_memory_available, pick_device, to_device
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.bad_words import apply_bad_words
@@ -142,8 +142,8 @@ def _expect_rows(steps: NgramSteps, case: str, hint: str = "") -> None:
     placeholders = any("placeholder" in p for p in problems)
     expect(not problems, f"{len(problems)} row(s) or length(s) differ on the device", got="; ".join(problems[:4]),
            hint=MOVE_HINT if placeholders else hint, case=case)
-    # every row and length found equal to the truth: witnessed as the truth, row by row
-    witness([[row, steps.truth[req_id]] for req_id, row in sorted(steps.rows.items(), key=lambda kv: kv[1])])
+    # every row and length found equal to the truth: reported as the truth, row by row
+    found_right([[row, steps.truth[req_id]] for req_id, row in sorted(steps.rows.items(), key=lambda kv: kv[1])])
 
 
 def _scripted(update: UpdateFunction, rng: random.Random, device: DeviceLike) -> list[tuple[str, SyncReport]]:
@@ -224,13 +224,12 @@ def _check_ngram_wsl(update: UpdateFunction, rng: random.Random) -> None:
 
 CHECKS_3_8_NGRAM = [
     Check("3.8", "n-gram state, scripted steps: first step, a swap, a chain of moves, a resumed request, no request",
-          _check_ngram_scripted, witnessed=True),
-    Check("3.8", "n-gram state, 10 random steps: every row and length as the truth", _check_ngram_random,
-          witnessed=True),
-    Check("3.8", "n-gram state: 0 syncs per step", _check_ngram_syncs, witnessed=True),
+          _check_ngram_scripted),
+    Check("3.8", "n-gram state, 10 random steps: every row and length as the truth", _check_ngram_random),
+    Check("3.8", "n-gram state: 0 syncs per step", _check_ngram_syncs),
     Check("3.8", "n-gram state: no pinned buffer written before its upload ran (simulated streams)",
-          _check_ngram_races, witnessed=True),
-    Check("3.8", "n-gram state, WSL (no pinned memory): no error, same rows", _check_ngram_wsl, witnessed=True),
+          _check_ngram_races),
+    Check("3.8", "n-gram state, WSL (no pinned memory): no error, same rows", _check_ngram_wsl),
 ]
 
 
@@ -272,7 +271,7 @@ def _banned(single_batch: SingleBatchFunction, vocab: int, bad_words: dict[int, 
            case=case)
     others = logits.cpu()[~torch.isinf(logits.cpu())]
     expect(bool((others == 0).all()), "only banned logits may change", got=others[others != 0][:4].tolist(), case=case)
-    witness(sorted(want))  # the banned (row, token) pairs, found equal to the reference's
+    found_right(sorted(want))  # the banned (row, token) pairs, found equal to the reference's
     return report
 
 
@@ -330,9 +329,9 @@ def _check_bad_words_syncs(single_batch: SingleBatchFunction, rng: random.Random
 
 CHECKS_3_8_BAD_WORDS = [
     Check("3.8", "bad words, fixed cases: one-token words, prefixes, too long, no history, repeats",
-          _check_bad_words_fixed, witnessed=True),
-    Check("3.8", "bad words: same as a plain reference on random batches", _check_bad_words_random, witnessed=True),
-    Check("3.8", "bad words: 0 syncs", _check_bad_words_syncs, witnessed=True),
+          _check_bad_words_fixed),
+    Check("3.8", "bad words: same as a plain reference on random batches", _check_bad_words_random),
+    Check("3.8", "bad words: 0 syncs", _check_bad_words_syncs),
 ]
 
 

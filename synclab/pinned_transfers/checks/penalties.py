@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, run_checks, witness
+from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, run_checks, found_right
 from synclab.device import to_device
 from synclab.answer_keys import answer_key
 
@@ -162,7 +162,7 @@ def _same_tables(impl: BincountFunction, state: dict[str, Any], slots: list[int]
     want = dict(zip(TABLES, _bincount_reference(slots, **state)))
     got = dict(zip(TABLES, (mask, counts)))
     if got == want:
-        witness(want)  # both tables, found equal to the reference's
+        found_right(want)  # both tables, found equal to the reference's
         return report
     limit = max((state["prefill_len"][s] for s in slots), default=0)
     unzeroed = {t for t in TABLES if any(got[t][s] != want[t][s] for s in slots)
@@ -243,15 +243,14 @@ def _check_bincount_syncs(impl: BincountFunction, rng: random.Random) -> None:
 
 
 CHECKS_3_5 = [
-    Check("3.5", "fixed case: the new requests' rows are really zeroed, then recounted", _check_bincount_fixed,
-          witnessed=True),
+    Check("3.5", "fixed case: the new requests' rows are really zeroed, then recounted", _check_bincount_fixed),
     Check("3.5", "a repeated prompt token is flagged once; tokens past prefill_len are not counted",
-          _check_bincount_repeats, witnessed=True),
-    Check("3.5", "other rows untouched; no new request changes nothing", _check_bincount_untouched, witnessed=True),
-    Check("3.5", "same as a plain reference on random states", _check_bincount_random, witnessed=True),
+          _check_bincount_repeats),
+    Check("3.5", "other rows untouched; no new request changes nothing", _check_bincount_untouched),
+    Check("3.5", "same as a plain reference on random states", _check_bincount_random),
     Check("3.5", "a token id of vocab_size or more is ignored, not written into another row",
-          _check_bincount_out_of_range, witnessed=True),
-    Check("3.5", "0 syncs", _check_bincount_syncs, witnessed=True),
+          _check_bincount_out_of_range),
+    Check("3.5", "0 syncs", _check_bincount_syncs),
 ]
 
 

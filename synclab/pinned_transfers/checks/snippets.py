@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy
 import torch
 
-from synclab.checks import Check, CheckReport, expect, keyed_by_name, run_checks, witness
+from synclab.checks import Check, CheckReport, expect, keyed_by_name, run_checks, found_right
 from synclab.device import is_pin_memory_available, pick_device, to_device
 from synclab.answer_keys import answer_key
 from synclab.syncs import SyncKind
@@ -110,8 +110,8 @@ def check_sync_predictions(predict: Callable[[], dict[str, Any]], seed: int | No
                    f"{k}: you said {said[k]!r}, but {WHAT_THE_LINE_DOES[k.split(':')[0]]}" for k in wrong),
                hint="name the SyncKind, or None; the host waits for a device VALUE, a blocking COPY, or staged memory",
                share=1 - len(wrong) / len(SNIPPETS))  # each right prediction earns its share
-        witness({k: said[k] for k in SNIPPETS})  # every right answer says the same
+        found_right({k: said[k] for k in SNIPPETS})  # every right answer says the same
 
-    check = Check("3.6", "predicted syncs match count_syncs", run, random=False, witnessed=True)
+    check = Check("3.6", "predicted syncs match count_syncs", run, random=False)
     return run_checks("Exercise 3.6 — which sync, and why", [check], predict, seed=seed)
 

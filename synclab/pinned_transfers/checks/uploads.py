@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from synclab.checks import (Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, witness,
-                            witness_tensor)
+from synclab.checks import (Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right,
+                            found_right_tensor)
 from synclab.device import SIM_DEVICE, is_device_tensor, pick_device, to_device
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.model_inputs import GPUModelRunner
@@ -69,7 +69,7 @@ def _same_upload(got: Any, data: Any, dtype: torch.dtype | None, case: str) -> N
     expect_equal(tuple(got.shape), tuple(want.shape), what="shape", case=case)
     expect(torch.equal(got.cpu(), want), "values differ", expected=want.flatten()[:8].tolist(),
            got=got.cpu().flatten()[:8].tolist(), case=case)
-    witness_tensor(want)  # found equal to the host's own torch.tensor(data, dtype)
+    found_right_tensor(want)  # found equal to the host's own torch.tensor(data, dtype)
 
 
 def _check_h2d_values(impl: H2DFunction, rng: random.Random) -> None:
@@ -120,13 +120,11 @@ def _check_h2d_races(impl: H2DFunction, rng: random.Random) -> None:
 
 
 CHECKS_3_1 = [
-    Check("3.1", "same values, dtype and shape as torch.tensor(data, dtype) for lists, arrays, tensors", _check_h2d_values,
-          witnessed=True),
-    Check("3.1", "0 syncs: every upload is non_blocking from pinned memory", _check_h2d_syncs, witnessed=True),
+    Check("3.1", "same values, dtype and shape as torch.tensor(data, dtype) for lists, arrays, tensors", _check_h2d_values),
+    Check("3.1", "0 syncs: every upload is non_blocking from pinned memory", _check_h2d_syncs),
     Check("3.1", "no pinned buffer refilled before its upload ran (back-to-back calls, simulated streams)",
-          _check_h2d_races, witnessed=True),
-    Check("3.1", "WSL (no pinned memory): no error, right values, pageable non_blocking upload", _check_h2d_wsl,
-          witnessed=True),
+          _check_h2d_races),
+    Check("3.1", "WSL (no pinned memory): no error, right values, pageable non_blocking upload", _check_h2d_wsl),
 ]
 
 
@@ -143,7 +141,7 @@ def _same_logprobs(got: Any, logits: torch.Tensor, ids: dict[int, list[int]], sa
     want = _gather_reference(logits.cpu(), ids, sampled.cpu().tolist())
     if want is None:
         expect(got is None, "no request asked for token ids: return None", got=type(got).__name__, case=case)
-        witness(None)
+        found_right(None)
         return
     expect(isinstance(got, LogprobsTensors), "return a LogprobsTensors", got=type(got).__name__, case=case)
     want_ids, want_values, want_ranks = want
@@ -172,9 +170,9 @@ def _same_logprobs(got: Any, logits: torch.Tensor, ids: dict[int, list[int]], sa
            got=got_values[row].tolist(), hint="log_softmax over the vocabulary, then gather", case=case)
     expect_equal(got.selected_token_ranks.cpu().tolist(), want_ranks, what="ranks of the sampled tokens",
                  hint="rank = how many logits are strictly larger than the sampled token's", case=case)
-    # the ids and the padding were compared exactly (the ranks witness themselves); the logprobs within a tolerance,
-    # which two right answers may round differently: not witnessed
-    witness([got_ids, padded.tolist()])
+    # the ids and the padding were compared exactly (the ranks report theirs); the logprobs within a tolerance,
+    # which two right answers may round differently: not reported
+    found_right([got_ids, padded.tolist()])
 
 
 _FIXED_LOGPROB_CASES = [
@@ -204,7 +202,7 @@ def _check_gather_empty(sampler_cls: SamplerClass, rng: random.Random) -> None:
         logits, _, sampled = logprob_case(rng, 4, 16)
         got, _ = counted(lambda: sampler_cls().gather_specific_token_logprobs(logits, {}, sampled))
         expect(got is None, "no request asked for token ids: return None", got=type(got).__name__, case="{}")
-        witness(None)
+        found_right(None)
 
 
 def _check_gather_random(sampler_cls: SamplerClass, rng: random.Random) -> None:
@@ -267,16 +265,15 @@ def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
 
 
 CHECKS_3_2 = [
-    Check("3.2", "fixed cases: rows without ids, token 0, the sampled token requested, one request", _check_gather_fixed,
-          witnessed=True),
-    Check("3.2", "no requested ids: None", _check_gather_empty, witnessed=True),
+    Check("3.2", "fixed cases: rows without ids, token 0, the sampled token requested, one request", _check_gather_fixed),
+    Check("3.2", "no requested ids: None", _check_gather_empty),
     Check("3.2", "same as a plain reference on random batches (1 to 64 requests, vocab 16 to 4096)",
-          _check_gather_random, witnessed=True),
+          _check_gather_random),
     Check("3.2", "0 syncs: the id matrix and the mask built on pinned host memory, uploaded non_blocking",
-          _check_gather_syncs, witnessed=True),
+          _check_gather_syncs),
     Check("3.2", "no pinned buffer written before its upload ran (back-to-back calls, simulated streams)",
-          _check_gather_races, witnessed=True),
-    Check("3.2", "WSL (no pinned memory): no error, same result", _check_gather_wsl, witnessed=True),
+          _check_gather_races),
+    Check("3.2", "WSL (no pinned memory): no error, same result", _check_gather_wsl),
 ]
 
 
@@ -370,14 +367,12 @@ def _check_types_wsl(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 
 CHECKS_3_3 = [
-    Check("3.3", "fixed case: boundaries 2, none, 0 and at the end", _check_types_fixed, witnessed=True),
-    Check("3.3", "a batch that shrank: only this step's requests' lengths count", _check_types_shrunk_batch,
-          witnessed=True),
-    Check("3.3", "nothing to pass ({}): no token types, empty batch, not a pooling model", _check_types_no_kwargs,
-          witnessed=True),
-    Check("3.3", "same as a plain reference on random batches (1 to 64 requests)", _check_types_random, witnessed=True),
-    Check("3.3", "0 syncs: host-side lengths, pinned buffer, non_blocking upload", _check_types_syncs, witnessed=True),
-    Check("3.3", "WSL (no pinned memory): no error, same result", _check_types_wsl, witnessed=True),
+    Check("3.3", "fixed case: boundaries 2, none, 0 and at the end", _check_types_fixed),
+    Check("3.3", "a batch that shrank: only this step's requests' lengths count", _check_types_shrunk_batch),
+    Check("3.3", "nothing to pass ({}): no token types, empty batch, not a pooling model", _check_types_no_kwargs),
+    Check("3.3", "same as a plain reference on random batches (1 to 64 requests)", _check_types_random),
+    Check("3.3", "0 syncs: host-side lengths, pinned buffer, non_blocking upload", _check_types_syncs),
+    Check("3.3", "WSL (no pinned memory): no error, same result", _check_types_wsl),
 ]
 
 
@@ -460,10 +455,10 @@ def _check_prefill_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 CHECKS_3_4 = [
     Check("3.4", "fixed cases: padded with the last index, stale entries overwritten, the buffer returned",
-          _check_prefill_fixed, witnessed=True),
-    Check("3.4", "no logits indices: fail loudly", _check_prefill_empty, witnessed=True),
-    Check("3.4", "same as a plain reference on random steps (1 to 700 indices)", _check_prefill_random, witnessed=True),
-    Check("3.4", "0 syncs: the tail is filled on the device", _check_prefill_syncs, witnessed=True),
+          _check_prefill_fixed),
+    Check("3.4", "no logits indices: fail loudly", _check_prefill_empty),
+    Check("3.4", "same as a plain reference on random steps (1 to 700 indices)", _check_prefill_random),
+    Check("3.4", "0 syncs: the tail is filled on the device", _check_prefill_syncs),
 ]
 
 
