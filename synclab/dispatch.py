@@ -133,6 +133,13 @@ class CountingList(MutableSequence):
         CountingList._add(f"list.count({value!r}) (reads every element)", len(self.__items))
         return self.__items.count(value)
 
+    def reverse(self) -> None:  # MutableSequence's would swap by x[i]: named for what it is
+        CountingList._add("x.reverse() (moves every element)", len(self.__items))
+        self.__items.reverse()
+
+    def clear(self) -> None:  # drops the elements without reading them, as a list's does
+        self.__items.clear()
+
     def copy(self) -> list:
         CountingList._add("x.copy() (copies the whole list)", len(self.__items))
         return list(self.__items)

@@ -535,12 +535,11 @@ def test_a_passed_check_has_the_witness_of_what_it_compared_and_a_comparison_onl
 
 
 def test_nothing_is_attached_to_the_checks_where_a_learner_runs_them():
-    """The checks' one hook is empty until a grader attaches its observer: importing the package and every chapter
+    """The checks' one hook is empty until a grader attaches its observer: importing the learner's path and a chapter
     attaches nothing."""
     import subprocess
     import sys
 
-    probe = ("import synclab.checks as c, synclab.lab.chapters as ch, importlib\n"
-             "[importlib.import_module(m) for m in ch.PACKAGES.values()]\nprint(c.observer() is None)")
+    probe = "import synclab.checks as c, synclab.lab.learner_check, synclab.primer\nprint(c.observer() is None)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"

@@ -111,3 +111,30 @@ def test_the_simulated_gpu_puts_torch_back_as_it_found_it():
         assert torch.Tensor.record_stream is not torch._C.TensorBase.record_stream
     assert ("record_stream" in torch.Tensor.__dict__) == own
     assert torch.Tensor.record_stream is torch._C.TensorBase.record_stream or own
+
+
+def test_names_bound_before_the_simulated_gpu_reach_it_and_are_put_back():
+    """``from torch.cuda import Stream, stream`` at the top of a cell, or a ``partial`` of ``torch.cuda.Event``, bind
+    torch's own objects before any check runs: inside the block they build and use the simulated ones, as they would
+    the real ones on a GPU; after it, torch's objects are as they were."""
+    import functools
+
+    from torch.cuda import Event, Stream, current_stream, stream
+
+    from synclab.sim import cuda as sim_cuda
+
+    blocking_event = functools.partial(torch.cuda.Event, blocking=True)
+    codes = {f: f.__code__ for f in (stream, current_stream)}
+    new = Stream.__dict__.get("__new__")
+    with sim_cuda.simulated_cuda() as device:
+        side, done = Stream(), blocking_event()
+        with stream(side):
+            side.wait_stream(current_stream())
+            done.record()
+        assert isinstance(side, sim_cuda.SimStream) and isinstance(Event(), sim_cuda.SimEvent)
+        assert device.streams_created == 1 and device.log.ops() == ["create stream", "wait_stream", "record event"]
+    assert all(f.__code__ is code for f, code in codes.items()) and Stream.__dict__.get("__new__") is new
+    assert current_stream.__defaults__ == (None,)
+    if not torch.cuda.is_available():  # torch's own Stream again: on a CPU-only machine, it refuses
+        with pytest.raises(RuntimeError):
+            Stream()

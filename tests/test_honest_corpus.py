@@ -66,8 +66,10 @@ def passes_the_learners_check(answer: Answer) -> None:
 def fails_its_check_on_the_learners_path(answer: Answer) -> None:
     run = run_here(notebook_with(answer), [answer.task])
     report = run.reports[answer.task]
-    failed = [o.name for o in report.outcomes if not o.ok]
-    assert any(answer.fails in name for name in failed), (answer.fails, str(report))
+    failed = [o for o in report.outcomes if not o.ok and answer.fails in o.name]
+    assert failed, (answer.fails, str(report))
+    said = " ".join(f"{o.message} {o.got} {o.hint}" for o in failed)
+    assert all(words in said for words in answer.says), (answer.says, str(report))
 
 
 @pytest.mark.parametrize("answer", of_chapters(RIGHT, EARLY), ids=_ids(of_chapters(RIGHT, EARLY)))

@@ -184,15 +184,11 @@ def _cheat(nb: nbformat.NotebookNode, lines: str) -> nbformat.NotebookNode:
     return nb
 
 
-# Each ran in the student's kernel before the check cell, and each gave full marks before the grader; one of each
-# kind (a rebound function, a forged log, a reference unwrapped in the answer cell). Every cheat's own verdict, the
-# rebound _run_one's too, is in tests/test_judge.py: here they go through nbgrader's autograde.
+# It ran in the student's kernel before the check cell, and gave full marks before the grader. Every cheat's own
+# verdict (a forged log, a reference unwrapped, the rebound _run_one, ...) is in tests/test_judge.py, by the same
+# judge nbgrader calls: here one goes through nbgrader's autograde, to show where its review line goes.
 CHEATS = {
     "rebinds_graded": "import synclab.lab.grading as g\ng.graded = lambda *a, **k: 14.0\n",
-    "forges_the_log": "import os\nopen(os.environ.get('SYNCLAB_CHECK_LOG', '/dev/null'), 'a').write('{}')\n",
-    # gave 4.2 full marks: the guard's raw function was left on it
-    "unwraps_the_reference": "from synclab.primer import checks as pc\n\n\ndef decode_step(batch):\n"
-                             "    return pc._decode_step_reference.__wrapped__(batch)\n\n\n",
 }
 
 
@@ -229,8 +225,9 @@ def _can_sandbox() -> bool:
 
 @pytest.mark.slow
 def test_autograde_scores_honest_work_and_names_every_cheat_as_grade_json_does(tmp_path, capsys):
-    """Full marks, nothing, the planted bugs' share lost; every cheat earns what its code earns (0: each is a stub
-    with a trick beside it) and is named for the instructor in the log; nbgrader and ``grade --json`` agree.
+    """Full marks, nothing, the planted bugs' share lost; the cheat earns what its code earns (0: a stub with a trick
+    beside it) and is named for the instructor in the log, not in the student's feedback; nbgrader and ``grade
+    --json`` agree.
 
     Autograded as the instructors' page says: in parallel, the grader's worker in a sandbox where this machine
     can make one (a user who cannot read the course), the release through the course's own exchange."""
@@ -258,7 +255,7 @@ def test_autograde_scores_honest_work_and_names_every_cheat_as_grade_json_does(t
     # as an instructor would: the lab's parallel autograde, three students at a time, in the course folder
     assert cli.main(["autograde", chapter, "--course", str(tmp_path), "--jobs", "3"]) == 0
     said = capsys.readouterr()
-    assert "[7/7]" in said.err and "autograded 7 of 7" in said.out
+    assert "[5/5]" in said.err and "autograded 5 of 5" in said.out
     # the right answers were judged for the run, on its one seed, not once per student
     assert len(list((tmp_path / "autograde-logs" / ".right-answers").glob("*.json"))) == 1
     scores = gradebook_scores(tmp_path, chapter, stem)
@@ -288,9 +285,9 @@ def test_autograde_scores_honest_work_and_names_every_cheat_as_grade_json_does(t
     shown = "".join(o.get("data", {}).get("text/plain", "") for o in graded_cell.outputs)
     assert "✗ [0.1] NaN logits raise ValueError before any update: failed" in shown  # the student sees why
     # the other grader, on the same submissions, gives the same points (each cheat's own --json verdict is in
-    # tests/test_judge.py: one cheat here keeps the flag's path through both)
+    # tests/test_judge.py: the one cheat here keeps the review line's path through both)
     for student, by_cell in scores.items():
-        if student in ("reads_the_course", "untouched") or student in CHEATS and student != "rebinds_graded":
+        if student in ("reads_the_course", "untouched"):
             continue  # unsandboxed, reads_the_course would copy the course; untouched scores 0 in both by its stubs
         path = tmp_path / "submitted" / student / chapter / f"{stem}.ipynb"
         cli.main(["grade", str(path), "--json"])

@@ -65,6 +65,12 @@ def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Ran
         expect(not lines, f"{sum(map(len, syncs.stray))} stray sync(s) in {len(syncs.stray)} steps, from "
                f"{len(lines)} line(s): " + "; ".join(lines), expected="0 per step", case=case,
                hint="every line that made the host wait, once each: rewrite each without the wait")
+        staged = list(dict.fromkeys(f"{e.where} `{e.code}`" for step in syncs.staged for e in step))
+        expect(not staged, f"{sum(map(len, syncs.staged))} upload(s) from pageable memory in {len(syncs.stray)} "
+               f"steps, from {len(staged)} line(s): " + "; ".join(staged), expected="every upload from pinned memory",
+               case=case, hint="a non_blocking copy from pageable memory is a staging copy, as chapter 3 counts it: "
+                               "the host copies the data itself, and may wait for a staging buffer. Upload host data "
+                               "with self.upload(data, dtype), chapter 3's async_tensor_h2d")
         worst = max(syncs.planned, default=0)
         expect(worst <= 1, "a step waited more than once on the output copy", expected="at most 1 planned wait",
                got=f"{worst} in one step", case=f"random mix {i + 1}")

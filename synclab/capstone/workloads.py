@@ -403,6 +403,7 @@ class StepSyncs:
 
     stray: list[list[SyncEvent]]  # per step
     planned: list[int]  # per step
+    staged: list[list[SyncEvent]] = field(default_factory=list)  # per step: uploads from pageable memory (chapter 3)
 
     @property
     def stray_per_step(self) -> float:
@@ -423,6 +424,7 @@ def step_syncs(workload: Workload, config: EngineConfig, runner_cls: RunnerClass
     """Run ``workload`` to the end, counting each step's syncs; returns them and the results."""
     stray: list[list[SyncEvent]] = []
     planned: list[int] = []
+    staged: list[list[SyncEvent]] = []
 
     @contextmanager
     def counted(engine: EngineCore) -> Iterator[None]:
@@ -430,9 +432,10 @@ def step_syncs(workload: Workload, config: EngineConfig, runner_cls: RunnerClass
             yield
         stray.append([e for e in report.events if not is_planned(e)])
         planned.append(sum(map(is_planned, report.events)))
+        staged.append(list(report.staged))
 
     results = run_engine(workload, config, components or current_fixes(), runner_cls, each_step=counted)
-    return StepSyncs(stray, planned), results
+    return StepSyncs(stray, planned, staged), results
 
 
 # Where the code before each PR makes its syncs: the engine's file (and function) -> the pattern whose fix removes it.

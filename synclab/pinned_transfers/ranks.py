@@ -12,7 +12,7 @@ this module but never touched a GPU (a GPU cannot be shared with a child forked 
 used it; a spawned rank would import torch anew, seconds on a busy machine, at every start). They
 rendezvous through a file store in a temporary directory: no port to find, nothing left behind.
 Functions go to the ranks by value (``cloudpickle``), so a function defined in a
-notebook cell runs there as it is. Stopping is the point of this module:
+notebook cell runs there as it is, with the cell's helpers (an ``lru_cache``'d one too). Stopping is the point of this module:
 
 * :meth:`RankGroup.close` asks each rank to leave (it destroys its process group),
   then terminates, then kills whatever is still there; it runs on every way out of
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import io
 import multiprocessing as mp
 import os
@@ -54,6 +55,33 @@ from synclab.device import has_cuda
 START_TIMEOUT_S = 120.0  # the first start also starts the fork server (it imports torch): a busy machine needs a while
 CALL_TIMEOUT_S = 60.0
 LEAVE_GRACE_S = 5.0  # how long a rank may take to leave cleanly before it is terminated
+
+
+def _cached_again(function: Callable[..., Any], maxsize: int | None, typed: bool) -> Callable[..., Any]:
+    """On a rank: a reader's ``functools.lru_cache``'d helper, cached again around its function (empty)."""
+    return functools.lru_cache(maxsize=maxsize, typed=typed)(function)
+
+
+def _by_value(value: Any) -> bytes:
+    """``value`` pickled for the ranks by ``cloudpickle``, with the reader's cached helpers sent by value too: one
+    defined in a cell lives in no module a rank can import it from (``functools.cache``, ``lru_cache``)."""
+    import cloudpickle
+
+    class Pickler(cloudpickle.CloudPickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, functools._lru_cache_wrapper):
+                module = sys.modules.get(getattr(obj, "__module__", "") or "")
+                found = module
+                for part in getattr(obj, "__qualname__", "").split("."):
+                    found = getattr(found, part, None)
+                if found is not obj or module is None or module.__name__ == "__main__":  # not importable
+                    params = obj.cache_parameters()
+                    return _cached_again, (obj.__wrapped__, params["maxsize"], params["typed"])
+            return super().reducer_override(obj)
+
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=pickle.DEFAULT_PROTOCOL).dump(value)
+    return buffer.getvalue()
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -325,10 +353,8 @@ class RankGroup:
         given what the answers so far say (None: the whole ``timeout_s``). A rank that returned without
         joining a collective leaves the others waiting in it: no need to wait out the whole limit.
         """
-        import cloudpickle
-
         self.start()
-        payload = cloudpickle.dumps((fn, args))
+        payload = _by_value((fn, args))
         try:
             for conn in self._conns:
                 conn.send(payload)

@@ -23,6 +23,7 @@ could read data too early, never how long anything takes.
 from __future__ import annotations
 
 import itertools
+import types
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -280,7 +281,7 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
         setattr(torch.cuda, name, value)
     torch.Tensor.record_stream = _record_stream  # type: ignore[method-assign]
     try:
-        with _AsyncCopies() if async_copies else nullcontext():
+        with _names_bound_before(originals), _AsyncCopies() if async_copies else nullcontext():
             yield device
     finally:
         if own_record_stream is None:
@@ -293,6 +294,51 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
             for upload in list(stream.pending_uploads):
                 device.check_upload(stream, upload)
         _DEVICE.remove(device)
+
+
+@contextmanager
+def _names_bound_before(originals: dict[str, Any]) -> Iterator[None]:
+    """The real classes and functions reach the simulated ones too, for the block: code that bound them before it
+    (``from torch.cuda import Stream, stream`` at the top of a cell, ``partial(torch.cuda.Event, blocking=True)``)
+    gets what ``torch.cuda.Stream`` now gives, as it would on a GPU.
+
+    A class gets a ``__new__`` that builds the simulated object; a function, for the block, code that calls
+    ``torch.cuda``'s attribute of its name (its globals are that module's). Both are put back after."""
+    classes = {name: real for name, real in originals.items() if isinstance(real, type)}
+    functions = {name: real for name, real in originals.items() if isinstance(real, types.FunctionType)
+                 and not real.__code__.co_freevars and real.__globals__ is vars(torch.cuda)}
+    own_new = {name: real.__dict__.get("__new__") for name, real in classes.items()}
+    codes = {name: (real.__code__, real.__defaults__) for name, real in functions.items()}
+    for name, real in classes.items():
+        real.__new__ = _builds(name)  # type: ignore[method-assign]
+    for name, real in functions.items():
+        real.__code__, real.__defaults__ = _forwards_to(name), None
+    try:
+        yield
+    finally:
+        for name, real in functions.items():
+            real.__code__, real.__defaults__ = codes[name]
+        for name, real in classes.items():
+            if own_new[name] is None:
+                del real.__new__
+            else:
+                real.__new__ = own_new[name]  # type: ignore[method-assign]
+
+
+def _builds(name: str) -> staticmethod:
+    """A ``__new__`` for the real ``torch.cuda.<name>``: the simulated one's object (``__init__`` is then not run)."""
+
+    def new(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return getattr(torch.cuda, name)(*args, **kwargs)
+
+    return staticmethod(new)
+
+
+def _forwards_to(name: str) -> types.CodeType:
+    """Code that calls ``torch.cuda.<name>`` (looked up in the function's own globals) with the same arguments."""
+    namespace: dict[str, Any] = {}
+    exec(f"def {name}(*args, **kwargs):\n    return {name}(*args, **kwargs)\n", namespace)
+    return namespace[name].__code__
 
 
 _REAL_RECORD_STREAM = torch.Tensor.record_stream

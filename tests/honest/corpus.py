@@ -3,9 +3,11 @@
 ``right/<task>-<name>.py`` is a correct answer: the whole answer cell (or cells, one after the other) of Exercise
 ``<task>``, in any style: imports, module-level constants and loggers, helpers, lambdas, dunders, prints. Each must
 earn full marks on every path, with no review line that zeroes it. ``wrong/<task>-<name>.py`` is an honest mistake;
-its first lines say which check it fails::
+its first lines say which check it fails, and may say words that check's message or hint must hold (what names the
+fault, as the learner wrote it)::
 
     # fails: at most one wait per step
+    # says: x.reverse()
 
 The answer replaces the solution's answer cell(s) of its task in the solution notebook (the other exercises keep
 the solution's answers), so :func:`notebook_with` gives the notebook a learner who wrote it would hand in.
@@ -33,6 +35,7 @@ class Answer:
     task: str
     source: str
     fails: str  # the check a wrong answer fails ("" for a right one)
+    says: tuple[str, ...] = ()  # words the failed check's message or hint must hold
 
     @property
     def name(self) -> str:
@@ -50,7 +53,8 @@ def answers(kind: str) -> list[Answer]:
         fails = re.search(r"^# fails: (.+)$", source, re.M)
         if kind == "wrong" and not fails:
             raise ValueError(f"{path.name}: a wrong answer says which check it fails (# fails: ...)")
-        found.append(Answer(path, task, source, fails[1].strip() if fails else ""))
+        says = tuple(m.strip() for m in re.findall(r"^# says: (.+)$", source, re.M))
+        found.append(Answer(path, task, source, fails[1].strip() if fails else "", says))
     return found
 
 

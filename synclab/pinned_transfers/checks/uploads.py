@@ -430,7 +430,9 @@ def _check_prefill_empty(runner_cls: RunnerClass, rng: random.Random) -> None:
     runner = _stale_runner(runner_cls)
     try:
         _fast_prefill(runner, [])
-    except (AssertionError, ValueError, IndexError):
+    except NotImplementedError:  # the stub: not written yet, which the report says as such
+        raise
+    except Exception:  # any error of the answer's choosing is loud: an assert as vLLM's, a ValueError, its own class
         return
     expect(False, "no logits indices is a bug upstream: fail loudly (vLLM asserts num_logits > 0)",
            got="returned normally", case="empty logits_indices")

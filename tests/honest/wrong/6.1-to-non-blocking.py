@@ -1,5 +1,7 @@
 # Uploads with torch.tensor(...).to(device, non_blocking=True) instead of self.upload: staging copies from pageable
-# memory, which chapter 3 counts as a wait of unknown length; 6.1's check passes it (see FINDINGS-ch4-6.md).
+# memory, which chapter 3 counts and 6.1's contract refuses as chapter 3 does.
+# fails: 0 stray syncs per step
+# says: upload(s) from pageable memory
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 
