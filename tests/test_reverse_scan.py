@@ -132,6 +132,26 @@ class _RepairsEachRequest(ReverseScanBatch):
                 self._repair(out[i], sampled[prev])
 
 
+class NoNoneCheck(_RepairsEachRequest):  # right repair, but waits and reads without asking whether a step is in flight
+    def update_async_output_token_ids(self):
+        out = self.sampling_metadata.output_token_ids
+        if not any(ids and ids[-1] == PLACEHOLDER for ids in out):  # the `sampled_token_ids_cpu is None` test left out
+            return
+        self.async_copy_ready_event.synchronize()
+        sampled = self.sampled_token_ids_cpu.tolist()
+        for i, req_id in enumerate(self.req_ids):
+            prev = self.prev_req_id_to_index.get(req_id)
+            if prev is not None and out[i] and out[i][-1] == PLACEHOLDER:
+                self._repair(out[i], sampled[prev])
+
+    def _repair(self, ids, row):
+        k = 0
+        while k < len(ids) and ids[len(ids) - 1 - k] == PLACEHOLDER:
+            k += 1
+        valid = row[:row.index(PLACEHOLDER)] if PLACEHOLDER in row else row
+        ids[len(ids) - k:] = valid[:min(len(valid), k)]
+
+
 class KeepsPadding(_RepairsEachRequest):  # replaces placeholders with the -1 padding of rejected drafts too
     def _repair(self, ids, row):
         start = len(ids)
@@ -230,6 +250,10 @@ def negative_crossings(costs_us, device_step_us, max_length):  # no look at the 
     return crossing if crossing <= max_length else None
 
 
+def strict_bound(costs_us, device_step_us, max_length):  # `<` for `<=`: a crossing at max_length itself is left out
+    return _answer(*_fit(costs_us), device_step_us, max_length, at_max=lambda c, m: c < m)
+
+
 def slope_threshold(costs_us, device_step_us, max_length):  # a threshold of its own: "nearly flat is flat"
     a, b = _fit(costs_us)
     return None if b <= 1e-4 and a < device_step_us else _answer(a, b, device_step_us, max_length)
@@ -260,6 +284,7 @@ WRONG_4_1 = [
     (Rebuilds, "in place"),
     (WaitsPerRequest, "at most one wait"),
     (NoPrevCheck, "new request"),
+    (NoNoneCheck, "new request"),
     (KeepsPadding, "fixed cases"),
     (RebuildsTheTail, "work per step"),
     (ReadsBeforeWaiting, "fixed cases"),
@@ -280,6 +305,7 @@ WRONG_4_2 = [
     (ignores_max_length, "fixed cost tables"),
     (negative_crossings, "fixed cost tables"),
     (slope_threshold, "fixed cost tables"),
+    (strict_bound, "fixed cost tables"),
 ]
 
 
@@ -344,6 +370,7 @@ def test_tensors_in_the_token_lists_are_caught_though_they_compare_equal():
     (ignores_max_length, "noisy, nearly flat", ch4_checks._PAST_MAX_HINT),
     (negative_crossings, "falling and below the device step", "a length is never negative"),
     (slope_threshold, "a small slope", ch4_checks._NO_THRESHOLD_HINT),
+    (strict_bound, "the crossing exactly at max_length", ch4_checks._AT_MAX_HINT),
 ])
 def test_each_4_2_mistake_fails_on_its_clause_with_its_hint_on_every_seed(wrong, case, hint):
     for seed in range(20):
@@ -630,3 +657,13 @@ def test_4_2_witnesses_the_crossings_it_found_each_answer_within_a_token_of(answ
     report = ch4.check_bottleneck_model(answer, seed=0)
     assert_passes_witness_as(report, right)
     assert answer not in RIGHT_4_2 or report.passed
+
+
+def test_a_repair_that_reads_with_no_step_in_flight_is_told_to_return_first():
+    """The contract's clause "every list untouched when sampled_token_ids_cpu is None" has its case: a version that
+    waits and reads regardless crashes on it, and is told why."""
+    report = ch4.check_update_async_output_token_ids(NoNoneCheck, seed=0)
+    (new,) = [o for o in report.outcomes if "new request" in o.name]
+    assert new.status == "crashed" and "sampled_token_ids_cpu is None" in new.case, str(report)
+    assert "nothing is in flight" in new.hint, str(report)
+    assert all(o.ok for o in report.outcomes if o is not new), str(report)  # the rest is right

@@ -105,6 +105,13 @@ def _check_new_request(batch_cls: BatchClass, rng: random.Random) -> None:
                 "placeholder stays" if got[0] != [4, -1]
                 else "the new request is right; the running one beside it is not (see the fixed cases)"))
     expect_equal(got, [[4, -1], [5, 7]], what="outputs", hint=hint, case=case)
+    # no step in flight at all (the first step, or no sampler feature reads the history): every list is left alone
+    case = "no step in flight: sampled_token_ids_cpu is None, the lists end with placeholders"
+    batch, states = build_step(batch_cls, [[4, -1], [5, 6, -1]], [[7], [8]], [0, 1], None)
+    batch.set_async_sampled_token_ids(None, None)  # type: ignore[arg-type]
+    batch.update_async_output_token_ids()
+    expect_equal([list(s.output_token_ids) for s in states], [[4, -1], [5, 6, -1]], what="outputs", case=case,
+                 hint="with sampled_token_ids_cpu None there is nothing in flight to repair: return before the loop")
 
 
 def _check_random(batch_cls: BatchClass, rng: random.Random) -> None:
@@ -216,7 +223,9 @@ _SAME_AS_REFERENCE = "same as a plain reference on random steps (0 to 48 request
 CHECKS_4_1 = [
     Check("4.1", "fixed cases: one placeholder, speculative, more sampled than placeholders, skips, a stray -1",
           _check_fixed),
-    Check("4.1", "a new request (no row last step) is skipped", _check_new_request),
+    Check("4.1", "a new request (no row last step) is skipped", _check_new_request,
+          crash_hints=(("'NoneType' object has no attribute", "with sampled_token_ids_cpu None (its event None too) "
+                        "nothing is in flight: return before reading either"),)),
     Check("4.1", _SAME_AS_REFERENCE, _check_random),
     Check("4.1", "the lists are updated in place: the batch keeps the request states' own list objects",
           _check_in_place, names_fault=True, after=_SAME_AS_REFERENCE),
@@ -270,6 +279,8 @@ _AT_ZERO_HINT = ("the line is at or above the device step at length 0: the host 
 _NEVER_HINT = "a line that starts below the device step and does not rise never reaches it: None"
 _PAST_MAX_HINT = ("the crossing lies past max_length: the line was fitted to shorter lengths and says nothing out "
                   "there, so the answer is None")
+_AT_MAX_HINT = ("a crossing at max_length itself is within the measured range: the answer is that length (None is "
+                "only for a crossing past it)")
 _NO_THRESHOLD_HINT = ("a small slope still reaches the device step when its crossing lies within max_length: the "
                       "contract has no threshold on the slope, only the range")
 
@@ -292,6 +303,7 @@ _MODEL_CASES: list[tuple[str, dict[int, float], float, int, str]] = [
      _NEVER_HINT + " (a negative crossing is not a length)"),
     ("noisy, nearly flat: this machine's reverse scan", NOISY_FLAT_US, 10_000.0, 100_000, _PAST_MAX_HINT),
     ("the crossing (50) just past max_length (49)", {0: 0.0, 100: 100.0}, 50.0, 49, _PAST_MAX_HINT),
+    ("the crossing exactly at max_length (50)", {0: 0.0, 20: 20.0, 100: 100.0}, 50.0, 50, _AT_MAX_HINT),
     ("a small slope (5e-5 us per token) that crosses within max_length", {0: 9_990.0, 100_000: 9_995.0}, 10_000.0,
      300_000, _NO_THRESHOLD_HINT),
 ]
