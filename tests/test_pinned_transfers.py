@@ -148,6 +148,11 @@ def h2d_returns_host(data, device, dtype=None):
     return torch.tensor(np.asarray(data).tolist() if not isinstance(data, list) else data, dtype=dtype)
 
 
+def h2d_to_the_labs_device(data, device, dtype=None):  # right, but to pick_device(): the caller's device ignored
+    from synclab.device import pick_device
+    return async_tensor_h2d(data, pick_device(), dtype)
+
+
 _STAGING: dict = {}
 
 
@@ -193,6 +198,7 @@ WRONG_3_1 = [
     (h2d_ignores_dtype, "same values"),
     (h2d_blocking_from_pinned, "0 syncs"),
     (h2d_returns_host, "same values"),
+    (h2d_to_the_labs_device, "same values"),
 ]
 
 
@@ -798,3 +804,13 @@ RIGHT_ANSWERS = {"3.1": async_tensor_h2d, "3.2": PinnedSampler, "3.3": PinnedInp
 def _right_upload_witnesses(task: str) -> dict[str, str]:
     """Each check's witness for the solution of ``task`` on seed 0 (computed once for every wrong version)."""
     return witnesses(CHECKERS[task][0](RIGHT_ANSWERS[task], seed=0))
+
+
+def test_an_upload_to_a_device_of_its_own_choosing_is_told_to_use_the_callers():
+    """The contract's "a tensor on `device`" has its case: the caller names the host, and a helper that uploads to
+    the lab's device instead fails that case alone, told so."""
+    report = ch3.check_async_tensor_h2d(h2d_to_the_labs_device, seed=0)
+    (values,) = [o for o in report.outcomes if "same values" in o.name]
+    assert values.status == "failed" and "device the caller names" in values.message, str(report)
+    assert "the `device` argument" in values.hint and "device='cpu'" in values.case, str(report)
+    assert all(o.ok for o in report.outcomes if o is not values), str(report)

@@ -78,6 +78,15 @@ def _check_h2d_values(impl: H2DFunction, rng: random.Random) -> None:
         for case, data, dtype in _h2d_cases(rng):
             got, _ = counted(lambda: impl(data, device, dtype))
             _same_upload(got, data, dtype, case)
+        # the device is the caller's: one the lab would not pick (the host's) must be where the tensor lands
+        case = "device='cpu' (the caller names the host): a host tensor with the values"
+        got, _ = counted(lambda: impl([3, 1, 4], "cpu", torch.int64))
+        expect(isinstance(got, torch.Tensor) and not is_device_tensor(got) and got.device.type == "cpu",
+               "the tensor must land on the device the caller names", expected="a host tensor",
+               got=type(got).__name__ if not isinstance(got, torch.Tensor) else f"a tensor on {got.device}"
+               + (" (the lab's device)" if is_device_tensor(got) else ""), case=case,
+               hint="upload to the `device` argument (.to(device, ...)), not to a device of your own choosing")
+        expect_equal(got.tolist(), [3, 1, 4], what="values", case=case)
 
 
 def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
