@@ -238,3 +238,69 @@ def test_chapter_6s_gpu_ablation_sentences_are_the_stored_run():
     # the page's claim is not the one the run was made under ("a stricter claim"), and agrees with what it drew
     assert f"Expect: {GPU_ABLATION_CLAIM}" in page and run["claims"]["text"] != GPU_ABLATION_CLAIM
     assert gpu_ablation_problems(run) == []
+
+
+# ----------------------------------------------------------------------------- no exercise spec names a PR
+
+_EXERCISE = re.compile(r"^## Exercise (?P<task>\d+\.\d+)\b", re.MULTILINE)
+_PR_NUMBER = re.compile(r"#(\d{4,6})\b")
+
+
+def exercise_specs(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """Each exercise's spec as the learner reads it: the markdown from its ``## Exercise N.M`` heading (where it
+    starts inside a cell, from there) to its check cell, the contract, the hints and what the check drives. A
+    code cell on the way (a demo, the answer cell) is not the spec; a new ``## `` section ends it."""
+    from synclab.lab.notebook_cells import chapter_of, check_cell_task
+
+    chapter = chapter_of(nb)
+    specs: dict[str, str] = {}
+    task = None
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            heading = _EXERCISE.search(cell.source)
+            if heading:
+                task = heading.group("task")
+                specs[task] = cell.source[heading.start():]
+            elif cell.source.startswith("## "):
+                task = None
+            elif task is not None:
+                specs[task] += "\n\n" + cell.source
+        elif task is not None and check_cell_task(cell, chapter) == task:
+            task = None
+    return specs
+
+
+def prs_in_specs(nb: nbformat.NotebookNode) -> dict[str, list[str]]:
+    """The PR numbers each exercise's spec names, by task (none: not listed)."""
+    return {task: ["#" + n for n in found] for task, text in exercise_specs(nb).items()
+            if (found := _PR_NUMBER.findall(text))}
+
+
+def test_no_exercise_spec_in_a_lab_names_a_pr():
+    """A spec states the contract in terms of the code ("before the fix", "vLLM after the change"); the PR belongs to
+    the chapter's page and its History fold. Stretches included."""
+    from synclab.lab.exercises import EXERCISES
+
+    found, seen = {}, set()
+    for path in sorted((ROOT / "labs").glob("0*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        seen |= set(exercise_specs(nb))
+        if named := prs_in_specs(nb):
+            found[path.name] = named
+    assert seen == set(EXERCISES), f"specs not found for {sorted(set(EXERCISES) - seen)}"
+    assert not found, f"exercise specs name PRs: {found}"
+
+
+def test_a_pr_in_a_spec_is_caught_and_a_variant_label_or_a_profile_is_not():
+    cells = [nbformat.v4.new_markdown_cell("# 9 · A lab\n\nPR #41163 is the chapter's PR."),
+             nbformat.v4.new_markdown_cell("Some setup.\n\n## Exercise 1.1 — slice once\n\nWrite it as the code after "
+                                           "the fix."),
+             nbformat.v4.new_markdown_cell("**The buffer.** Later vLLM (since #41433) clones it."),
+             nbformat.v4.new_code_cell('class AllPool:\n    raise NotImplementedError("Exercise 1.1")'),
+             nbformat.v4.new_code_cell("ch1.check_all_pool(AllPool)"),
+             nbformat.v4.new_markdown_cell("## Profile: what #41163 changed"),
+             nbformat.v4.new_code_cell('impls = finished({"AllPool (1.1, #41163)": AllPool})')]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    assert set(exercise_specs(nb)) == {"1.1"}
+    assert exercise_specs(nb)["1.1"].startswith("## Exercise 1.1")  # the cell's text before the heading is not spec
+    assert prs_in_specs(nb) == {"1.1": ["#41433"]}
