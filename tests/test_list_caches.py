@@ -325,6 +325,24 @@ CACHE_STATE_MISTAKES = [
 ]
 
 
+# Rule e's two strict comparisons, each broken alone: each fails on the fixed case at its boundary, told "strict <".
+RULE_E_MISTAKES = [
+    ("StartsAtOrBefore", [("num_computed_tokens < start_pos\n", "num_computed_tokens <= start_pos\n")],
+     "disable_chunked_mm_input: the window starts at the item's offset"),
+    ("EndsAtOrInside", [("window_end < start_pos + num_encoder_tokens", "window_end <= start_pos + num_encoder_tokens")],
+     "disable_chunked_mm_input: the window covers the item"),
+]
+
+
+@pytest.mark.parametrize("name, edits, case", RULE_E_MISTAKES, ids=[m[0] for m in RULE_E_MISTAKES])
+def test_5_2_rule_e_is_strict_on_both_sides_and_says_so(name, edits, case):
+    wrong = _edited_5_2(name, edits)
+    for seed in range(3):
+        report = ch5.check_encoder_scheduler(wrong, seed=seed)
+        fixed = next(o for o in report.outcomes if "fixed cases" in o.name)
+        assert fixed.status == "failed" and fixed.case.startswith(case) and "strict <" in fixed.hint, str(report)
+
+
 @pytest.mark.parametrize("name, edits, case", CACHE_STATE_MISTAKES, ids=[m[0] for m in CACHE_STATE_MISTAKES])
 def test_5_2_a_clause_on_the_encoder_cache_fails_on_its_fixed_case_on_every_seed(name, edits, case):
     wrong = _edited_5_2(name, edits)

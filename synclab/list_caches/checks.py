@@ -368,7 +368,12 @@ FIXED_SCHEDULES: list[tuple[str, list[FeatureSpec], int, int, int, dict, list[in
     ("disable_chunked_mm_input: the window would split the item", [IMG], 0, 14, 100,
      {"disable_chunked_mm_input": True}, [], ([], 10, 100), "roll back to just before the item"),
     ("disable_chunked_mm_input: the window covers the item", [IMG], 0, 18, 100,
-     {"disable_chunked_mm_input": True}, [], ([0], 18, 92), "a whole item is fine"),
+     {"disable_chunked_mm_input": True}, [], ([0], 18, 92),
+     "a whole item is fine: a window that ends exactly at the item's end does not end inside it (strict <)"),
+    ("disable_chunked_mm_input: the window starts at the item's offset", [IMG], 10, 4, 100,
+     {"disable_chunked_mm_input": True}, [], ([0], 4, 92),
+     "rule e stops only a window that starts before the item (strict <): one that starts at its offset already "
+     "splits it, and schedules it"),
 ]
 
 
