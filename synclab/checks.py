@@ -425,7 +425,7 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
         return Outcome(**base, status="failed", message=exc.message,
                        expected=_short(exc.expected) if exc.expected is not None else "",
                        got=_short(exc.got) if exc.got is not None else "",
-                       hint=exc.hint or check.hint, case=exc.case, generic_hint=not exc.hint,
+                       hint=exc.hint or check.hint, case=exc.case or _case_of(exc, check), generic_hint=not exc.hint,
                        share=0.0 if under_the_answer else min(max(float(exc.share), 0.0), 1.0))
     except NotImplementedError as exc:
         return Outcome(**base, status="not implemented",

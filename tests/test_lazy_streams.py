@@ -79,6 +79,11 @@ class NewStreamEachTime(AsyncOutputRunner):
         return self.async_output_copy_stream
 
 
+class PoolsEveryRow(AsyncOutputRunner):  # hands the pooler the padded batch's rows too
+    def _pool(self, hidden_states, num_scheduled_tokens, batch):
+        return super()._pool(hidden_states, hidden_states.shape[0], batch)
+
+
 class NoWait(AsyncOutputRunner):  # get_output() forgets the event
     def _pool(self, *args):
         result = super()._pool(*args)
@@ -243,7 +248,18 @@ WRONG_2_1 = [
     (CopiesIntoPageable, "no sync in _pool"),
     (WaitsTheWrongWay, "copy waits for the compute stream"),
     (WaitsOnItself, "copy waits for the compute stream"),
+    (PoolsEveryRow, "CUDA path"),
+    (PoolsEveryRow, "CPU platform"),
 ]
+
+
+def test_a_runner_that_pools_the_padding_rows_is_told_to_slice_them_off():
+    """The contract's "only the first num_scheduled_tokens rows are real" has its case: some batches come padded, as
+    a CUDA graph's do, and a pooler handed every row is told what the rows past num_scheduled_tokens are."""
+    report = ch2.check_runner(PoolsEveryRow, seed=0)
+    cuda = next(o for o in report.outcomes if "CUDA path" in o.name)
+    assert cuda.status == "failed" and "padded with" in cuda.case, str(report)
+    assert "rows of hidden states" in cuda.message and "hidden_states[:num_scheduled_tokens]" in cuda.hint
 
 
 def test_a_side_stream_waiting_on_itself_is_told_to_capture_the_compute_stream_first():

@@ -36,6 +36,31 @@ def _pool_reference(model: TinyPoolingModel, batch: PoolingBatch) -> list[torch.
     return [hidden[i].clone() if done else None for i, done in zip(last, cursor.get_finished_mask())]
 
 
+_PADDING_HINT = ("pool hidden_states[:num_scheduled_tokens]: the forward pass may run over a padded batch (a CUDA "
+                 "graph's fixed size), and only the step's first num_scheduled_tokens rows are its tokens")
+
+
+class _RealRowsOnly:
+    """The model's pooler as the checks hand it to the runner: it takes the step's real rows only (the contract's
+    "only the first num_scheduled_tokens rows are real"), as a pooler over every row would need."""
+
+    def __init__(self, pooler: Any) -> None:
+        self.pooler = pooler
+
+    def __call__(self, hidden_states: torch.Tensor, pooling_metadata: Any) -> Any:
+        real = int(pooling_metadata.get_pooling_cursor().num_scheduled_tokens_cpu.sum())  # host: no sync
+        rows = hidden_states.shape[0] if isinstance(hidden_states, torch.Tensor) else None
+        expect(rows == real, f"the pooler was handed {rows} rows of hidden states; the step has {real} tokens",
+               expected=f"{real} rows (num_scheduled_tokens)", got=f"{rows} rows", hint=_PADDING_HINT)
+        return self.pooler(hidden_states, pooling_metadata)
+
+
+def _checked_model() -> TinyPoolingModel:
+    model = _model()
+    model.pooler = _RealRowsOnly(model.pooler)  # type: ignore[assignment]
+    return model
+
+
 def _found_right_outputs(want: list[torch.Tensor | None]) -> None:
     """The pooler outputs a check compared with ``want`` and found right: each reported as found right ([hidden] host, or None
     where the request did not finish)."""
@@ -44,7 +69,7 @@ def _found_right_outputs(want: list[torch.Tensor | None]) -> None:
 
 
 def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _model()
+    model = _checked_model()
     with cpu_platform() as spy:
         runner = runner_cls(model)
         synced, sync_device = [0], runner._sync_device
@@ -96,7 +121,7 @@ def _early_read_hint(device: Any) -> str:
 
 
 def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _model()
+    model = _checked_model()
     with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
         for case, batch in _batches(rng, 15):
@@ -123,7 +148,7 @@ def _wrong_output_hint(got: Any, want: list, device: Any) -> str:
 
 
 def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _model()
+    model = _checked_model()
     with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
         expect_equal(device.streams_created, 0, what="streams created by the constructor",
@@ -144,7 +169,7 @@ def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 
 def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _model()
+    model = _checked_model()
     with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
         for num_reqs in (1, 16, 64):
@@ -192,7 +217,7 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 
 def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _model()
+    model = _checked_model()
     with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
         resolve(runner.execute_model(make_pooling_batch(6, rng=rng, device=SIM_DEVICE)))
@@ -230,7 +255,7 @@ def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
     """As the engine runs it: step 0 queued, step 1 queued, then step 0's output collected, then step 1's."""
-    model = _model()
+    model = _checked_model()
     with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
         batches = [make_pooling_batch(n, rng=rng, device=SIM_DEVICE) for n in (5, 3)]
@@ -268,7 +293,7 @@ def _unfinished_batch(rng: random.Random) -> PoolingBatch:
 
 
 def _check_nothing_finished(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _model()
+    model = _checked_model()
     with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
         # a stream the constructor made is the lazy-stream check's to name: this one counts the step's own
@@ -287,7 +312,7 @@ def _check_nothing_finished(runner_cls: RunnerClass, rng: random.Random) -> None
 
 
 def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _model()
+    model = _checked_model()
     with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
         batch = make_pooling_batch(8, rng=rng, device=SIM_DEVICE)
