@@ -108,11 +108,8 @@ class PoolingBatch:
 
 
 def make_pooling_batch(num_reqs: int, *, rng: random.Random, vocab_size: int = 256, max_len: int = 12,
-                       partial_fraction: float = 0.0, device: DeviceLike | None = None,
-                       padding: int = 0) -> PoolingBatch:
-    """A random batch of whole prompts; about ``partial_fraction`` of them are unfinished chunks. ``padding`` more
-    input ids follow the step's tokens, as a CUDA graph's padded batch: the forward pass computes their rows too,
-    and only the first ``num_scheduled_tokens`` rows are the step's."""
+                       partial_fraction: float = 0.0, device: DeviceLike | None = None, pad: int = 0) -> PoolingBatch:
+    """Whole prompts, about ``partial_fraction`` of them unfinished chunks; ``pad`` ids after, as a CUDA graph pads."""
     prompt_lens, scheduled, computed = [], [], []
     for _ in range(num_reqs):
         n = rng.randrange(1, max_len + 1)
@@ -120,7 +117,7 @@ def make_pooling_batch(num_reqs: int, *, rng: random.Random, vocab_size: int = 2
         prompt_lens.append(n)
         scheduled.append(chunk)
         computed.append(chunk)  # a first chunk: computed after this step == scheduled
-    ids = torch.tensor([rng.randrange(vocab_size) for _ in range(sum(scheduled) + padding)], dtype=torch.int64)
+    ids = torch.tensor([rng.randrange(vocab_size) for _ in range(sum(scheduled) + pad)], dtype=torch.int64)
     meta = PoolingMetadata(
         prompt_lens=torch.tensor(prompt_lens, dtype=torch.int64).reshape(num_reqs),
         pooling_params=[PoolingParams("embed")] * num_reqs,

@@ -94,7 +94,7 @@ def _batches(rng: random.Random, trials: int) -> Iterator[tuple[str, PoolingBatc
         padding = rng.randint(1, 8) if trial % 2 else 0  # every other batch padded, as a CUDA graph's
         if padding and not num_reqs:
             num_reqs = rng.randrange(1, 65)
-        batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=SIM_DEVICE, padding=padding)
+        batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=SIM_DEVICE, pad=padding)
         unfinished = batch.metadata.get_pooling_cursor().get_finished_mask().count(False)
         padded = f", padded with {padding} rows past num_scheduled_tokens" if padding else ""
         yield f"random batch #{trial}: {num_reqs} requests, {unfinished} of them unfinished chunks{padded}", batch
