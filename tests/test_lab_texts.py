@@ -192,14 +192,19 @@ def test_chapter_3s_measured_gpu_speed_ups_are_the_stored_runs():
     import json
 
     page = " ".join((ROOT / "book" / "03_pinned_transfers.md").read_text().split())
-    said = []
+    said, one_request = [], []
     for gpu, name in (("nvidia-h100-80gb-hbm3", "H100"), ("nvidia-h200", "H200")):
         sweep = json.loads((ROOT / "data" / "reference" / gpu / "ch3.json").read_text())["results"]["gather_sweep"]
         before = [t["median_us"] for t in sweep["timings"]["before #41429"]]
         after = [t["median_us"] for t in sweep["timings"]["after (3.2)"]]
         ratios = [b / a for n, b, a in zip(sweep["values"], before, after) if n >= 16]
         said.append(f"{min(ratios):.1f}× to {max(ratios):.1f}× on the {name}")
+        one_request += [times[sweep["values"].index(1)] for times in (before, after)]
     assert f"Measured: {said[0]}, {said[1]}." in page, said
+    # "a one-request call takes 156 to 264 µs (both versions, both GPUs)": the four stored medians at 1 request
+    assert len(one_request) == 4
+    span = f"a one-request call takes {min(one_request):.0f} to {max(one_request):.0f} µs (both versions, both GPUs)"
+    assert span in page, span
 
 
 def test_chapter_6s_gpu_ablation_sentences_are_the_stored_run():
