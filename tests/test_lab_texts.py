@@ -243,3 +243,34 @@ def test_chapter_6s_gpu_ablation_sentences_are_the_stored_run():
     # the page's claim is not the one the run was made under ("a stricter claim"), and agrees with what it drew
     assert f"Expect: {GPU_ABLATION_CLAIM}" in page and run["claims"]["text"] != GPU_ABLATION_CLAIM
     assert gpu_ablation_problems(run) == []
+
+
+def test_chapter_6s_earlier_gpu_ablations_are_the_stored_runs():
+    """The History's earlier runs (one profiled run per configuration: the H100's, the H200's repeat) as stored:
+    their workload, their wall time and each configuration's tokens per second against the baseline's."""
+    import json
+
+    page = " ".join((ROOT / "book" / "06_capstone_engine_step.md").read_text().split())
+    runs = {name: json.loads((ROOT / "data" / "reference" / path).read_text())["results"]["gpu_ablation"]
+            for name, path in (("H100", "nvidia-h100-80gb-hbm3/ch6.json"), ("H200", "nvidia-h200/repeat/ch6.json"))}
+    configs = [c for run in runs.values() for c in run["configs"].values()]
+    (out,) = {run["output_length"] for run in runs.values()}
+    (steps,) = {c["steps"] for c in configs}
+    (tokens,) = {c["tokens"] for c in configs}
+    wall_ms = [1000 * c["wall_s"] for c in configs]
+    assert (f"requests resumed {out} tokens into their output, {tokens} tokens decoded in {steps} steps, the prefill "
+            f"included; {min(wall_ms):.0f}–{max(wall_ms):.0f} ms a run") in page
+
+    def change(name: str) -> dict[str, float]:
+        base = runs[name]["configs"]["baseline"]["tokens_per_s"]
+        return {label: c["tokens_per_s"] / base - 1 for label, c in runs[name]["configs"].items() if label != "baseline"}
+
+    def words(x: float) -> str:
+        return f"{abs(x):.0%} {'fewer' if x < 0 else 'more'}"
+
+    h100, h200 = change("H100"), change("H200")
+    assert (f"ranged from {words(min(h100.values()))} to {words(max(h100.values()))} on the H100 and from "
+            f"{words(min(h200.values()))} to {words(max(h200.values()))} on the H200") in page
+    assert f"all five fixes served {words(h100['all fixes'])} on the one and {words(h200['all fixes'])} on the other" in page
+    assert min(h100, key=h100.get) == "list_cache" and sorted(h200.values())[-2] <= h200["list_cache"]
+    assert "the list cache alone was the slowest on the H100 and among the fastest on the H200" in page
