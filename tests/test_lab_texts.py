@@ -5,6 +5,7 @@ Each test reads the generated lab (what the learner reads) and checks a sentence
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 
@@ -274,3 +275,80 @@ def test_chapter_6s_earlier_gpu_ablations_are_the_stored_runs():
     assert f"all five fixes served {words(h100['all fixes'])} on the one and {words(h200['all fixes'])} on the other" in page
     assert min(h100, key=h100.get) == "list_cache" and sorted(h200.values())[-2] <= h200["list_cache"]
     assert "the list cache alone was the slowest on the H100 and among the fastest on the H200" in page
+
+
+def _timed_checks() -> dict[str, list[str]]:
+    """``{task: [check name, ...]}`` of every chapter check whose code reaches ``synclab.timing`` (or a clock):
+    the check's function, what it calls in the package, the closures it wraps, followed to the end."""
+    import dis
+    import importlib
+    import pkgutil
+    import types
+
+    from synclab import timing
+    from synclab.checks import Check
+    from synclab.lab.chapters import PACKAGES
+
+    clocks = {"perf_counter", "perf_counter_ns", "process_time", "thread_time"}
+
+    def reaches_timing(fn, seen) -> bool:
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        if not isinstance(fn, types.FunctionType) or fn in seen:
+            return False
+        seen.add(fn)
+        if fn.__module__ == timing.__name__:
+            return True
+        codes, names = [fn.__code__], set()
+        while codes:
+            code = codes.pop()
+            names |= set(code.co_names)
+            codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+            names |= {i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"}
+        if timing.__name__ in names or names & clocks:
+            return True
+        called = [fn.__globals__.get(name) for name in names]
+        called += [cell.cell_contents for cell in fn.__closure__ or () if cell.cell_contents is not None]
+        called += [c.run for c in called if isinstance(c, Check)]
+        return any(reaches_timing(c, seen) for c in called
+                   if getattr(c, "__module__", "") and c.__module__.startswith("synclab"))
+
+    found: dict[str, list[str]] = {}
+    checks: list[Check] = []
+    functions: list[types.FunctionType] = []  # where a check is made when it runs (0.2, 2.2, 3.6)
+    for package in PACKAGES.values():
+        module = importlib.import_module(f"{package}.checks")
+        modules = [module] + [importlib.import_module(m.name) for m in
+                              pkgutil.iter_modules(getattr(module, "__path__", []), f"{module.__name__}.")]
+        for m in modules:
+            for value in vars(m).values():
+                if isinstance(value, (list, tuple)):
+                    checks += [c for c in value if isinstance(c, Check)]
+                elif isinstance(value, types.FunctionType) and value.__module__ == m.__name__:
+                    functions.append(value)
+    assert {c.task[0] for c in checks} == set("0123456"), "every chapter's checks were found"
+    for check in {id(c): c for c in checks}.values():
+        if reaches_timing(check.run, set()):
+            found.setdefault(check.task, []).append(check.name)
+    timed_functions = {f"{f.__module__}.{f.__name__}" for f in functions if reaches_timing(f, set())}
+    found["functions"] = sorted(timed_functions)
+    return found
+
+
+def test_the_instructors_page_names_the_one_check_that_times():
+    """"Every check counts or compares results except one, the last of 5.1, which times": the checks' code agrees, and
+    chapter 6's checks.py says "none times anything" of its own checks, which holds too."""
+    from synclab.list_caches.checks import CHECKS_5_1, QUERY_RATIO_BOUND
+
+    timed = _timed_checks()
+    assert timed.pop("functions") == ["synclab.list_caches.checks._check_ratio", "synclab.list_caches.checks.query_ratio"]
+    assert timed == {"5.1": [CHECKS_5_1[-1].name]}, timed
+    assert "timed in one run" in CHECKS_5_1[-1].name
+    page = " ".join((ROOT / "book" / "instructors.md").read_text().split())
+    assert ("Every check counts or compares results except one, the last of 5.1, which times: the list cache must "
+            f"answer the scheduler's questions at least {QUERY_RATIO_BOUND:.0f}× faster than the tensor cache, both "
+            "timed, interleaved, in one run.") in page
+    assert "none times anything" not in page
+    import synclab.capstone.checks as capstone_checks
+    assert "Every check counts; none times anything." in capstone_checks.__doc__ and "6.1" not in timed
+    assert not {task for task in timed if task.startswith("6.")}
