@@ -264,7 +264,8 @@ def test_chapter_6s_earlier_gpu_ablations_are_the_stored_runs():
 
     def change(name: str) -> dict[str, float]:
         base = runs[name]["configs"]["baseline"]["tokens_per_s"]
-        return {label: c["tokens_per_s"] / base - 1 for label, c in runs[name]["configs"].items() if label != "baseline"}
+        return {label: c["tokens_per_s"] / base - 1
+                for label, c in runs[name]["configs"].items() if label != "baseline"}
 
     def words(x: float) -> str:
         return f"{abs(x):.0%} {'fewer' if x < 0 else 'more'}"
@@ -272,7 +273,8 @@ def test_chapter_6s_earlier_gpu_ablations_are_the_stored_runs():
     h100, h200 = change("H100"), change("H200")
     assert (f"ranged from {words(min(h100.values()))} to {words(max(h100.values()))} on the H100 and from "
             f"{words(min(h200.values()))} to {words(max(h200.values()))} on the H200") in page
-    assert f"all five fixes served {words(h100['all fixes'])} on the one and {words(h200['all fixes'])} on the other" in page
+    assert (f"all five fixes served {words(h100['all fixes'])} on the one and {words(h200['all fixes'])} "
+            "on the other") in page
     assert min(h100, key=h100.get) == "list_cache" and sorted(h200.values())[-2] <= h200["list_cache"]
     assert "the list cache alone was the slowest on the H100 and among the fastest on the H200" in page
 
@@ -341,7 +343,8 @@ def test_the_instructors_page_names_the_one_check_that_times():
     from synclab.list_caches.checks import CHECKS_5_1, QUERY_RATIO_BOUND
 
     timed = _timed_checks()
-    assert timed.pop("functions") == ["synclab.list_caches.checks._check_ratio", "synclab.list_caches.checks.query_ratio"]
+    assert timed.pop("functions") == ["synclab.list_caches.checks._check_ratio",
+                                      "synclab.list_caches.checks.query_ratio"]
     assert timed == {"5.1": [CHECKS_5_1[-1].name]}, timed
     assert "timed in one run" in CHECKS_5_1[-1].name
     page = " ".join((ROOT / "book" / "instructors.md").read_text().split())

@@ -327,7 +327,7 @@ def days_between(later: str, earlier: str) -> int:
 
 def interval_problems(citations: list[Citation], root: Path = ROOT) -> list[str]:
     """Each interval a page, a solution cell or an entry's ``used_for``/note states between two merges, against the
-    merge dates the data file stores: "four days after #39113" must be the days between the two stored days."""
+    merge dates the data file stores: "three days after #39113" must be the days between the two stored days."""
     merged = {c.number: c.merged for c in citations if c.repo == VLLM}
     texts: list[tuple[str, str, int | None]] = [(where, text, None) for where, text in cited_sources(root)]
     texts += [(f"data/citations.yaml {c.label} {field}", getattr(c, field), c.number)
