@@ -5,7 +5,9 @@ Every vLLM/PyTorch PR or issue number that a page (book/*.md) or a solution note
 must be well-formed, sorted and unique, and an entry no page cites must say why it is kept (a note).
 Where a number is cited is computed here (synclab.lab.citations.cited_in), never kept by hand. The
 checker is shown to report an unknown number on a synthetic page, and the citation rule (hex
-colours are not citations; PyTorch's numbers are told from vLLM's) is pinned case by case.
+colours are not citations; PyTorch's numbers are told from vLLM's) is pinned case by case. The dates
+the pages show and the intervals any text states between two merges are computed from the stored
+dates (days in UTC), each shown to fail on a planted page or entry.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ def test_the_loader_gives_frozen_citations_with_their_links() -> None:
     (lambda e: e.append(dict(e[0])), "listed more than once"),
     (lambda e: e.reverse(), "not sorted"),
     (lambda e: e[0].update(verified=False, note=None), "needs a note"),
+    (lambda e: e[0].update(note="merged at 14:12 per a summary"), "names no offset from UTC"),
 ])
 def test_malformed_entries_are_reported(edit, expected) -> None:
     entries = [
@@ -174,6 +177,7 @@ def test_the_appendix_renders_the_data_file_and_is_in_the_toc() -> None:
     page = (ROOT / "book" / "appendix_citations.md").read_text()
     assert "```{citations-table}" in page
     assert not cited_numbers(page), "the appendix cites nothing by hand: its table comes from the data file"
+    assert page.count("UTC") == 1 and "is a day in UTC" in page  # said once: every date is a day in UTC
     assert "book/appendix_citations" in (ROOT / "_toc.yml").read_text()
     config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]
     assert "citations_table" in config["local_extensions"] and "citations_table" in config["config"]["extensions"]
@@ -218,3 +222,69 @@ def test_the_two_way_check_fails_on_planted_entries(tmp_path: Path) -> None:
     found = two_way_problems(planted, tmp_path)
     assert any("names chapter(s) [5]" in line for line in found)
     assert any("note says it is not cited" in line for line in found)
+
+
+# ----------------------------------------------------------------------------- dates and intervals in text
+
+
+def test_every_interval_stated_in_text_is_computed_from_the_stored_dates() -> None:
+    """"Four days before #41429" on a page, "three days after #39113" in an entry: the days between the merge dates
+    the data file stores, never a count kept by hand."""
+    from synclab.lab.citations import interval_problems
+
+    citations = load_citations()
+    assert interval_problems(citations, ROOT) == []
+    stated = [(c.number, c.used_for) for c in citations if "days after" in c.used_for or "days before" in c.used_for]
+    assert (39592, "chapter 2: async scheduling off by default for pooling models, three days after #39113") in stated
+
+
+def test_an_interval_the_stored_dates_contradict_is_caught(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from synclab.lab.citations import days_between, interval_problems, stated_intervals
+
+    citations = load_citations()
+    merged = {c.number: c.merged for c in citations}
+    assert days_between(merged[39592], merged[39113]) == 3 and days_between(merged[41429], merged[41434]) == 4
+    (tmp_path / "book").mkdir()
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "book" / "03_x.md").write_text("#41434 (merged 2026-05-07, five days before #41429) edited it.\n")
+    found = interval_problems(citations, tmp_path)
+    assert any("03_x.md" in line and "put #41434 4 days before #41429" in line for line in found), found
+    # the entry's own text, as it read before: "four days after #39113"
+    wrong = [replace(c, used_for=c.used_for.replace("three days", "four days")) if c.number == 39592 else c
+             for c in citations]
+    found = interval_problems(wrong, tmp_path)
+    assert any("#39592 used_for" in line and "put #39592 3 days after #39113" in line for line in found), found
+    # an interval needs exact days: a bound ("by") or an estimate cannot give one
+    vague = [replace(c, merged="about 2026-04-09") if c.number == 39113 else c for c in citations]
+    assert any("need exact merge dates" in line for line in interval_problems(vague, tmp_path))
+    # the subject is the number cited last before the phrase, in its paragraph
+    said = "#1000 landed a day after #2000. Then #4000, two weeks before #3000.\n\nA week after #5000."
+    assert [found[:3] for found in stated_intervals(said)] == [(1000, 1, 2000), (4000, -14, 3000)]
+
+
+def test_every_date_a_page_shows_for_a_pr_is_the_stored_one() -> None:
+    """The pages' merge and opened dates (prose "#39592 (merged 2026-04-12", the "Since this PR" tables) are the
+    data file's, so a page shows the same UTC day the appendix does."""
+    from synclab.lab.citations import page_date_problems
+
+    found = page_date_problems(load_citations(), ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_a_page_date_the_data_file_contradicts_is_caught(tmp_path: Path) -> None:
+    from synclab.lab.citations import page_date_problems
+
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "03_x.md").write_text(
+        "Since #41429 (merged 2026-05-12, the day prhub.com.cn gives in UTC+8) it is gone.\n\n"
+        "| PR | title | state | date | what changed |\n|---|---|---|---|---|\n"
+        "| #45424 | Ensure memory is pinned | merged | 2026-06-20 | pins by itself |\n"
+        "| #49081 | bounds check | open | opened 2026-07-19 | the guard |\n"
+        "| #47140 / #47668 | a lint, and its revert | merged, reverted | 2026-06-30 / 2026-07-07 | none |\n")
+    found = page_date_problems(load_citations(), tmp_path)
+    assert len(found) == 3, found
+    assert "#41429 merged 2026-05-12: the stored date is 2026-05-11" in found[0]
+    assert "#45424 merged 2026-06-20: the stored date is by 2026-06-21" in found[1]
+    assert "#47668 merged 2026-07-07: the stored date is 2026-07-06" in found[2]

@@ -5,6 +5,7 @@ Each test reads the generated lab (what the learner reads) and checks a sentence
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 
@@ -192,14 +193,19 @@ def test_chapter_3s_measured_gpu_speed_ups_are_the_stored_runs():
     import json
 
     page = " ".join((ROOT / "book" / "03_pinned_transfers.md").read_text().split())
-    said = []
+    said, one_request = [], []
     for gpu, name in (("nvidia-h100-80gb-hbm3", "H100"), ("nvidia-h200", "H200")):
         sweep = json.loads((ROOT / "data" / "reference" / gpu / "ch3.json").read_text())["results"]["gather_sweep"]
         before = [t["median_us"] for t in sweep["timings"]["before #41429"]]
         after = [t["median_us"] for t in sweep["timings"]["after (3.2)"]]
         ratios = [b / a for n, b, a in zip(sweep["values"], before, after) if n >= 16]
         said.append(f"{min(ratios):.1f}× to {max(ratios):.1f}× on the {name}")
+        one_request += [times[sweep["values"].index(1)] for times in (before, after)]
     assert f"Measured: {said[0]}, {said[1]}." in page, said
+    # "a one-request call takes 156 to 264 µs (both versions, both GPUs)": the four stored medians at 1 request
+    assert len(one_request) == 4
+    span = f"a one-request call takes {min(one_request):.0f} to {max(one_request):.0f} µs (both versions, both GPUs)"
+    assert span in page, span
 
 
 def test_chapter_6s_gpu_ablation_sentences_are_the_stored_run():
@@ -304,3 +310,114 @@ def test_a_pr_in_a_spec_is_caught_and_a_variant_label_or_a_profile_is_not():
     assert set(exercise_specs(nb)) == {"1.1"}
     assert exercise_specs(nb)["1.1"].startswith("## Exercise 1.1")  # the cell's text before the heading is not spec
     assert prs_in_specs(nb) == {"1.1": ["#41433"]}
+
+
+def test_chapter_6s_earlier_gpu_ablations_are_the_stored_runs():
+    """The History's earlier runs (one profiled run per configuration: the H100's, the H200's repeat) as stored:
+    their workload, their wall time and each configuration's tokens per second against the baseline's."""
+    import json
+
+    page = " ".join((ROOT / "book" / "06_capstone_engine_step.md").read_text().split())
+    runs = {name: json.loads((ROOT / "data" / "reference" / path).read_text())["results"]["gpu_ablation"]
+            for name, path in (("H100", "nvidia-h100-80gb-hbm3/ch6.json"), ("H200", "nvidia-h200/repeat/ch6.json"))}
+    configs = [c for run in runs.values() for c in run["configs"].values()]
+    (out,) = {run["output_length"] for run in runs.values()}
+    (steps,) = {c["steps"] for c in configs}
+    (tokens,) = {c["tokens"] for c in configs}
+    wall_ms = [1000 * c["wall_s"] for c in configs]
+    assert (f"requests resumed {out} tokens into their output, {tokens} tokens decoded in {steps} steps, the prefill "
+            f"included; {min(wall_ms):.0f}–{max(wall_ms):.0f} ms a run") in page
+
+    def change(name: str) -> dict[str, float]:
+        base = runs[name]["configs"]["baseline"]["tokens_per_s"]
+        return {label: c["tokens_per_s"] / base - 1
+                for label, c in runs[name]["configs"].items() if label != "baseline"}
+
+    def words(x: float) -> str:
+        return f"{abs(x):.0%} {'fewer' if x < 0 else 'more'}"
+
+    h100, h200 = change("H100"), change("H200")
+    assert (f"ranged from {words(min(h100.values()))} to {words(max(h100.values()))} on the H100 and from "
+            f"{words(min(h200.values()))} to {words(max(h200.values()))} on the H200") in page
+    assert (f"all five fixes served {words(h100['all fixes'])} on the one and {words(h200['all fixes'])} "
+            "on the other") in page
+    assert min(h100, key=h100.get) == "list_cache" and sorted(h200.values())[-2] <= h200["list_cache"]
+    assert "the list cache alone was the slowest on the H100 and among the fastest on the H200" in page
+
+
+def _timed_checks() -> dict[str, list[str]]:
+    """``{task: [check name, ...]}`` of every chapter check whose code reaches ``synclab.timing`` (or a clock):
+    the check's function, what it calls in the package, the closures it wraps, followed to the end."""
+    import dis
+    import importlib
+    import pkgutil
+    import types
+
+    from synclab import timing
+    from synclab.checks import Check
+    from synclab.lab.chapters import PACKAGES
+
+    clocks = {"perf_counter", "perf_counter_ns", "process_time", "thread_time"}
+
+    def reaches_timing(fn, seen) -> bool:
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        if not isinstance(fn, types.FunctionType) or fn in seen:
+            return False
+        seen.add(fn)
+        if fn.__module__ == timing.__name__:
+            return True
+        codes, names = [fn.__code__], set()
+        while codes:
+            code = codes.pop()
+            names |= set(code.co_names)
+            codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+            names |= {i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"}
+        if timing.__name__ in names or names & clocks:
+            return True
+        called = [fn.__globals__.get(name) for name in names]
+        called += [cell.cell_contents for cell in fn.__closure__ or () if cell.cell_contents is not None]
+        called += [c.run for c in called if isinstance(c, Check)]
+        return any(reaches_timing(c, seen) for c in called
+                   if getattr(c, "__module__", "") and c.__module__.startswith("synclab"))
+
+    found: dict[str, list[str]] = {}
+    checks: list[Check] = []
+    functions: list[types.FunctionType] = []  # where a check is made when it runs (0.2, 2.2, 3.6)
+    for package in PACKAGES.values():
+        module = importlib.import_module(f"{package}.checks")
+        modules = [module] + [importlib.import_module(m.name) for m in
+                              pkgutil.iter_modules(getattr(module, "__path__", []), f"{module.__name__}.")]
+        for m in modules:
+            for value in vars(m).values():
+                if isinstance(value, (list, tuple)):
+                    checks += [c for c in value if isinstance(c, Check)]
+                elif isinstance(value, types.FunctionType) and value.__module__ == m.__name__:
+                    functions.append(value)
+    assert {c.task[0] for c in checks} == set("0123456"), "every chapter's checks were found"
+    for check in {id(c): c for c in checks}.values():
+        if reaches_timing(check.run, set()):
+            found.setdefault(check.task, []).append(check.name)
+    timed_functions = {f"{f.__module__}.{f.__name__}" for f in functions if reaches_timing(f, set())}
+    found["functions"] = sorted(timed_functions)
+    return found
+
+
+def test_the_instructors_page_names_the_one_check_that_times():
+    """"Every check counts or compares results except one, the last of 5.1, which times": the checks' code agrees, and
+    chapter 6's checks.py says "none times anything" of its own checks, which holds too."""
+    from synclab.list_caches.checks import CHECKS_5_1, QUERY_RATIO_BOUND
+
+    timed = _timed_checks()
+    assert timed.pop("functions") == ["synclab.list_caches.checks._check_ratio",
+                                      "synclab.list_caches.checks.query_ratio"]
+    assert timed == {"5.1": [CHECKS_5_1[-1].name]}, timed
+    assert "timed in one run" in CHECKS_5_1[-1].name
+    page = " ".join((ROOT / "book" / "instructors.md").read_text().split())
+    assert ("Every check counts or compares results except one, the last of 5.1, which times: the list cache must "
+            f"answer the scheduler's questions at least {QUERY_RATIO_BOUND:.0f}× faster than the tensor cache, both "
+            "timed, interleaved, in one run.") in page
+    assert "none times anything" not in page
+    import synclab.capstone.checks as capstone_checks
+    assert "Every check counts; none times anything." in capstone_checks.__doc__ and "6.1" not in timed
+    assert not {task for task in timed if task.startswith("6.")}

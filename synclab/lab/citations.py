@@ -2,7 +2,10 @@
 
 Serves the appendix page ``book/appendix_citations.md`` (its ``{citations-table}`` directive,
 ``book/_ext/citations_table.py``, renders the file at build time) and ``tests/test_citations.py``,
-which fails when a page or a solution notebook cites a number the file does not list.
+which fails when a page or a solution notebook cites a number the file does not list, when a page
+shows a PR's date other than the stored one (:func:`page_date_problems`), or when a text states an
+interval between two merges ("three days after #39113") that the stored dates do not give
+(:func:`interval_problems`). Every stored date is a day in UTC.
 
 Where citations are looked for (:func:`cited_sources`): the pages ``book/*.md`` and the cell
 sources (markdown and code, never outputs) of ``solutions/*.ipynb``. The labs are generated
@@ -56,6 +59,8 @@ _URL = re.compile(r"github\.com/(?P<repo>vllm-project/vllm|pytorch/pytorch)/(?:p
 _PYTORCH_LEAD = re.compile(r"\bpytorch(?:/pytorch)?(?:'s)?\s*(?:(?:pull\s+requests?|PRs?|issues?)\s*)?$", re.I)
 # What joins the numbers of one list: "#1, #2", "#1 and #2", "#1, and #2", "#1 or #2", "#1/#2".
 _LIST_JOIN = re.compile(r",\s*(?:(?:and|or)\s+)?|\s+(?:and|or)\s+|\s*/\s*", re.I)
+# A time of day in a note must say its offset from UTC: "06:12 UTC", "14:12 UTC+8" (every date is a day in UTC).
+_TIME_WITHOUT_ZONE = re.compile(r"\b\d{1,2}:\d{2}\b(?! UTC)")
 _NOT_PROSE = re.compile(
     r"<style\b.*?</style>"                                    # CSS blocks
     r"|\bstyle\s*=\s*(?P<q>[\"']).*?(?P=q)"                  # style="..." attributes
@@ -152,6 +157,9 @@ def problems(entries: Any) -> list[str]:
         for field in ("title", "used_for", "note"):
             if entry.get(field) is not None and not isinstance(entry[field], str):
                 out.append(f"{where}: {field} must be text")
+        if isinstance(entry.get("note"), str):
+            out += [f"{where}: the time {t!r} in its note names no offset from UTC (write '11:25 UTC+8, 03:25 UTC')"
+                    for t in _TIME_WITHOUT_ZONE.findall(entry["note"])]
         if isinstance(repo, str) and isinstance(number, int):
             keys.append((repo, number))
     duplicates = sorted({key for key in keys if keys.count(key) > 1})
@@ -280,4 +288,120 @@ def two_way_problems(citations: list[Citation], root: Path = ROOT) -> list[str]:
                        f"{', '.join(files) or 'nothing'})")
         if files and "not cited" in (c.note or ""):
             out.append(f"{c.label}: its note says it is not cited, but {', '.join(files)} cite(s) it")
+    return out
+
+
+# ----------------------------------------------------------------------------- dates stated in text
+
+_NUMBER_WORDS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+                 "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14}
+# "four days before #41429", "a day after #39113", "two weeks after #N", "3 days before #N"
+_INTERVAL = re.compile(r"\b(?P<n>\d+|" + "|".join(_NUMBER_WORDS) + r")\s+(?P<unit>days?|weeks?)\s+"
+                       r"(?P<way>before|after)\s+#(?P<other>\d{3,6})\b", re.I)
+_EXACT_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def stated_intervals(text: str, subject: int | None = None) -> Iterator[tuple[int, int, int, int]]:
+    """``(subject, days, other, offset)`` for each "N days before/after #other" in ``text``: ``subject`` was merged
+    ``days`` after ``other`` (negative: before). The subject is ``subject`` when given (an entry's own text), else the
+    last number cited before the phrase in the same paragraph ("#41434 (merged ..., four days before #41429)")."""
+    for m in _INTERVAL.finditer(text):
+        n = m["n"].lower()
+        count = int(n) if n.isdigit() else _NUMBER_WORDS[n]
+        days = count * (7 if m["unit"].lower().startswith("week") else 1)
+        who = subject
+        if who is None:
+            paragraph = text[:m.start()].rsplit("\n\n", 1)[-1]
+            before = [number for _, number, _ in iter_citations(paragraph) if number != int(m["other"])]
+            if not before:
+                continue
+            who = before[-1]
+        yield who, days if m["way"].lower() == "after" else -days, int(m["other"]), m.start()
+
+
+def days_between(later: str, earlier: str) -> int:
+    from datetime import date
+
+    return (date.fromisoformat(later) - date.fromisoformat(earlier)).days
+
+
+def interval_problems(citations: list[Citation], root: Path = ROOT) -> list[str]:
+    """Each interval a page, a solution cell or an entry's ``used_for``/note states between two merges, against the
+    merge dates the data file stores: "three days after #39113" must be the days between the two stored days."""
+    merged = {c.number: c.merged for c in citations if c.repo == VLLM}
+    texts: list[tuple[str, str, int | None]] = [(where, text, None) for where, text in cited_sources(root)]
+    texts += [(f"data/citations.yaml {c.label} {field}", getattr(c, field), c.number)
+              for c in citations if c.repo == VLLM for field in ("used_for", "note") if getattr(c, field)]
+    out = []
+    for where, text, subject in texts:
+        for who, days, other, offset in stated_intervals(text, subject):
+            said = f"{where}: ...{snippet(text, offset)}..."
+            dates = (merged.get(who), merged.get(other))
+            if not all(d and _EXACT_DAY.fullmatch(d) for d in dates):
+                out.append(f"{said}: #{who} and #{other} need exact merge dates in data/citations.yaml, not {dates}")
+            elif (stored := days_between(*dates)) != days:
+                way = "after" if stored >= 0 else "before"
+                out.append(f"{said}: the stored merge dates ({dates[0]}, {dates[1]}) put #{who} {abs(stored)} days "
+                           f"{way} #{other}")
+    return out
+
+
+_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+                "November", "December")
+_SHOWN_DATE = (r"(?:by |about )?(?:\d{4}-\d{2}(?:-\d{2})?|(?:" + "|".join(_MONTH_NAMES) + r") \d{4})")
+# prose: "#39592 (merged 2026-04-12", "#30495 (merged by January 2026", "#48901 (opened 2026-07-17", "#45424 (June 2026"
+_PROSE_DATE = re.compile(r"#(?P<number>\d{3,6})\s+\((?:(?P<key>merged|opened)\s+)?(?P<date>" + _SHOWN_DATE + r")")
+# a "Since this PR" table row: | #N (/ #M ...) | title | state | date(s) | what changed |
+_TABLE_ROW = re.compile(r"^\|\s*(?P<numbers>#\d+(?:\s*/\s*#\d+)*)\s*\|[^|\n]*\|[^|\n]*\|\s*(?P<dates>[^|\n]*?)\s*\|",
+                        re.M)
+
+
+def _as_stored(shown: str) -> tuple[str, str]:
+    """A date as a page shows it -> (bound, YYYY-MM[-DD]): "by January 2026" -> ("by ", "2026-01")."""
+    bound = next((b for b in ("by ", "about ") if shown.startswith(b)), "")
+    day = shown[len(bound):]
+    if day.split()[0] in _MONTH_NAMES:
+        month, year = day.split()
+        day = f"{year}-{_MONTH_NAMES.index(month) + 1:02d}"
+    return bound, day
+
+
+def shown_date_problems(shown: str, stored: str | None) -> str | None:
+    """Why a date a page shows disagrees with the stored one, or None: a month names the stored day's month, a day
+    is the stored day, and "by"/"about" are the stored ones."""
+    if stored is None:
+        return "the data file has no such date"
+    bound, day = _as_stored(shown)
+    stored_bound, stored_day = _as_stored(stored)
+    if len(day) == 7:  # a month only: the stored date falls in it, whatever its bound
+        return None if stored_day.startswith(day) else f"the stored date is {stored}"
+    return None if (bound, day) == (stored_bound, stored_day) else f"the stored date is {stored}"
+
+
+def page_date_problems(citations: list[Citation], root: Path = ROOT) -> list[str]:
+    """Every merge or opened date a page shows for a cited PR, in prose ("#39592 (merged 2026-04-12") or in a
+    "Since this PR" table, is the date data/citations.yaml stores (days in UTC)."""
+    stored = {c.number: c for c in citations if c.repo == VLLM}
+    out = []
+    for page in sorted((root / "book").glob("*.md")):
+        text = page.read_text()
+        shown: list[tuple[int, str, str, int]] = []  # (number, key, date, offset)
+        for m in _PROSE_DATE.finditer(text):
+            shown.append((int(m["number"]), m["key"] or "merged", m["date"], m.start()))
+        for m in _TABLE_ROW.finditer(text):
+            numbers = [int(n) for n in re.findall(r"#(\d+)", m["numbers"])]
+            cell = m["dates"]
+            key = "opened" if cell.startswith("opened ") else "merged"
+            parts = [p.strip() for p in cell.removeprefix("opened ").split(" / ")]
+            if len(parts) != len(numbers) or not all(re.fullmatch(_SHOWN_DATE, p) for p in parts):
+                continue  # not a date column
+            shown += [(n, key, p, m.start()) for n, p in zip(numbers, parts)]
+        for number, key, date, offset in shown:
+            entry = stored.get(number)
+            if entry is not None and entry.state != "merged":
+                key = "opened"  # an open or closed-unmerged PR's one date is its opening
+            why = shown_date_problems(date, getattr(entry, key) if entry else None)
+            if why:
+                out.append(f"{page.relative_to(root).as_posix()}: #{number} {key} {date}: {why} "
+                           f"(...{snippet(text, offset)}...)")
     return out
