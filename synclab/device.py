@@ -15,6 +15,7 @@ a device is expected and that ``count_syncs`` recognises.
 from __future__ import annotations
 
 import os
+import types
 from functools import lru_cache
 from typing import Callable, Union
 
@@ -55,9 +56,17 @@ def device_is_pinned_to_simulation() -> bool:
     return os.environ.get(DEVICE_ENV, "") == SIMULATED
 
 
+# torch's own question, kept apart (a copy of the function, its code included): inside the simulated GPU
+# (synclab.sim.cuda) ``torch.cuda.is_available()`` answers True to the reader's code, as a GPU machine would, and the
+# lab must still know whether a real one is there
+_CUDA_REALLY_AVAILABLE = types.FunctionType(torch.cuda.is_available.__code__, torch.cuda.is_available.__globals__,
+                                            "is_available", torch.cuda.is_available.__defaults__,
+                                            torch.cuda.is_available.__closure__)
+
+
 def has_cuda() -> bool:
     """True when a real CUDA (or ROCm) GPU is usable, and ``SYNCLAB_DEVICE=sim`` does not hide it."""
-    return not device_is_pinned_to_simulation() and torch.cuda.is_available()
+    return not device_is_pinned_to_simulation() and _CUDA_REALLY_AVAILABLE()
 
 
 def is_cuda_alike() -> bool:
@@ -205,9 +214,13 @@ def device_name() -> str:
     return "cpu"
 
 
+_SIMULATED_GPU: list[bool] = []  # non-empty inside synclab.sim.cuda.simulated_cuda (which sets it)
+
+
 def synchronize() -> None:
-    """Wait for all queued device work (a no-op on the CPU, where work runs eagerly)."""
-    if has_cuda():
+    """Wait for all queued device work (a no-op on the CPU, where work runs eagerly; the simulated GPU's wait, counted
+    as a GPU's is, inside :func:`synclab.sim.cuda.simulated_cuda`)."""
+    if has_cuda() or _SIMULATED_GPU:
         torch.cuda.synchronize()
 
 

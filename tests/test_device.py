@@ -138,3 +138,24 @@ def test_names_bound_before_the_simulated_gpu_reach_it_and_are_put_back():
     if not torch.cuda.is_available():  # torch's own Stream again: on a CPU-only machine, it refuses
         with pytest.raises(RuntimeError):
             Stream()
+
+
+def test_inside_the_simulated_gpu_the_readers_code_sees_cuda_and_its_waits_count():
+    """On the simulated device the reader's code meets CUDA as on a GPU: ``torch.cuda.is_available()`` says True (a
+    name bound before the block too), so a "to be safe" ``torch.cuda.synchronize()`` behind it, or the lab's own
+    ``synchronize()``, is taken and counted; the lab itself still knows there is no real GPU."""
+    from torch.cuda import is_available
+
+    from synclab.device import synchronize
+    from synclab.sim import cuda as sim_cuda
+    from synclab.syncs import count_syncs
+
+    real = torch.cuda.is_available()
+    with sim_cuda.simulated_cuda(), count_syncs(simulate=True) as report:
+        assert torch.cuda.is_available() and is_available()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        synchronize()
+        assert has_cuda() is False
+    assert report.count == 2, report
+    assert torch.cuda.is_available() == real and is_available() == real

@@ -57,15 +57,17 @@ class _StreamSpy:
 
 @contextmanager
 def cpu_platform() -> Iterator[type[_StreamSpy]]:
-    """A CPU platform, on any machine: ``is_cuda_alike()`` is False and creating a CUDA stream is recorded and fails."""
+    """A CPU platform, on any machine: ``is_cuda_alike()`` and ``torch.cuda.is_available()`` are False, and creating
+    a CUDA stream is recorded and fails (names bound before the block included)."""
     spy = type("StreamSpy", (_StreamSpy,), {"created": 0})
-    original = torch.cuda.Stream
+    originals = {"Stream": torch.cuda.Stream, "is_available": torch.cuda.is_available}
     torch.cuda.Stream = spy  # type: ignore[misc, assignment]
+    torch.cuda.is_available = lambda: False
     try:
-        with forced_platform(False):
+        with sim_cuda.names_bound_before(originals), forced_platform(False):
             yield spy
     finally:
-        torch.cuda.Stream = original  # type: ignore[misc]
+        torch.cuda.Stream, torch.cuda.is_available = originals["Stream"], originals["is_available"]  # type: ignore
 
 
 @contextmanager

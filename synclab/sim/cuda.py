@@ -31,7 +31,8 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from synclab.device import PIN_INTENT, is_device_tensor, is_pinned_host, mark_device, unmark_device
+from synclab.device import (_SIMULATED_GPU, PIN_INTENT, is_device_tensor, is_pinned_host, mark_device,
+                            unmark_device)
 from synclab.syncs import (IN_FLIGHT, SyncKind, _target_is_device, _user_frame, attribute_syncs_to_callers, location,
                            record_simulated_wait)
 
@@ -271,17 +272,19 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
     patches: dict[str, Callable[..., Any] | type] = {
         "Stream": SimStream, "Event": SimEvent, "stream": _use_stream,
         "current_stream": lambda device=None: _current_device().current, "synchronize": _synchronize,
+        "is_available": lambda: True,  # as on a GPU machine: code that asks takes its CUDA path, and its syncs count
     }
     originals = {name: getattr(torch.cuda, name) for name in patches}
     # torch.Tensor inherits record_stream from its C base: put back exactly what was there (nothing, usually), or
     # the class would keep a copy of its own after the block
     own_record_stream = torch.Tensor.__dict__.get("record_stream")
     _DEVICE.append(device)
+    _SIMULATED_GPU.append(True)
     for name, value in patches.items():
         setattr(torch.cuda, name, value)
     torch.Tensor.record_stream = _record_stream  # type: ignore[method-assign]
     try:
-        with _names_bound_before(originals), _AsyncCopies() if async_copies else nullcontext():
+        with names_bound_before(originals), _AsyncCopies() if async_copies else nullcontext():
             yield device
     finally:
         if own_record_stream is None:
@@ -294,13 +297,14 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
             for upload in list(stream.pending_uploads):
                 device.check_upload(stream, upload)
         _DEVICE.remove(device)
+        _SIMULATED_GPU.pop()
 
 
 @contextmanager
-def _names_bound_before(originals: dict[str, Any]) -> Iterator[None]:
-    """The real classes and functions reach the simulated ones too, for the block: code that bound them before it
-    (``from torch.cuda import Stream, stream`` at the top of a cell, ``partial(torch.cuda.Event, blocking=True)``)
-    gets what ``torch.cuda.Stream`` now gives, as it would on a GPU.
+def names_bound_before(originals: dict[str, Any]) -> Iterator[None]:
+    """``torch.cuda``'s real classes and functions (``originals``, by name) reach what its attributes now are, for the
+    block: code that bound them before it (``from torch.cuda import Stream, stream`` at the top of a cell,
+    ``partial(torch.cuda.Event, blocking=True)``) gets what ``torch.cuda.Stream`` now gives, as it would on a GPU.
 
     A class gets a ``__new__`` that builds the simulated object; a function, for the block, code that calls
     ``torch.cuda``'s attribute of its name (its globals are that module's). Both are put back after."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -10,7 +10,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from synclab.checks import CheckFailed, expect
-from synclab.device import is_device_tensor, is_pinned_host
+from synclab.device import has_cuda, is_device_tensor, is_pinned_host
+from synclab.sim import cuda as sim_cuda
 from synclab.sim.pinning import PinnedMemoryUnavailable
 from synclab.syncs import (SyncKind, SyncReport, _target_is_device, _user_frame, attribute_syncs_to_callers, count_syncs,
                            location)
@@ -24,8 +25,13 @@ WSL_HINT = ("on WSL is_pin_memory_available() is False and pinning raises: pass 
 
 
 def counted(fn: Callable[[], Any], simulate: bool | None = None) -> tuple[Any, SyncReport]:
-    """``fn()`` and the syncs it made (``simulate``: as ``count_syncs``; True for the simulated device on a GPU box)."""
-    with count_syncs(simulate) as report:
+    """``fn()`` and the syncs it made (``simulate``: as ``count_syncs``; True for the simulated device on a GPU box).
+
+    On the simulated device the call runs on the simulated GPU (:func:`synclab.sim.cuda.simulated_cuda`), where the
+    reader's code sees CUDA as on a GPU: a "to be safe" ``torch.cuda.synchronize()`` behind ``is_available()`` is
+    taken, and counted."""
+    on_the_simulated_gpu = not has_cuda() and not sim_cuda.is_simulating()
+    with sim_cuda.simulated_cuda() if on_the_simulated_gpu else nullcontext(), count_syncs(simulate) as report:
         result = fn()
     return result, report
 
@@ -45,6 +51,12 @@ KIND_HINTS = {
     SyncKind.H2D_COPY: "a synchronous upload: build the data on the host (pinned where the platform allows) and "
                        "copy it with .to(device, non_blocking=True)",
 }
+# A wait the code asks for itself: every check's own hint would name another fault.
+_WAIT_HINT = ("a wait for the device that nothing here needs: a non_blocking upload is queued on the stream before "
+              "any kernel that reads it, so the device orders it; on a GPU this line stalls the host until the queue "
+              "drains. Remove it")
+_WAIT_KINDS = {kind.value for kind in (SyncKind.DEVICE_SYNC, SyncKind.STREAM_SYNC, SyncKind.EVENT_SYNC)}
+KIND_HINTS.update({kind: _WAIT_HINT for kind in SyncKind if kind.value in _WAIT_KINDS})
 
 
 def expect_no_syncs(report: SyncReport, what: str, hint: str, case: str = "", staged_ok: bool = False) -> None:
@@ -52,7 +64,7 @@ def expect_no_syncs(report: SyncReport, what: str, hint: str, case: str = "", st
 
     Under ``staged_ok`` the check's own hint is about non_blocking; a sync of another kind gets the hint of its kind.
     """
-    if staged_ok and report.events:
+    if report.events and (staged_ok or report.events[0].kind.value in _WAIT_KINDS):
         hint = KIND_HINTS.get(report.events[0].kind, hint)
     expect(report.count == 0, f"{what} synchronised with the device", expected="0 syncs",
            got=f"{report.count}: " + "; ".join(f"{e.kind.value} at {e.where} `{e.code}`" for e in report.events),
