@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import contextlib
 import sys
 import threading
 import warnings
@@ -133,6 +134,7 @@ class SyncEvent:
     code: str
     nbytes: int = 0  # bytes read back to the host, for the kinds that copy data (tolist, item, D2H)
     allowed: bool = False  # made inside gpu_sync_allowed(): a sync on purpose, not a stray one
+    allowed_in: str = ""  # the file whose code opened that region (the innermost one)
 
     @property
     def where(self) -> str:
@@ -446,7 +448,9 @@ class _Observer:
         if kind.waits_for_device and self.in_flight:  # everything queued before the wait is done when it returns
             self.land()
         filename, lineno, function, code = _user_frame()
-        event = SyncEvent(kind, op, filename, lineno, function, code, nbytes, allowed=_allow_depth.get() > 0)
+        openers = _allowed_by.get()
+        event = SyncEvent(kind, op, filename, lineno, function, code, nbytes, allowed=bool(openers),
+                          allowed_in=openers[-1] if openers else "")
         (self.events if kind.waits_for_device else self.staged).append(event)
         if self.profiler_marks:  # recorded before the op runs: the mark sits where the wait begins
             with _RecordFunctionFast(f"{PROFILER_MARK}{kind.name} {op}"):
@@ -908,7 +912,8 @@ _device_module.UPLOAD_OBSERVERS.append(record_simulated_upload)
 
 # Per thread and per asyncio task, as vLLM tracks them since #51455: a new thread starts outside every
 # block and every allowed region; a task inherits both from the code that created it.
-_allow_depth: ContextVar[int] = ContextVar("synclab_gpu_sync_allow_depth", default=0)
+# the files whose code opened each gpu_sync_allowed() region now open, innermost last
+_allowed_by: ContextVar[tuple[str, ...]] = ContextVar("synclab_gpu_sync_allowed_by", default=())
 _counting: ContextVar["SyncReport | None"] = ContextVar("synclab_gpu_sync_counting", default=None)
 _CUDA_SYNC_WARNING = "called a synchronizing CUDA operation"  # torch's words ("warn" mode)
 # Arming the debug mode warns once per process that it is a prototype: the lab arms it on purpose, and the
@@ -923,15 +928,18 @@ _mode_before_arming: Any = 0
 def gpu_sync_allowed() -> Iterator[None]:
     """A region whose syncs are made on purpose, named as in vLLM (``gpu_sync_allowed()``, since #44800).
 
-    Syncs inside still happen and are still counted; their events carry ``allowed=True``
-    and ``SyncReport.stray`` leaves them out. Regions nest. The depth is a ``ContextVar``,
-    so a region opened on one thread or asyncio task allows nothing on another.
+    Syncs inside still happen and are still counted; their events carry ``allowed=True`` (and ``allowed_in``, the
+    file whose code opened the region) and ``SyncReport.stray`` leaves them out. Regions nest. They are kept in a
+    ``ContextVar``, so a region opened on one thread or asyncio task allows nothing on another.
     """
-    token = _allow_depth.set(_allow_depth.get() + 1)
+    opener = sys._getframe(1)
+    while opener is not None and opener.f_code.co_filename == contextlib.__file__:  # past @contextmanager's frames
+        opener = opener.f_back
+    token = _allowed_by.set(_allowed_by.get() + (opener.f_code.co_filename if opener is not None else "",))
     try:
         yield
     finally:
-        _allow_depth.reset(token)
+        _allowed_by.reset(token)
 
 
 @contextmanager
@@ -979,7 +987,7 @@ def count_syncs(simulate: bool | None = None, *, profiler_marks: bool = False) -
             counting = _counting.get()
             if counting is not None:  # a thread or task outside every block is not counted
                 counting.cuda_reported = (counting.cuda_reported or 0) + 1
-                counting.cuda_stray = (counting.cuda_stray or 0) + (_allow_depth.get() == 0)
+                counting.cuda_stray = (counting.cuda_stray or 0) + (not _allowed_by.get())
             return
         others.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
 

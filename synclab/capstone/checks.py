@@ -71,6 +71,14 @@ def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Ran
                case=case, hint="a non_blocking copy from pageable memory is a staging copy, as chapter 3 counts it: "
                                "the host copies the data itself, and may wait for a staging buffer. Upload host data "
                                "with self.upload(data, dtype), chapter 3's async_tensor_h2d")
+        marked = list(dict.fromkeys(f"{e.kind.value} at {e.where} `{e.code}`" for step in syncs.marked_by_reader
+                                    for e in step))
+        expect(not marked, f"{sum(map(len, syncs.marked_by_reader))} sync(s) your code marked allowed with "
+               f"gpu_sync_allowed(), from {len(marked)} line(s): " + "; ".join(marked),
+               expected="0 stray syncs: gpu_sync_allowed() marks a wait as meant, it does not remove it", case=case,
+               hint="a wait inside gpu_sync_allowed() still stops the host until the device's queue drains; the one "
+                    "planned wait a step may make is the engine's, for the previous step's output. Remove the wait "
+                    "rather than mark it")
         worst = max(syncs.planned, default=0)
         expect(worst <= 1, "a step waited more than once on the output copy", expected="at most 1 planned wait",
                got=f"{worst} in one step", case=f"random mix {i + 1}")
