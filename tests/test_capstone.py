@@ -255,7 +255,32 @@ def test_a_row_that_ignores_the_fixes_it_is_handed_fails_by_name(seed):
     report = ch6.check_ablation_row(ignores_its_fixes, seed=seed)
     assert not report.passed, report
     assert report.outcomes[0].message == "the row ignores the fixes it is handed", report
-    assert "components=fixes" in report.outcomes[0].hint, report
+    # the hint names the engine's own call, never step_syncs (the package's count, which 6.2's check refuses)
+    assert "run_engine(workload, config, fixes, each_step=" in report.outcomes[0].hint, report
+    assert "what the book's fixes count" in report.outcomes[0].got, report
+
+
+def test_a_row_counted_with_the_notebooks_own_fixes_is_told_so_not_about_staging_copies():
+    """A row that runs the fixes the notebook loaded (a learner's labs, some exercises not written) instead of the
+    ones handed in counts more stray syncs: it is told which fixes it counted, whatever the configuration."""
+    from dataclasses import replace
+
+    from synclab.capstone import workloads
+
+    right = solution("ablation_row")
+    labs = replace(ch6.book_fixes(), unfinished=frozenset({"slice_then_split", "pinned_uploads"}))
+
+    def counts_the_notebooks(config, workload, fixes):
+        return right(config, workload, labs)
+
+    kept = list(workloads._LOADED)
+    workloads._LOADED[:] = [labs]
+    try:
+        report = ch6.check_ablation_row(counts_the_notebooks, seed=1)
+    finally:
+        workloads._LOADED[:] = kept
+    assert report.outcomes[0].message == "the row ignores the fixes it is handed", report
+    assert "what the fixes your notebook loaded count" in report.outcomes[0].got, report
 
 
 # ----------------------------------------------------------------------------- the step's timeline and the MODEL
@@ -457,6 +482,8 @@ def test_the_packages_book_fixes_count_and_compute_as_the_solutions_do():
 def _without_solutions(tmp_path, monkeypatch):
     """From here on, a repository root with no solutions/ (a learner's install); any notebook read there refused."""
     import nbformat
+
+    from dataclasses import replace
 
     from synclab.capstone import workloads
     from synclab.lab import notebook_code
