@@ -637,7 +637,35 @@ def test_an_off_by_one_at_the_sub_groups_end_is_explained_in_place_of_torchs_wor
     report = ch1.check_all_pool(EndExclusive, seed=0)
     (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
     assert fixed.status == "crashed" and "split_sizes" in fixed.message, str(report)
-    assert "last index is inclusive" in fixed.hint and not fixed.generic_hint, str(report)
+    assert "last_token_indices_gpu is inclusive" in fixed.hint and not fixed.generic_hint, str(report)
+
+
+class SplitsTheWholeBatch(AllPool):  # the sub-group's sizes applied to every row of the batch, never sliced
+    def split_hidden_states(self, hidden_states, cursor):
+        return list(hidden_states.split(cursor.num_scheduled_tokens_cpu.tolist()))
+
+
+def test_splitting_the_whole_batch_is_told_to_slice_the_sub_group_first():
+    """Not the off-by-one's hint alone: the one hint for "split_sizes" names both ways to get the sizes wrong."""
+    report = ch1.check_all_pool(SplitsTheWholeBatch, seed=0)
+    (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
+    assert fixed.status == "crashed", str(report)
+    assert "Split only the sub-group's rows: slice them first" in fixed.hint, str(report)
+
+
+class DecidesFinishedItself(AllPool):  # a rule of its own for "finished": this step's chunk is the whole prompt
+    def forward(self, hidden_states, pooling_metadata):
+        cursor = pooling_metadata.get_pooling_cursor()
+        outputs = super().forward(hidden_states, pooling_metadata)
+        lens = cursor.prompt_lens_cpu.tolist()
+        scheduled = cursor.num_scheduled_tokens_cpu.tolist()
+        return [out if n == p else None for out, n, p in zip(outputs, scheduled, lens)]
+
+
+def test_a_finished_rule_of_its_own_is_told_to_read_the_cursor():
+    report = ch1.check_all_pool(DecidesFinishedItself, seed=0)
+    failed = [o for o in report.outcomes if o.status == "failed" and "wrong output" in o.message]
+    assert failed and all("get_finished_mask()" in o.hint for o in failed), str(report)
 
 
 class ShortcutWhenCounted(AllPool):  # the slices per request, but a cheap wrong answer whenever a torch mode is on

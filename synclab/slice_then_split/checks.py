@@ -66,8 +66,15 @@ def _expect_outputs(outputs: PoolerOutput, step: PoolingStep, case: str, when: s
             continue
         hint = ("an unfinished request gives None; a finished one gives all of its prompt's hidden states, "
                 "concatenated across chunks")
-        if want is None:
+        if want is None and isinstance(got, torch.Tensor) and got.numel():
+            hint = ("this request's prompt is not complete yet, but your pooler returned its rows: take whether a "
+                    "request finished in this step from the cursor (pooling_cursor.get_finished_mask()), not from a "
+                    "rule of your own; an unfinished request's item is None")
+        elif want is None:
             hint = "this request's prompt is not complete yet: its item must be None itself (not [] or an empty tensor)"
+        elif got is None:
+            hint = ("this request's prompt completes in this step, but your pooler returned None: take whether a "
+                    "request finished from the cursor (pooling_cursor.get_finished_mask()), not a rule of your own")
         elif not isinstance(got, torch.Tensor):
             hint = "a finished request gives one tensor [num_prompt_tokens, hidden]: its hidden states"
         if want is not None and isinstance(got, torch.Tensor) and got.shape == want.shape:
@@ -318,8 +325,9 @@ def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
 
 
 # torch's own words when the split sizes do not add up to the rows sliced: the off-by-one at the sub-group's end.
-SPLIT_SIZES_HINT = (("split_sizes", "the sizes do not add up to the rows you sliced: the sub-group's last index is "
-                     "inclusive (last_token_indices_gpu), so its rows end at last + 1"),)
+SPLIT_SIZES_HINT = (("split_sizes", "the sizes do not add up to the rows you split. Split only the sub-group's rows: "
+                     "slice them first, from its first token (first_token_indices_gpu[0]) to its last token + 1 "
+                     "(last_token_indices_gpu is inclusive), then split that slice"),)
 
 CHECKS_1_1 = [
     Check("1.1", "same outputs as the reference on fixed cases (sub-groups, chunked prefill)", _fixed_cases(False),
