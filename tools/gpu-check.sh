@@ -7,6 +7,7 @@
 #   tests  the rest of the suite (the simulated device, as on a CPU; the book's and nbgrader's tests left out)
 # Steps run in the order given (default: all five), each under its own time limit; after each, $GPU_CHECK_OUT
 # (default _build/gpu-check) holds gpu-check.tgz: every log so far and data/reference/.
+# data/reference/<device>/gpu-check.json records the commit and each step's counts and failures.
 # Send the archive, or commit data/reference/<device>/, to contribute a reference from your GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,8 @@ OUT=${GPU_CHECK_OUT:-_build/gpu-check}; LOGS="$OUT/logs"; mkdir -p "$LOGS"
 JOBS=${JOBS:-$(( $(nproc) > 12 ? 12 : $(nproc) ))}
 T0=$(date +%s)
 $PY -c "import torch; assert torch.cuda.is_available(), 'no CUDA GPU here: make gpu-check needs one'" || exit 2
+# the record names the commit that ran: a copy without its git history says it with SYNCLAB_COMMIT=<commit>
+$PY -c "from synclab.provenance import lab_commit as c; assert c(), 'no git history here: set SYNCLAB_COMMIT'" || exit 2
 $PY -c "import pytest_timeout" 2>/dev/null && TOPT="--timeout=120" || TOPT=""
 ARCHIVE=${GPU_CHECK_ARCHIVE:-$OUT/gpu-check.tgz}
 pack() { mkdir -p data/reference; tar czf "$ARCHIVE" data/reference -C "$OUT" logs; }
@@ -26,6 +29,8 @@ step() { # name, limit_s, command...
   SYNCLAB_FAILURE_LOG="$LOGS/$name-failures.log" timeout -k 5 "$lim" "$@" > "$LOGS/$name.log" 2>&1; local rc=$?
   tail -n 12 "$LOGS/$name.log"
   echo "=== $name: rc=$rc in $(( $(date +%s) - t0 )) s"
+  # the suite's record beside the references: the commit, each step's counts and failures (synclab/lab/gpu_record.py)
+  $PY -m synclab.lab.gpu_record "$name" "$rc" "$(( $(date +%s) - t0 ))" "$LOGS/$name.log"
   pack
 }
 # chapter 6's ablation decodes 35 runs of 210 steps and profiles seven more: it gets longer
