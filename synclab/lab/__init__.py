@@ -17,7 +17,8 @@
   the instructor);
 * a class: :mod:`.nbgrader_source`, :mod:`.nbgrader_judge`, :mod:`.nbgrader_run`, :mod:`.grading` (nbgrader), and
   :mod:`.student_image` (the students' install);
-* :mod:`.citations` — the pull requests and issues the book cites (the appendix).
+* :mod:`.citations` — the pull requests and issues the book cites (the appendix);
+* :mod:`.gpu_record` — what ``make gpu-check`` gave, step by step, kept beside the device's references.
 
 Nothing in a chapter or below imports this package, except :mod:`.notebook_code` and :mod:`.exercises` (chapter 6) and
 :mod:`.citations` (the book's appendix), which import no chapter.
