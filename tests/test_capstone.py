@@ -928,3 +928,34 @@ def test_verified_checks_witness_what_a_right_answer_does_whatever_else_is_wrong
     read = ch6.check_ablation_reading(solution("my_reading")).outcomes[0]
     written_otherwise = ch6.check_ablation_reading(lambda: READING).outcomes[0]
     assert witness(read) and witness(written_otherwise) == witness(read)
+
+
+def test_the_gpu_ablation_runs_an_8b_like_model_where_it_fits_and_says_which():
+    """On a GPU the capstone's model is sized to the device: a Llama-8B-like shape in bf16 (6.7 B parameters, a decode
+    step reading 12.5 GiB of weights) on a card of 40 GiB or more, half its width and layers below; the bench stores
+    the shape it ran and the CPU's. The CPU keeps its small float32 model."""
+    from synclab.capstone.profiling import model_shape
+    from synclab.engine.tiny_llm import CPU_MODEL, LLAMA_8B_LIKE, SMALL_GPU_MODEL, gpu_model
+
+    assert gpu_model(141 * 2**30) is LLAMA_8B_LIKE and gpu_model(80 * 2**30) is LLAMA_8B_LIKE
+    assert gpu_model(24 * 2**30) is SMALL_GPU_MODEL
+    shape = model_shape(LLAMA_8B_LIKE)
+    assert (shape["hidden_size"], shape["num_layers"], shape["dtype"]) == (4096, 32, "bfloat16")
+    assert 6.5e9 < shape["parameters"] < 7e9 and shape["weight_bytes"] == 2 * shape["parameters"]
+    assert model_shape(CPU_MODEL)["dtype"] == "float32"
+
+
+def test_a_bf16_model_runs_the_capstone_engine_and_computes_what_its_configurations_agree_on():
+    """The bf16 path (the GPU model's dtype) on the host, at the CPU model's size: weights, KV cache and image
+    embeddings in bf16, logits in float32; every configuration computes the same tokens, as in float32."""
+    from dataclasses import replace
+
+    import torch
+
+    from synclab.engine.tiny_llm import CPU_MODEL
+
+    model = replace(CPU_MODEL, dtype=torch.bfloat16)
+    workload = ch6.capstone_workload(decode_tokens=2, model=model)
+    results = [ch6.comparable(ch6.run_engine(workload, config, ch6.book_fixes()))
+               for config in (EngineConfig.baseline(), EngineConfig())]
+    assert results[0] == results[1] and results[0]

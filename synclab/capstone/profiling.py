@@ -292,6 +292,13 @@ GPU_ABLATION_REPEATS = 5  # runs per configuration, interleaved: the spread
 IDLE_WINDOWS = 5  # a profiled run's measured steps cut into this many windows: the idle share's spread
 
 
+def model_shape(model: Any) -> dict[str, Any]:
+    """A model's shape as the bench stores it: its sizes, dtype, parameters and weight bytes (a step reads them)."""
+    return {"hidden_size": model.hidden_size, "num_layers": model.num_layers, "num_heads": model.num_heads,
+            "vocab_size": model.vocab_size, "dtype": str(model.dtype).removeprefix("torch."),
+            "parameters": model.num_parameters, "weight_bytes": model.weight_bytes()}
+
+
 def gpu_ablation(configs: list[EngineConfig] | None = None, steps: int = GPU_ABLATION_STEPS,
                  repeats: int = GPU_ABLATION_REPEATS, warmup: int = GPU_ABLATION_WARMUP) -> dict[str, Any] | None:
     """On a GPU: per configuration, tokens/s over ``repeats`` interleaved runs and the device's idle share.
@@ -307,13 +314,14 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, steps: int = GPU_ABL
     import torch
 
     from synclab.claims import ClaimContradicted
-    from synclab.engine.tiny_llm import GPU_MODEL
+    from synclab.engine.tiny_llm import CPU_MODEL, gpu_model
     from synclab.reference import record
     from synclab.timing import Progress, deliberate_run
 
     fixes = current_fixes()
     configs = configs or ablation_configs()
-    workload = capstone_workload(decode_tokens=warmup + steps, model=GPU_MODEL)
+    model = gpu_model(torch.cuda.get_device_properties(0).total_memory)  # an 8B-like shape where it fits
+    workload = capstone_workload(decode_tokens=warmup + steps, model=model)
     generating = sum(spec.sampling is not None for spec in workload.requests)  # one token each per decode step
     tokens_per_s: dict[str, list[float]] = {config.label: [] for config in configs}
     bar = Progress(repeats * len(configs) + len(configs), "GPU ablation runs")
@@ -323,8 +331,9 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, steps: int = GPU_ABL
             seconds = _timed_run(workload, config, fixes, warmup)
             tokens_per_s[config.label].append(generating * steps / seconds)
             bar.step(f"{config.label} ({repeat + 1}/{repeats})")
-    out: dict[str, Any] = {"model": repr(GPU_MODEL), "steps": steps, "warmup": warmup, "repeats": repeats,
-                           "workload": "capstone_workload", "configs": {}}
+    out: dict[str, Any] = {"model": repr(model), "model_shape": model_shape(model), "cpu_model": model_shape(CPU_MODEL),
+                           "steps": steps, "warmup": warmup, "repeats": repeats, "workload": "capstone_workload",
+                           "configs": {}}
     timeline: dict[str, Any] = {}
     for config in configs:
         idle, lanes = _profiled_idle(workload, config, fixes, warmup, steps)

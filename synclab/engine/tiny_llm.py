@@ -17,7 +17,9 @@ request can be tens of thousands of tokens into its output at a step's usual cos
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 from torch import nn
@@ -36,15 +38,45 @@ class ModelConfig:
     image_feature_size: int = 16  # per placeholder position of an image, before the vision encoder
     seed: int = 0
     sliding_window: bool = False  # the KV cache a ring of max_model_len positions: positions are unbounded
+    dtype: torch.dtype = torch.float32  # the weights' and the KV cache's (logits are computed in float32)
 
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads
 
+    @property
+    def num_parameters(self) -> int:
+        """Weights: embedding and LM head, and per layer attention (4 h^2) and a 4h MLP (8 h^2), biases and norms."""
+        h = self.hidden_size
+        per_layer = 4 * h * h + 4 * h + 8 * h * h + 5 * h + 4 * h
+        return 2 * self.vocab_size * h + self.num_layers * per_layer + self.image_feature_size * h + 3 * h
+
+    def weight_bytes(self) -> int:
+        return self.num_parameters * torch.empty(0, dtype=self.dtype).element_size()
+
 
 CPU_MODEL = ModelConfig()
+# The first GPU ablations' model (hidden 1,024, 8 layers, float32): about 1 ms of device work in a 5-9 ms step, so the
+# device idled whatever the host did. Kept for what those stored runs measured.
 GPU_MODEL = ModelConfig(vocab_size=32_000, hidden_size=1024, num_layers=8, num_heads=16, max_model_len=1024,
                         max_num_seqs=128, image_feature_size=256)
+# What the capstone runs on a GPU since: a Llama-8B-like shape in bf16 (hidden 4,096, 32 layers, 32 heads; a 4h GELU
+# MLP where Llama has a 3.5h SwiGLU one: 6.7 B parameters, 13.4 GB of weights a decode step reads), random weights.
+# A decode step of a small batch then reads its weights once, a few milliseconds on an H100 or H200: device work
+# comparable to the host's step, as in vLLM serving an 8B model at a small batch.
+LLAMA_8B_LIKE = ModelConfig(vocab_size=32_000, hidden_size=4096, num_layers=32, num_heads=32, max_model_len=1024,
+                            max_num_seqs=128, image_feature_size=256, dtype=torch.bfloat16)
+# On a card too small for it (under 40 GiB: weights, a KV cache and room to work), the same shape at half the width and
+# layers: 0.9 B parameters, stated as such wherever its numbers appear.
+SMALL_GPU_MODEL = ModelConfig(vocab_size=32_000, hidden_size=2048, num_layers=16, num_heads=16, max_model_len=1024,
+                              max_num_seqs=128, image_feature_size=256, dtype=torch.bfloat16)
+LLAMA_8B_MIN_MEMORY = 40 * 2**30
+
+
+def gpu_model(total_memory: int) -> ModelConfig:
+    """The capstone's GPU model for a card of ``total_memory`` bytes: :data:`LLAMA_8B_LIKE`, or on a card under
+    :data:`LLAMA_8B_MIN_MEMORY`, :data:`SMALL_GPU_MODEL`."""
+    return LLAMA_8B_LIKE if total_memory >= LLAMA_8B_MIN_MEMORY else SMALL_GPU_MODEL
 
 
 class DecoderLayer(nn.Module):
@@ -75,21 +107,38 @@ class DecoderLayer(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+@contextmanager
+def _built_as(config: ModelConfig, device: DeviceLike) -> Iterator[None]:
+    """A float32 model is built on the host (its weights the same on every machine); a bf16 one (billions of weights)
+    in its dtype on its device, where random initialisation takes a second, not minutes of one CPU."""
+    if config.dtype == torch.float32:
+        yield
+        return
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(config.dtype)
+    try:
+        with torch.device(device):
+            yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 class TinyDecoder(nn.Module):
     """Token embedding, ``num_layers`` decoder layers with a KV cache, an LM head; a linear vision encoder."""
 
     def __init__(self, config: ModelConfig, device: DeviceLike) -> None:
         super().__init__()
         self.config = config
-        with torch.random.fork_rng(devices=[]):  # random weights, the same for every engine of this config
+        real_device = "cpu" if is_simulated(device) else device
+        with torch.random.fork_rng(devices=[]), _built_as(config, real_device):  # the same for every engine of it
             torch.manual_seed(config.seed)
             self._build(config)
         self.requires_grad_(False)  # inference only: no autograd bookkeeping on the host
         cache_shape = (config.num_layers, config.max_num_seqs, config.max_model_len, config.num_heads, config.head_dim)
-        real_device = "cpu" if is_simulated(device) else device
-        self.to(real_device)
-        self.k_cache = torch.zeros(cache_shape, device=real_device)  # [layers, slots, max_len, H, D]
-        self.v_cache = torch.zeros(cache_shape, device=real_device)
+        self.to(real_device, dtype=config.dtype)
+        # [layers, slots, max_len, H, D]
+        self.k_cache = torch.zeros(cache_shape, device=real_device, dtype=config.dtype)
+        self.v_cache = torch.zeros(cache_shape, device=real_device, dtype=config.dtype)
         # sliding window: the position each cache row holds, -1 for none yet  # [slots, max_model_len] int64
         self.cache_positions = torch.full(cache_shape[1:3], -1, dtype=torch.int64, device=real_device)
         for tensor in [*self.parameters(), self.k_cache, self.v_cache, self.cache_positions]:
@@ -103,7 +152,9 @@ class TinyDecoder(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
 
     def encode_images(self, pixels: torch.Tensor) -> torch.Tensor:
-        """``pixels`` [num_embeds, image_feature_size] -> embeddings [num_embeds, hidden]."""
+        """``pixels`` [num_embeds, image_feature_size] -> embeddings [num_embeds, hidden], in the model's dtype."""
+        if self.config.dtype != torch.float32:  # float32 pixels into a bf16 model (asked of the config: no torch call)
+            pixels = pixels.to(self.config.dtype)
         return self.vision_encoder(pixels)
 
     def forward(self, inputs_embeds: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor,
@@ -137,4 +188,6 @@ class TinyDecoder(nn.Module):
             self.cache_positions[slot] = -1
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(hidden_states)  # [rows, vocab]
+        logits = self.lm_head(hidden_states)  # [rows, vocab]
+        # sampling's biases and masks in float32; the config is asked, not the tensor (no torch call on the CPU path)
+        return logits if self.config.dtype == torch.float32 else logits.float()
