@@ -94,8 +94,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.task or args.checks_only:  # the cells the checks need, run here: no kernel to start
         learner = run_here(nb, asked, cell_timeout_s=args.timeout)
         reports, errors, seconds = learner.reports, learner.errors, learner.seconds
-        print(f"({seconds:.1f} s: {learner.checks_seconds:.1f} s in the check cells, the rest in the lab's setup and "
-              "your cells)", file=sys.stderr)
     else:  # the whole notebook, profiling cells included, in a kernel: the same check cells report the same way
         print(f"running {notebook} ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix="synclab-check-") as tmp:
@@ -113,7 +111,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     for verdict in verdicts.values():
         print(verdict)
     _say_cells(summary, errors)
-    if kernel is not None:
+    if kernel is None:  # after the reports, in their stream: piped, the lines keep their order
+        print(f"({seconds:.1f} s: {learner.checks_seconds:.1f} s in the check cells, the rest in the lab's setup and "
+              "your cells)")
+    else:
         print(f"({kernel.seconds:.1f} s in the kernel)", file=sys.stderr)
         from synclab.lab.profile_html import write_profile_html
 

@@ -75,7 +75,9 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
     "2.2": (
         Hint("start from the outputs",
              "Are the outputs right? If not, ask what could make a copy read or deliver the wrong data: an event "
-             "that does not cover the copies, a tensor freed too early, a copy that started before the forward."),
+             "that does not cover the copies, a copy that started before the forward. (A device tensor freed too "
+             "early corrupts outputs on a GPU only when its memory is reused in time; the lab's simulation never "
+             "reuses it, so there it shows only in the tensors still alive.)"),
         Hint("then the waits and the log",
              "Where does the host wait, and for what: the whole device, or an event after the copies? Does the "
              "stream log order the copies after the forward? Does the device tensor live until the wait? Each label "

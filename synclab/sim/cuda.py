@@ -278,11 +278,13 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
     # torch.Tensor inherits record_stream from its C base: put back exactly what was there (nothing, usually), or
     # the class would keep a copy of its own after the block
     own_record_stream = torch.Tensor.__dict__.get("record_stream")
+    generic_event = torch.Event  # torch's device-generic event, as vLLM's code wrote it for a while: simulated too
     _DEVICE.append(device)
     _SIMULATED_GPU.append(True)
     for name, value in patches.items():
         setattr(torch.cuda, name, value)
     torch.Tensor.record_stream = _record_stream  # type: ignore[method-assign]
+    torch.Event = _generic_event  # type: ignore[misc, assignment]
     try:
         with names_bound_before(originals), _AsyncCopies() if async_copies else nullcontext():
             yield device
@@ -293,6 +295,7 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
             torch.Tensor.record_stream = own_record_stream  # type: ignore[method-assign]
         for name, value in originals.items():
             setattr(torch.cuda, name, value)
+        torch.Event = generic_event  # type: ignore[misc]
         for stream in device.streams:  # uploads no wait covered: their sources must still be untouched
             for upload in list(stream.pending_uploads):
                 device.check_upload(stream, upload)
@@ -343,6 +346,12 @@ def _forwards_to(name: str) -> types.CodeType:
     namespace: dict[str, Any] = {}
     exec(f"def {name}(*args, **kwargs):\n    return {name}(*args, **kwargs)\n", namespace)
     return namespace[name].__code__
+
+
+def _generic_event(device: Any = None, *, enable_timing: bool = False, blocking: bool = False,
+                   interprocess: bool = False) -> SimEvent:
+    """``torch.Event(device, ...)`` inside :func:`simulated_cuda`: the simulated GPU's event (the device is the one)."""
+    return SimEvent(enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
 
 _REAL_RECORD_STREAM = torch.Tensor.record_stream
