@@ -432,7 +432,35 @@ def test_a_row_that_counts_requests_or_staging_copies_is_told_which():
                                lambda report: len(report.events) + report.staged_count)
     report = ch6.check_ablation_row(counts_staging, seed=1)
     if not report.passed:  # the workload stages a copy in some configuration
-        assert "a staging copy (report.staged) is not a sync" in report.outcomes[0].hint, report
+        assert "a staging copy, report.staged, is not a sync" in report.outcomes[0].hint, report
+
+
+def test_a_row_counted_in_one_block_or_with_one_reused_counter_is_told_to_count_each_step_apart():
+    """Two ways to get the per-step counting wrong, each told what each_step is for: one count_syncs() around the
+    whole run (the engine's setup sync then belongs to no step), and one counter entered at every step."""
+    from contextlib import nullcontext
+
+    from synclab.syncs import count_syncs
+
+    def one_block(config, workload, fixes):
+        steps = []
+        with count_syncs() as report:
+            results = ch6.run_engine(workload, config, fixes, each_step=lambda engine: steps.append(1) or nullcontext())
+        planned = sum(map(ch6.is_planned, report.events))
+        return {"steps": len(steps), "tokens": sum(len(r.token_ids) for r in results.values()),
+                "stray_per_step": (len(report.events) - planned) / len(steps), "planned_per_step": planned / len(steps)}
+
+    report = ch6.check_ablation_row(one_block, seed=1)
+    assert not report.passed and "count each step in its own count_syncs() block" in report.outcomes[0].hint, report
+
+    def one_counter(config, workload, fixes):
+        counter = count_syncs()
+        ch6.run_engine(workload, config, fixes, each_step=lambda engine: counter)
+        return {}
+
+    report = ch6.check_ablation_row(one_counter, seed=1)
+    assert report.outcomes[0].status == "crashed" and "a new context manager for every step" in \
+        report.outcomes[0].hint, report
 
 
 # ----------------------------------------------------------------------------- the book's fixes, kept in the package
@@ -959,3 +987,12 @@ def test_a_bf16_model_runs_the_capstone_engine_and_computes_what_its_configurati
     results = [ch6.comparable(ch6.run_engine(workload, config, ch6.book_fixes()))
                for config in (EngineConfig.baseline(), EngineConfig())]
     assert results[0] == results[1] and results[0]
+
+
+def test_a_reading_written_as_the_cell_and_the_figures_word_it_is_right():
+    """6.3's options are printed "b) ..." and the host-work figure's axis says "images per request": answers in
+    those words mean what the reading means, and earn what it earns."""
+    worded = {**READING, "one_fix_alone": "b)",
+              "saving_grows_with": {"reverse_scan": "Output length", "list_cache": "images per request"}}
+    assert ch6.check_ablation_reading(lambda: worded).passed
+    assert not ch6.check_ablation_reading(lambda: {**worded, "one_fix_alone": "c)"}).passed

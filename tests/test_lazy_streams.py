@@ -678,3 +678,28 @@ def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wron
     assert sum(map(bool, right.values())) == 6
     report = ch2.check_runner(wrong, seed=0)
     assert_passes_witness_as(report, right)
+
+
+class ClonesBeforeWaiting(AsyncOutputRunner):  # get_output() copies the host buffers, then waits: too early
+    def _pool(self, *args):
+        result = super()._pool(*args)
+        if hasattr(result, "get_output"):
+            output, event = result._model_runner_output, result.async_copy_ready_event
+
+            def get_output():
+                output.pooler_output = [t.clone() if t is not None else None for t in output.pooler_output]
+                event.synchronize()
+                del result._raw_pooler_output
+                return output
+
+            result.get_output = get_output
+        return result
+
+
+def test_copies_made_before_the_wait_are_named_so_by_every_check_they_fail():
+    """Not "buffers shared between steps", not "pageable buffers": what the host read before the copy landed."""
+    report = ch2.check_runner(ClonesBeforeWaiting, seed=0)
+    failed = [o for o in report.outcomes if o.status == "failed"]
+    assert failed and not any("shared between steps" in o.hint for o in failed), str(report)
+    memory = next(o for o in report.outcomes if "then released" in o.name)
+    assert memory.status == "failed" and "before the wait" in memory.hint, str(report)

@@ -57,8 +57,8 @@ def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Ran
         diff = first_difference(comparable(results), want)
         spec = next((s for s in mix.requests if diff and diff.startswith(f"{s.request_id}:")), None)
         asked = f"; that request asked for {spec.sampling}" if spec is not None and spec.sampling else ""
-        expect(diff is None, "your runner's outputs differ from the planted runner's (which are right)",
-               got=f"{diff}{asked}", case=case,
+        expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
+               got=diff, case=case,  # the request's sampling in the message, which is never shortened
                hint="keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; "
                     "a stop takes effect when the step's output reaches the host, as before")
         found_right(comparable(results))  # the grader's seed drew this mix
@@ -159,8 +159,10 @@ def _row_hint(key: str, got: dict[str, float], want: dict[str, float], workload:
     if key == "steps":
         return "one step per call of each_step's context manager: count the blocks, not the syncs"
     if key == "stray_per_step" and got[key] > want[key]:
-        return ("a staging copy (report.staged) is not a sync: the host copies into a pinned buffer and the device "
-                "does not wait. Count report.events only, and leave out the planned wait (ch6.is_planned)")
+        return ("more than the steps make: count each step in its own count_syncs() block, opened by each_step's "
+                "context manager (a sync outside every step, the engine's setup, belongs to none); count "
+                "report.events only (a staging copy, report.staged, is not a sync); leave out the planned wait "
+                "(ch6.is_planned)")
     return "one count_syncs block per step; a planned wait is what synclab.capstone.is_planned says"
 
 
@@ -210,7 +212,9 @@ def _check_row(fn: AblationRow, rng: random.Random) -> None:
         found_right([round(got[key], 6) for key in ROW_KEYS])  # the grader's seed chose the configurations
 
 
-ABLATION_CHECKS = [Check("6.2", "counts per configuration", _check_row, timeout_s=60)]
+ABLATION_CHECKS = [Check("6.2", "counts per configuration", _check_row, timeout_s=60, crash_hints=(
+    ("'_GeneratorContextManager' object has no attribute", "each_step(engine) must return a new context manager for "
+     "every step: open a fresh count_syncs() inside it each time (one used twice cannot be entered again)"),))]
 
 
 def check_ablation_row(fn: AblationRow, seed: int | None = None) -> CheckReport:
@@ -299,6 +303,19 @@ def _pattern_name(answer: Any) -> Any:
     return answer.strip().lower().replace(" ", "_").replace("-", "_") if isinstance(answer, str) else answer
 
 
+def _growth_name(answer: Any) -> Any:
+    """What a saving grows with, as a reader may say it ("Output length", "images per request", "tokens out") in the
+    reading's words ("output length", "images")."""
+    if not isinstance(answer, str):
+        return answer
+    said = answer.strip().lower().replace("_", " ").replace("-", " ")
+    if "image" in said:
+        return "images"
+    if "output" in said or "length" in said or "token" in said:
+        return "output length"
+    return said
+
+
 SHAPE_OF_GROWS = "the format: a dict keyed by the two fixes, {'reverse_scan': ..., 'list_cache': ...}"
 
 
@@ -314,14 +331,15 @@ def _check_reading(answer: Callable[[], dict[str, Any]], rng: random.Random) -> 
     normal = dict(reading)
     if isinstance(normal["removes_no_syncs"], (list, tuple, set, frozenset)):
         normal["removes_no_syncs"] = frozenset(normal["removes_no_syncs"])
-    if isinstance(normal["one_fix_alone"], str):
-        normal["one_fix_alone"] = normal["one_fix_alone"].strip().lower()
+    if isinstance(normal["one_fix_alone"], str):  # "b", "B", "b)" as the cell prints the options, "(b)"
+        normal["one_fix_alone"] = normal["one_fix_alone"].strip().lower().strip("().")
     for q in ("removes_most_syncs", "cuts_history_reads", "cuts_torch_calls"):  # "Pinned uploads" is pinned_uploads
         normal[q] = _pattern_name(normal[q])
     if isinstance(normal["removes_no_syncs"], frozenset):
         normal["removes_no_syncs"] = frozenset(map(_pattern_name, normal["removes_no_syncs"]))
     if isinstance(normal["saving_grows_with"], dict):
-        normal["saving_grows_with"] = {_pattern_name(k): v for k, v in normal["saving_grows_with"].items()}
+        normal["saving_grows_with"] = {_pattern_name(k): _growth_name(v)
+                                       for k, v in normal["saving_grows_with"].items()}
     unnamed = {q for q in ("removes_most_syncs", "cuts_history_reads", "cuts_torch_calls") if normal[q] not in PATTERNS}
     truth = _measured_reading()
     grows = normal["saving_grows_with"]

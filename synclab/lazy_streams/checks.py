@@ -275,8 +275,11 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
                     "constructor), on the side stream, right after the copies")
     for n, (batch, output) in enumerate(zip(batches, outputs)):
         want = _pool_reference(model, batch)
+        values = [t for t in (output.pooler_output or []) if isinstance(t, torch.Tensor)]
+        garbage = any(bool((t == sim_cuda.GARBAGE).any()) for t in values)
         cause = ("the event the host waited on covers no copy (it was recorded after 0 queued copies): record it "
                  "inside the side stream's block, right after the copies" if empty_events else
+                 _early_read_hint(device) if garbage else  # read (or copied) before the wait: not shared buffers
                  "each step's output holds its own copies: buffers shared between steps are overwritten by the "
                  "next step before the first is collected")
         expect(_same(output.pooler_output, want), f"wrong pooler_output of step {n}", case=case,
@@ -337,8 +340,12 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
         expect(not alive, f"{len(alive)} device tensor(s) still referenced after get_output()",
                hint="drop the reference (del self._raw...) once the copy has landed")
         unpinned = [i for i, t in enumerate(output.pooler_output) if t is not None and not is_pinned_host(t)]
-        expect(not unpinned, f"host buffers {unpinned} are not pinned", hint="a non-blocking copy to pageable memory "
-               "is synchronous; let _copy_pooler_output_to_cpu allocate pinned buffers")
+        early = any(t is not None and bool((t == sim_cuda.GARBAGE).any()) for t in output.pooler_output)
+        expect(not unpinned, f"host buffers {unpinned} are not pinned",
+               hint="these are not the buffers the copies filled: a copy of them made before the wait (a .clone() "
+                    "in get_output() before synchronize()) holds what they held then; hand back the helper's "
+                    "buffers after the wait" if early else "a non-blocking copy to pageable memory is synchronous; "
+                    "let _copy_pooler_output_to_cpu allocate pinned buffers")
 
 
 CHECKS_2_1 = [
