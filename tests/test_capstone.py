@@ -996,3 +996,29 @@ def test_a_reading_written_as_the_cell_and_the_figures_word_it_is_right():
               "saving_grows_with": {"reverse_scan": "Output length", "list_cache": "images per request"}}
     assert ch6.check_ablation_reading(lambda: worded).passed
     assert not ch6.check_ablation_reading(lambda: {**worded, "one_fix_alone": "c)"}).passed
+
+
+def _clean_runner_edited(old: str, new: str):
+    """The solution's clean_runner with ``old`` replaced by ``new`` in its source: a learner's version off in one
+    place."""
+    import nbformat
+
+    from tests.notebook_code import ROOT
+
+    source = next(c.source for c in nbformat.read(ROOT / SOLUTION, as_version=4).cells
+                  if "### BEGIN SOLUTION 6.1" in c.source)
+    assert old in source, old
+    namespace = dict(vars(ch6))
+    namespace.update({"torch": __import__("torch"), "PlantedRunner": ch6.PlantedRunner})
+    exec(source.replace(old, new), namespace)
+    return namespace["clean_runner"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_min_tokens_count_off_by_one_fails_on_every_seed(seed):
+    """The stop rule's boundary is a fixed case (ch6.min_tokens_mix), not a draw the random mixes reach one time in
+    eight: a count one token off stops a request a token early or late there, whatever the seed."""
+    off_by_one = _clean_runner_edited("- len(request.prior_output_token_ids)", "- len(request.prior_output_token_ids) + 1")
+    report = ch6.check_sync_hunt(off_by_one, seed=seed)
+    first = report.outcomes[0]
+    assert first.status == "failed" and "differ" in first.message, str(report)

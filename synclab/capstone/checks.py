@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from synclab.capstone import workloads
 from synclab.capstone.workloads import (RunnerClass, Workload, ablation_workload, comparable, first_difference,
+                                        min_tokens_mix,
                                         book_fixes, host_work_in_decode_step, random_mix, run_engine,
                                         step_syncs)
 from synclab.checks import Check, CheckReport, expect, run_checks, found_right
@@ -30,7 +31,9 @@ HUNT_CASES = 3
 
 
 def _hunt_mixes(rng: random.Random) -> list[Workload]:
-    return [random_mix(rng, num_requests=rng.randint(3, 7), hunt_features=True) for _ in range(HUNT_CASES)]
+    """Random mixes, then the stop rule's boundary fixed (min_tokens_mix): a clause random draws reach by chance."""
+    return [random_mix(rng, num_requests=rng.randint(3, 7), hunt_features=True) for _ in range(HUNT_CASES)] + [
+        min_tokens_mix()]
 
 
 def _runner(factory: Callable[[], RunnerClass]) -> RunnerClass:
@@ -50,7 +53,8 @@ def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Ran
     runner_cls = _runner(factory)
     fixes = book_fixes()  # 6.1 is about the runner: the fixes are the book's
     for i, mix in enumerate(_hunt_mixes(rng)):
-        case = f"random mix {i + 1} of {HUNT_CASES}"  # named before the run: a hang reports this mix
+        case = (f"random mix {i + 1} of {HUNT_CASES}" if i < HUNT_CASES else  # named before the run: a hang says
+                "min_tokens at its boundary: every token but one a stop token, one request resumed")
         want = comparable(run_engine(mix, EngineConfig(), fixes, PlantedRunner))
         syncs, results = step_syncs(mix, EngineConfig(), runner_cls, fixes)
         # the syncs count on a run whose results count too: the tokens of this very run

@@ -108,6 +108,26 @@ def random_mix(rng: random.Random, num_requests: int = 6, model: ModelConfig = C
                                                   encoder_cache_size=128), model)
 
 
+def min_tokens_mix(model: ModelConfig = CPU_MODEL) -> Workload:
+    """The stop rule's boundary, fixed (6.1's checks): every token but one is a stop token, so each request samples
+    that one token until it has generated ``min_tokens`` (stops banned) and then stops at once; one request resumed
+    with output already out (only this run's tokens count), one with ``min_tokens`` 0. An off-by-one in the count
+    shifts where each stops."""
+    vocab = model.vocab_size
+
+    def stops_but(kept: int) -> tuple[int, ...]:
+        return tuple(t for t in range(vocab) if t != kept)
+
+    specs = (RequestSpec("gen-min3", (1, 2, 3), SamplingParams(max_tokens=8, stop_token_ids=stops_but(5),
+                                                               min_tokens=3)),
+             RequestSpec("gen-resumed-min2", (4, 6), SamplingParams(max_tokens=8, stop_token_ids=stops_but(7),
+                                                                    min_tokens=2), (), tuple(range(10, 20))),
+             RequestSpec("gen-min0", (8, 9), SamplingParams(max_tokens=8, stop_token_ids=stops_but(11))),
+             RequestSpec("gen-free", (2, 4), SamplingParams(max_tokens=5)))
+    return Workload(specs, SchedulerConfig(max_num_batched_tokens=64, max_num_encoder_input_tokens=64,
+                                           encoder_cache_size=128), model)
+
+
 def _hunt_params(rng: random.Random, vocab: int) -> dict[str, Any]:
     params: dict[str, Any] = {}
     if rng.random() < 0.6:
