@@ -44,6 +44,11 @@ SEED_ENV = "SYNCLAB_CHECK_SEED"  # the seed every check draws its random cases f
 WATCHED = ("builtins", "sys", "os", "random", "math", "json", "functools", "operator", "threading", "signal", "copy",
            "contextlib", "dataclasses", "collections", "itertools", "statistics", "traceback", "inspect", "torch",
            "torch.testing", "torch.nn.functional", "numpy")
+# What the simulated GPU swaps for its own while it runs (synclab.sim.cuda.simulated_cuda), and puts back: not machinery
+# the cells changed. (torch.cuda's own names are swapped too; that module is not watched.)
+SIMULATION_SWAPS = {"torch.Event"}
+
+
 def _identity(value: Any) -> tuple:
     code = getattr(value, "__code__", None)
     return (id(value), id(code) if code is not None else 0)
@@ -57,7 +62,8 @@ def fingerprint() -> dict[str, tuple]:
         if module is None or not (name in WATCHED or name == "synclab" or name.startswith("synclab.")):
             continue
         for attr, value in list(vars(module).items()):
-            if isinstance(value, types.ModuleType) or not (callable(value) or isinstance(value, property)):
+            if isinstance(value, types.ModuleType) or not (callable(value) or isinstance(value, property)) \
+                    or f"{name}.{attr}" in SIMULATION_SWAPS:
                 continue
             seen[f"{name}.{attr}"] = _identity(value)
             if isinstance(value, type) and getattr(value, "__module__", "") == name and name.startswith("synclab"):
