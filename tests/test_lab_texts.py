@@ -421,3 +421,31 @@ def test_the_instructors_page_names_the_one_check_that_times():
     import synclab.capstone.checks as capstone_checks
     assert "Every check counts; none times anything." in capstone_checks.__doc__ and "6.1" not in timed
     assert not {task for task in timed if task.startswith("6.")}
+
+
+def _task_lines_and_stub_docstrings(nb) -> list[str]:
+    """What else states an exercise to the learner: the lab's opening list of tasks ("* **1.1** write ..."), and the
+    docstrings of the stubs the learner fills in."""
+    import ast
+
+    found = [line for line in nb.cells[0].source.splitlines() if re.match(r"\s*\* \*\*\d\.\d\*\*", line)]
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "NotImplementedError(\"Exercise" not in cell.source:
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(node):
+                found.append(ast.get_docstring(node))
+    return found
+
+
+def test_no_task_line_or_stub_docstring_names_a_pr():
+    """The opening's list of tasks and the stubs' docstrings state the exercises too: in terms of the code, as the
+    specs do (the PR is the page's)."""
+    named = {path.name: hits for path in sorted((ROOT / "labs").glob("0*.ipynb"))
+             if (hits := [text for text in _task_lines_and_stub_docstrings(nbformat.read(path, as_version=4))
+                          if re.search(r"#\d{4,6}", text)])}
+    assert not named, named
+    planted = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 1\n\n* **1.1** write it as #41163 did"),
+                                              nbformat.v4.new_code_cell('def f():\n    """After #39113."""\n'
+                                                                        '    raise NotImplementedError("Exercise 1.1")')])
+    assert len(_task_lines_and_stub_docstrings(planted)) == 2  # the test can fail
