@@ -11,9 +11,8 @@ import statistics
 from dataclasses import replace
 from typing import Any, Callable
 
-from synclab.capstone import workloads
 from synclab.capstone.workloads import (RunnerClass, Workload, ablation_workload, comparable, first_difference,
-                                        min_tokens_mix,
+                                        last_loaded_fixes, min_tokens_mix,
                                         book_fixes, host_work_in_decode_step, random_mix, run_engine,
                                         step_syncs)
 from synclab.checks import Check, CheckReport, expect, run_checks, found_right
@@ -189,8 +188,8 @@ def _check_row(fn: AblationRow, rng: random.Random) -> None:
         got = fn(config, workload, fixes)
         if isinstance(got, dict) and got.get("stray_per_step") != want["stray_per_step"]:
             # counted with other fixes than the ones handed in: the book's, or the ones the notebook loaded
-            loaded = workloads._LOADED[0] if workloads._LOADED else None  # the notebook's load_fixes(), if it ran
-            for whose, others in (("the book's fixes", book_fixes()), ("the fixes your notebook loaded", loaded)):
+            for whose, others in (("the book's fixes", book_fixes()),
+                                  ("the fixes your notebook loaded", last_loaded_fixes())):
                 if others is None or others == fixes:
                     continue
                 theirs = _ablation_row_reference(config, workload, others)

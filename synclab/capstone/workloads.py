@@ -404,7 +404,12 @@ def book_fixes() -> Components:
 
 def current_fixes() -> Components:
     """The fixes this process loaded last (the notebook's ``load_fixes(...)``); your labs' if none yet."""
-    return _LOADED[0] if _LOADED else load_fixes()
+    return last_loaded_fixes() or load_fixes()
+
+
+def last_loaded_fixes() -> Components | None:
+    """The fixes this process's last ``load_fixes(...)`` loaded, or None if it never ran (nothing is loaded here)."""
+    return _LOADED[0] if _LOADED else None
 
 
 # ----------------------------------------------------------------------------- what a run counts

@@ -25,9 +25,8 @@ _FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
 
 def pytest_counts(log: str) -> dict[str, Any]:
     """The counts of pytest's last summary line in ``log`` (``{}`` where it has none), and the failed tests' ids."""
-    summaries = [line for line in log.splitlines() if line.strip().startswith("=") and " in " in line
-                 and _COUNT.search(line)] or [line for line in log.splitlines() if _COUNT.search(line)
-                                              and re.search(r" in [\d.]+s", line)]
+    # "=== 2 failed, 118 passed in 93.12s (0:01:33) ===", or under -q "118 passed in 93.12s"
+    summaries = [line for line in log.splitlines() if _COUNT.search(line) and re.search(r" in [\d.]+s", line)]
     if not summaries:
         return {}
     counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n)

@@ -137,10 +137,14 @@ def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
             _found_right_outputs(want)
 
 
+def _holds_garbage(outputs: Any) -> bool:
+    """Whether a host output holds what its buffer held before the copy landed: it was read (or copied) too early."""
+    return any(bool((t == sim_cuda.GARBAGE).any()) for t in (outputs or []) if isinstance(t, torch.Tensor))
+
+
 def _wrong_output_hint(got: Any, want: list, device: Any) -> str:
     """Why the outputs are wrong: read too early (the buffers hold the simulation's garbage), or shaped wrong."""
-    values = [t for t in (got or []) if isinstance(t, torch.Tensor)]
-    if any(bool((t == sim_cuda.GARBAGE).any()) for t in values):
+    if _holds_garbage(got):
         return _early_read_hint(device)
     if not isinstance(got, (list, tuple)) or len(got) != len(want):
         return "pooler_output has one entry per request: its pooled vector, or None for a request that did not finish"
@@ -275,11 +279,9 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
                     "constructor), on the side stream, right after the copies")
     for n, (batch, output) in enumerate(zip(batches, outputs)):
         want = _pool_reference(model, batch)
-        values = [t for t in (output.pooler_output or []) if isinstance(t, torch.Tensor)]
-        garbage = any(bool((t == sim_cuda.GARBAGE).any()) for t in values)
         cause = ("the event the host waited on covers no copy (it was recorded after 0 queued copies): record it "
                  "inside the side stream's block, right after the copies" if empty_events else
-                 _early_read_hint(device) if garbage else  # read (or copied) before the wait: not shared buffers
+                 _early_read_hint(device) if _holds_garbage(output.pooler_output) else  # read before the wait
                  "each step's output holds its own copies: buffers shared between steps are overwritten by the "
                  "next step before the first is collected")
         expect(_same(output.pooler_output, want), f"wrong pooler_output of step {n}", case=case,
@@ -340,7 +342,7 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
         expect(not alive, f"{len(alive)} device tensor(s) still referenced after get_output()",
                hint="drop the reference (del self._raw...) once the copy has landed")
         unpinned = [i for i, t in enumerate(output.pooler_output) if t is not None and not is_pinned_host(t)]
-        early = any(t is not None and bool((t == sim_cuda.GARBAGE).any()) for t in output.pooler_output)
+        early = _holds_garbage(output.pooler_output)
         expect(not unpinned, f"host buffers {unpinned} are not pinned",
                hint="these are not the buffers the copies filled: a copy of them made before the wait (a .clone() "
                     "in get_output() before synchronize()) holds what they held then; hand back the helper's "
