@@ -5,7 +5,8 @@
   and host work counted), :mod:`.provenance` and :mod:`.timing` (``benchmark``, ``sweep``, the run modes),
   :mod:`.profiling` (``torch.profiler`` timelines), :mod:`.checks` (``run_checks``, what the reader
   finished), :mod:`.claims` (what a timing figure says), :mod:`.figures`, :mod:`.reference`
-  (results stored by a GPU run), :mod:`.timeline_model` (chapter 0's host/device model);
+  (results stored by a GPU run), :mod:`.timeline_model` (chapter 0's host/device model), :mod:`.answer_keys`
+  (the checks' answers, out of the reader's reach; in a students' install, stored for the public cases);
 * :mod:`.sim` — the simulated device: CUDA streams and events, pinned memory;
 * :mod:`.engine` — the parts of vLLM the chapters stand on, with vLLM's names, and their baselines;
 * one package per chapter, each with the same rooms (``workloads``, ``checks``, ``profiling``):

@@ -28,6 +28,7 @@ from html import escape
 from typing import Any, Callable, Iterator, Protocol
 
 from synclab.answer_keys import answer_in, checking, is_readers_code
+from synclab.answer_keys.stored import public_seeds
 
 # CheckReport.summary, read back: "...: 4/5 checks passed" or "...: 3/4 checks passed (3/5 points)".
 _SUMMARY = re.compile(r": (?P<ok>\d+)/(?P<n>\d+) checks passed(?: \((?P<earned>[\d.]+)/(?P<points>\d+) points\))?")
@@ -500,6 +501,9 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
     """
     if seed is None and _OBSERVER:  # a grader's: a right answer runs the same cases
         seed = _OBSERVER[0].seed()
+    public = public_seeds(checks[0].task) if seed is None and checks else None
+    if public:  # a students' install that stores the answers of the public cases instead of shipping them
+        seed = random.SystemRandom().choice(public)
     seed = random.SystemRandom().randrange(10**6) if seed is None else seed
     checks = tuple(checks)  # the list the exercise declared stays as it was, whatever the reader's code reaches
     scale = float(os.environ.get(TIME_SCALE_ENV, "1"))

@@ -17,6 +17,7 @@ import pytest
 
 from synclab.lab import cli
 from synclab.lab.answer_scan import package_names, suspicious
+from synclab.lab.exercises import points_of
 from synclab.lab.labgen import cell_roles
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -334,16 +335,24 @@ ASKS_THE_CHECKS = '''def my_predictions():
 
 
 @pytest.mark.slow
+def _all_zeros_earn() -> float:
+    """What 0.2's predictions of no sync at all earn: the snippets that make none."""
+    from synclab import primer
+
+    report = primer.check_predictions(lambda: dict.fromkeys("abcdefgh", 0), seed=0)
+    return round(points_of("0.2") * report.earned / report.points, 2)
+
+
 def test_a_checks_helper_and_the_checks_as_an_oracle_earn_nothing(tmp_path, capsys):
-    """The reader's code on the stack between the checks and an answer is the reader calling it; an exercise's
-    checks do not run inside themselves."""
+    """The reader's code on the stack between the checks and an answer is the reader calling it. 0.2 is judged
+    apart: the checks its answer asks in its own process have no measured counts to compare with (its install does
+    not ship them), so the oracle says nothing and the answer earns what its fallback guess earns."""
     by_task = _judged(tmp_path, {"0.1": A_CHECKS_HELPER_CALLS_THE_BASELINE, "0.2": ASKS_THE_CHECKS}, capsys)
-    assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
+    assert by_task["0.1"]["earned"] == 0, by_task
+    assert by_task["0.2"]["earned"] == _all_zeros_earn() < points_of("0.2"), by_task
     assert any("called or handed in primer.decode_step_baseline" in f for f in by_task["0.1"]["review"]), \
         by_task["0.1"]["review"]
     assert any("unmark_device" in f for f in by_task["0.1"]["review"])
-    assert any("called or handed in the checks of Exercise 0.2" in f for f in by_task["0.2"]["review"]), \
-        by_task["0.2"]["review"]
 
 
 def test_an_instance_whose_call_is_an_answer_is_an_answer_handed_in():
@@ -374,16 +383,16 @@ def test_the_device_mark_by_any_route_is_named():
 @pytest.mark.slow
 def test_a_hidden_device_mark_is_named_and_an_honest_local_named_like_the_package_is_not(tmp_path, capsys):
     """An honest 0.1 whose local list is called ``finished`` (a name the setup imports from the package) was
-    flagged; the property that hid the mark on every tensor is seen by the reading and by the fingerprint. GAP: with
-    the marks hidden the predictions are measured, not predicted, and earn 0.2's 6 points."""
+    flagged. The property that hid the mark on every tensor made every snippet measure 0 syncs in the process that
+    measured them, and earned 0.2's 6 points while the checks ran beside the answer; judged apart, the counts are
+    measured in the grader's process, and the answer earns what its predictions earn."""
     honest = _honest("decode_step").replace("finished = [", "done = [").replace(
         "return primer.StepOutput(sampled, finished)", "finished = []\n    finished.extend(done)\n"
         "    return primer.StepOutput(sampled, finished)")
     assert "finished.extend(done)" in honest
     by_task = _judged(tmp_path, {"0.1": honest, "0.2": HIDES_THE_MARK}, capsys)
     assert by_task["0.1"]["earned"] == 14 and not by_task["0.1"]["review"], by_task["0.1"]
-    assert by_task["0.2"]["earned"] == 6
-    assert any("torch.Tensor (the device's marks)" in f for f in by_task["0.2"]["review"]), by_task["0.2"]["review"]
+    assert by_task["0.2"]["earned"] == _all_zeros_earn() < points_of("0.2"), by_task["0.2"]
 
 
 def _honest(name: str) -> str:

@@ -920,6 +920,19 @@ def test_reading_the_ablation_passes_on_the_solution_and_earns_a_share_per_right
     assert spelled.passed, spelled  # a fix's name as a reader writes it is that fix
 
 
+def test_the_stored_reading_is_the_reading_measured_again():
+    """data/expected/6.3.json (what a students' install holds in place of the reading it does not ship) is what
+    `python -m synclab expected` writes: the reading of the counts, measured here again."""
+    import json
+
+    from synclab.answer_keys.plain_data import decode, key
+    from synclab.capstone import checks as c6
+
+    stored = json.loads((Path(__file__).resolve().parent.parent / "data" / "expected" / "6.3.json").read_text())
+    reading = stored["answers"]["synclab.capstone.checks:_measured_reading"][key({})]
+    assert decode(reading) == c6._measured_reading(), "data/expected/6.3.json is stale: run python -m synclab expected"
+
+
 def test_the_pages_model_sentence_holds_on_the_stored_model():
     """Chapter 6's page says what the MODEL shows at 2 ms of device work: checked on the figure the solution stored,
     which the counted syncs and the measured host time of that run drew."""

@@ -109,17 +109,36 @@ def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_named(
     assert any("imports importlib" in f for f in exercise["review"]), exercise
 
 
+def _dig_out(module: str, reference: str, signature: str) -> str:
+    """An answer that takes the raw reference out of its guard's closure and calls it, naming no grader's part."""
+    return (f"from synclab import {module.rsplit('.', 1)[0].split('.', 1)[1]}\n"
+            f"import importlib\n\n"
+            f"def {signature}:\n"
+            f"    guard = getattr(importlib.import_module('{module}'), '{reference[:6]}' + '{reference[6:]}')\n"
+            f"    raw = [c.cell_contents for c in getattr(guard, '__clo' + 'sure__') if callable(c.cell_contents)][0]\n"
+            f"    return raw({signature.split('(', 1)[1]}\n")
+
+
 def test_the_reference_dug_out_of_its_guard_is_seen_when_it_runs(tmp_path, capsys):
-    """No line names a grader's part; the tracer sees the reference's own code called by the answer. GAP: the
-    reference's answers are right, so the checks pass them."""
-    answer = ("from synclab.reverse_scan import checks as rc\n\n"
-              "def host_bottleneck_length(costs_us, device_step_us, max_length):\n"
-              "    guard = getattr(rc, '_bottleneck_' + 'reference')\n"
-              "    raw = [c.cell_contents for c in getattr(guard, '__clo' + 'sure__') if callable(c.cell_contents)][0]\n"
-              "    return raw(costs_us, device_step_us, max_length)\n")
-    exercise = _by_task(_graded(_submission(tmp_path, "04_reverse_placeholder_scans", {"4.2": answer}), capsys))["4.2"]
-    assert exercise["earned"] == points_of("4.2")
-    assert any("around its guard" in f and "_bottleneck_reference" in f for f in exercise["review"]), exercise
+    """An exercise judged in the checks' process (0.1): the tracer sees the reference's own code called by the
+    answer. GAP: the reference's answers are right, so the checks of its results pass them (it fails one of the
+    syncs: a plain reference reads the logits back)."""
+    answer = _dig_out("synclab.primer.checks", "_decode_step_reference", "decode_step(batch)")
+    exercise = _by_task(_graded(_submission(tmp_path, "00_primer", {"0.1": answer}), capsys))["0.1"]
+    assert exercise["earned"] > 0, exercise
+    assert any("around its guard" in f and "_decode_step_reference" in f for f in exercise["review"]), exercise
+
+
+def test_an_exercise_judged_apart_has_no_reference_to_dig_out(tmp_path, capsys):
+    """The same cheat at an exercise judged apart (4.2): its answer's process imports the students' install, where
+    the reference's body is not shipped, so the raw function only raises; the checks, in the grader's process,
+    never see the reference's answers."""
+    answer = _dig_out("synclab.reverse_scan.checks", "_bottleneck_reference",
+                      "host_bottleneck_length(costs_us, device_step_us, max_length)")
+    summary = _graded(_submission(tmp_path, "04_reverse_placeholder_scans", {"4.2": answer}), capsys)
+    assert _by_task(summary)["4.2"]["earned"] == 0, summary
+    checks = [c for c in summary["checks"] if c["task"] == "4.2"]
+    assert checks and all(c["status"] == "crashed" and "NotShipped" in c["message"] for c in checks), checks
 
 
 def test_the_guard_hands_out_no_wrapped_function():
@@ -224,12 +243,12 @@ def test_a_setup_line_the_grader_cannot_run_is_passed_over_and_said(tmp_path):
 
 
 def test_a_setup_line_that_raised_is_said_to_the_exercises_that_read_what_it_binds():
-    from synclab.lab.judge_worker import _bound, _used, run_setup
+    from synclab.lab.cell_runner import _bound, run_setup, used_names
 
     namespace: dict = {}
     failed = run_setup('fixes = load_fixes("..")\nfor config in fixed:\n    pass\nx = 1\n', "<setup>", namespace)
     assert [bound for _, bound in failed] == [{"fixes"}, {"config"}] and namespace["x"] == 1
-    reads = _used(["def ablation_row(config, workload):\n    return run(workload, config, fixes)\n", "ch6.check(f)"])
+    reads = used_names(["def ablation_row(config, workload):\n    return run(workload, config, fixes)\n", "ch6.check(f)"])
     assert reads == {"run", "fixes", "ch6", "f"}  # `config` is its own parameter: not the setup's
     assert _bound(__import__("ast").parse("import a.b as c, d.e").body[0]) == {"c", "d"}
 

@@ -257,6 +257,7 @@ def _measured_reading() -> dict[str, Any]:
     return _READING
 
 
+@answer_key("6.3", role="answer (the lab's own reading of its counts)")
 def _read_counts() -> dict[str, Any]:
     from synclab.capstone.profiling import HOST_WORK_POINTS, book_ablation_counts, book_host_work
 

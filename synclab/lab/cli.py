@@ -12,6 +12,7 @@
     python -m synclab autograde ch3 --jobs 8        # in a course folder: nbgrader autograde, 8 students at a time
     python -m synclab autograde-times [ch0 ...]     # time nbgrader autograding each chapter's solution
     python -m synclab student-image DEST            # the students' install: package, data, labs; no solutions
+    python -m synclab expected [4.2 ...]            # the public cases' answers the students' install stores
 """
 
 from __future__ import annotations
@@ -401,6 +402,19 @@ def cmd_autograde_times(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_expected(args: argparse.Namespace) -> int:
+    """Write data/expected/: the answers of the public cases of the exercises judged apart, from the solutions."""
+    from synclab.lab.expected_results import judged_apart, write_expected
+
+    unknown = [t for t in args.tasks if t not in judged_apart()]
+    if unknown:
+        print(f"not judged apart: {', '.join(unknown)} (those are: {', '.join(judged_apart())})", file=sys.stderr)
+        return 2
+    for path in write_expected(tasks=args.tasks or None):
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
 def cmd_student_image(args: argparse.Namespace) -> int:
     """Write the students' install (no solution notebooks) into a new folder."""
     from synclab.lab.student_image import StudentImageError, write_student_image
@@ -555,6 +569,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("student-image", help="write the students' install (package, data, labs; no solutions)")
     p.add_argument("dest", help="a new or empty folder")
     p.set_defaults(fn=cmd_student_image)
+    p = sub.add_parser("expected", help="store the answers of the public cases of the exercises judged apart "
+                                        "(data/expected/)")
+    p.add_argument("tasks", nargs="*", help="exercises (default: every one judged apart)")
+    p.set_defaults(fn=cmd_expected)
     args = parser.parse_args(argv)
     from synclab.lab.notebook_runner import Stopped, stop_on_signals
 

@@ -33,16 +33,19 @@ class Exercise:
     # 1.1 costs 1.1's points only.
     builds_on: tuple[str, ...] = ()
     stand_in: tuple[tuple[str, str], ...] = ()  # (name, "module:attribute") bound when a builds_on exercise fails
+    # Judged apart (synclab.lab.judged_apart): the answer is data or a function of data, so the grader runs it in a
+    # process of its own and the checks in its own; the references of such an exercise are not shipped to students.
+    judged_apart: bool = False
 
 
 EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     Exercise("0.1", "ch0", 14, ("decode_step",), "primer.check_decode_step(decode_step)"),
-    Exercise("0.2", "ch0", 6, ("my_predictions",), "primer.check_predictions(my_predictions)"),
+    Exercise("0.2", "ch0", 6, ("my_predictions",), "primer.check_predictions(my_predictions)", judged_apart=True),
     Exercise("1.1", "ch1", 20, ("AllPool",), "ch1.check_all_pool(AllPool)"),
     Exercise("1.2", "ch1", 5, ("AllPoolNoSync",), "ch1.check_all_pool_no_sync(AllPoolNoSync)", stretch=True,
              builds_on=("1.1",), stand_in=(("AllPool", "synclab.capstone.chapter_fixes:_AllPoolReference"),)),
     Exercise("2.1", "ch2", 14, ("AsyncPoolingOutput", "AsyncOutputRunner"), "ch2.check_runner(AsyncOutputRunner)"),
-    Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)"),
+    Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)", judged_apart=True),
     Exercise("3.1", "ch3", 4, ("async_tensor_h2d",), "ch3.check_async_tensor_h2d(async_tensor_h2d)"),
     Exercise("3.2", "ch3", 6, ("PinnedSampler",), "ch3.check_gather_specific_token_logprobs(PinnedSampler)"),
     Exercise("3.3", "ch3", 3, ("PinnedInputsRunner",), "ch3.check_init_model_kwargs(PinnedInputsRunner)",
@@ -50,20 +53,21 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     Exercise("3.4", "ch3", 2, ("PinnedInputsRunner",), "ch3.check_fast_prefill(PinnedInputsRunner)", stretch=True),
     Exercise("3.5", "ch3", 3, ("bincount",), "ch3.check_bincount(bincount)", stretch=True),
     Exercise("3.6", "ch3", 3, ("my_predictions",), "ch3.check_sync_predictions(my_predictions)",
-             stretch=True),  # a self-test of the kinds: three learners put the core at 85 minutes with it
+             stretch=True, judged_apart=True),  # a self-test of the kinds: learners put the core at 85 minutes with it
     Exercise("3.7", "ch3", 3, ("_run_ar", "_synchronize_dp_ranks"),
              "ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks)", stretch=True),
     Exercise("3.8", "ch3", 3, ("update_ngram_gpu_tensors_incremental", "_apply_bad_words_single_batch"),
              "ch3.check_ngram_and_bad_words(update_ngram_gpu_tensors_incremental, _apply_bad_words_single_batch)",
              stretch=True),
     Exercise("4.1", "ch4", 14, ("ReverseScanBatch",), "ch4.check_update_async_output_token_ids(ReverseScanBatch)"),
-    Exercise("4.2", "ch4", 6, ("host_bottleneck_length",), "ch4.check_bottleneck_model(host_bottleneck_length)"),
+    Exercise("4.2", "ch4", 6, ("host_bottleneck_length",), "ch4.check_bottleneck_model(host_bottleneck_length)",
+             judged_apart=True),
     Exercise("5.1", "ch5", 10, ("ListCachedRange",), "ch5.check_placeholder_range(ListCachedRange)"),
     Exercise("5.2", "ch5", 10, ("EncoderScheduler",), "ch5.check_encoder_scheduler(EncoderScheduler)"),
     Exercise("6.1", "ch6", 12, ("clean_runner",), "ch6.check_sync_hunt(clean_runner)"),
     Exercise("6.2", "ch6", 3, ("ablation_row",), "ch6.check_ablation_row(ablation_row)",
              stretch=True),  # 6.3 reads the counts the lab prints: the core fits a learner's 75 minutes without it
-    Exercise("6.3", "ch6", 4, ("my_reading",), "ch6.check_ablation_reading(my_reading)"),
+    Exercise("6.3", "ch6", 4, ("my_reading",), "ch6.check_ablation_reading(my_reading)", judged_apart=True),
 ]}
 
 

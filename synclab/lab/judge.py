@@ -138,7 +138,8 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
         cells = [{"source": source, "answers": answers} for (source, answers), run in zip(before, runs) if run]
         exercises.append({"task": exercise.task, "defines": list(exercise.defines), "check": exercise.check,
                           "cells": cells, "builds_on": list(exercise.builds_on),
-                          "stand_in": [list(pair) for pair in exercise.stand_in]})
+                          "stand_in": [list(pair) for pair in exercise.stand_in],
+                          "judged_apart": exercise.judged_apart})
         review = review_lines([c["source"] for c in cells if exercise.task in c["answers"]])
         review += [f"names the grader's parts: {line}"
                    for line in review_lines([c["source"] for c in cells], _TAMPERING)]
@@ -172,7 +173,8 @@ def run_worker(chapter: str, exercises: list[dict], setup: list[str], setup_trus
     job = {"imports": [PACKAGES[chapter]], "setup": setup, "setup_trusted": setup_trusted, "exercises": exercises,
            "token": token, "channel_fd": write_end, "time_limit_s": time_limit_s,
            "course_roots": [str(Path(synclab.__file__).resolve().parent.parent), *(closed or [])],
-           "readable": _readable()}
+           "readable": _readable(), "grading_install": str(grading_install()),
+           "answer_install": str(answer_install()) if any(e.get("judged_apart") for e in exercises) else ""}
     deadline = time.monotonic() + time_limit_s * len(exercises) + 60
     chunks: list[bytes] = []
     with tempfile.TemporaryDirectory(prefix="synclab-judge-") as cwd:
@@ -223,6 +225,18 @@ def grading_install() -> Path:
     os.chmod(dest, 0o755)
     atexit.register(shutil.rmtree, dest, ignore_errors=True)
     return write_grading_install(root, dest / "install")
+
+
+@lru_cache(maxsize=1)
+def answer_install() -> Path:
+    """What the process of an answer judged apart imports: the grading install without the answers of the exercises
+    judged apart (:func:`synclab.lab.student_image.write_answer_install`), written once per grader process."""
+    from synclab.lab.student_image import write_answer_install
+
+    dest = Path(tempfile.mkdtemp(prefix="synclab-answer-"))
+    os.chmod(dest, 0o755)
+    atexit.register(shutil.rmtree, dest, ignore_errors=True)
+    return write_answer_install(grading_install(), dest / "install")
 
 
 def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: NotebookNode | None = None,

@@ -25,7 +25,6 @@ import functools
 import inspect
 import importlib
 import json
-import linecache
 import os
 import select
 import signal
@@ -36,6 +35,7 @@ import types
 from typing import Any
 
 from synclab.lab.audit import ChildAudit, arm, enforced
+from synclab.lab.cell_runner import load_cells, run_setup, used_names
 
 SEED_ENV = "SYNCLAB_CHECK_SEED"  # the seed every check draws its random cases from (the judge sets it)
 
@@ -235,57 +235,6 @@ def _generator_code(context_manager: Any) -> types.CodeType:
     return inspect.unwrap(context_manager).__code__
 
 
-def run_setup(source: str, filename: str, namespace: dict) -> list[tuple[str, set[str]]]:
-    """Run a setup cell one top-level statement at a time; per statement that raised, a line and the names it binds.
-
-    A statement that needs what the grader's process lacks (``load_fixes("..")`` reads the student's
-    other chapters, which a grader's temp folder does not hold) binds nothing, and the exercises that
-    do not use what it binds are judged as usual; one that does meets a ``NameError`` in its checks.
-    """
-    tree = ast.parse(source, filename)
-    failed = []
-    for node in tree.body:
-        try:
-            exec(compile(ast.Module(body=[node], type_ignores=[]), filename, "exec"), namespace)
-        except Exception as exc:
-            text = (ast.get_source_segment(source, node) or type(node).__name__).splitlines()[0][:80]
-            failed.append((f"a setup line raised in the grader and was passed over ({type(exc).__name__}): {text}",
-                           _bound(node)))
-    return failed
-
-
-def _binds(node: ast.AST) -> set[str]:
-    """The names one node binds where it stands: an assignment's target, a def's or class's name, an import."""
-    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-        return {node.id}
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {node.name}
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name).split(".")[0] for a in node.names}
-    return set()
-
-
-def _bound(node: ast.stmt) -> set[str]:
-    """The names a top-level statement binds."""
-    return set().union(*map(_binds, ast.walk(node)))
-
-
-def _used(sources: list[str]) -> set[str]:
-    """The names the sources read without binding them anywhere themselves: what they need from the setup."""
-    loads: set[str] = set()
-    bound: set[str] = set()
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:  # a source that does not parse reads nothing
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                loads.add(node.id)
-            bound |= {node.arg} if isinstance(node, ast.arg) else _binds(node)
-    return loads - bound
-
-
 def _check_names(check: str, package: str) -> dict[str, Any]:
     """The names the check call reaches the chapter through (``primer`` in ``primer.check_decode_step(...)``),
     bound to the chapter's package."""
@@ -304,29 +253,6 @@ def _all_code(code: types.CodeType) -> list[types.CodeType]:
     return found
 
 
-def _load(namespace: dict, cells: list[dict], task: str, notes: list[str]) -> str | None:
-    """Run ``cells`` whole in ``namespace``, as the notebook ran them; an error message if the exercise's own answer
-    cell does not parse. A cell that raises stops there, as in a kernel, and is named in ``notes``."""
-    for n, cell in enumerate(cells, start=1):
-        own = task in cell["answers"]
-        filename = f"<Exercise {task}, cell {n}>" if own else f"<your cell {n}>"
-        # the sync counter quotes the line it names: it reads it where tracebacks do
-        linecache.cache[filename] = (len(cell["source"]), None, cell["source"].splitlines(True), filename)
-        try:
-            code = compile(cell["source"], filename, "exec")
-        except SyntaxError as exc:
-            if not own:  # another cell that does not parse defined nothing in the kernel either
-                notes.append(f"a cell before the check does not parse: {exc.msg} (line {exc.lineno})")
-                continue
-            return f"its answer cell does not parse: {exc.msg} (line {exc.lineno})"
-        try:
-            exec(code, namespace)
-        except Exception as exc:  # noqa: BLE001 - as in a kernel: the cell stops, the next one runs
-            notes.append(f"{'its answer cell' if own else 'a cell before the check'} raised {type(exc).__name__}: "
-                         f"{exc}")
-    return None
-
-
 def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     """Judge one exercise in this (fresh, forked) process; the verdict as a dict."""
     from synclab.checks import CheckReport, attach_observer
@@ -336,7 +262,9 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     verdict: dict[str, Any] = {"task": task, "report": None, "review": [], "notes": [], "error": ""}
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     before, state_before = fingerprint(), state_fingerprint()
-    used = _used([c["source"] for c in exercise["cells"]] + [exercise["check"]])
+    used = used_names([c["source"] for c in exercise["cells"]] + [exercise["check"]])
+    if exercise.get("judged_apart"):
+        return _judge_apart(exercise, job, verdict, used)
     for n, source in enumerate(job["setup"], start=1):
         # nbgrader's locked cells or the lab as generated run whole; the notebook's own, definitions only;
         # a line that raised is said only to the exercises that read what it would have bound
@@ -355,7 +283,7 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     seed = os.environ.get(SEED_ENV, "")
     recorder = WitnessRecorder(int(seed) if seed.isdigit() else None, ChildAudit(roots, readable, refused))
     attach_observer(recorder)
-    error = _load(namespace, cells, task, verdict["notes"])
+    error = load_cells(namespace, cells, task, verdict["notes"])
     missing = [name for name in exercise["defines"] if name not in namespace]
     if error or missing:
         verdict["error"] = error or f"the notebook defines no {', '.join(missing)}"
@@ -399,6 +327,44 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     if changed:
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
         verdict["review"].insert(0, f"rebound or changed the grader's machinery or tables: {shown}")
+    return verdict
+
+
+def _judge_apart(exercise: dict, job: dict, verdict: dict[str, Any], used: set[str]) -> dict:
+    """Judge one exercise whose answer runs in a process of its own (:mod:`synclab.lab.judged_apart`): this process
+    runs the checks and none of the reader's code."""
+    from synclab.checks import CheckReport, attach_observer
+    from synclab.lab import judged_apart
+    from synclab.lab.witnesses import WitnessRecorder
+
+    task = exercise["task"]
+    env = {k: v for k, v in os.environ.items() if k != SEED_ENV}  # the answer's process needs no seed of the grader's
+    # it imports the install without the answers judged apart, in the grading install's place
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != job["grading_install"]]
+    env["PYTHONPATH"] = os.pathsep.join([job["answer_install"], *paths])
+    process, names = judged_apart.start(exercise, job, job["setup"], used, env, verdict)
+    if process is None:
+        return verdict
+    seed = os.environ.get(SEED_ENV, "")
+    recorder = WitnessRecorder(int(seed) if seed.isdigit() else None)
+    attach_observer(recorder)
+    namespace: dict[str, Any] = {"__builtins__": builtins, **names,
+                                 **_check_names(exercise["check"], job["imports"][0])}
+    try:
+        report = eval(compile(exercise["check"], f"<check {task}>", "eval"), namespace)
+    except BaseException as exc:  # noqa: BLE001 - the checks themselves broke
+        verdict["error"] = f"the checks broke: {type(exc).__name__}: {exc}"
+        report = None
+    finally:
+        attach_observer(None)
+        refused = process.end()
+    if isinstance(report, CheckReport):
+        verdict["report"] = report.to_dict()
+        verdict["witnesses"] = recorder.witnesses(report)
+    elif not verdict["error"]:
+        verdict["error"] = f"the check returned {type(report).__name__}, not a report"
+    verdict["review"] += [f"the grader's sandbox {'refused' if enforced(why) else 'saw'} {why} (the answer's process "
+                          f"says so)" for why in refused]
     return verdict
 
 

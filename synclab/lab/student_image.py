@@ -8,9 +8,10 @@ nbgrader source notebooks come from, and the grader's trusted setup cells.
 What goes in, and why:
 
 * ``synclab/`` — the notebooks import it, and it holds the checks (practice reports in the
-  student's kernel). Nothing in it reads ``solutions/`` to check, judge or run chapter 6.
+  student's kernel). Nothing in it reads ``solutions/`` to check, judge or run chapter 6. The answers
+  of the exercises judged apart are not shipped: each is a look-up of the stored answers of the public cases.
 * ``data/pr_reports.yaml`` and ``data/reference/`` — the PRs' numbers and the GPU results
-  the profiling cells draw.
+  the profiling cells draw; ``data/expected/`` — those stored answers (``python -m synclab expected``).
 * ``labs/`` — generated afresh from the solutions, never copied: a clone where someone worked the labs would hand
   out their answers. Their links into ``book/`` become plain text naming the page, as in nbgrader's assignments:
   the book's raw pages are not shipped, since they show every hint's last rung unfolded.
@@ -19,6 +20,7 @@ What goes in, and why:
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 from pathlib import Path
@@ -28,7 +30,8 @@ import nbformat
 from synclab.lab import labgen
 from synclab.lab.nbgrader_source import book_links_as_text
 
-DATA = ("data/pr_reports.yaml", "data/reference")  # what the profiling cells read
+# what the profiling cells read, and the answers of the public cases of the exercises whose answers are not shipped
+DATA = ("data/pr_reports.yaml", "data/reference", "data/expected")
 INSTALL_FILES = ("requirements.txt", "pyproject.toml")
 _NOT_SHIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")
 
@@ -58,8 +61,11 @@ class StudentImageError(ValueError):
     """The destination is not empty, or the tree to copy is not a full checkout."""
 
 
-def write_student_image(root: Path, dest: Path) -> list[Path]:
-    """Write the students' install of the checkout at ``root`` into ``dest`` (new or empty); the paths written."""
+def write_student_image(root: Path, dest: Path, strip: bool = True) -> list[Path]:
+    """Write the students' install of the checkout at ``root`` into ``dest`` (new or empty); the paths written.
+
+    ``strip``: the answers of the exercises judged apart are not shipped (:func:`strip_answers_judged_apart`); the
+    grader's own copy (:func:`write_grading_install`) keeps them."""
     if dest.exists() and any(dest.iterdir()):
         raise StudentImageError(f"{dest} is not empty: choose a new folder")
     solutions = sorted((root / "solutions").glob("*.ipynb"))
@@ -67,6 +73,8 @@ def write_student_image(root: Path, dest: Path) -> list[Path]:
         raise StudentImageError(f"{root / 'solutions'} holds no notebooks: the labs are generated from them")
     dest.mkdir(parents=True, exist_ok=True)
     written = [Path(shutil.copytree(root / "synclab", dest / "synclab", ignore=_NOT_SHIPPED))]
+    if strip:
+        strip_answers_judged_apart(dest / "synclab")
     for name in (*DATA, *INSTALL_FILES):
         source = root / name
         if source.is_dir():
@@ -97,9 +105,86 @@ def write_grading_install(root: Path, dest: Path) -> Path:
     students' tree: the package, its data and the labs as generated, no solution anywhere. Readable by all,
     so that a sandboxed worker's user reads it wherever the grader's clone sits (a 0700 home included).
     """
-    write_student_image(root, dest)
+    write_student_image(root, dest, strip=False)
+    _readable_by_all(dest)
+    return dest
+
+
+def write_answer_install(grading: Path, dest: Path) -> Path:
+    """What an answer's process imports (:mod:`synclab.lab.answer_process`): the grading install at ``grading``, with
+    the answers of the exercises judged apart not shipped (:func:`strip_answers_judged_apart`). The checks that need
+    them run in the grader's worker, which imports the grading install itself."""
+    shutil.copytree(grading, dest)
+    strip_answers_judged_apart(dest / "synclab")
+    shutil.rmtree(dest / "data" / "expected", ignore_errors=True)  # the public cases' answers: no use to an answer
+    _readable_by_all(dest)
+    return dest
+
+
+def _readable_by_all(dest: Path) -> None:
     for folder, _, files in os.walk(dest):
         os.chmod(folder, 0o755)
         for name in files:
             os.chmod(os.path.join(folder, name), 0o644)
-    return dest
+
+
+def _answer_key_tasks(decorator: ast.expr) -> tuple[set[str], str] | None:
+    """The tasks and scope of an ``@answer_key("N.M", ..., scope=...)`` decorator; None for another decorator."""
+    if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Name)
+            and decorator.func.id == "answer_key"):
+        return None
+    tasks = {a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    scope = next((k.value.value for k in decorator.keywords if k.arg == "scope" and isinstance(k.value, ast.Constant)),
+                 "always")
+    return tasks, scope
+
+
+def answers_judged_apart(package: Path) -> dict[str, tuple[Path, ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+    """Every answer of an exercise judged apart in the package at ``package`` (a function marked ``@answer_key`` for
+    such an exercise only, and for no other): by ``module:name``, its file, its definition and its task."""
+    from synclab.lab.exercises import EXERCISES
+
+    apart = {task for task, exercise in EXERCISES.items() if exercise.judged_apart}
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text()
+        if "answer_key(" not in source:
+            continue
+        module = path.relative_to(package.parent).with_suffix("").as_posix().replace("/", ".")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                keys = [k for k in map(_answer_key_tasks, node.decorator_list) if k is not None]
+                tasks = set().union(*(t for t, _ in keys)) if keys else set()
+                if len(tasks) == 1 and tasks <= apart and all(scope == "always" for _, scope in keys):
+                    found[f"{module}:{node.name}"] = (path, node, next(iter(tasks)))
+    return found
+
+
+def strip_answers_judged_apart(package: Path) -> list[str]:
+    """Replace the body of every answer of an exercise judged apart (:func:`answers_judged_apart`) by a look-up of
+    its stored results (:func:`synclab.answer_keys.stored.stored_answer`), in the package copy at ``package``, and
+    say so in its ``NOT_SHIPPED``; the answers stripped, as ``module:name``.
+
+    The lines stay where they were (the body's lines become blank), so that every other line the package quotes
+    keeps its number."""
+    answers = answers_judged_apart(package)
+    by_file: dict[Path, list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef, str]]] = {}
+    for name, (path, node, task) in answers.items():
+        by_file.setdefault(path, []).append((name, node, task))
+    for path, nodes in by_file.items():
+        lines = path.read_text().splitlines(keepends=True)
+        for name, node, task in nodes:
+            first, last = node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno
+            indent = " " * node.body[0].col_offset
+            lines[first - 1] = (f"{indent}return __import__(\"synclab.answer_keys.stored\", fromlist=[\"_\"])"
+                                f".stored_answer({task!r}, {name!r}, locals())  # not shipped: stored\n")
+            for n in range(first, last):
+                lines[n] = "\n"
+        path.write_text("".join(lines))
+    stored = package / "answer_keys" / "stored.py"
+    tasks = sorted({task for _, _, task in answers.values()})
+    source = stored.read_text()
+    marker = "NOT_SHIPPED: frozenset[str] = frozenset()\n"
+    assert marker in source, "synclab/answer_keys/stored.py no longer says NOT_SHIPPED as the image expects"
+    stored.write_text(source.replace(marker, f"NOT_SHIPPED: frozenset[str] = frozenset({set(tasks)!r})\n"))
+    return sorted(answers)

@@ -394,6 +394,7 @@ def inspect_runner(runner_cls: RunnerClass, num_reqs: int = 3, seed: int = 0) ->
     }
 
 
+@answer_key("2.2", role="answer key (its reading of the evidence)")
 def _symptoms(evidence: dict[str, Any]) -> dict[str, tuple[bool, str]]:
     """Each label of ``BUG_LABELS``: does its symptom show in the evidence, and the evidence that says so."""
     alive, total = evidence["device tensors alive until get_output"].split(" of ")

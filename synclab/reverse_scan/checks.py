@@ -330,8 +330,15 @@ def _same_length(got: Any, want: float | None) -> bool:
 def _two_point_answers(costs: dict[int, float], device_us: float, max_length: int) -> list[float | None]:
     """What a line through each pair of the points answers: a learner's fit through two points, recognised."""
     points = sorted(costs.items())
-    return [_bottleneck_reference({x0: y0, x1: y1}, device_us, max_length)
-            for i, (x0, y0) in enumerate(points) for x1, y1 in points[i + 1:]]
+    answers: list[float | None] = []
+    for i, (x0, y0) in enumerate(points):
+        for x1, y1 in points[i + 1:]:
+            slope = (y1 - y0) / (x1 - x0)
+            start = y0 - slope * x0  # the line at length 0
+            crossing = (device_us - start) / slope if slope > 0 else None
+            answers.append(0.0 if start >= device_us else crossing if crossing is not None and crossing <= max_length
+                           else None)
+    return answers
 
 
 def _hint_for(got: Any, want: float | None, costs: dict[int, float], device_us: float, max_length: int,

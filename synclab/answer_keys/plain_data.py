@@ -1,0 +1,131 @@
+"""Plain data: values as JSON, never code or objects, for what must cross a boundary as data alone.
+
+Used where an answer's results leave the process that computed them: the grader's wire to an answer judged apart
+(:mod:`synclab.lab.judged_apart`, :mod:`synclab.lab.answer_process`) and the expected results the students' install
+stores in place of the answers it does not ship (:func:`synclab.answer_keys.stored.stored_answer`). What crosses is what a
+check may compare: None, bools, ints, floats (NaN and the infinities too), strings, lists, tuples, sets, dicts,
+fractions, NumPy scalars and the package's enums (``SyncKind``). A subclass of a plain type crosses as its value and
+its class's name, and comes back as a subclass of the same name that holds nothing but the value: a check still sees
+that an answer returned "a MyInt", never its methods. Anything else crosses as its type's name and its ``repr``, an
+:class:`Opaque` value equal to nothing else.
+
+Decoding builds no object the data names beyond those: no pickle, no import outside ``synclab``.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import json
+import math
+from fractions import Fraction
+from typing import Any
+
+_PLAIN = (bool, int, float, str)
+
+
+class Opaque:
+    """A value of a type that does not cross as data: its type's name and its repr, equal to nothing else."""
+
+    def __init__(self, type_name: str, text: str) -> None:
+        self.type_name, self.text = type_name, text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__
+
+
+def _opaque_class(name: str) -> type:
+    """A subclass of :class:`Opaque` named as the answer's type was, so that a check saying "not a Foo" says so."""
+    safe = name if name.isidentifier() else "value"
+    return type(safe, (Opaque,), {})
+
+
+def _float(value: float) -> Any:
+    return value if math.isfinite(value) else repr(value)  # "nan", "inf", "-inf"
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON-able data that :func:`decode` reads back."""
+    if depth > 50:
+        return {"opaque": type(value).__name__, "repr": "a value nested too deep"}
+    exact = type(value)
+    if value is None or exact in (bool, int, str):
+        return {"v": value}
+    if exact is float:
+        return {"f": _float(value)}
+    if isinstance(value, enum.Enum) and exact.__module__.split(".")[0] == "synclab":
+        return {"enum": f"{exact.__module__}:{exact.__qualname__}", "name": value.name}
+    if exact.__module__ == "numpy" and hasattr(value, "dtype") and getattr(value, "shape", None) == ():
+        item = value.item()
+        return {"numpy": str(value.dtype), "item": _float(item) if isinstance(item, float) else item}
+    if exact is Fraction:
+        return {"fraction": [value.numerator, value.denominator]}
+    if isinstance(value, _PLAIN) and not isinstance(value, enum.Enum):  # a subclass of a plain type
+        base = next(b for b in _PLAIN if isinstance(value, b))
+        return {"subclass": exact.__name__, "of": base.__name__, "value": encode(base(value), depth + 1)}
+    if exact in (list, tuple, set, frozenset):
+        items = [encode(v, depth + 1) for v in value]
+        return {exact.__name__: items}
+    if exact is dict:
+        return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    try:
+        text = repr(value)[:300]
+    except Exception:  # noqa: BLE001 - a repr that raises still names its type
+        text = f"<a {exact.__name__}>"
+    return {"opaque": exact.__name__, "repr": text}
+
+
+def _number(value: Any) -> Any:
+    return float(value) if isinstance(value, str) else value
+
+
+def key(value: Any) -> str:
+    """One string per value, the same in every process: what a stored result is looked up by."""
+    return json.dumps(encode(value), sort_keys=True, separators=(",", ":"))
+
+
+def decode(data: Any) -> Any:
+    """The value :func:`encode` wrote."""
+    if not isinstance(data, dict) or len(data) == 0:
+        raise ValueError(f"not plain data: {data!r:.80}")
+    if "v" in data:
+        value = data["v"]
+        if value is not None and type(value) not in (bool, int, str):
+            raise ValueError(f"not plain data: {data!r:.80}")
+        return value
+    if "f" in data:
+        return float(_number(data["f"]))
+    if "enum" in data:
+        module, _, qualname = data["enum"].partition(":")
+        if module.split(".")[0] != "synclab":
+            raise ValueError(f"an enum outside the package: {module}")
+        owner: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            owner = getattr(owner, part)
+        if not (isinstance(owner, type) and issubclass(owner, enum.Enum)):
+            raise ValueError(f"not an enum: {data['enum']}")
+        return owner[data["name"]]
+    if "numpy" in data:
+        import numpy as np
+
+        return np.dtype(data["numpy"]).type(_number(data["item"]))
+    if "fraction" in data:
+        numerator, denominator = data["fraction"]
+        return Fraction(int(numerator), int(denominator))
+    if "subclass" in data:
+        base = {"bool": int, "int": int, "float": float, "str": str}[data["of"]]  # bool cannot be subclassed
+        name = data["subclass"] if str(data["subclass"]).isidentifier() else "value"
+        return type(name, (base,), {})(decode(data["value"]))
+    for kind, build in (("list", list), ("tuple", tuple), ("set", set), ("frozenset", frozenset)):
+        if kind in data:
+            return build(decode(v) for v in data[kind])
+    if "dict" in data:
+        return {decode(k): decode(v) for k, v in data["dict"]}
+    if "opaque" in data:
+        return _opaque_class(str(data["opaque"]))(str(data["opaque"]), str(data.get("repr", "")))
+    raise ValueError(f"not plain data: {data!r:.80}")

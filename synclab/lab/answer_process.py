@@ -1,0 +1,90 @@
+"""An answer's own process: it holds the reader's cells and answers calls with plain data, and nothing else.
+
+Started by the grader (:mod:`synclab.lab.judged_apart`) for an exercise judged apart, as a fresh Python that
+imports the students' install (where the exercise's references are not shipped). It reads one job, the lab's setup
+cells and the reader's cells, on its request pipe; runs them as a kernel would, under the sandbox's audit hook; says
+what each name the exercise defines is (a function to call, or a value, as data); then answers each call the grader
+makes, with the arguments it is sent, by the result as data (:mod:`synclab.answer_keys.plain_data`) or the exception
+raised.
+
+It holds no expected result, no reference implementation, no verdict and no token: the checks run in the grader's
+process and compare what comes back. What it writes on its reply pipe is the answer's word, like its return values.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+from synclab.lab.audit import READER_FILES, arm
+from synclab.lab.cell_runner import load_cells, run_setup
+from synclab.answer_keys.plain_data import decode, encode
+
+
+def _raised(exc: BaseException) -> dict[str, Any]:
+    """An exception as data: its type, message, and the reader's line it came from (the deepest one)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(READER_FILES)]
+    where = frames[-1] if frames else None
+    kind = type(exc)
+    return {"type": kind.__name__, "module": kind.__module__, "message": str(exc)[:2000],
+            "args": [encode(a) for a in exc.args[:8]],
+            "filename": where.filename if where else "", "lineno": where.lineno if where else 0,
+            "function": where.name if where else ""}
+
+
+def _describe(namespace: dict, names: list[str]) -> dict[str, Any]:
+    """What each name is: absent, a callable the grader calls here, or a value sent as data."""
+    described: dict[str, Any] = {}
+    for name in names:
+        if name not in namespace:
+            described[name] = {"absent": True}
+        elif callable(namespace[name]):
+            described[name] = {"callable": True}
+        else:
+            described[name] = {"value": encode(namespace[name])}
+    return described
+
+
+def serve(requests: Any, replies: Any) -> None:
+    """Run the job read from ``requests``, then answer calls until the grader ends it."""
+
+    def reply(data: dict) -> None:
+        replies.write(json.dumps(data) + "\n")
+        replies.flush()
+
+    job = json.loads(requests.readline())
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    notes: list[str] = []
+    for n, source in enumerate(job["setup"], start=1):
+        notes += [note for note, bound in run_setup(source, f"<setup cell {n}>", namespace)
+                  if bound & set(job["reads"])]
+    refused = arm(tuple(job["course_roots"]), tuple(job["readable"]))
+    error = load_cells(namespace, job["cells"], job["task"], notes)
+    reply({"notes": notes, "error": error or "", "names": _describe(namespace, job["names"])})
+    for line in requests:
+        request = json.loads(line)
+        if "end" in request:
+            break
+        try:
+            args = [decode(a) for a in request["args"]]
+            result = namespace[request["call"]](*args)
+            answer = {"returned": encode(result)}
+        except BaseException as exc:  # noqa: BLE001 - the answer's exception is part of its answer
+            answer = {"raised": _raised(exc)}
+        reply(answer)
+    reply({"refused": list(dict.fromkeys(refused))})
+
+
+def main() -> int:
+    requests_fd, replies_fd = int(sys.argv[1]), int(sys.argv[2])
+    with os.fdopen(requests_fd, "r") as requests, os.fdopen(replies_fd, "w") as replies:
+        serve(requests, replies)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

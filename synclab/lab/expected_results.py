@@ -1,0 +1,126 @@
+"""The answers of the public cases, stored for the students' install: ``python -m synclab expected``.
+
+The exercises judged apart (0.2, 2.2, 3.6, 4.2, 6.3) ship no answer to students: their checks there look up
+``data/expected/<task>.json`` (:mod:`synclab.answer_keys.stored`). This module writes those files: it runs each such
+exercise's checks on the solution's answer, over the public seeds, with every answer of the exercise recorded as
+the checks call it (its arguments, its result). A failing solution writes nothing. ``tests/test_judged_apart.py``
+writes them again and compares them with the stored ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from synclab.answer_keys import _RAW
+from synclab.answer_keys.stored import EXPECTED_DIR
+from synclab.lab.chapters import CHAPTERS, PACKAGES
+from synclab.lab.exercises import EXERCISES
+from synclab.lab.notebook_code import load_function
+from synclab.answer_keys.plain_data import encode, key
+
+PUBLIC_SEEDS = tuple(range(8))  # the seeds a learner's check in the students' install draws its random cases from
+
+
+def judged_apart() -> list[str]:
+    return [task for task, exercise in EXERCISES.items() if exercise.judged_apart]
+
+
+def _answers_of(task: str) -> dict[str, tuple[Any, str]]:
+    """The package's answers for ``task`` alone, as loaded: ``module:name`` -> (the module, the attribute)."""
+    from synclab.lab.student_image import answers_judged_apart
+
+    package = Path(importlib.import_module("synclab").__file__).resolve().parent
+    found = {}
+    for name, (_, _, of) in answers_judged_apart(package).items():
+        if of == task:
+            module, attr = name.split(":")
+            found[name] = (importlib.import_module(module), attr)
+    return found
+
+
+@contextmanager
+def _recording(task: str, calls: dict[str, dict[str, Any]]) -> Iterator[None]:
+    """Each answer of ``task`` replaced, for the block, by one that records its arguments and result."""
+    replaced = []
+    for name, (module, attr) in _answers_of(task).items():
+        guarded = getattr(module, attr)
+        raw = _RAW[guarded]
+        signature = inspect.signature(raw)
+
+        def recorder(*args: Any, _raw: Any = raw, _signature: Any = signature, _name: str = name,
+                     **kwargs: Any) -> Any:
+            bound = _signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            result = _raw(*args, **kwargs)  # the checks called it, through this recorder
+            calls.setdefault(_name, {})[key(dict(bound.arguments))] = encode(result)
+            return result
+
+        setattr(module, attr, recorder)
+        replaced.append((module, attr, guarded))
+    try:
+        yield
+    finally:
+        for module, attr, guarded in replaced:
+            setattr(module, attr, guarded)
+
+
+@contextmanager
+def _unhurried() -> Iterator[None]:
+    """The checks' time limits, ten times longer: a busy machine writes the same answers, only later."""
+    from synclab.checks import TIME_SCALE_ENV
+
+    before = os.environ.get(TIME_SCALE_ENV)
+    os.environ[TIME_SCALE_ENV] = str(10 * float(before or 1))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(TIME_SCALE_ENV)
+        else:
+            os.environ[TIME_SCALE_ENV] = before
+
+
+def _check_call(task: str) -> tuple[Any, list[str]]:
+    """The exercise's check function and the names its check cell hands it."""
+    call = ast.parse(EXERCISES[task].check, mode="eval").body
+    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+    package = importlib.import_module(PACKAGES[EXERCISES[task].chapter])
+    return getattr(package, call.func.attr), [a.id for a in call.args if isinstance(a, ast.Name)]
+
+
+def expected_results(task: str) -> dict[str, Any]:
+    """The stored answers of ``task``'s public cases: its checks run on the solution's answer, recorded."""
+    check, names = _check_call(task)
+    notebook = f"solutions/{CHAPTERS[EXERCISES[task].chapter]}.ipynb"
+    namespace: dict[str, Any] = {}
+    answers = [load_function(notebook, name, namespace) for name in names]
+    calls: dict[str, dict[str, Any]] = {}
+    random = False
+    with _recording(task, calls), _unhurried():
+        for seed in PUBLIC_SEEDS:
+            report = check(*answers, seed=seed)
+            if not report.passed:
+                raise RuntimeError(f"the solution of {task} does not pass its checks (seed {seed}):\n{report}")
+            random = any(o.random for o in report.outcomes)
+            if not random:
+                break  # one run calls every answer it will ever call
+    return {"task": task, "seeds": list(PUBLIC_SEEDS) if random else [],
+            "answers": {name: dict(sorted(found.items())) for name, found in sorted(calls.items())}}
+
+
+def write_expected(folder: Path = EXPECTED_DIR, tasks: list[str] | None = None) -> list[Path]:
+    """Write ``<task>.json`` into ``folder`` for every exercise judged apart (or ``tasks``); the paths written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for task in tasks or judged_apart():
+        path = folder / f"{task}.json"
+        path.write_text(json.dumps(expected_results(task), indent=0, sort_keys=True) + "\n")
+        written.append(path)
+    return written

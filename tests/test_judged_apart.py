@@ -1,0 +1,240 @@
+"""Judged apart: an answer's process holds the answer and the arguments it is sent, and no reference or expected result.
+
+The exercises whose answers are data or functions of data (predictions, diagnoses, readings, a cost model) are judged
+with the checks in the grader's process and the answer in its own (synclab.lab.judged_apart). These tests drive that
+boundary directly: what crosses it, that the verdicts are the notebook's, and what an answer finds when it looks.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import linecache
+import math
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from synclab.lab import judge
+from synclab.lab.exercises import EXERCISES
+from synclab.lab.judged_apart import AnswerProcess, RemoteFunction, start
+from synclab.answer_keys.plain_data import Opaque, decode, encode
+from synclab.syncs import SyncKind
+
+pytestmark = pytest.mark.sim
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Label(str):
+    pass
+
+
+class _Colour(enum.Enum):  # an enum outside the package: it crosses as what it is not, an opaque value
+    RED = 1
+
+
+@pytest.mark.parametrize("value", [None, True, 0, -3, 2.5, "b", [1, [2, "x"]], (1, 2), {1, 2}, frozenset({"a"}),
+                                   {"a": 1, (1, 2): [3.0]}, Fraction(1, 3), np.float64(1.5), np.int64(7),
+                                   SyncKind.H2D_COPY, {"k": SyncKind.ITEM}])
+def test_plain_values_cross_as_themselves(value):
+    back = decode(encode(value))
+    assert back == value and type(back) is type(value)
+
+
+def test_what_is_not_plain_crosses_as_its_name():
+    nan, label, colour = decode(encode(float("nan"))), decode(encode(_Label("b"))), decode(encode(_Colour.RED))
+    assert math.isnan(nan)
+    assert label == "b" and type(label).__name__ == "_Label" and type(label) is not _Label  # its value, not its class
+    assert isinstance(colour, Opaque) and type(colour).__name__ == "_Colour" and colour != colour.text
+    assert isinstance(decode(encode(object())), Opaque)
+    with pytest.raises(ValueError):
+        decode({"enum": "os:path", "name": "sep"})  # nothing outside the package is looked up
+
+
+def test_the_exercises_judged_apart_are_those_whose_answers_are_data():
+    assert {t for t, e in EXERCISES.items() if e.judged_apart} == {"0.2", "2.2", "3.6", "4.2", "6.3"}
+
+
+# An answer that also looks through its own process for what the checks keep: the answers of the exercises judged
+# apart (whose raw functions sit in their guards' closures) and the 4.2 reference's crossings, anywhere in memory.
+PROBE = '''
+import gc, sys
+
+def host_bottleneck_length(costs_us, device_step_us, max_length):
+    xs, ys = list(costs_us), [y - list(costs_us.values())[0] for y in costs_us.values()]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    start = list(costs_us.values())[0] + my - slope * mx
+    if start >= device_step_us:
+        return 0.0
+    if slope <= 0:
+        return None
+    crossing = (device_step_us - start) / slope
+    return crossing if crossing <= max_length else None
+
+def probe(apart, crossings):
+    shipped = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("synclab") or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            key = getattr(value, "__answer_key__", None)
+            if key is None or not set(key.tasks) <= set(apart):
+                continue
+            for cell in getattr(value, "__closure__", None) or ():
+                raw = cell.cell_contents
+                code = getattr(raw, "__code__", None)
+                # a body that does anything but look up a stored result is the answer itself
+                if code is not None and set(code.co_names) != {"__import__", "stored_answer", "locals"}:
+                    shipped.append(f"{name}.{attr}")
+    seen = []
+    for obj in gc.get_objects():
+        if obj is crossings or obj is seen:
+            continue
+        values = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+        for v in list(values):
+            if type(v) is float and any(abs(v - c) < 1e-6 for c in crossings):
+                seen.append(v)
+    return {"shipped": sorted(set(shipped)), "crossings seen": sorted(set(seen)),
+            "seed": "SYNCLAB_CHECK_SEED" in __import__("os").environ}
+'''
+
+
+def _env() -> dict[str, str]:
+    env = judge._worker_env()
+    paths = [p for p in env["PYTHONPATH"].split(os.pathsep) if p != str(judge.grading_install())]
+    env["PYTHONPATH"] = os.pathsep.join([str(judge.answer_install()), *paths])
+    return env
+
+
+def _started(source: str, names: list[str]) -> tuple[AnswerProcess, dict]:
+    exercise = {"task": "4.2", "cells": [{"source": source, "answers": ["4.2"]}], "defines": names}
+    job = {"course_roots": [str(ROOT)], "readable": judge._readable()}
+    verdict: dict = {"notes": [], "error": ""}
+    process, bound = start(exercise, job, ["import synclab.reverse_scan as ch4"], set(), _env(), verdict)
+    assert process is not None, verdict
+    return process, bound
+
+
+def test_an_answers_process_holds_no_reference_and_no_expected_result():
+    """The checks run here, on an answer in its own process; then the answer looks through that process for any
+    answer the checks keep and for the crossings the reference gave the checks here. It finds neither."""
+    import synclab.reverse_scan as ch4
+    from synclab.reverse_scan.checks import _MODEL_CASES, _bottleneck_reference
+
+    process, bound = _started(PROBE, ["host_bottleneck_length", "probe"])
+    try:
+        report = ch4.check_bottleneck_model(bound["host_bottleneck_length"], seed=3)
+        assert report.passed, str(report)
+        inputs = {v for _, costs, d, m, _ in _MODEL_CASES for v in (*costs, *costs.values(), d, m)}
+        crossings = [c for c in (_bottleneck_reference(costs, d, m) for _, costs, d, m, _ in _MODEL_CASES)
+                     if c and c not in inputs]  # what only the reference (or a right answer) computes
+        found = bound["probe"](sorted(t for t, e in EXERCISES.items() if e.judged_apart), crossings)
+    finally:
+        process.end()
+    assert found == {"shipped": [], "crossings seen": [], "seed": False}, found
+
+
+WRONG_4_2 = {
+    "two points": "def host_bottleneck_length(costs_us, device_step_us, max_length):\n"
+                  "    (x0, y0), (x1, y1) = list(costs_us.items())[0], list(costs_us.items())[-1]\n"
+                  "    slope = (y1 - y0) / (x1 - x0)\n"
+                  "    if y0 >= device_step_us:\n        return 0.0\n"
+                  "    if slope <= 0:\n        return None\n"
+                  "    c = x0 + (device_step_us - y0) / slope\n"
+                  "    return c if c <= max_length else None\n",
+    "raises": "def host_bottleneck_length(costs_us, device_step_us, max_length):\n    return costs_us[0] / 0\n",
+    "a string": "def host_bottleneck_length(costs_us, device_step_us, max_length):\n    return 'never'\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_4_2))
+def test_a_wrong_answer_judged_apart_gets_the_notebooks_report(name):
+    """The same checks, the same seed: the answer called here (the notebook) and in its own process (the grader)."""
+    import synclab.reverse_scan as ch4
+
+    namespace: dict = {}
+    source = WRONG_4_2[name]
+    linecache.cache["<Exercise 4.2, cell 1>"] = (len(source), None, source.splitlines(True), "<Exercise 4.2, cell 1>")
+    exec(compile(source, "<Exercise 4.2, cell 1>", "exec"), namespace)  # as a kernel runs a cell
+    here = ch4.check_bottleneck_model(namespace["host_bottleneck_length"], seed=11)
+    process, bound = _started(WRONG_4_2[name], ["host_bottleneck_length"])
+    try:
+        apart = ch4.check_bottleneck_model(bound["host_bottleneck_length"], seed=11)
+    finally:
+        process.end()
+    assert not here.passed
+    assert [(o.status, o.message, o.expected, o.got, o.hint, o.case) for o in apart.outcomes] == \
+           [(o.status, o.message, o.expected, o.got, o.hint, o.case) for o in here.outcomes]
+
+
+def test_a_function_judged_apart_is_called_there_not_here():
+    process, bound = _started("import os\n\ndef host_bottleneck_length(*args):\n    return os.getpid()\n",
+                              ["host_bottleneck_length"])
+    try:
+        assert isinstance(bound["host_bottleneck_length"], RemoteFunction)
+        assert bound["host_bottleneck_length"]({1: 2.0}, 3.0, 4) != os.getpid()
+    finally:
+        process.end()
+
+
+@pytest.mark.parametrize("task", ["0.2", "2.2", "3.6", "4.2"])
+def test_the_stored_answers_are_the_answers_written_again(task):
+    """data/expected/ is what `python -m synclab expected` writes from the real answers (6.3's: test_capstone.py)."""
+    from synclab.lab.expected_results import expected_results
+
+    stored = json.loads((ROOT / "data" / "expected" / f"{task}.json").read_text())
+    assert expected_results(task) == stored, f"data/expected/{task}.json is stale: run python -m synclab expected"
+
+
+def test_an_image_stores_the_answers_it_does_not_ship(tmp_path):
+    """In the students' install each answer of an exercise judged apart is a look-up of its stored public cases: the
+    same result for a stored case, a clear refusal for any other; the install's checks draw the stored seeds."""
+    from synclab.lab.student_image import strip_answers_judged_apart
+
+    package = tmp_path / "synclab"
+    shutil.copytree(ROOT / "synclab", package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "data" / "expected", tmp_path / "data" / "expected")
+    stripped = strip_answers_judged_apart(package)
+    assert "synclab.reverse_scan.checks:_bottleneck_reference" in stripped
+    for name in stripped:  # every other line keeps its number
+        module = name.split(":")[0].replace(".", "/") + ".py"
+        assert len((package.parent / module).read_text().splitlines()) == len((ROOT / module).read_text().splitlines())
+    script = textwrap.dedent(f"""
+        import json, synclab.reverse_scan as ch4
+        from synclab.answer_keys.stored import NOT_SHIPPED, public_seeds
+
+        def never(costs_us, device_step_us, max_length):
+            return None
+
+        namespace = {{}}
+        exec({RIGHT_4_2!r}, namespace)
+        right = ch4.check_bottleneck_model(namespace["host_bottleneck_length"])
+        wrong = ch4.check_bottleneck_model(never)
+        own_seed = ch4.check_bottleneck_model(namespace["host_bottleneck_length"], seed=999_999)
+        print(json.dumps({{"not shipped": sorted(NOT_SHIPPED), "seeds": public_seeds("4.2"),
+                          "right": [right.passed, right.seed], "wrong": [o.status for o in wrong.outcomes],
+                          "own seed": [(o.status, o.message) for o in own_seed.outcomes]}}))
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNCLAB_", "PYTEST_"))}
+    env["PYTHONPATH"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert said["not shipped"] == sorted(t for t, e in EXERCISES.items() if e.judged_apart)
+    assert said["seeds"] == list(range(8)) and said["right"] == [True, said["right"][1]], said
+    assert said["right"][1] in said["seeds"]  # the install's check drew a stored seed
+    assert said["wrong"] == ["failed", "failed"], said  # a wrong answer fails on its merits
+    fixed, drawn = said["own seed"]  # a seed of one's own: the fixed cases still judged, the random ones refused
+    assert fixed[0] == "passed" and drawn[0] == "crashed" and "stored seeds: 0, 1" in drawn[1], said
+
+
+RIGHT_4_2 = PROBE.split("def probe")[0]  # a least-squares answer written out
