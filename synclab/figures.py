@@ -377,13 +377,24 @@ def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str
 # ----------------------------------------------------------------------------- the host/device model
 
 
+# (state, lane, colour) of the model's intervals. The first three are drawn in every model figure; the others,
+# chapter 3's staging copy and the copy engine's copy, only where a run has them.
+MODEL_STATES = (("queueing work", "host", COLORS["host"]), ("waiting (sync)", "host", COLORS["wait"]),
+                ("staging copy (inside .to())", "host", "#f58518"), ("copy (DMA)", "copy engine", "#9d755d"),
+                ("kernel", "device", COLORS["device"]))
+_ALWAYS_DRAWN = {"queueing work", "waiting (sync)", "kernel"}
+MODEL_LANES = ("host", "copy engine", "device")
+
+
 def _model_traces(runs: dict[str, ModelRun]) -> list[go.Bar]:
-    """A bar trace per state (queueing, waiting, kernel) over the runs' rows: ``lane``, or ``"<label> · lane"``."""
+    """A bar trace per state (queueing, waiting, kernel; a staging copy, a copy) over the runs' rows: ``lane``, or
+    ``"<label> · lane"``."""
     traces = []
-    for state, lane, color in (("queueing work", "host", COLORS["host"]), ("waiting (sync)", "host", COLORS["wait"]),
-                               ("kernel", "device", COLORS["device"])):
+    for state, lane, color in MODEL_STATES:
         picked = [(f"{label} · {lane}" if label else lane, i) for label, run in runs.items()
                   for i in run.intervals if i.state == state]
+        if not picked and state not in _ALWAYS_DRAWN:
+            continue
         traces.append(go.Bar(
             orientation="h", y=[row for row, _ in picked], x=[i.end_us - i.start_us for _, i in picked],
             base=[i.start_us for _, i in picked], name=f"{lane}: {state}", marker_color=color,
@@ -413,13 +424,22 @@ def before_after_rows(before: ModelRun, after: ModelRun, title: str,
     and ``after`` it, played by :func:`synclab.timeline_model.simulate` with costs the page states.
     """
     fig = go.Figure(_model_traces(dict(zip(labels, (before, after)))))
-    rows = [f"{label} · {lane}" for label in labels for lane in ("host", "device")]
+    lanes = [lane for lane in MODEL_LANES if any(i.lane == lane for run in (before, after) for i in run.intervals)]
+    rows = [f"{label} · {lane}" for label in labels for lane in lanes]
     summary = "<br>".join(f"{label}: {run.syncs} sync(s) per step, {run.step_time_us:.0f} us per step, "
-                          f"GPU busy {run.steady_gpu_utilisation:.0%}" for label, run in zip(labels, (before, after)))
+                          f"GPU busy {run.steady_gpu_utilisation:.0%}{_staging_note(run)}"
+                          for label, run in zip(labels, (before, after)))
     return _layout(fig, f"MODEL — {title}", summary, barmode="overlay", xaxis_title="time (us, modelled)",
-                   height=380, yaxis={"categoryorder": "array", "categoryarray": rows[::-1], "automargin": True},
+                   height=380 + 40 * (len(rows) - 4),
+                   yaxis={"categoryorder": "array", "categoryarray": rows[::-1], "automargin": True},
                    margin={"l": 10, "r": 10, "t": 110, "b": 10},
                    legend={"orientation": "h", "yanchor": "top", "y": -0.25})
+
+
+def _staging_note(run: ModelRun) -> str:
+    """", N us of it the host's staging copy" for a run that stages its uploads (chapter 3), else ""."""
+    staging = sum(i.end_us - i.start_us for i in run.intervals if i.state.startswith("staging copy")) / run.steps
+    return f", {staging:.0f} us of it the host's staging copy" if staging else ""
 
 
 def model_slider_figure(host_us: float, device_us: float, sync_values: Sequence[int] = (0, 1, 2, 4, 8)) -> go.Figure:
