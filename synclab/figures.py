@@ -310,6 +310,34 @@ def gpu_ablation_figure(result: dict[str, Any], title: str, label: str) -> go.Fi
                    margin={"l": 10, "r": 10, "t": 110, "b": 10})
 
 
+def gpu_busy_share_figure(result: dict[str, Any], title: str, label: str,
+                          repeat: dict[str, Any] | None = None) -> go.Figure:
+    """MEASURED on a GPU (chapter 5's ``gpu_loops``): the device's busy share in a real async loop, a bar per
+    configuration at each load, its value written on it; ``repeat``, a second run of the same bench, as a mark
+    across each bar. Drawing only: the numbers are the stored run's."""
+    fig = go.Figure()
+    grid = list(result["grid"])
+    for color, (variant, runs) in zip(variant_colors(), result["loops"].items()):
+        ys = [run["busy_fraction"] for run in runs]
+        fig.add_trace(go.Bar(x=grid, y=ys, name=variant, marker_color=color, offsetgroup=variant,
+                             text=[f"{y:.1%}" for y in ys], textposition="outside", cliponaxis=False,
+                             hovertext=[f"a loop step {run['ms_per_step']:.2f} ms, the forward "
+                                        f"{run['device_ms_per_step']:.2f} ms of it" for run in runs]))
+    again = (repeat or {}).get("loops", {})
+    for i, (variant, runs) in enumerate(again.items()):
+        if variant in result["loops"] and list(repeat.get("grid", [])) == grid:
+            fig.add_trace(go.Scatter(x=grid, y=[run["busy_fraction"] for run in runs], mode="markers",
+                                     offsetgroup=variant, name="the same bench run again, minutes later",
+                                     legendgroup="repeat", showlegend=i == 0,
+                                     marker={"symbol": "line-ew-open", "size": 28, "color": "#222",
+                                             "line": {"width": 3}}))
+    return _layout(fig, title, f"measured on {label}<br>a real loop: each step's forward queued, the next step "
+                               "scheduled while it runs; busy = the forwards' time (CUDA events) / the loop's time",
+                   barmode="group", scattermode="group", xaxis_title="requests x images (decoding)",
+                   xaxis_type="category", yaxis_title="device busy share (measured)", yaxis_range=[0, 1.12],
+                   yaxis_tickformat=".0%", height=460, margin={"l": 10, "r": 10, "t": 100, "b": 10})
+
+
 def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us: Sequence[float],
                             host_us: float | None = None, active: int = 0, host_measured_on: str | None = None
                             ) -> go.Figure:
