@@ -310,6 +310,34 @@ def gpu_ablation_figure(result: dict[str, Any], title: str, label: str) -> go.Fi
                    margin={"l": 10, "r": 10, "t": 110, "b": 10})
 
 
+def gpu_busy_share_figure(result: dict[str, Any], title: str, label: str,
+                          repeat: dict[str, Any] | None = None) -> go.Figure:
+    """MEASURED on a GPU (chapter 5's ``gpu_loops``): the device's busy share in a real async loop, a bar per
+    configuration at each load, its value written on it; ``repeat``, a second run of the same bench, as a mark
+    across each bar. Drawing only: the numbers are the stored run's."""
+    fig = go.Figure()
+    grid = list(result["grid"])
+    for color, (variant, runs) in zip(variant_colors(), result["loops"].items()):
+        ys = [run["busy_fraction"] for run in runs]
+        fig.add_trace(go.Bar(x=grid, y=ys, name=variant, marker_color=color, offsetgroup=variant,
+                             text=[f"{y:.1%}" for y in ys], textposition="outside", cliponaxis=False,
+                             hovertext=[f"a loop step {run['ms_per_step']:.2f} ms, the forward "
+                                        f"{run['device_ms_per_step']:.2f} ms of it" for run in runs]))
+    again = (repeat or {}).get("loops", {})
+    for i, (variant, runs) in enumerate(again.items()):
+        if variant in result["loops"] and list(repeat.get("grid", [])) == grid:
+            fig.add_trace(go.Scatter(x=grid, y=[run["busy_fraction"] for run in runs], mode="markers",
+                                     offsetgroup=variant, name="the same bench run again, minutes later",
+                                     legendgroup="repeat", showlegend=i == 0,
+                                     marker={"symbol": "line-ew-open", "size": 28, "color": "#222",
+                                             "line": {"width": 3}}))
+    return _layout(fig, title, f"measured on {label}<br>a real loop: each step's forward queued, the next step "
+                               "scheduled while it runs; busy = the forwards' time (CUDA events) / the loop's time",
+                   barmode="group", scattermode="group", xaxis_title="requests x images (decoding)",
+                   xaxis_type="category", yaxis_title="device busy share (measured)", yaxis_range=[0, 1.12],
+                   yaxis_tickformat=".0%", height=460, margin={"l": 10, "r": 10, "t": 100, "b": 10})
+
+
 def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us: Sequence[float],
                             host_us: float | None = None, active: int = 0, host_measured_on: str | None = None
                             ) -> go.Figure:
@@ -377,13 +405,24 @@ def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str
 # ----------------------------------------------------------------------------- the host/device model
 
 
+# (state, lane, colour) of the model's intervals. The first three are drawn in every model figure; the others,
+# chapter 3's staging copy and the copy engine's copy, only where a run has them.
+MODEL_STATES = (("queueing work", "host", COLORS["host"]), ("waiting (sync)", "host", COLORS["wait"]),
+                ("staging copy (inside .to())", "host", "#f58518"), ("copy (DMA)", "copy engine", "#9d755d"),
+                ("kernel", "device", COLORS["device"]))
+_ALWAYS_DRAWN = {"queueing work", "waiting (sync)", "kernel"}
+MODEL_LANES = ("host", "copy engine", "device")
+
+
 def _model_traces(runs: dict[str, ModelRun]) -> list[go.Bar]:
-    """A bar trace per state (queueing, waiting, kernel) over the runs' rows: ``lane``, or ``"<label> · lane"``."""
+    """A bar trace per state (queueing, waiting, kernel; a staging copy, a copy) over the runs' rows: ``lane``, or
+    ``"<label> · lane"``."""
     traces = []
-    for state, lane, color in (("queueing work", "host", COLORS["host"]), ("waiting (sync)", "host", COLORS["wait"]),
-                               ("kernel", "device", COLORS["device"])):
+    for state, lane, color in MODEL_STATES:
         picked = [(f"{label} · {lane}" if label else lane, i) for label, run in runs.items()
                   for i in run.intervals if i.state == state]
+        if not picked and state not in _ALWAYS_DRAWN:
+            continue
         traces.append(go.Bar(
             orientation="h", y=[row for row, _ in picked], x=[i.end_us - i.start_us for _, i in picked],
             base=[i.start_us for _, i in picked], name=f"{lane}: {state}", marker_color=color,
@@ -413,13 +452,22 @@ def before_after_rows(before: ModelRun, after: ModelRun, title: str,
     and ``after`` it, played by :func:`synclab.timeline_model.simulate` with costs the page states.
     """
     fig = go.Figure(_model_traces(dict(zip(labels, (before, after)))))
-    rows = [f"{label} · {lane}" for label in labels for lane in ("host", "device")]
+    lanes = [lane for lane in MODEL_LANES if any(i.lane == lane for run in (before, after) for i in run.intervals)]
+    rows = [f"{label} · {lane}" for label in labels for lane in lanes]
     summary = "<br>".join(f"{label}: {run.syncs} sync(s) per step, {run.step_time_us:.0f} us per step, "
-                          f"GPU busy {run.steady_gpu_utilisation:.0%}" for label, run in zip(labels, (before, after)))
+                          f"GPU busy {run.steady_gpu_utilisation:.0%}{_staging_note(run)}"
+                          for label, run in zip(labels, (before, after)))
     return _layout(fig, f"MODEL — {title}", summary, barmode="overlay", xaxis_title="time (us, modelled)",
-                   height=380, yaxis={"categoryorder": "array", "categoryarray": rows[::-1], "automargin": True},
+                   height=380 + 40 * (len(rows) - 4),
+                   yaxis={"categoryorder": "array", "categoryarray": rows[::-1], "automargin": True},
                    margin={"l": 10, "r": 10, "t": 110, "b": 10},
                    legend={"orientation": "h", "yanchor": "top", "y": -0.25})
+
+
+def _staging_note(run: ModelRun) -> str:
+    """", N us of it the host's staging copy" for a run that stages its uploads (chapter 3), else ""."""
+    staging = sum(i.end_us - i.start_us for i in run.intervals if i.state.startswith("staging copy")) / run.steps
+    return f", {staging:.0f} us of it the host's staging copy" if staging else ""
 
 
 def model_slider_figure(host_us: float, device_us: float, sync_values: Sequence[int] = (0, 1, 2, 4, 8)) -> go.Figure:

@@ -1,6 +1,7 @@
 """A model of the host and the device working in turn: when does the GPU starve?
 
-Taught in chapter 0 (the primer); chapter 2 adds a side stream (:func:`simulate_output_loop`).
+Taught in chapter 0 (the primer); chapter 2 adds a side stream (:func:`simulate_output_loop`), chapter 3 the
+staging copy of a ``non_blocking`` upload (:func:`simulate_uploads`).
 This is a MODEL, not a measurement: it shows
 the mechanism with made-up costs you choose.
 
@@ -25,8 +26,8 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Interval:
-    lane: str  # "host" or "device"
-    state: str  # "queueing work" / "waiting (sync)" on the host; "kernel" on the device
+    lane: str  # "host" or "device" (chapter 2: its streams; chapter 3: "copy engine")
+    state: str  # "queueing work" / "waiting (sync)" on the host; "kernel" on the device; chapter 3: its copies
     start_us: float
     end_us: float
     step: int
@@ -199,4 +200,45 @@ def simulate_output_loop(host_us: float, forward_us: float, copy_us: float, *, w
             host_t = copy_done[step - 1]
     if wait_in_get_output and copy_done[-1] > host_t:  # the last output, read after the loop
         run.intervals.append(Interval("host", "waiting (get_output)", host_t, copy_done[-1], steps - 1))
+    return run
+
+
+# ----------------------------------------------------------------------------- chapter 3: the staging copy
+
+
+@dataclass
+class UploadRun(ModelRun):
+    """A run of :func:`simulate_uploads`: chapter 0's run with one ``non_blocking`` upload per step."""
+
+    copy_us: float = 0.0
+    staging_us: float = 0.0
+
+
+def simulate_uploads(host_us: float, device_us: float, copy_us: float, staging_us: float, steps: int = 4,
+                     launch_us: float = 5.0) -> UploadRun:
+    """Play ``steps`` steps that each upload their input with ``.to(device, non_blocking=True)``, then run a kernel.
+
+    Each step the host spends ``host_us`` queueing work, then calls ``.to()``. From pageable memory
+    (``staging_us > 0``) the call first copies the data into a pinned staging buffer, on the host, and returns
+    only when that copy is done: the host is held ``staging_us``, though it waits for nothing on the device
+    (CUDA allows the call to wait for the device too; the model plays the kinder case). From pinned memory
+    (``staging_us == 0``) the copy is queued and the call returns at once. The copy engine then moves the data
+    (``copy_us``) once the stream reaches it, after the kernels queued before it, and the step's kernel
+    (``device_us``) runs after the copy, on the same stream. No step has a sync.
+    """
+    if host_us < 0 or device_us <= 0 or copy_us <= 0 or staging_us < 0 or steps < 1:
+        raise ValueError("need host_us >= 0, device_us > 0, copy_us > 0, staging_us >= 0, steps >= 1")
+    run = UploadRun(host_us, device_us, 0, launch_us, steps, copy_us=copy_us, staging_us=staging_us)
+    host_t = 0.0  # when the host is free
+    device_t = 0.0  # when the stream has run everything queued on it
+    for step in range(steps):
+        run.intervals.append(Interval("host", "queueing work", host_t, host_t + host_us, step))
+        host_t += host_us
+        if staging_us:  # inside .to(): the host copies the pageable data into the pinned staging buffer
+            run.intervals.append(Interval("host", "staging copy (inside .to())", host_t, host_t + staging_us, step))
+            host_t += staging_us
+        copy_start = max(host_t + launch_us, device_t)  # queued now; runs once the stream reaches it
+        run.intervals.append(Interval("copy engine", "copy (DMA)", copy_start, copy_start + copy_us, step))
+        device_t = copy_start + copy_us + device_us
+        run.intervals.append(Interval("device", "kernel", copy_start + copy_us, device_t, step))
     return run

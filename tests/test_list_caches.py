@@ -491,3 +491,76 @@ def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wron
     assert all(w for name, w in mine.items() if "timed" not in name)  # every check but the timing is verified
     report = check(wrong, seed=0)
     assert_passes_witness_as(report, mine)
+
+
+# ----------------------------------------------------------------------------- the GPU's busy share, as stored
+
+
+GPUS = {"H100": "nvidia-h100-80gb-hbm3", "H200": "nvidia-h200"}
+TENSOR, LIST = "tensor cache (before #40143)", "list cache (5.1)"
+
+
+def _stored_loops(slug: str, repeat: bool = False) -> dict:
+    import json
+
+    root = Path(__file__).resolve().parent.parent / "data" / "reference" / slug
+    data = json.loads(((root / "repeat") if repeat else root).joinpath("ch5.json").read_text())
+    assert data["provenance"]["is_gpu"]
+    loops = data["results"]["gpu_loops"]
+    return {variant: dict(zip(loops["grid"], runs)) for variant, runs in loops["loops"].items()}
+
+
+def test_the_pages_gpu_busy_shares_are_the_stored_runs():
+    """Every number and comparison the page states of the measured busy share is the stored runs', at the PR's 128x32."""
+    page = " ".join((Path(__file__).resolve().parent.parent / "book" / "05_list_based_caches.md").read_text().split())
+    loops = {name: _stored_loops(slug) for name, slug in GPUS.items()}
+    share = {name: {v: loops[name][v]["128x32"]["busy_fraction"] for v in (TENSOR, LIST)} for name in GPUS}
+    said = (f"the device was busy {share['H200'][TENSOR]:.1%} of the time with the tensor cache and "
+            f"{share['H200'][LIST]:.1%} with the list cache on the H200, {share['H100'][TENSOR]:.1%} and "
+            f"{share['H100'][LIST]:.1%} on the H100: more than three times busier, and still idle most of each step, "
+            f"waiting for the host.")
+    assert said in page, said
+    runs = [*loops.values(), _stored_loops(GPUS["H200"], repeat=True)]
+    for run in runs:
+        tensor, listed = run[TENSOR]["128x32"], run[LIST]["128x32"]
+        assert listed["busy_fraction"] > 3 * tensor["busy_fraction"]  # more than three times busier
+        assert listed["busy_fraction"] < 0.5  # still idle most of each step
+        for r in (tensor, listed):  # "each step's forward (under 1 ms at 128×32)", and a step longer than it
+            assert r["device_ms_per_step"] < 1.0 < r["ms_per_step"]
+    assert "each step's forward (under 1 ms at 128×32) is queued" in page
+    # the caption: the tensor cache's forwards measured slower at every load, most at the two smallest
+    for run in runs:
+        slower = {load: run[TENSOR][load]["device_ms_per_step"] / run[LIST][load]["device_ms_per_step"]
+                  for load in run[TENSOR]}
+        assert all(s > 1 for s in slower.values())
+        assert min(slower["8x4"], slower["32x8"]) > max(slower["64x16"], slower["128x32"])
+    assert "their forwards measured slower than the list cache's (hover over a bar), most at the two smallest" in page
+
+
+def test_the_busy_share_is_drawn_from_the_stored_gpu_runs_with_their_provenance(tmp_path):
+    import json
+
+    from synclab.provenance import Provenance
+    from synclab.reference import REFERENCE_DIR, headline_figures, load
+
+    figures = headline_figures("ch5", "gpu_loops", "The device's busy share in a real loop")
+    stored = load("ch5")
+    assert len(figures) == len(stored) == 2
+    for figure, (slug, data) in zip(figures, stored.items()):
+        prov = data["provenance"]
+        title = figure["layout"]["title"]["text"]
+        assert slug in title and Provenance.from_dict(prov).label in title
+        assert all(str(prov[key]) in title for key in ("device", "torch_version", "date"))
+        bars = {trace["name"]: list(trace["y"]) for trace in figure["data"] if trace["type"] == "bar"}
+        assert bars == {v: [r["busy_fraction"] for r in runs]
+                        for v, runs in data["results"]["gpu_loops"]["loops"].items()}
+    marks = [t for t in figures[1]["data"] if t["type"] == "scatter"]  # the H200's second run, kept in repeat/
+    assert [list(t["y"]) for t in marks] == [[r["busy_fraction"] for r in runs] for runs in
+                                            json.loads((REFERENCE_DIR / "nvidia-h200" / "repeat" / "ch5.json")
+                                                       .read_text())["results"]["gpu_loops"]["loops"].values()]
+    # a CPU run is never drawn as a GPU's
+    cpu = json.loads((REFERENCE_DIR / "nvidia-h200" / "ch5.json").read_text())
+    cpu["provenance"] = {**cpu["provenance"], "device": "cpu", "is_gpu": False}
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "ch5.json").write_text(json.dumps(cpu))
+    assert headline_figures("ch5", "gpu_loops", "t", root=tmp_path) == []

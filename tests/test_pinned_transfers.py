@@ -814,3 +814,67 @@ def test_an_upload_to_a_device_of_its_own_choosing_is_told_to_use_the_callers():
     assert values.status == "failed" and "device the caller names" in values.message, str(report)
     assert "the `device` argument" in values.hint and "device='cpu'" in values.case, str(report)
     assert all(o.ok for o in report.outcomes if o is not values), str(report)
+
+
+# ----------------------------------------------------------------------------- the staging copy, pictured
+
+
+def _staging_cell(page: str) -> list[dict[str, float]]:
+    """The keyword arguments of the page's two ``simulate_uploads`` calls (pageable, then pinned)."""
+    import re
+
+    calls = re.findall(r"simulate_uploads\(([^)]*)\)", page.split("```{code-cell}", 2)[2].split("```")[0])
+    return [{k: float(v) for k, v in re.findall(r"(\w+)=([\d.]+)", call)} for call in calls]
+
+
+def test_the_staging_copy_picture_and_its_sentence_are_one_model():
+    """Chapter 3's second picture: the sentence under it states the costs the cell plays, and what the model makes of
+    them; its host and device costs are the first picture's (the same model)."""
+    import re
+
+    from synclab.timeline_model import simulate_uploads
+
+    text = (Path(__file__).resolve().parent.parent / "book" / "03_pinned_transfers.md").read_text()
+    page = " ".join(text.split())
+    pageable_kw, pinned_kw = _staging_cell(text)
+    assert pageable_kw["staging_us"] > 0 and pinned_kw["staging_us"] == 0
+    assert {k: v for k, v in pageable_kw.items() if k != "staging_us"} == \
+        {k: v for k, v in pinned_kw.items() if k != "staging_us"}
+    first = dict(re.findall(r"(host_us|device_us)=([\d.]+)", text.split("simulate(", 1)[1].split(")")[0]))
+    assert {k: float(v) for k, v in first.items()} == {k: pageable_kw[k] for k in ("host_us", "device_us")}
+    assert f"{first['host_us']} us of host and {first['device_us']} us of device work per step" in page
+    pageable, pinned = simulate_uploads(**pageable_kw), simulate_uploads(**pinned_kw)
+    sentence = (f"The same **model**, one `non_blocking` upload per step (a {pageable_kw['copy_us']:g} us copy): from "
+                f"pageable memory `.to()` returns once the host has staged the data in a pinned buffer "
+                f"({pageable_kw['staging_us']:g} us), from pinned memory at once. No sync either way, yet a step takes "
+                f"{pageable.step_time_us:.0f} us against {pinned.step_time_us:.0f}.")
+    assert sentence in page, sentence
+    assert not any(i.state.startswith("waiting") for run in (pageable, pinned) for i in run.intervals)
+
+
+def test_the_staging_model_holds_the_host_in_to_and_queues_a_pinned_copy_at_once():
+    from synclab import figures
+    from synclab.timeline_model import simulate, simulate_uploads
+
+    pageable = simulate_uploads(host_us=40, device_us=60, copy_us=10, staging_us=50)
+    pinned = simulate_uploads(host_us=40, device_us=60, copy_us=10, staging_us=0)
+    staged = [i for i in pageable.intervals if i.state.startswith("staging")]
+    assert len(staged) == pageable.steps and all(i.lane == "host" for i in staged)
+    assert not any(i.state.startswith("staging") for i in pinned.intervals)
+    for run in (pageable, pinned):  # the copy after the host's call, the kernel after the copy, on one stream
+        copies = [i for i in run.intervals if i.lane == "copy engine"]
+        kernels = [i for i in run.intervals if i.lane == "device"]
+        host_ends = [max(i.end_us for i in run.intervals if i.lane == "host" and i.step == k) for k in range(run.steps)]
+        assert all(c.start_us >= h + run.launch_us for c, h in zip(copies, host_ends))
+        assert all(k.start_us == c.end_us for c, k in zip(copies, kernels))
+        assert all(b.start_us >= a.end_us for a, b in zip(kernels, copies[1:]))
+    # steady state: the slower of the host (its work, plus the staging copy) and the stream (the copy, then the kernel)
+    assert pageable.step_time_us == max(40 + 50, 10 + 60) == 90
+    assert pinned.step_time_us == max(40, 10 + 60) == 70
+    fig = figures.before_after_rows(pageable, pinned, "t", labels=("pageable", "pinned"))
+    assert list(fig.layout.yaxis.categoryarray)[::-1] == [f"{label} · {lane}" for label in ("pageable", "pinned")
+                                                         for lane in ("host", "copy engine", "device")]
+    assert "90 us per step, GPU busy 67%, 50 us of it the host's staging copy" in fig.layout.title.text
+    plain = figures.before_after_rows(simulate(40, 60, 3, steps=4), simulate(40, 60, 0, steps=4), "t")
+    assert [t.name for t in plain.data] == ["host: queueing work", "host: waiting (sync)", "device: kernel"]
+    assert len(plain.layout.yaxis.categoryarray) == 4 and plain.layout.height == 380
