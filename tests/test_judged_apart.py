@@ -12,6 +12,7 @@ import json
 import linecache
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -155,24 +156,31 @@ WRONG_4_2 = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(WRONG_4_2))
-def test_a_wrong_answer_judged_apart_gets_the_notebooks_report(name):
-    """The same checks, the same seed: the answer called here (the notebook) and in its own process (the grader)."""
+def test_wrong_answers_judged_apart_get_the_notebooks_reports():
+    """The same checks, the same seed: each answer called here (the notebook) and in its own process (the grader);
+    one process holds the three, each under a name of its own."""
     import synclab.reverse_scan as ch4
 
-    namespace: dict = {}
-    source = WRONG_4_2[name]
-    linecache.cache["<Exercise 4.2, cell 1>"] = (len(source), None, source.splitlines(True), "<Exercise 4.2, cell 1>")
-    exec(compile(source, "<Exercise 4.2, cell 1>", "exec"), namespace)  # as a kernel runs a cell
-    here = ch4.check_bottleneck_model(namespace["host_bottleneck_length"], seed=11)
-    process, bound = _started(WRONG_4_2[name], ["host_bottleneck_length"])
+    sources = {name: source.replace("def host_bottleneck_length(", f"def wrong_{n}(")
+               for n, (name, source) in enumerate(sorted(WRONG_4_2.items()))}
+    process, bound = _started("\n\n".join(sources.values()), [f"wrong_{n}" for n in range(len(sources))])
     try:
-        apart = ch4.check_bottleneck_model(bound["host_bottleneck_length"], seed=11)
+        for n, (name, source) in enumerate(sources.items()):
+            filename = f"<Exercise 4.2, cell {n + 10}>"  # not the process's cell 1
+            namespace: dict = {}
+            linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+            exec(compile(source, filename, "exec"), namespace)  # as a kernel runs a cell
+            here = ch4.check_bottleneck_model(namespace[f"wrong_{n}"], seed=11)
+            apart = ch4.check_bottleneck_model(bound[f"wrong_{n}"], seed=11)
+            assert not here.passed, name
+            said = [(o.status, o.message, o.expected, o.got, o.hint, o.case) for o in apart.outcomes]
+            # the lines a crash names are the process's cell (all three in one): the same line, its own number
+            assert [s[:1] + s[2:] for s in said] == [(o.status, o.expected, o.got, o.hint, o.case)
+                                                      for o in here.outcomes], name
+            assert [re.sub(r"line \d+", "line", s[1]) for s in said] == \
+                   [re.sub(r"line \d+", "line", o.message) for o in here.outcomes], name
     finally:
         process.end()
-    assert not here.passed
-    assert [(o.status, o.message, o.expected, o.got, o.hint, o.case) for o in apart.outcomes] == \
-           [(o.status, o.message, o.expected, o.got, o.hint, o.case) for o in here.outcomes]
 
 
 def test_a_function_judged_apart_is_called_there_not_here():
