@@ -319,7 +319,8 @@ def test_wrong_diagnoses_fail_with_the_runner_named():
 
 def test_a_consequence_named_as_the_bug_is_told_it_is_a_consequence():
     """Runner C reads without waiting: its other symptoms (no wait, tensors let go) follow from that."""
-    right = {"A": "unordered", "B": "pageable", "C": "early read", "D": "freed early", "E": "over-wait"}
+    right = {"A": "unordered", "B": "pageable", "C": "early read", "D": "freed early", "E": "over-wait",
+             "F": "early read"}
     assert ch2.check_diagnosis(lambda: right).passed
     for consequence in ("freed early", "over-wait"):
         report = ch2.check_diagnosis(lambda: {**right, "C": consequence})
@@ -330,12 +331,13 @@ def test_a_consequence_named_as_the_bug_is_told_it_is_a_consequence():
 
 def test_every_runners_reason_is_shown_whole_and_each_right_one_earns_its_share():
     """A learner's two wrong labels once came back cut off mid-sentence: the reasons sat in a value's 300 characters."""
-    right = {"A": "unordered", "B": "pageable", "C": "early read", "D": "freed early", "E": "over-wait"}
+    right = {"A": "unordered", "B": "pageable", "C": "early read", "D": "freed early", "E": "over-wait",
+             "F": "early read"}
     report = ch2.check_diagnosis(lambda: {**right, "C": "freed early", "D": "early read"})
     text = str(report)
     assert "D: you said 'early read', but the evidence shows no such thing (outputs right: True)" in text, text
     assert "..." not in text
-    assert report.outcomes[0].share == 0.6  # three of five right
+    assert report.outcomes[0].share == pytest.approx(4 / 6)  # four of six right
 
 
 def test_a_stream_made_in_the_constructor_is_named_by_the_lazy_stream_check_first():
@@ -703,3 +705,14 @@ def test_copies_made_before_the_wait_are_named_so_by_every_check_they_fail():
     assert failed and not any("shared between steps" in o.hint for o in failed), str(report)
     memory = next(o for o in report.outcomes if "then released" in o.name)
     assert memory.status == "failed" and "before the wait" in memory.hint, str(report)
+
+
+def test_labels_matched_by_elimination_fail_on_the_runner_that_shares_a_mistake():
+    """C and F make the same mistake in two ways (F waits on an event recorded before its copy): a diagnosis that
+    uses every label once names F by what is left, and the evidence rules that out."""
+    one_each = {"A": "unordered", "B": "pageable", "C": "early read", "D": "freed early", "E": "over-wait",
+                "F": "unordered"}
+    report = ch2.check_diagnosis(lambda: one_each)
+    text = str(report)
+    assert not report.passed and "F: you said 'unordered', but the evidence shows no such thing" in text, text
+    assert "early read" not in text.split("F: you said")[1].split(";")[0], text  # never the right label

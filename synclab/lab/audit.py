@@ -35,8 +35,10 @@ READER_FILES = ("<Exercise ", "<your cell ")  # how the worker names the code it
 # What every lab says before its first exercise (the lab generator adds it): the rules below, in the reader's words.
 ANSWER_RULES = """**How your answers are graded.** Your answer cells run whole, in this notebook and in the grader
 alike: imports, constants, helpers, prints, whatever your code needs. The checks judge what your code does, never how
-it is written. The grader runs each exercise in a fresh process that holds the lab's setup, your cells and the exercise's
-check; there your code cannot read the course's files (solutions, tests) or start processes.
+it is written. The grader runs each exercise's cells in a fresh process, with the lab's setup; there your code cannot
+read the course's files (solutions, tests) or start processes. The exercise's check runs in that process too, except
+where your answer is data or a function of data (a prediction, a diagnosis, a reading, a cost model): then the check
+runs in the grader's own process, which sends your function its arguments and reads back what it returns.
 `python -m synclab check <this lab> --task N.M` runs the same check cells as this notebook, from a terminal."""
 
 

@@ -1,9 +1,10 @@
-"""Chapter 2, Exercise 2.2: five broken versions of the output path the reader wrote in Exercise 2.1.
+"""Chapter 2, Exercise 2.2: six broken versions of the output path the reader wrote in Exercise 2.1.
 
 A room of :mod:`synclab.lazy_streams` (its docstring tells the chapter). The lab sends the reader
 here to read the runners: each has one mistake, and its evidence (``ch2.inspect_runner``) shows
-it. Nothing here is a complete Exercise 2.1: the output class has no default switches and is
-kept from the reader's code while 2.1 is checked.
+it. Two of them make the same mistake in two ways (C and F read before the copy lands), so the labels
+cannot be matched to the runners by elimination. Nothing here is a complete Exercise 2.1: the output
+class has no default switches and is kept from the reader's code while 2.1 is checked.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class _SpotTheBugOutput:
     """
 
     def __init__(self, output: ModelRunnerOutput, raw: torch.Tensor, finished: list[bool], stream: Any, *,
-                 wait_for_forward: bool, keep_raw: bool, pageable: bool) -> None:
+                 wait_for_forward: bool, keep_raw: bool, pageable: bool, event_first: bool) -> None:
         self._output = output
         self._raw = raw if keep_raw else None
         self.event = torch.cuda.Event(blocking=True)
@@ -33,13 +34,16 @@ class _SpotTheBugOutput:
         with torch.cuda.stream(stream):
             if wait_for_forward:
                 stream.wait_stream(compute)
+            if event_first:  # recorded before the copies are queued: waiting on it does not wait for them
+                self.event.record()
             if pageable:  # a host buffer from torch.empty: pageable memory
                 host = torch.empty(raw.shape, dtype=raw.dtype)  # [num_reqs, hidden]
                 host.copy_(raw, non_blocking=True)
                 output.pooler_output = [row if f else None for row, f in zip(host.unbind(0), finished)]
             else:
                 output.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
-            self.event.record()
+            if not event_first:
+                self.event.record()
 
     def get_output(self) -> ModelRunnerOutput:
         self.event.synchronize()
@@ -48,7 +52,7 @@ class _SpotTheBugOutput:
 
 
 class _SpotTheBugRunner(PoolingModelRunner):
-    options: dict[str, bool]  # every runner says all three switches of _SpotTheBugOutput
+    options: dict[str, bool]  # every runner says all four switches of _SpotTheBugOutput
 
     def _stream(self) -> Any:
         if self.async_output_copy_stream is None:
@@ -63,15 +67,15 @@ class _SpotTheBugRunner(PoolingModelRunner):
 
 
 class RunnerA(_SpotTheBugRunner):
-    options = {"wait_for_forward": False, "keep_raw": True, "pageable": False}
+    options = {"wait_for_forward": False, "keep_raw": True, "pageable": False, "event_first": False}
 
 
 class RunnerB(_SpotTheBugRunner):
-    options = {"wait_for_forward": True, "keep_raw": True, "pageable": True}
+    options = {"wait_for_forward": True, "keep_raw": True, "pageable": True, "event_first": False}
 
 
 class RunnerC(_SpotTheBugRunner):
-    options = {"wait_for_forward": True, "keep_raw": True, "pageable": False}
+    options = {"wait_for_forward": True, "keep_raw": True, "pageable": False, "event_first": False}
 
     def _pool(self, hidden_states: torch.Tensor, num_scheduled_tokens: int, batch: PoolingBatch) -> Any:
         result = super()._pool(hidden_states, num_scheduled_tokens, batch)
@@ -79,7 +83,7 @@ class RunnerC(_SpotTheBugRunner):
 
 
 class RunnerD(_SpotTheBugRunner):
-    options = {"wait_for_forward": True, "keep_raw": False, "pageable": False}
+    options = {"wait_for_forward": True, "keep_raw": False, "pageable": False, "event_first": False}
 
 
 class _WaitsForEverything(_SpotTheBugOutput):
@@ -90,7 +94,7 @@ class _WaitsForEverything(_SpotTheBugOutput):
 
 
 class RunnerE(_SpotTheBugRunner):
-    options = {"wait_for_forward": True, "keep_raw": True, "pageable": False}
+    options = {"wait_for_forward": True, "keep_raw": True, "pageable": False, "event_first": False}
 
     def _pool(self, hidden_states: torch.Tensor, num_scheduled_tokens: int, batch: PoolingBatch) -> Any:
         raw = self.model.pooler(hidden_states[:num_scheduled_tokens], batch.metadata)
@@ -99,7 +103,11 @@ class RunnerE(_SpotTheBugRunner):
                                    **self.options)
 
 
-SPOT_THE_BUG = {"A": RunnerA, "B": RunnerB, "C": RunnerC, "D": RunnerD, "E": RunnerE}
+class RunnerF(_SpotTheBugRunner):
+    options = {"wait_for_forward": True, "keep_raw": True, "pageable": False, "event_first": True}
+
+
+SPOT_THE_BUG = {"A": RunnerA, "B": RunnerB, "C": RunnerC, "D": RunnerD, "E": RunnerE, "F": RunnerF}
 
 
 BUG_LABELS = {

@@ -1,5 +1,5 @@
 # A helper class with __lt__ and __repr__, sorted(key=...), a module-level constant list, a comprehension, an assert.
-RUNNERS = sorted("EDCBA")
+RUNNERS = sorted("FEDCBA")
 N_RUNNERS = len(RUNNERS)
 
 
@@ -20,11 +20,12 @@ FINDINGS = [
     Finding("A", "unordered", "the stream log has no wait_stream"),
     Finding("D", "freed early", "device tensors alive until get_output: 0 of 1"),
     Finding("B", "pageable", "a sync inside _pool: copy into pageable memory"),
+    Finding("F", "early read", "outputs wrong although it waits: the event was recorded before the copy"),
 ]
 
 
 def my_diagnosis() -> dict[str, str]:
-    """Your label (a key of ch2.BUG_LABELS) for each runner, A to E."""
+    """Your label (a key of ch2.BUG_LABELS) for each runner, A to F."""
     ordered = sorted(FINDINGS)
     assert [f.runner for f in ordered] == RUNNERS and len(ordered) == N_RUNNERS
     return {f.runner: f.label for f in ordered}
