@@ -160,6 +160,32 @@ def bandwidth_figure(result: dict[str, Any], metric: str, title: str, label: str
                    xaxis_type="log", yaxis_type="log" if metric == "host_us" else None, height=400)
 
 
+def gpu_loop_figure(result: dict[str, Any], title: str, label: str) -> go.Figure:
+    """MEASURED on a GPU (chapter 4's ``gpu_loop``): a real async loop's time per step over the output length, a line
+    per scan (error bars: the fastest and slowest round), the forwards' own time per step dashed, and the PR's TPOT
+    at the one length it measured, as the PR's own marks. Drawing only: the numbers are the stored run's."""
+    fig = go.Figure()
+    lengths = list(result["lengths"])
+    for color, (scan, ms) in zip(variant_colors(), result["ms_per_step"].items()):
+        low_high = result["ms_per_step_range"][scan]
+        fig.add_trace(go.Scatter(x=lengths, y=ms, mode="lines+markers", name=f"{scan}: the loop's step",
+                                 line={"color": color}, error_y={"type": "data", "symmetric": False,
+                                                                 "array": [hi - m for (lo, hi), m in zip(low_high, ms)],
+                                                                 "arrayminus": [m - lo for (lo, hi), m in
+                                                                                zip(low_high, ms)]}))
+        fig.add_trace(go.Scatter(x=lengths, y=result["device_ms_per_step"][scan], mode="lines",
+                                 name=f"{scan}: its forwards alone", line={"color": color, "dash": "dot"}))
+    pr = result["pr_tpot_ms"]
+    marks = {k: v for k, v in pr.items() if k != "output tokens"}
+    fig.add_trace(go.Scatter(x=[pr["output tokens"]] * len(marks), y=list(marks.values()), mode="markers+text",
+                             name="the PR's TPOT (its model and GPU, not this loop's)", text=list(marks),
+                             textposition="middle right", marker={"color": "black", "symbol": "x", "size": 10}))
+    return _layout(fig, title, f"measured on {label}<br>{result['num_reqs']} requests; each step's forward queued, "
+                               "then the last step's placeholders repaired while it runs",
+                   xaxis_title="output tokens per request", xaxis_type="log", yaxis_title="ms per step",
+                   yaxis_type="log", height=460)
+
+
 def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[float]],
                       published: dict[str, tuple[int, float]], label: str, device_step_us: float) -> go.Figure:
     """MODEL: loop throughput over output length from measured host costs.

@@ -195,7 +195,7 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
     Drawing only: nothing is measured. A recorded sweep is drawn only when its claim holds on the
     stored numbers (synclab.claims); ``bandwidth`` (chapter 3) is drawn as its two charts, ``timeline``
     (chapter 6) as a profiler trace's lanes, ``gpu_loops`` (chapter 5) as the device's busy share per cache and
-    load, ``ablation`` as tokens/s and the idle share per configuration (and
+    load, ``gpu_loop`` (chapter 4) as a real loop's time per step over the output length, ``ablation`` as tokens/s and the idle share per configuration (and
     ``ablation_contradicted``, a run that contradicted its claim, the same way: the page says what it showed) and
     ``host_phases`` as each configuration's host time per step in its parts.
     """
@@ -218,6 +218,9 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
         if name == "gpu_loops":  # chapter 5: the device's busy share in a real loop, the second run's beside it
             repeat = (load_repeat(chapter, slug, root) or {}).get(name)
             drawn.append(figures.gpu_busy_share_figure(result, f"{title} ({slug})", label, repeat).to_dict())
+            continue
+        if name == "gpu_loop":  # chapter 4: a real loop's step over the output length, the PR's TPOT beside it
+            drawn.append(figures.gpu_loop_figure(result, f"{title} ({slug})", label).to_dict())
             continue
         if name == "bandwidth":
             drawn += [figures.bandwidth_figure(result, "gbps", f"{title}: bandwidth", label).to_dict(),

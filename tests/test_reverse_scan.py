@@ -667,3 +667,32 @@ def test_a_repair_that_reads_with_no_step_in_flight_is_told_to_return_first():
     assert new.status == "crashed" and "sampled_token_ids_cpu is None" in new.case, str(report)
     assert "nothing is in flight" in new.hint, str(report)
     assert all(o.ok for o in report.outcomes if o is not new), str(report)  # the rest is right
+
+
+def test_the_gpu_loop_is_measured_on_a_gpu_only_and_drawn_from_what_a_gpu_run_stores(tmp_path):
+    """`bench ch4` stores the real loop (gpu_loop_sweep) on a GPU; on a CPU it measures nothing. The book draws a
+    stored run as its time per step per scan, the forwards' time beside it and the PR's TPOT as the PR's marks; a CPU
+    run is never drawn. (The run's numbers here are made up for the drawing: no GPU figure is claimed from them.)"""
+    from synclab.provenance import Provenance
+    from synclab.reference import headline_figures
+
+    if not torch.cuda.is_available():
+        assert ch4.gpu_loop_sweep({"reverse": ReverseScanBatch}) is None
+    stored = {"lengths": [100, 10_000, 60_000], "num_reqs": 128, "steps": 30, "rounds": 3, "forward": "made up",
+              "ms_per_step": {"forward": [1.0, 3.0, 12.0], "reverse": [1.0, 1.0, 1.1]},
+              "ms_per_step_range": {"forward": [[0.9, 1.1]] * 3, "reverse": [[0.9, 1.2]] * 3},
+              "device_ms_per_step": {"forward": [0.9] * 3, "reverse": [0.9] * 3},
+              "pr_tpot_ms": {"output tokens": 60_000, **ch4.PR_TPOT_MS}}
+    provenance = {"device": "NVIDIA Made Up", "is_gpu": True, "torch_version": "2.13.0", "date": "2026-11-29",
+                  "host": "x86_64", "threads": 16}
+    (tmp_path / "made-up").mkdir()
+    (tmp_path / "made-up" / "ch4.json").write_text(json.dumps({"provenance": provenance,
+                                                               "results": {"gpu_loop": stored}}))
+    (figure,) = headline_figures("ch4", "gpu_loop", "A real loop's step", root=tmp_path)
+    assert Provenance.from_dict(provenance).label in figure["layout"]["title"]["text"]
+    lines = {t["name"]: list(t["y"]) for t in figure["data"]}
+    assert lines["forward: the loop's step"] == [1.0, 3.0, 12.0] and lines["reverse: its forwards alone"] == [0.9] * 3
+    assert lines["the PR's TPOT (its model and GPU, not this loop's)"] == list(ch4.PR_TPOT_MS.values())
+    (tmp_path / "made-up" / "ch4.json").write_text(json.dumps({"provenance": {**provenance, "is_gpu": False},
+                                                               "results": {"gpu_loop": stored}}))
+    assert headline_figures("ch4", "gpu_loop", "t", root=tmp_path) == []

@@ -20,9 +20,9 @@ from synclab.reverse_scan.checks import (CHECKS_4_1, CHECKS_4_2, FIXED_CASES, NO
                                          check_bottleneck_model, check_update_async_output_token_ids,
                                          elements_touched, touched_by_operation)
 from synclab.reverse_scan.profiling import (OUTPUT_LENGTHS, PROFILE_REQS, PR_TOKENS_PER_S, PR_TPOT_MS, cost_sweep,
-                                            decode_step, gpu_loop, loop_model)
+                                            decode_step, gpu_loop, gpu_loop_sweep, loop_model)
 
 __all__ = ['BatchClass', 'CHECKS_4_1', 'CHECKS_4_2', 'FIXED_CASES', 'NOISY_FLAT_US', 'OUTPUT_LENGTHS', 'PROFILE_REQS',
            'PR_TOKENS_PER_S', 'PR_TPOT_MS', 'ReadyEvent', 'WORK_RATIO_BOUND', 'build_step',
            'check_bottleneck_model', 'check_update_async_output_token_ids', 'cost_sweep', 'decode_step',
-           'elements_touched', 'gpu_loop', 'loop_model', 'random_step', 'speculative_example', 'touched_by_operation']
+           'elements_touched', 'gpu_loop', 'gpu_loop_sweep', 'loop_model', 'random_step', 'speculative_example', 'touched_by_operation']

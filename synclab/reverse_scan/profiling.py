@@ -78,7 +78,8 @@ def gpu_loop(batch_cls: BatchClass, output_len: int, steps: int = 30, num_reqs: 
     """A real async decode loop on a GPU: queue step i's forward, then do step i-1's bookkeeping. None without a GPU.
 
     The forward is ``layers`` matmuls of [num_reqs, hidden] x [hidden, hidden]; the sampled ids go to
-    pinned host memory on the compute stream and an event marks them. Returns tokens/s and ms per step.
+    pinned host memory on the compute stream and an event marks them. Returns tokens/s, ms per step, and the
+    device's share of it: the forwards' own time (CUDA events around each), per step.
     """
     import time
 
@@ -91,13 +92,17 @@ def gpu_loop(batch_cls: BatchClass, output_len: int, steps: int = 30, num_reqs: 
     outputs = [[3] * output_len for _ in range(num_reqs)]
     batch, states = build_step(batch_cls, outputs, [[7]] * num_reqs, list(range(num_reqs)), None)
     host_ids = torch.empty(num_reqs, 1, dtype=torch.int64, pin_memory=True)
+    forward_events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                      for _ in range(steps)]
     torch.cuda.synchronize()
     start = time.perf_counter()
-    for _ in range(steps):
+    for began, ended in forward_events:
+        began.record()
         h = x
         for w in weights:
             h = torch.tanh(h @ w)
         sampled = h.argmax(dim=-1, keepdim=True)  # [num_reqs, 1] device
+        ended.record()
         event = host_wait_event()  # the repair waits on it: a sleeping wait, as chapter 2 teaches
         batch.update_async_output_token_ids()  # step i-1's repair runs while step i's forward is queued
         host_ids.copy_(sampled, non_blocking=True)
@@ -107,4 +112,42 @@ def gpu_loop(batch_cls: BatchClass, output_len: int, steps: int = 30, num_reqs: 
             state.output_token_ids.append(PLACEHOLDER)
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
-    return {"tokens_per_s": steps * num_reqs / elapsed, "ms_per_step": elapsed / steps * 1e3}
+    forward_ms = sum(began.elapsed_time(ended) for began, ended in forward_events)
+    return {"tokens_per_s": steps * num_reqs / elapsed, "ms_per_step": elapsed / steps * 1e3,
+            "device_ms_per_step": forward_ms / steps}
+
+
+GPU_LOOP_LENGTHS = (100, 10_000, 60_000)
+GPU_LOOP_ROUNDS = 3
+
+
+def gpu_loop_sweep(impls: dict[str, BatchClass], lengths: tuple[int, ...] = GPU_LOOP_LENGTHS,
+                   rounds: int = GPU_LOOP_ROUNDS, steps: int = 30) -> dict[str, Any] | None:
+    """MEASURED on a GPU: :func:`gpu_loop` for every scan at each output length, the scans interleaved over
+    ``rounds``; the median time per step and the forwards' share of it, with the PR's TPOT beside them (its own
+    model and machine: a reference point, not a comparison). ``python -m synclab bench ch4`` stores it as
+    ``gpu_loop``. None without a GPU."""
+    import statistics
+
+    from synclab.device import has_cuda
+    from synclab.reference import record
+
+    if not has_cuda():
+        return None
+    runs: dict[str, dict[int, list[dict[str, float]]]] = {name: {n: [] for n in lengths} for name in impls}
+    for n in lengths:
+        for _ in range(rounds):
+            for name, cls in impls.items():  # interleaved: a drift of the machine touches every scan alike
+                runs[name][n].append(gpu_loop(cls, n, steps))
+    result = {"lengths": list(lengths), "num_reqs": PROFILE_REQS, "steps": steps, "rounds": rounds,
+              "forward": "8 matmuls of [128, 4096] x [4096, 4096] in fp32, tanh between",
+              "ms_per_step": {name: [statistics.median(r["ms_per_step"] for r in runs[name][n]) for n in lengths]
+                              for name in impls},
+              "ms_per_step_range": {name: [[min(r["ms_per_step"] for r in runs[name][n]),
+                                            max(r["ms_per_step"] for r in runs[name][n])] for n in lengths]
+                                    for name in impls},
+              "device_ms_per_step": {name: [statistics.median(r["device_ms_per_step"] for r in runs[name][n])
+                                            for n in lengths] for name in impls},
+              "pr_tpot_ms": {"output tokens": PR_OUTPUT_TOKENS, **PR_TPOT_MS}}
+    record("ch4", "gpu_loop", result)
+    return result
