@@ -202,3 +202,11 @@ def test_the_graders_code_lives_in_the_lab_and_reaches_the_checks_through_one_ho
     assert attaching <= {"synclab.checks"} | {m for m in MODULES if m.startswith("synclab.lab")}, attaching
     sources["synclab.syncs"] += "\ndef op_running_uncounted(): return _witnessed[-1]\n"  # the test can fail
     assert _grading_code_outside_the_lab(sources) == {"synclab.syncs": {"_witnessed"}}
+
+
+def test_the_labs_map_names_every_module_of_the_lab():
+    """synclab/lab/__init__.py is the map a new maintainer reads first: every module of the lab is on it."""
+    lab = SYNCLAB / "lab"
+    text = (lab / "__init__.py").read_text()
+    missing = [p.stem for p in sorted(lab.glob("*.py")) if p.stem != "__init__" and f":mod:`.{p.stem}`" not in text]
+    assert not missing, f"synclab/lab/__init__.py does not name: {', '.join(missing)}"

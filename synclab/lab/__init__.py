@@ -17,8 +17,9 @@
   checks' one hook), :mod:`.answer_scan` (what its reading of an answer lists for the instructor); for the exercises
   judged apart, :mod:`.judged_apart` (the checks here, the answer in :mod:`.answer_process`, its own process) and
   :mod:`synclab.answer_keys.plain_data` (what crosses between them);
-* a class: :mod:`.nbgrader_source`, :mod:`.nbgrader_judge`, :mod:`.nbgrader_run`, :mod:`.grading` (nbgrader), and
-  :mod:`.student_image` (the students' install);
+* a class: :mod:`.nbgrader_source`, :mod:`.nbgrader_judge`, :mod:`.nbgrader_run`, :mod:`.grading` (nbgrader),
+  :mod:`.student_image` (the students' install) and :mod:`.expected_results` (the answers of the public cases it
+  stores in place of the answers judged apart);
 * :mod:`.citations` — the pull requests and issues the book cites (the appendix);
 * :mod:`.gpu_record` — what ``make gpu-check`` gave, step by step, kept beside the device's references.
 
