@@ -254,6 +254,9 @@ def test_chapter_6s_gpu_ablation_sentences_are_the_stored_run():
     busy_ms = [(1 - c["idle_share"]) * step_ms[label] for label, c in configs.items()]
     assert all(0.75 <= b <= 1.25 for b in busy_ms), busy_ms
     assert f"about 1 ms of work in {min(step_ms.values()):.0f}–{max(step_ms.values()):.0f} ms" in page
+    solution = " ".join(nbformat.read(ROOT / "solutions" / "06_capstone_engine_step.ipynb", as_version=4).cells[-1]
+                        .source.split())  # the takeaways say it too
+    assert f"about 1 ms of work in a {min(step_ms.values()):.0f}-{max(step_ms.values()):.0f} ms step" in solution
     phases = stored["host_phases"]["phases"]["baseline"]
     step = statistics.median(phases["round_totals_us"])
     assert round(phases["per_phase_us"]["scan"] / step, 1) == 0.5  # "the scan is half of it"
