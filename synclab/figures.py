@@ -90,7 +90,8 @@ def _layout(fig: go.Figure, title: str, subtitle: str = "", above_plot: int | No
         fig.update_layout(title=text, **layout)
         return fig
     lines = subtitle.count("<br>") + 1 if subtitle else 0
-    layout["margin"] = {**layout["margin"], "t": 45 + 19 * lines + above_plot}
+    # a line is about 19 px; a narrow page (the book's column) may wrap the longest one: room for one more
+    layout["margin"] = {**layout["margin"], "t": 64 + 19 * lines + above_plot}
     fig.update_layout(title={"text": text, "y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 14}}, **layout)
     return fig
 
@@ -132,6 +133,8 @@ def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, 
     # titles on two lines and room between the panels: a long measure's name must not run over its neighbour
     fig = make_subplots(rows=1, cols=len(measures), subplot_titles=[f"{m}<br>per step" for m in measures],
                         horizontal_spacing=0.12)
+    # a panel whose numbers are long ("480k") sets them upright: side by side over narrow bars they would touch
+    upright = {m: max(len(compact(median(row[m]))) for row in counts.values()) >= 4 for m in measures}
     for label, row in counts.items():
         short = fix_label(label)
         for col, measure in enumerate(measures, start=1):
@@ -139,8 +142,10 @@ def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, 
             mid = median(values)
             # each panel names its bars (no legend to look up), in the fix's colour, its number compact
             fig.add_trace(go.Bar(x=[short], y=[mid], name=short, marker_color=fix_color(label), showlegend=False,
-                                 hovertext=label, text=[compact(mid)], textposition="outside", cliponaxis=False,
-                                 constraintext="none", textfont={"size": 11},
+                                 hovertext=label, text=[compact(mid)], cliponaxis=False, constraintext="none",
+                                 # upright numbers go inside a tall bar (plotly's "auto"), over a short one
+                                 textposition="auto" if upright[measure] else "outside", textfont={"size": 11},
+                                 textangle=-90 if upright[measure] else 0,
                                  error_y={"type": "data", "symmetric": False, "array": [max(values) - mid],
                                           "arrayminus": [mid - min(values)]}), row=1, col=col)
     for col, measure in enumerate(measures, start=1):
