@@ -24,29 +24,102 @@ def variant_colors(skip: int = 0) -> Iterator[str]:
     return islice(cycle(VARIANT_COLORS), skip, None)
 
 
-def _layout(fig: go.Figure, title: str, subtitle: str = "", **kwargs: Any) -> go.Figure:
+# ----------------------------------------------------------------------------- chapter 6: one colour per fix
+
+# Every figure of chapter 6 colours a fix the same way: its configuration's bar, the part of the step it works on,
+# the host's calls in that part. Grey is "no fix" (the baseline, the parts no fix touches), black all five. None of
+# these is the model's blue, red or green (host queueing, waiting, kernel), which the chapter's pictures also use.
+FIX_COLORS = {"baseline": "#a3a3a3", "slice_then_split": "#8c564b", "lazy_stream": "#e377c2",
+              "pinned_uploads": "#ff7f0e", "reverse_scan": "#9467bd", "list_cache": "#17becf", "all fixes": "#222222"}
+FIX_CHAPTERS = {"slice_then_split": 1, "lazy_stream": 2, "pinned_uploads": 3, "reverse_scan": 4, "list_cache": 5}
+NOT_WRITTEN = "not written"  # a label's words for a fix that runs the code before its PR (Components.label_for)
+
+
+def fix_name(label: str) -> str:
+    """The configuration a label names: ``"list_cache (list_cache not written: runs ...)"`` -> ``"list_cache"``."""
+    return label.split(" (", 1)[0]
+
+
+def fix_color(label: str) -> str:
+    """:data:`FIX_COLORS` of the configuration ``label`` names (a fix not written yet keeps its fix's colour)."""
+    return FIX_COLORS.get(fix_name(label), "#bbbbbb")
+
+
+def fix_label(label: str) -> str:
+    """A configuration's label short enough for a tick or a legend: the fix's name, and how many of its fixes are not
+    written yet, if any (``"list_cache (not written)"``, ``"all fixes (3 not written)"``); the whole label goes to
+    the hover text and :func:`unwritten_note`."""
+    name = fix_name(label)
+    if name == label:
+        return label
+    missing = label.split(" (", 1)[1].split(f" {NOT_WRITTEN}")[0].split(", ")
+    return f"{name} ({len(missing)} {NOT_WRITTEN})" if name == "all fixes" else f"{name} ({NOT_WRITTEN})"
+
+
+def unwritten_note(labels: Sequence[str]) -> str:
+    """A subtitle's line for labels naming fixes not written yet: ``""`` when every fix is written."""
+    if all(fix_name(label) == label for label in labels):
+        return ""
+    return f"({NOT_WRITTEN}: that chapter's exercise is not done, so the code before its PR runs in its place)"
+
+
+def counted_here() -> str:
+    """Where a counted figure was counted: device, torch version and date (the counts are the same on any machine)."""
+    from synclab.provenance import Provenance
+
+    here = Provenance.here()
+    return f"counted on {here.device} · torch {here.torch_version} · {here.date}"
+
+
+def compact(value: float) -> str:
+    """A bar's number short enough to stay readable over a narrow bar: ``480048`` -> ``480k``."""
+    return f"{value / 1000:,.0f}k" if abs(value) >= 10_000 else f"{value:g}"
+
+
+def _subtitle(*lines: str) -> str:
+    return "<br>".join(line for line in lines if line)
+
+
+def _layout(fig: go.Figure, title: str, subtitle: str = "", above_plot: int | None = None, **kwargs: Any) -> go.Figure:
+    """Title, subtitle, margins and legend. ``above_plot``: the title and its subtitle's lines (``<br>``) set at the
+    top of the figure, and the plot ``above_plot`` pixels below the subtitle's last line (subplot titles need room):
+    a long subtitle then never runs into the plot."""
     layout = {"margin": {"l": 10, "r": 10, "t": 70, "b": 10}, "legend": {"orientation": "h", "y": -0.2}, **kwargs}
-    fig.update_layout(title=f"{title}<br><sub>{subtitle}</sub>" if subtitle else title, **layout)
+    text = f"{title}<br><sub>{subtitle}</sub>" if subtitle else title
+    if above_plot is None:
+        fig.update_layout(title=text, **layout)
+        return fig
+    lines = subtitle.count("<br>") + 1 if subtitle else 0
+    # a line is about 19 px; a narrow page (the book's column) may wrap the longest one: room for one more
+    layout["margin"] = {**layout["margin"], "t": 64 + 19 * lines + above_plot}
+    fig.update_layout(title={"text": text, "y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 14}}, **layout)
     return fig
 
 
 def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, Sequence[float]], title: str,
                        yaxis_title: str = "host-device syncs per call",
-                       counted_with: str = "synclab.count_syncs") -> go.Figure:
+                       counted_with: str = "synclab.count_syncs", by_fix: bool = False) -> go.Figure:
     """Counts per call (syncs, or torch calls) against a parameter, one bar per variant, each labelled with its count.
 
     Bars with their numbers, not lines: a variant with 2 syncs stays readable beside one with
     500 (a line at 2 would hide under a line at 0). Sync counts do not depend on the machine,
-    so no device label is needed.
+    so no device label is needed. ``by_fix`` (chapter 6): the variants are configurations, each in its fix's colour
+    (:data:`FIX_COLORS`) under a short label, with where it was counted.
     """
     fig = go.Figure()
     crowded = len(counts) * len(values) > 12  # side by side, horizontal numbers would run into each other
-    for color, (variant, ys) in zip(variant_colors(), counts.items()):
-        fig.add_trace(go.Bar(x=[str(v) for v in values], y=list(ys), name=variant, marker_color=color,
-                             text=[f"{y:g}" for y in ys], textposition="outside", cliponaxis=False,
+    colors = [fix_color(v) for v in counts] if by_fix else variant_colors()
+    for color, (variant, ys) in zip(colors, counts.items()):
+        fig.add_trace(go.Bar(x=[str(v) for v in values], y=list(ys), name=fix_label(variant) if by_fix else variant,
+                             marker_color=color, hovertext=variant, text=[compact(y) if by_fix else f"{y:g}" for y in ys],
+                             textposition="outside", cliponaxis=False,
                              textangle=-90 if crowded else 0, textfont={"size": 10 if crowded else 12}))
-    return _layout(fig, title, f"counted with {counted_with} (the same on CPU and GPU)", barmode="group",
-                   xaxis_title=parameter, xaxis_type="category", yaxis_title=yaxis_title, height=400)
+    subtitle = f"counted with {counted_with} (the same on CPU and GPU)"
+    if by_fix:
+        subtitle = _subtitle(subtitle, counted_here(), unwritten_note(list(counts)))
+    return _layout(fig, title, subtitle, barmode="group", xaxis_title=parameter, xaxis_type="category",
+                   yaxis_title=yaxis_title, height=400 + 20 * subtitle.count("<br>"),
+                   above_plot=30 if crowded else 10)
 
 
 def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, counted_with: str) -> go.Figure:
@@ -60,19 +133,29 @@ def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, 
     # titles on two lines and room between the panels: a long measure's name must not run over its neighbour
     fig = make_subplots(rows=1, cols=len(measures), subplot_titles=[f"{m}<br>per step" for m in measures],
                         horizontal_spacing=0.12)
-    for color, (label, row) in zip(variant_colors(), counts.items()):
+    # a panel whose numbers are long ("480k") sets them upright: side by side over narrow bars they would touch
+    upright = {m: max(len(compact(median(row[m]))) for row in counts.values()) >= 4 for m in measures}
+    for label, row in counts.items():
+        short = fix_label(label)
         for col, measure in enumerate(measures, start=1):
             values = list(row[measure])
             mid = median(values)
-            fig.add_trace(go.Bar(x=[label], y=[mid], name=label, marker_color=color, showlegend=col == 1,
-                                 legendgroup=label, text=[f"{mid:g}"], textposition="outside", cliponaxis=False,
+            # each panel names its bars (no legend to look up), in the fix's colour, its number compact
+            fig.add_trace(go.Bar(x=[short], y=[mid], name=short, marker_color=fix_color(label), showlegend=False,
+                                 hovertext=label, text=[compact(mid)], cliponaxis=False, constraintext="none",
+                                 # upright numbers go inside a tall bar (plotly's "auto"), over a short one
+                                 textposition="auto" if upright[measure] else "outside", textfont={"size": 11},
+                                 textangle=-90 if upright[measure] else 0,
                                  error_y={"type": "data", "symmetric": False, "array": [max(values) - mid],
                                           "arrayminus": [mid - min(values)]}), row=1, col=col)
     for col, measure in enumerate(measures, start=1):
         fig.update_yaxes(title_text=measure, title_standoff=4, rangemode="tozero", row=1, col=col)
-        fig.update_xaxes(showticklabels=False, row=1, col=col)
-    return _layout(fig, title, f"counted with {counted_with}: the median over the decode steps, their range as "
-                               f"bars (the same on CPU and GPU)", height=500, margin={"l": 50, "r": 10, "t": 150, "b": 10})
+        fig.update_xaxes(tickangle=-90, row=1, col=col)
+    subtitle = _subtitle(f"counted with {counted_with}: the median over the decode steps,",
+                         "their range as bars (the same on CPU and GPU); " + counted_here(),
+                         unwritten_note(list(counts)))
+    return _layout(fig, title, subtitle, height=560 + 20 * subtitle.count("<br>"), showlegend=False,
+                   margin={"l": 50, "r": 10, "b": 10}, above_plot=70)
 
 
 def _range_bars(timings: Sequence[Timing]) -> dict[str, Any]:
@@ -247,8 +330,13 @@ def busy_model_figure(values: Sequence[Any], step_us: dict[str, Sequence[float]]
                    xaxis_title=parameter, yaxis_title="device busy share", yaxis_range=[0, 1.05], height=430)
 
 
-PHASE_COLORS = {"schedule": "#b279a2", "inputs": "#f58518", "forward": "#54a24b", "pool": "#72b7b2",
-                "sample": "#4c78a8", "copy": "#9d755d", "collect": "#bab0ac", "other": "#d3d3d3"}
+# The parts of a step in chapter 6's host events: the part a fix works on in that fix's colour, the others in greys.
+PHASE_FIX = {"schedule": "list_cache", "inputs": "pinned_uploads", "pool": "slice_then_split", "copy": "lazy_stream"}
+NO_FIX_GREYS = {"forward": "#6e6e6e", "model": "#6e6e6e", "sample": "#9a9a9a", "collect": "#c4c4c4",
+                "loop": "#dcdcdc", "other": "#dcdcdc"}
+PHASE_COLORS = {**{phase: FIX_COLORS[fix] for phase, fix in PHASE_FIX.items()}, **NO_FIX_GREYS}
+PLANNED_WAIT = {"symbol": "diamond", "size": 11, "color": "white", "line": {"width": 2, "color": "black"}}
+STRAY_SYNC = {"symbol": "x", "size": 11, "color": COLORS["wait"], "line": {"width": 1, "color": "black"}}
 
 
 def host_events_figure(rows: dict[str, Sequence[Any]], title: str) -> go.Figure:
@@ -272,21 +360,22 @@ def host_events_figure(rows: dict[str, Sequence[Any]], title: str) -> go.Figure:
                 runs.append([event.phase, calls, 1])
             calls += 1
         for phase, first, n in runs:
-            fig.add_trace(go.Bar(orientation="h", y=[row], x=[n], base=[first], name=phase, legendgroup=phase,
+            name = f"{phase} ({PHASE_FIX[phase]})" if phase in PHASE_FIX else phase
+            fig.add_trace(go.Bar(orientation="h", y=[row], x=[n], base=[first], name=name, legendgroup=phase,
                                  marker_color=PHASE_COLORS.get(phase, PHASE_COLORS["other"]),
                                  showlegend=phase not in shown, hovertext=f"{phase}: {n} torch call(s)"))
             shown.add(phase)
-        for kind, symbol, color in (("stray", "x", COLORS["wait"]), ("planned", "diamond", "#f2b701")):
+        for kind, marker in (("stray", STRAY_SYNC), ("planned", PLANNED_WAIT)):
             if syncs[kind]:
                 label = "stray sync" if kind == "stray" else "planned wait"
                 fig.add_trace(go.Scatter(x=[x for x, _ in syncs[kind]], y=[row] * len(syncs[kind]), mode="markers",
-                                         name=label, legendgroup=label, showlegend=label not in shown,
-                                         marker={"symbol": symbol, "size": 11, "color": color,
-                                                 "line": {"width": 1, "color": "black"}},
+                                         name=label, legendgroup=label, showlegend=label not in shown, marker=marker,
                                          hovertext=[name for _, name in syncs[kind]]))
                 shown.add(label)
-    return _layout(fig, title, "COUNTED with count_syncs and the torch calls' order, not timed: the same on any machine",
-                   barmode="overlay", xaxis_title="the host's torch calls in the step, in order", height=160 + 60 * len(rows),
+    return _layout(fig, title, _subtitle("COUNTED with count_syncs and the torch calls' order, not timed: the same on "
+                                         "any machine", counted_here()),
+                   barmode="overlay", xaxis_title="the host's torch calls in the step, in order", height=180 + 60 * len(rows),
+                   above_plot=10,
                    yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
                    legend={"orientation": "h", "yanchor": "top", "y": -0.25})
 
@@ -319,21 +408,43 @@ def gpu_ablation_figure(result: dict[str, Any], title: str, label: str) -> go.Fi
 
     configs = result["configs"]
     fig = make_subplots(rows=1, cols=2, subplot_titles=["tokens per second", "device idle share"])
-    for color, (name, c) in zip(variant_colors(), configs.items()):
+    for name, c in configs.items():
         for col, (runs, mid, fmt) in enumerate(((c.get("tokens_per_s_runs", [c["tokens_per_s"]]), c["tokens_per_s"], ",.0f"),
                                                 (c.get("idle_share_windows", [1 - c["busy_share"]]),
                                                  c.get("idle_share", 1 - c["busy_share"]), ".0%")), start=1):
             mid = median(runs) if runs else mid
-            fig.add_trace(go.Bar(x=[name], y=[mid], name=name, marker_color=color, showlegend=False,
-                                 text=[format(mid, fmt)], textposition="outside", cliponaxis=False,
+            fig.add_trace(go.Bar(x=[fix_label(name)], y=[mid], name=fix_label(name), marker_color=fix_color(name),
+                                 showlegend=False, hovertext=name,  # the number at the bar's foot: clear of its whisker
+                                 text=[format(mid, fmt)], textposition="inside", insidetextanchor="start",
+                                 constraintext="none", cliponaxis=False,
                                  error_y={"type": "data", "symmetric": False, "array": [max(runs) - mid],
                                           "arrayminus": [mid - min(runs)]}), row=1, col=col)
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=2)
     fig.update_xaxes(tickangle=-40)  # each panel names its configurations: seven bars, no legend to look up
     runs = result.get("repeats", 1)
-    return _layout(fig, title, f"measured on {label}: {result.get('steps', '?')} decode steps per run, median of "
-                               f"{runs} run(s); idle share from torch.profiler", height=520,
-                   margin={"l": 10, "r": 10, "t": 110, "b": 10})
+    subtitle = _subtitle(f"measured on {label}",
+                         f"{result.get('steps', '?')} decode steps per run, median of {runs} run(s); idle share from "
+                         f"torch.profiler", model_words(result))
+    return _layout(fig, title, subtitle, height=540 + 20 * subtitle.count("<br>"), above_plot=45)
+
+
+def model_words(result: dict[str, Any]) -> str:
+    """The model a stored run ran, in words (``"model: hidden 1,024, 8 layers, float32"``); ``""`` when unknown.
+
+    ``model_shape`` as the bench stores it, or the ``model`` repr of runs stored before it was (weights were float32
+    then: ``ModelConfig`` had no dtype)."""
+    import re
+
+    shape = result.get("model_shape")
+    if shape is None and isinstance(result.get("model"), str):
+        fields = dict(re.findall(r"(\w+)=([\w.]+)", result["model"]))
+        if "hidden_size" not in fields:
+            return ""
+        shape = {"hidden_size": int(fields["hidden_size"]), "num_layers": int(fields["num_layers"]),
+                 "dtype": fields.get("dtype", "torch.float32").removeprefix("torch.")}
+    if shape is None:
+        return ""
+    return f"model: hidden {shape['hidden_size']:,}, {shape['num_layers']} layers, {shape['dtype']}"
 
 
 def gpu_busy_share_figure(result: dict[str, Any], title: str, label: str,
@@ -373,49 +484,74 @@ def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us:
     """
     fig = go.Figure()
     labels = list(shares)
-    # a long label ("list_cache (not written: ...)") on two lines, or the rotated labels squeeze the bars flat
-    shown = [label.replace(" (", "<br>(", 1) for label in labels]
+    # a short label on two lines ("list_cache<br>(not written)"), or the labels squeeze the bars flat
+    shown = [fix_label(label).replace(" (", "<br>(", 1) for label in labels]
     for k, device_us in enumerate(device_steps_us):
         ys = [shares[label][k] for label in labels]
-        fig.add_trace(go.Bar(x=shown, y=ys, visible=k == active, marker_color=[
-            COLORS["wait"] if y < 0.9 else COLORS["device"] for y in ys],
-            text=[f"{y:.0%}" for y in ys], textposition="outside", cliponaxis=False, showlegend=False))
+        fig.add_trace(go.Bar(x=shown, y=ys, visible=k == active, marker_color=[fix_color(label) for label in labels],
+                             hovertext=labels, text=[f"{y:.0%}" for y in ys], textposition="outside", cliponaxis=False,
+                             showlegend=False))
     steps = [{"label": f"{d / 1000:g} ms", "method": "update",
               "args": [{"visible": [i == k for i in range(len(device_steps_us))]}]}
              for k, d in enumerate(device_steps_us)]
     fig.update_layout(sliders=[{"active": active, "currentvalue": {"prefix": "device work per step: "},
                                 "steps": steps, "pad": {"t": 70}}])
-    return _layout(fig, "MODEL: the device's busy share per configuration",
-                   "stray syncs per step counted on this workload; "
-                   + (f"each configuration's host time per step measured on {host_measured_on} (its own work, "
-                      "the model's compute left out)" if host_measured_on is not None
-                      else f"the host's queueing {host_us / 1000:g} ms per step assumed")
-                   + "; the device's work (slider) assumed", yaxis_title="device busy share (modelled)",
-                   yaxis_range=[0, 1.1], yaxis_tickformat=".0%", xaxis_tickangle=0, height=480)
+    subtitle = _subtitle("stray syncs per step counted on this workload; the device's work (slider) assumed",
+                         (f"host time per step measured on {host_measured_on}" if host_measured_on is not None
+                          else f"the host's queueing {host_us / 1000:g} ms per step assumed"),
+                         "(each configuration's own host work, the model's compute left out)"
+                         if host_measured_on is not None else "", unwritten_note(labels))
+    return _layout(fig, "MODEL: the device's busy share per configuration", subtitle,
+                   yaxis_title="device busy share (modelled)", yaxis_range=[0, 1.1], yaxis_tickformat=".0%",
+                   xaxis_tickangle=0, height=480 + 20 * subtitle.count("<br>"), above_plot=25)
 
 
 # The parts of chapter 6's step: the fix that works on each, and its colour; the parts no fix touches in greys.
 # A sync fix's part may even grow on a CPU (it removes waits, which a CPU's clock cannot see); a host-work fix's shrinks.
-PHASE_STYLE = {"schedule": ("ch. 5: host work", "#17becf"), "uploads": ("ch. 3: syncs", "#ff7f0e"),
-               "pool": ("ch. 1: syncs", "#1f77b4"), "scan": ("ch. 4: host work", "#9467bd"), "copy": ("ch. 2: the wait", "#2ca02c"),
-               "model": ("", "#555555"), "sample": ("", "#888888"), "collect": ("", "#aaaaaa"), "loop": ("", "#cccccc")}
+# The parts of chapter 6's measured step: the fix that works on each (its chapter, what it removes), drawn in that
+# fix's colour (FIX_COLORS); the parts no fix touches in greys. A sync fix's part may even grow on a CPU (it removes
+# waits, which a CPU's clock cannot see); a host-work fix's shrinks.
+PART_FIX = {"schedule": ("list_cache", "host work"), "uploads": ("pinned_uploads", "syncs"),
+            "pool": ("slice_then_split", "syncs"), "scan": ("reverse_scan", "host work"),
+            "copy": ("lazy_stream", "the wait")}
+PHASE_STYLE = {**{part: (f"ch. {FIX_CHAPTERS[fix]}, {fix}: {what}", FIX_COLORS[fix])
+                  for part, (fix, what) in PART_FIX.items()},
+               **{part: ("", NO_FIX_GREYS[part]) for part in ("model", "sample", "collect", "loop")}}
 
 
-def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str) -> go.Figure:
-    """Stacked bars, one per configuration: the median decode step's host time in each part of the step (chapter 6);
-    a marker for the whole step, the range of its rounds as error bars. ``phases[config]`` holds ``per_phase_us``
-    and ``round_totals_us``, as chapter 6's measurement stores them."""
+def parts_of_step(per_phase_us: dict[str, float], round_totals_us: Sequence[float]) -> tuple[dict[str, float], float]:
+    """Chapter 6's host step and its parts, in µs, so that the parts add up to the step.
+
+    The step is the median over the rounds of each round's median step; a part is its median over the decode steps,
+    and medians do not add: the stored parts miss the step by a percent or two. Each part is scaled by the one factor
+    that makes them add up (``step / sum(parts)``), returned as ``(parts, factor)``.
+    """
     from statistics import median
 
-    phases_us = {c: row["per_phase_us"] for c, row in phases.items()}
+    step = median(round_totals_us)
+    factor = step / sum(per_phase_us.values())
+    return {part: us * factor for part, us in per_phase_us.items()}, factor
+
+
+def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str, model: str = "") -> go.Figure:
+    """Stacked bars, one per configuration: the median decode step's host time, split into the parts of the step
+    (chapter 6, :func:`parts_of_step`: the parts add up to the step); a marker for the whole step, the range of its
+    rounds as error bars. ``phases[config]`` holds ``per_phase_us`` and ``round_totals_us``, as chapter 6's
+    measurement stores them; ``model``: the model it ran, in words."""
+    from statistics import median
+
     round_totals_us = {c: row["round_totals_us"] for c, row in phases.items()}
+    scaled = {c: parts_of_step(row["per_phase_us"], row["round_totals_us"]) for c, row in phases.items()}
+    parts_us = {c: parts for c, (parts, _) in scaled.items()}
+    off = max(abs(factor - 1) for _, factor in scaled.values())
     fig = go.Figure()
-    configs = list(phases_us)
-    shown = [c.replace(" (", "<br>(", 1) for c in configs]
-    for part in next(iter(phases_us.values())):
+    configs = list(parts_us)
+    shown = [fix_label(c).replace(" (", "<br>(", 1) for c in configs]
+    for part in next(iter(parts_us.values())):
         fixed_by, color = PHASE_STYLE.get(part, ("", "#bbbbbb"))
-        fig.add_trace(go.Bar(x=shown, y=[phases_us[c][part] / 1000 for c in configs], marker_color=color,
-                             name=f"{part} ({fixed_by})" if fixed_by else part))
+        fig.add_trace(go.Bar(x=shown, y=[parts_us[c][part] / 1000 for c in configs], marker_color=color,
+                             name=f"{part} ({fixed_by})" if fixed_by else part,
+                             hovertemplate=f"{part}: %{{y:.2f}} ms<extra></extra>"))
     mids = [median(round_totals_us[c]) / 1000 for c in configs]
     fig.add_trace(go.Scatter(x=shown, y=mids, mode="markers+text", name="whole step", marker_color="black",
                              text=[f"{m:.1f} ms" for m in mids], textposition="top center",
@@ -423,9 +559,13 @@ def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str
                                       "array": [max(round_totals_us[c]) / 1000 - m for c, m in zip(configs, mids)],
                                       "arrayminus": [m - min(round_totals_us[c]) / 1000 for c, m in zip(configs, mids)]}))
     rounds = len(next(iter(round_totals_us.values())))
-    return _layout(fig, title, f"measured on {label}: the median decode step of {rounds} interleaved rounds, "
-                               f"its parts stacked; the whole step's range over the rounds as bars",
-                   barmode="stack", yaxis_title="host time per decode step (ms)", xaxis_tickangle=0, height=520)
+    subtitle = _subtitle(f"measured on {label}",
+                         f"the median decode step of {rounds} interleaved rounds (its range over them as bars), "
+                         f"split into its parts:",
+                         f"each part's median over the steps, scaled by {100 * off:.1f}% at most so the parts add up "
+                         f"to the step", model, unwritten_note(configs))
+    return _layout(fig, title, subtitle, barmode="stack", yaxis_title="host time per decode step (ms)",
+                   xaxis_tickangle=0, height=560 + 20 * subtitle.count("<br>"), above_plot=25)
 
 
 # ----------------------------------------------------------------------------- the host/device model

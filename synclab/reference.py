@@ -230,10 +230,22 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
         problems = check_stored(sweep)
         if problems:
             raise ValueError(f"data/reference/{slug}/{chapter}.json, {name}: {'; '.join(problems)}")
-        if name == "host_phases":  # chapter 6: each configuration's step, in its parts
-            drawn.append(figures.host_phases_figure(result["phases"], f"{title} ({slug})", label).to_dict())
+        if name == "host_phases":  # chapter 6: each configuration's step, in its parts, and the model it ran
+            drawn.append(figures.host_phases_figure(result["phases"], f"{title} ({slug})", label,
+                                                    figures.model_words(_host_phases_model(result))).to_dict())
             continue
         numeric = all(isinstance(v, (int, float)) for v in sweep.values)
         drawn.append(figures.sweep_figure(sweep, f"{title} ({slug})", log_x=numeric, log_y=True,
                                           yaxis_title="median time per call (us)").to_dict())
     return drawn
+
+
+def _host_phases_model(result: dict[str, Any]) -> dict[str, Any]:
+    """Chapter 6's host_phases as stored, with the model it ran: runs stored before the bench recorded the model
+    timed ``capstone_workload()`` with its default model, the lab's small one (``CPU_MODEL``), on every device."""
+    if "model_shape" in result:
+        return result
+    from synclab.engine.tiny_llm import CPU_MODEL
+
+    return {**result, "model_shape": {"hidden_size": CPU_MODEL.hidden_size, "num_layers": CPU_MODEL.num_layers,
+                                      "dtype": str(CPU_MODEL.dtype).removeprefix("torch.")}}

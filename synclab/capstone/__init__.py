@@ -23,7 +23,7 @@ from synclab.capstone.profiling import (HOST_WORK_POINTS, HostTime, ablation_cou
 from synclab.capstone.workloads import (ablation_configs, ablation_workload, book_fixes, capstone_workload, comparable,
                                         decode_workload, first_difference, host_work_in_decode_step,
                                         host_work_per_decode_step, is_planned, load_fixes, random_mix, run_engine,
-                                        step_syncs, stray_sources)
+                                        step_syncs, stray_lines, stray_sources)
 from synclab.capstone.tables import busy_shares_text, counts_text, events_text, host_work_text
 
 __all__ = ["ALONE_REASONS", "GRADER_WARM_UP", "HOST_WORK_POINTS", "PlantedRunner", "READING_QUESTIONS", "ablation_counts", "ablation_counts_figure",
@@ -32,4 +32,4 @@ __all__ = ["ALONE_REASONS", "GRADER_WARM_UP", "HOST_WORK_POINTS", "PlantedRunner
            "busy_share_model", "busy_shares_text", "counts_text", "events_text", "host_work_text", "check_ablation_reading", "check_ablation_row", "check_sync_hunt", "comparable", "decode_workload",
            "first_difference", "gpu_ablation", "HostTime", "host_phases_figure", "host_time_by_phase", "host_work_figure", "host_work_in_decode_step",
            "host_work_per_decode_step", "host_work_table", "is_planned", "load_fixes", "modelled_busy_share", "random_mix",
-           "run_engine", "step_host_events", "step_syncs", "stray_sources", "sync_table", "trace_lanes"]
+           "run_engine", "step_host_events", "step_syncs", "stray_lines", "stray_sources", "sync_table", "trace_lanes"]

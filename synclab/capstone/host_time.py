@@ -131,10 +131,17 @@ class HostPhases:
     per_phase_us: dict[str, float]
     round_totals_us: list[float] = field(default_factory=list)  # per round: the median step's total host time
 
+    def parts_of_step_us(self) -> dict[str, float]:
+        """The parts scaled to add up to the median step (:func:`synclab.figures.parts_of_step`): what the page draws."""
+        from synclab.figures import parts_of_step
+
+        return parts_of_step(self.per_phase_us, self.round_totals_us)[0]
+
     @property
     def own_us(self) -> float:
-        """The host's own bookkeeping per step: every part but the model (on a GPU, the device computes it)."""
-        return sum(us for phase, us in self.per_phase_us.items() if phase != "model")
+        """The host's own bookkeeping per step: the median step less its model part (on a GPU, the device computes
+        the model), the parts as the figure draws them."""
+        return sum(us for phase, us in self.parts_of_step_us().items() if phase != "model")
 
     def to_dict(self) -> dict[str, Any]:
         return {"per_phase_us": self.per_phase_us, "round_totals_us": self.round_totals_us}

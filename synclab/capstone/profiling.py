@@ -201,7 +201,7 @@ def host_work_figure(table: dict[str, list[int]], points: Sequence[tuple[int, in
                                       [f"{n} out, {m} images" for n, m in points], table,
                                       "Host work in one decode step, per configuration",
                                       yaxis_title="torch calls + history elements touched",
-                                      counted_with="count_torch_calls and CountingList")
+                                      counted_with="count_torch_calls and CountingList", by_fix=True)
 
 
 _CH6_PHASES_CPU = ("On this CPU, at the capstone's workload, the reverse scan alone cuts the host's time per decode step "
@@ -221,6 +221,7 @@ class HostTime:
 
     steps: Any  # synclab.timing.Sweep: one value, the workload; per configuration, its rounds' median steps
     phases: dict[str, HostPhases]
+    model_shape: dict[str, Any] | None = None  # the model the workload ran (model_shape)
 
     def own_us(self) -> dict[str, float]:
         """Per configuration, the host's own part of a decode step in µs (the model's compute left out): what the
@@ -228,14 +229,29 @@ class HostTime:
         return {label: row.own_us for label, row in self.phases.items()}
 
     def table(self) -> str:
-        """Median µs per decode step in each part of the step, a row per configuration."""
-        width = max(map(len, self.phases)) + 2
-        rows = [f"{'host µs per decode step':<{width}}" + "".join(f"{p:>9}" for p in HOST_PHASES) + f"{'step':>9}"]
+        """µs per decode step in each part of the step, a row per configuration: the parts as the figure draws them,
+        adding up to the median step (each part's median, scaled by the one factor that makes them add up)."""
+        from synclab.figures import fix_label
+
+        labels = {label: fix_label(label) for label in self.phases}
+        width = max(len(short) for short in [*labels.values(), "host µs per decode step"]) + 2
+        rows = [f"{'host µs per decode step':<{width}}" + "".join(f"{p:>9}" for p in HOST_PHASES) + f"{'= step':>9}"]
+        off = 0.0
         for label, row in self.phases.items():
             step = statistics.median(row.round_totals_us)
-            rows.append(f"{label:<{width}}" + "".join(f"{row.per_phase_us[p]:>9,.0f}" for p in HOST_PHASES)
+            parts = row.parts_of_step_us()
+            off = max(off, abs(step / sum(row.per_phase_us.values()) - 1))
+            rows.append(f"{labels[label]:<{width}}" + "".join(f"{parts[p]:>9,.0f}" for p in HOST_PHASES)
                         + f"{step:>9,.0f}")
+        rows.append(f"(the step: the median over the rounds; each part: its median over the decode steps, scaled by "
+                    f"{100 * off:.1f}% at most so that the parts add up to the step)")
         return "\n".join(rows)
+
+    def model(self) -> str:
+        """The model the measured workload ran, in words."""
+        from synclab.figures import model_words
+
+        return model_words({"model_shape": self.model_shape}) if self.model_shape else ""
 
 
 def host_time_by_phase(workload: Workload | None = None, configs: list[EngineConfig] | None = None,
@@ -266,9 +282,9 @@ def host_time_by_phase(workload: Workload | None = None, configs: list[EngineCon
         return sweep
 
     steps = validated("ch6.host_phases", measure)
-    result = HostTime(steps, measured["last"])
+    result = HostTime(steps, measured["last"], model_shape(workload.model))
     if components is None:
-        record("ch6", "host_phases", {**steps.to_dict(),
+        record("ch6", "host_phases", {**steps.to_dict(), "model_shape": result.model_shape,
                                       "phases": {label: row.to_dict() for label, row in result.phases.items()}})
     return result
 
@@ -279,7 +295,7 @@ def host_phases_figure(result: HostTime, title: str) -> Any:
     from synclab import figures
 
     return figures.host_phases_figure({label: row.to_dict() for label, row in result.phases.items()}, title,
-                                      result.steps.provenance.label)
+                                      result.steps.provenance.label, result.model())
 
 
 TIMELINE_CONFIGS = ("baseline", "all fixes")  # the two whose traces the page draws

@@ -516,6 +516,18 @@ def stray_sources(syncs: StepSyncs, components: Components) -> list[str]:
     return lines
 
 
+def stray_lines(syncs: StepSyncs) -> list[str]:
+    """The hunt's table (Exercise 6.1's scaffolding): every line that made a stray sync in the run, once, with how
+    many it made per step and of which kind, in file and line order. Grouped for you: what is left is to read them."""
+    steps = max(len(syncs.stray), 1)
+    seen: dict[tuple[str, int], tuple[SyncEvent, int]] = {}
+    for event in (e for step in syncs.stray for e in step):
+        key = (event.filename, event.lineno)
+        first, n = seen.get(key, (event, 0))
+        seen[key] = (first, n + 1)
+    return [f"{n / steps:5.2f} per step  {event}" for _, (event, n) in sorted(seen.items())]
+
+
 DEEP_WINDOW = 64  # positions a deep request's model attends to: its attention stays small beside the host's work
 
 

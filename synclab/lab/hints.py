@@ -199,8 +199,9 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
     ),
     "6.1": (
         Hint("find them with the tools",
-             "Run one step under `count_syncs()` and read the events: each names a line. Group them by the feature "
-             "they belong to before you change anything."),
+             "The hunt's table (`ch6.stray_lines`) already groups the run's stray syncs by line. Name the feature "
+             "each line belongs to before you change anything, then count again after each change, with the same "
+             "two calls (`ch6.step_syncs` with your runner, then `ch6.stray_lines`)."),
         Hint("three kinds, three remedies",
              "The syncs are of three kinds: an upload of a Python list that blocks (send it as chapter 3 does, "
              "with `self.upload`; a Python number written through an index, `x[i, j] = v`, is such an upload too); a result whose size depends on device data (`nonzero`, a boolean mask), whose "
@@ -210,8 +211,11 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
     ),
     "6.2": (
         Hint("one count per step",
-             "`each_step(engine)` wraps a step: return a `count_syncs()` context, keep every report, and afterwards "
-             "split each report's events into planned and stray with `ch6.is_planned`."),
+             "`each_step(engine)` returns the context manager the engine wraps around one step. `count_syncs()` is "
+             "a context manager too, but it does not return the report: the report is what its `with` statement "
+             "binds with `as`, and the engine binds nothing. So write your own context manager "
+             "(`contextlib.contextmanager`) that opens the count around its `yield`; after the `yield` the step is "
+             "over, and the report's events can be split into planned and stray with `ch6.is_planned`."),
         Hint("the averages",
              "Per step means the run's total over its number of steps. Run with the `fixes` you are handed, never "
              "a set of your own: the check holds one back on purpose."),
