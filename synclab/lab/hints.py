@@ -165,9 +165,10 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "The placeholders a step adds are always at the end of the list, and the history before them can be "
              "long. Find the trailing run of `-1`s by walking back from the end; the history's own `-1`s must stay."),
         Hint("what to read and when",
-             "Return early when no feature reads the history. Synchronize on the event once, then read each "
-             "request's row of `sampled_token_ids_cpu` (a host tensor) with `.tolist()`, cut it at its first `-1`, "
-             "and replace the trailing run with as many valid ids as fit (slice assignment can shrink the list)."),
+             "Return early when no feature reads the history, and wait for nothing while no list ends with a `-1`: "
+             "look at the lists first. Then synchronize on the event once, read `sampled_token_ids_cpu` (a host "
+             "tensor) with one `.tolist()`, cut each request's row at its first `-1`, and replace the trailing run "
+             "with as many valid ids as fit (slice assignment can shrink the list)."),
     ),
     "4.2": (
         Hint("the model",
