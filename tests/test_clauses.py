@@ -43,10 +43,11 @@ CLAUSED = frozenset(c.wrong for c in CLAUSES)
 
 
 def normalised(text: str) -> str:
-    """Text as a reader sees it: no emphasis or code marks, HTML tags or escapes, one space between words."""
-    text = re.sub(r"<[^>]+>", " ", text)
+    """Text as a reader sees it, in lower case: no emphasis or code marks, HTML tags or escapes, one space between
+    words."""
+    text = re.sub(r"</?[a-zA-Z][^>]*>", " ", text)
     text = re.sub(r"[*`\\]", "", text)
-    return re.sub(r"\s+", " ", text).strip()
+    return re.sub(r"\s+", " ", text).strip().lower()
 
 
 @functools.cache
@@ -91,7 +92,7 @@ def test_a_clause_has_a_wrong_version_that_names_its_check(clause):
     wrong = WRONG.get(clause.wrong)
     assert wrong is not None, f"no tests/honest/wrong/{clause.wrong}.py"
     assert wrong.task == clause.task, (wrong.task, clause.task)
-    assert clause.check.startswith(wrong.fails) or wrong.fails.startswith(clause.check), (wrong.fails, clause.check)
+    assert wrong.fails in clause.check, (wrong.fails, clause.check)  # as the corpus reads it: a part of the name
 
 
 def _said(outcome) -> str:
