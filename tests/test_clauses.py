@@ -76,6 +76,7 @@ def _ids(clauses: list[Clause]) -> list[str]:
 def test_every_exercise_has_a_clause_table_of_unique_ids():
     assert {c.task for c in CLAUSES} == set(TASKS), set(TASKS) - {c.task for c in CLAUSES}
     assert len({c.id for c in CLAUSES}) == len(CLAUSES), [c.id for c in CLAUSES]
+    assert len(CLAUSED) == len(CLAUSES), "one honest mistake per clause: it breaks that clause, and is judged once"
 
 
 @pytest.mark.parametrize("clause", CLAUSES, ids=_ids(CLAUSES))
