@@ -649,4 +649,8 @@ CLAUSES = [
     Clause("5.2-rule-e", "the window starts before it and would end inside it", _FIXED_5_2,
            "the window starts at the item's offset", "5.2-rule-e-at-offset", "strict <",
            also=(_RANDOM_5_2,), lab="the window starts before the item and would end in"),
+    Clause("5.2-nothing-to-do", "asking no item and not the encoder cache", _FIXED_5_2,
+           "no new tokens, the item's output cached", "5.2-no-early-return",
+           "check_and_update_cache would claim the freeable entry", also=(_RANDOM_5_2,),
+           lab="without asking any item or the encoder cache anything"),
 ]

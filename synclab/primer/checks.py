@@ -296,4 +296,6 @@ CLAUSES = [
     Clause("0.2-counts", "predict how many times the host must wait", "predicted sync counts match count_syncs",
            "the 8 snippets, each counted", "0.2-tensor-slice-one-read",
            "each tensor bound is read back on its own"),
+    Clause("0.1-no-logits", "never the logits", _SYNCS_0_1, "1 requests", "0.1-logits-read-back",
+           "not a copy of the logits", lab="never the logits themselves"),
 ]

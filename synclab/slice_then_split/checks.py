@@ -519,7 +519,7 @@ def _copies_over_chunked_runs(all_pool: AllPoolClass, slice_groups: bool, rng: r
 # Each clause of the contracts (the page's "The lab", the lab's exercise): its check, fixed case, honest mistake
 # (tests/honest/wrong/<wrong>.py) and the words its failure holds; tests/test_clauses.py holds them to it.
 
-_FIXED_1_1, _RANDOM_1_1 = CHECKS_1_1[0].name, CHECKS_1_1[2].name
+_FIXED_1_1, _RANDOM_1_1, _SYNCS_1_1, _HOST_WORK_1_1 = (CHECKS_1_1[i].name for i in (0, 2, 6, 7))
 
 CLAUSES = [
     Clause("1.1-empty", "An empty sub-group gives []", "empty batch gives []", "0 requests, chunked prefill False",
@@ -538,4 +538,9 @@ CLAUSES = [
     Clause("1.2-empty", "An empty sub-group gives []", "empty batch gives []", "0 requests, chunked prefill False",
            "1.2-tensor-split-no-empty-case", "still gives one (empty) piece",
            lab="An empty sub-group still gives []"),
+    Clause("1.1-sub-group", "metadata sliced to this pooler's sub-group", _FIXED_1_1,
+           "a sub-group that does not start at row 0", "1.1-whole-batch-split", "The sub-group does not start at row 0",
+           also=(_RANDOM_1_1, CHECKS_1_1[4].name, _SYNCS_1_1, _HOST_WORK_1_1)),
+    Clause("1.1-one-value", "2 syncs per call, whatever the batch size", _SYNCS_1_1, "16 requests",
+           "1.1-bounds-read-whole", "each sync should bring back one number"),
 ]
