@@ -154,12 +154,13 @@ def _wrong_output_hint(got: Any, want: list, device: Any) -> str:
 def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:
     model = _checked_model()
     with sim_cuda.simulated_cuda() as device:
+        case = "a runner built, then 5 steps of 4 requests"  # named before the call: a crash reports it
         runner = runner_cls(model)
-        expect_equal(device.streams_created, 0, what="streams created by the constructor",
+        expect_equal(device.streams_created, 0, what="streams created by the constructor", case=case,
                      hint="create the side stream on first use, in _get_or_create_async_output_copy_stream()")
         for step in range(5):
             resolve(runner.execute_model(make_pooling_batch(4, rng=rng, device=SIM_DEVICE)))
-            expect_equal(device.streams_created, 1, what=f"streams created after {step + 1} step(s)",
+            expect_equal(device.streams_created, 1, what=f"streams created after {step + 1} step(s)", case=case,
                          hint="create it once, keep it in self.async_output_copy_stream, reuse it")
         first = runner._get_or_create_async_output_copy_stream()  # type: ignore[attr-defined]
         expect(first is runner._get_or_create_async_output_copy_stream(),  # type: ignore[attr-defined]
@@ -485,4 +486,7 @@ CLAUSES = [
            lab="The raw pooler output stays alive until the copy that reads it is done"),
     Clause("2.2-cause", "name the one that explains the others", "each broken runner's bug named from the evidence",
            "the 5 runners' evidence", "2.2-symptom-not-cause", "it is a consequence"),
+    Clause("2.1-lazy-once", "The side stream is created once, lazily, and reused", CHECKS_2_1[2].name,
+           "a runner built, then 5 steps of 4 requests", "2.1-new-stream-every-step", "create it once",
+           lab="None until first needed"),
 ]

@@ -543,4 +543,7 @@ CLAUSES = [
            also=(_RANDOM_1_1, CHECKS_1_1[4].name, _SYNCS_1_1, _HOST_WORK_1_1)),
     Clause("1.1-one-value", "2 syncs per call, whatever the batch size", _SYNCS_1_1, "16 requests",
            "1.1-bounds-read-whole", "each sync should bring back one number"),
+    # the counted calls are of 1, 16 and 64 requests; a first chunked step may schedule none of the single one's rows
+    Clause("1.2-zero-syncs", "0 syncs", "0 syncs per call", "requests", "1.2-invariant-from-device-indices",
+           "the sizes are on the host (num_scheduled_tokens_cpu): split by them alone", lab="with 0 syncs"),
 ]

@@ -78,4 +78,12 @@ CLAUSES = [
     Clause("3.8-bad-words-fill", "Through a one-element slice the shapes differ",
            _named(CHECKS_3_8, "bad words: 0 syncs"), "16 requests", "3.8-logits-element-assign",
            "logits[token:token + 1] = -inf"),
+    Clause("3.2-none", "None when no request asked", _named(CHECKS_3_2, "no requested ids"),
+           "4 requests, logprob_token_ids {}", "3.2-no-none-case", "return None before building anything"),
+    Clause("3.3-nothing", "{} when there is nothing to pass", _named(CHECKS_3_3, "nothing to pass"),
+           "no request carries token types", "3.3-types-for-every-batch", "return {}: there is nothing to pass",
+           also=(_named(CHECKS_3_3, "same as a plain"),),
+           lab="{} when the model is not a pooling model or no request carries a boundary"),
+    Clause("3.4-loudly", "A step with no logits index is a bug upstream: fail loudly", _named(CHECKS_3_4, "no logits indices"), "empty logits_indices",
+           "3.4-empty-step-returns-empty", "fail loudly", lab="n == 0 is a bug upstream: fail loudly"),
 ]
