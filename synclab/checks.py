@@ -597,3 +597,31 @@ def finished(variants: dict[str, Any]) -> dict[str, Any]:
         else:
             kept[name] = impl
     return kept
+
+
+# ----------------------------------------------------------------------------- the clause table of an exercise
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One clause of an exercise's contract, tied to what shows it held or broke (``tests/test_clauses.py``).
+
+    ``phrase``: the clause's words as the page's *The lab* and the lab's exercise both state them (``lab``: the lab's
+    words, where it states the clause in other words than the page); ``check``: the name (or its start) of the check
+    that exercises it, on the fixed case whose ``case`` text this is; ``wrong``: the honest mistake that breaks it
+    (``tests/honest/wrong/<wrong>.py``), whose failure in that check must hold ``says``. ``also``: the other checks
+    the same mistake fails as a consequence (a wrong value is wrong wherever a check compares values).
+    """
+
+    id: str  # "0.1-finish": the task, then a word
+    phrase: str
+    check: str
+    case: str
+    wrong: str
+    says: str
+    also: tuple[str, ...] = ()
+    lab: str = ""
+
+    @property
+    def task(self) -> str:
+        return self.id.split("-")[0]

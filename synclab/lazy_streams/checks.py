@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.checks import Check, CheckReport, expect, expect_equal, run_checks, found_right, found_right_tensor
+from synclab.checks import Check, Clause, CheckReport, expect, expect_equal, run_checks, found_right, found_right_tensor
 from synclab.device import SIM_DEVICE, is_pinned_host
 from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, TinyPoolingModel, make_pooling_batch
 from synclab.answer_keys import answer_key
@@ -154,12 +154,13 @@ def _wrong_output_hint(got: Any, want: list, device: Any) -> str:
 def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:
     model = _checked_model()
     with sim_cuda.simulated_cuda() as device:
+        case = "a runner built, then 5 steps of 4 requests"  # named before the call: a crash reports it
         runner = runner_cls(model)
-        expect_equal(device.streams_created, 0, what="streams created by the constructor",
+        expect_equal(device.streams_created, 0, what="streams created by the constructor", case=case,
                      hint="create the side stream on first use, in _get_or_create_async_output_copy_stream()")
         for step in range(5):
             resolve(runner.execute_model(make_pooling_batch(4, rng=rng, device=SIM_DEVICE)))
-            expect_equal(device.streams_created, 1, what=f"streams created after {step + 1} step(s)",
+            expect_equal(device.streams_created, 1, what=f"streams created after {step + 1} step(s)", case=case,
                          hint="create it once, keep it in self.async_output_copy_stream, reuse it")
         first = runner._get_or_create_async_output_copy_stream()  # type: ignore[attr-defined]
         expect(first is runner._get_or_create_async_output_copy_stream(),  # type: ignore[attr-defined]
@@ -224,37 +225,39 @@ def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
     model = _checked_model()
     with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
+        case = "one step of 6 requests, its copies queued"  # named before the call: a crash reports it
         resolve(runner.execute_model(make_pooling_batch(6, rng=rng, device=SIM_DEVICE)))
         ops = device.log.ops()
         copies = [i for i, op in enumerate(ops) if op == "copy to host"]
         expect(bool(copies), "no asynchronous copy to the host was queued on a stream",
                hint="a copy into pageable memory, or a blocking one (.cpu(), .to('cpu')), runs at once and queues "
                     "nothing: copy into pinned host memory with non_blocking=True, as _copy_pooler_output_to_cpu(raw, "
-                    "finished) does")
+                    "finished) does", case=case)
         side = {stream for op, stream, _ in device.log.entries if op == "copy to host"}
         itself = [e for e in device.edges if e.waiter == e.waits_for]
         expect(not itself, "the side stream waited on itself, so the copies are not ordered after the forward",
                got=f"{itself[0].waiter}.wait_stream({itself[0].waits_for})" if itself else "",
                hint="inside `with torch.cuda.stream(side):`, torch.cuda.current_stream() IS the side stream: capture "
                     "the compute stream before you enter the side stream (compute = torch.cuda.current_stream()), "
-                    "then side.wait_stream(compute) inside")
+                    "then side.wait_stream(compute) inside", case=case)
         waits = [e.at for e in device.edges if e.waiter in side and e.waits_for == "default"]
         backwards = [e for e in device.edges if e.waiter == "default" and e.waits_for in side]
         expect(not (backwards and not waits), "the compute stream waits for the side stream: the wrong way round",
                got=f"{backwards[0].waiter}.wait_stream({backwards[0].waits_for})" if backwards else "",
-               hint="the side stream waits for the compute stream: side_stream.wait_stream(torch.cuda.current_stream())")
+               hint="the side stream waits for the compute stream: side_stream.wait_stream(torch.cuda.current_stream())",
+               case=case)
         expect(bool(waits) and waits[0] < copies[0], "the side stream must wait for the compute stream before "
                "copying", got=str(device.log), hint="side_stream.wait_stream(torch.cuda.current_stream()) before "
-               "the copies: otherwise they may read hidden states the forward has not written yet")
+               "the copies: otherwise they may read hidden states the forward has not written yet", case=case)
         records = [i for i, op in enumerate(ops) if op == "record event"]
         expect(bool(records) and records[-1] > copies[-1], "the event must be recorded after the copies",
                got=str(device.log), hint="record the event on the side stream after queueing the copies, so "
-               "waiting on it waits for them")
+               "waiting on it waits for them", case=case)
         on = device.log.entries[records[-1]][1]
         expect(on in side, f"the event was recorded on the {on} stream, but the copies ran on {', '.join(sorted(side))}",
                got=str(device.log), hint="an event covers only the work queued on the stream it is recorded on: "
                "record it inside the `with torch.cuda.stream(side):` block, after the copies (event.record() "
-               "records on the current stream)")
+               "records on the current stream)", case=case)
 
 
 def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
@@ -320,6 +323,7 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
     model = _checked_model()
     with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
+        case = "one step of 8 requests, its output collected"  # named before the call: a crash reports it
         batch = make_pooling_batch(8, rng=rng, device=SIM_DEVICE)
         with watch_pooler_outputs(model) as raw_refs:
             result = runner.execute_model(batch)
@@ -327,7 +331,7 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
         expect(all(r() is not None for r in raw_refs), "the device tensors were freed while the copy reads them",
                hint="keep a reference to the raw pooler output in the async output until get_output() has "
                     "waited, or mark it with raw.record_stream(side_stream): the caching allocator would otherwise "
-                    "hand their memory to the next step")
+                    "hand their memory to the next step", case=case)
         output = result.get_output()
         gc.collect()
         alive = [r() for r in raw_refs if r() is not None]
@@ -335,19 +339,19 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
                           if any(t is a for a in alive)})
         if alive and held_by:
             expect(False, f"record_stream kept {len(alive)} device tensor(s) for the {held_by[0]} stream",
-                   case="8 requests",
+                   case=case,
                    hint="record_stream marks a block as in use by the stream you pass, until that stream's queued work "
                         "is done: pass the side stream that runs the copy (raw.record_stream(side_stream)), not the "
                         "compute stream, which the next step keeps busy")
         expect(not alive, f"{len(alive)} device tensor(s) still referenced after get_output()",
-               hint="drop the reference (del self._raw...) once the copy has landed")
+               hint="drop the reference (del self._raw...) once the copy has landed", case=case)
         unpinned = [i for i, t in enumerate(output.pooler_output) if t is not None and not is_pinned_host(t)]
         early = _holds_garbage(output.pooler_output)
         expect(not unpinned, f"host buffers {unpinned} are not pinned",
                hint="these are not the buffers the copies filled: a copy of them made before the wait (a .clone() "
                     "in get_output() before synchronize()) holds what they held then; hand back the helper's "
                     "buffers after the wait" if early else "a non-blocking copy to pageable memory is synchronous; "
-                    "let _copy_pooler_output_to_cpu allocate pinned buffers")
+                    "let _copy_pooler_output_to_cpu allocate pinned buffers", case=case)
 
 
 CHECKS_2_1 = [
@@ -446,8 +450,43 @@ def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None
                + "; ".join(_why_not(k, labels[k], evidence[k]) for k in wrong),
                hint="look at each runner's evidence: are the values right, where are the syncs, what does the "
                     "stream log show, and which waits does get_output() do?",
-               share=1 - len(wrong) / len(SPOT_THE_BUG))  # each runner named right earns its share
+               share=1 - len(wrong) / len(SPOT_THE_BUG),  # each runner named right earns its share
+               case=f"the {len(SPOT_THE_BUG)} runners' evidence, one simulated step each")
         found_right(labels)  # every right answer says the same
 
     check = Check("2.2", "each broken runner's bug named from the evidence", run, timeout_s=60, random=False)
     return run_checks("Exercise 2.2 — spot the bug", [check], my_diagnosis, seed=seed)
+
+
+# ----------------------------------------------------------------------------- the clauses of 2.1 and 2.2
+# Each clause of the contracts (the page's "The lab", the lab's exercise): its check, fixed case, honest mistake
+# (tests/honest/wrong/<wrong>.py) and the words its failure holds; tests/test_clauses.py holds them to it.
+
+_CUDA_PATH, _, _SYNCS_2_1, _ORDERING, _ENGINE_ORDER, _NOTHING, _MEMORY = (c.name for c in CHECKS_2_1[1:])
+
+CLAUSES = [
+    Clause("2.1-ordering", "The copies start only after the forward's work", _ORDERING,
+           "one step of 6 requests, its copies queued", "2.1-no-wait-for-the-forward",
+           "the side stream must wait for the compute stream",
+           lab="they start only after the work queued on the compute stream before them"),
+    Clause("2.1-coverage", "The event the host waits on covers the copies", _ORDERING,
+           "one step of 6 requests, its copies queued", "2.1-event-recorded-after-block",
+           "an event covers only the work queued on the stream it is recorded on",
+           also=(_CUDA_PATH, _SYNCS_2_1, _ENGINE_ORDER),
+           lab="The event get_output() waits on completes only once the copies have landed"),
+    Clause("2.1-once", "waits exactly once per step, in get_output()", _SYNCS_2_1, "1 requests",
+           "2.1-synchronize-everything", "would also wait for the NEXT step's forward",
+           also=(_ORDERING, _ENGINE_ORDER)),
+    Clause("2.1-nothing-to-copy", "nor on a step that copies nothing", _NOTHING,
+           "a first step where no request finishes", "2.1-stream-fetched-first", "before asking for the side stream",
+           lab="No CUDA object is created on a path that never copies"),
+    Clause("2.1-lifetime", "The device tensor the copies read stays alive until they are done", _MEMORY,
+           "one step of 8 requests, its output collected", "2.1-raw-output-dropped",
+           "keep a reference to the raw pooler output",
+           lab="The raw pooler output stays alive until the copy that reads it is done"),
+    Clause("2.2-cause", "name the one that explains the others", "each broken runner's bug named from the evidence",
+           "the 5 runners' evidence", "2.2-symptom-not-cause", "it is a consequence"),
+    Clause("2.1-lazy-once", "The side stream is created once, lazily, and reused", CHECKS_2_1[2].name,
+           "a runner built, then 5 steps of 4 requests", "2.1-new-stream-every-step", "create it once",
+           lab="None until first needed"),
+]

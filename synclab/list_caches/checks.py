@@ -9,7 +9,7 @@ import random
 from functools import cached_property
 from typing import Any, Callable
 
-from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right
+from synclab.checks import Check, CheckFailed, Clause, CheckReport, expect, expect_equal, run_checks, found_right
 from synclab.dispatch import count_torch_calls
 from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline, make_mask
 from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig
@@ -254,7 +254,8 @@ def _check_no_torch_calls(range_cls: RangeClass, rng: random.Random) -> None:
                      hint=_COUNTED_HINT)
     expect(calls.count == 0, "answering from the cache must not call into torch",
            expected=f"0 torch calls for {3 * len(got) + len(edges)} questions", got=str(calls),
-           hint="every t[i] and int(t) goes through torch's dispatcher; index a Python list instead",
+           hint=_REBUILT_HINT if calls.by_name["cumsum"] else "every t[i] and int(t) goes through torch's "
+           "dispatcher; index a Python list instead",
            case=f"16 items, each asked 3 new questions, and the {len(edges)} fixed cases, after a first round of "
                 "other ranges")
 
@@ -297,9 +298,14 @@ def _check_ratio(range_cls: RangeClass, rng: random.Random) -> None:
            case="64 images x 3 questions, both timed in this run")
 
 
+_REBUILT_HINT = ("the list is built again for each question (cumsum, tolist on every access): cache it, "
+                 "@cached_property, so that it is built once and every question indexes it")
+_EMPTY_CUMSUM_HINT = ("an empty mask's running count is the empty list, with no last element to read: "
+                      "get_num_embeds() is 0 there, and a range ending at 0 needs no lookup (the review's two guards)")
+
 CHECKS_5_1 = [
     Check("5.1", "fixed cases: no mask, empty mask, all True/False, end_idx == 0, start == end, full and cut ranges",
-          _check_fixed),
+          _check_fixed, crash_hints=(("list index out of range", _EMPTY_CUMSUM_HINT),)),
     Check("5.1", "embeds_cumsum is a cached list of int (None without a mask)", _check_cumsum),
     Check("5.1", "same as a plain reference on 200 random masks and ranges", _check_random),
     Check("5.1", "no torch call per question once the cache is built (counted)", _check_no_torch_calls),
@@ -624,3 +630,33 @@ CHECKS_5_2 = [
 def check_encoder_scheduler(scheduler_cls: SchedulerClass, seed: int | None = None) -> CheckReport:
     """Exercise 5.2: run every check against the reader's ``Scheduler`` subclass."""
     return run_checks("Exercise 5.2 — _try_schedule_encoder_inputs", CHECKS_5_2, scheduler_cls, seed=seed)
+
+
+# ----------------------------------------------------------------------------- the clauses of 5.1 and 5.2
+# Each clause of the contracts (the page's "The lab", the lab's exercise): its check, fixed case, honest mistake
+# (tests/honest/wrong/<wrong>.py) and the words its failure holds; tests/test_clauses.py holds them to it.
+
+_FIXED_5_1, _, _RANDOM_5_1, _COUNTED_5_1, _TIMED_5_1 = (c.name for c in CHECKS_5_1)
+_FIXED_5_2, _RANDOM_5_2 = CHECKS_5_2[0].name, CHECKS_5_2[1].name
+
+CLAUSES = [
+    Clause("5.1-empty-mask", "0 for an empty mask", _FIXED_5_1, "empty mask (length 0)", "5.1-unguarded-edges",
+           "the empty list, with no last element to read", also=(_RANDOM_5_1, _COUNTED_5_1),
+           lab="An empty mask (length 0) has no last element: return 0"),
+    Clause("5.1-no-torch", "no question calls into torch once the cache is built", _COUNTED_5_1,
+           "16 items, each asked 3 new questions", "5.1-tensor-cache-kept", "index a Python list instead",
+           also=(_TIMED_5_1,)),
+    Clause("5.2-cache-first", "check_and_update_cache(request, i): a hit", _FIXED_5_2,
+           "the cache full of another freeable image", "5.2-fit-before-cache", "roll back before can_allocate",
+           also=(_RANDOM_5_2,), lab="self.encoder_cache_manager.check_and_update_cache(request, i)"),
+    Clause("5.2-rule-e", "the window starts before it and would end inside it", _FIXED_5_2,
+           "the window starts at the item's offset", "5.2-rule-e-at-offset", "strict <",
+           also=(_RANDOM_5_2,), lab="the window starts before the item and would end in"),
+    Clause("5.2-nothing-to-do", "asking no item and not the encoder cache", _FIXED_5_2,
+           "no new tokens, the item's output cached", "5.2-no-early-return",
+           "check_and_update_cache would claim the freeable entry", also=(_RANDOM_5_2,),
+           lab="without asking any item or the encoder cache anything"),
+    Clause("5.1-built-once", "built once (the same object on every access)", CHECKS_5_1[1].name, "mask 'FTFTT'",
+           "5.1-cumsum-as-property", "@cached_property", also=(_COUNTED_5_1, _TIMED_5_1),
+           lab="a cached_property holding cumsum(is_embed)"),
+]

@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from synclab.checks import (Check, CheckFailed, CheckReport, expect, expect_equal, keyed_by_name, run_checks,
+from synclab.checks import (Check, CheckFailed, Clause, CheckReport, expect, expect_equal, keyed_by_name, run_checks,
                             found_right)
 from synclab.device import DeviceLike, pick_device, to_device
 from synclab.answer_keys import answer_key
@@ -186,7 +186,8 @@ def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
 
 CHECKS_0_1 = [
     Check("0.1", "same result as the reference on fixed cases", _check_fixed),
-    Check("0.1", "empty batch", _check_empty),
+    Check("0.1", "empty batch", _check_empty,
+          hint="a step of 0 requests has no row to read: return two empty lists, reading nothing by index"),
     Check("0.1", "same result on random batches (0 to 64 requests)", _check_random),
     Check("0.1", "NaN logits raise ValueError before any update", _check_nan),
     Check("0.1", "at most 1 sync per step, whatever the batch size; no logits read back", _check_syncs),
@@ -266,9 +267,35 @@ def check_predictions(predict: Callable[[], dict[str, int]], seed: int | None = 
         # the reasons in the message itself, which is never shortened (a value's room is 300 characters)
         expect(not wrong, f"{len(wrong)} of {len(SNIPPETS)} prediction(s) off. " + "; ".join(
                    f"{k}: you said {p}, but {WHY[k.split(':')[0]]}" for k, p in wrong.items()),
-               share=1 - len(wrong) / len(SNIPPETS),
+               share=1 - len(wrong) / len(SNIPPETS), case=f"the {len(SNIPPETS)} snippets, each counted",
                hint="a sync happens when the host needs a device VALUE or a data-dependent SHAPE")
         found_right({k: preds[k] for k in SNIPPETS})  # every right answer says the same
 
     check = Check("0.2", "predicted sync counts match count_syncs", run, random=False)
     return run_checks("Exercise 0.2 — predict the syncs", [check], predict, seed=seed)
+
+
+# ----------------------------------------------------------------------------- the clauses of 0.1 and 0.2
+# Each clause of the contracts (the page's "The lab", the lab's exercise): its check, fixed case, honest mistake
+# (tests/honest/wrong/<wrong>.py) and the words its failure holds; tests/test_clauses.py holds them to it.
+
+_FIXED_0_1, _RANDOM_0_1, _SYNCS_0_1 = (c.name for c in CHECKS_0_1 if c.name.startswith(("same result", "at most")))
+
+CLAUSES = [
+    Clause("0.1-finish", "the next length reaching max_model_len", _FIXED_0_1, "every request reaches max_model_len",
+           "0.1-length-off-by-one", "seq_len + 1 >= max_model_len", also=(_RANDOM_0_1, _SYNCS_0_1),
+           lab="its next length reaches max_model_len"),
+    Clause("0.1-host-values", "as Python ints and bools, not tensors", _FIXED_0_1, "fixed batch of 1",
+           "0.1-finished-as-tensor-list", "not tensors", also=(_RANDOM_0_1, _SYNCS_0_1)),
+    Clause("0.1-nan", "before any state changes", "NaN logits raise ValueError before any update", "NaN in logits",
+           "0.1-appends-before-nan-test", "raise before changing any state", also=(_SYNCS_0_1,)),
+    Clause("0.1-empty", "the empty one included", "empty batch", "empty batch (0 requests)",
+           "0.1-nan-flag-from-first-row", "no row to read", also=(_RANDOM_0_1,), lab="the empty batch included"),
+    Clause("0.1-one-sync", "at most one sync per step, whatever the batch size", _SYNCS_0_1, "1 requests",
+           "0.1-item-then-tolist", "in ONE .tolist()"),
+    Clause("0.2-counts", "predict how many times the host must wait", "predicted sync counts match count_syncs",
+           "the 8 snippets, each counted", "0.2-tensor-slice-one-read",
+           "each tensor bound is read back on its own"),
+    Clause("0.1-no-logits", "never the logits", _SYNCS_0_1, "1 requests", "0.1-logits-read-back",
+           "not a copy of the logits", lab="never the logits themselves"),
+]

@@ -14,8 +14,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from synclab.checks import (Check, CheckFailed, CheckReport, around_first_difference, expect, expect_equal, run_checks,
-                            found_right)
+from synclab.checks import (Check, CheckFailed, CheckReport, Clause, around_first_difference, expect, expect_equal,
+                            found_right, run_checks)
 from synclab.dispatch import CountingList
 from synclab.engine.input_batch import PLACEHOLDER
 from synclab.answer_keys import answer_key
@@ -59,6 +59,10 @@ _FIXED_HINTS = {
 }
 
 
+_REPLACED_HINT = ("the batch holds a new, right list for this request, but the request state still holds its old one: "
+                  "assign into the list (ids[start:] = new), never replace it")
+
+
 def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
     outputs = [list(o) for _, o, _, _ in FIXED_CASES]
     sampled = [s for _, _, s, _ in FIXED_CASES]
@@ -69,13 +73,20 @@ def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
         sampled_by_row[row] = sampled[i]
     case = "the fixed cases, all in one step: " + "; ".join(  # named before the call: a crash reports it
         f"{before} with sampled {new}" for _, before, new, _ in FIXED_CASES)
-    states, _, _ = _run_step(batch_cls, outputs, sampled_by_row, rows)
+    with sim_cuda.simulated_cuda(), count_syncs(simulate=True):  # as _run_step, keeping the batch
+        event = torch.cuda.Event()
+        event.record()
+        batch, states = build_step(batch_cls, outputs, sampled_by_row, rows, event, counting=True)
+        batch.update_async_output_token_ids()
+    kept = batch.sampling_metadata.output_token_ids
     for (case, _, _, _), state in zip(FIXED_CASES, states):
         _expect_python_ints(state.output_token_ids, case)
-    for (case, before, new, want), state in zip(FIXED_CASES, states):
+    for i, ((case, before, new, want), state) in enumerate(zip(FIXED_CASES, states)):
+        replaced = i < len(kept) and kept[i] is not state.output_token_ids and kept[i] == want
         expect(state.output_token_ids == want, f"{before} with sampled {new}", expected=want,
                got=state.output_token_ids, case=case,
-               hint=_garbage_hint(state.output_token_ids) or _FIXED_HINTS.get(case)
+               hint=_garbage_hint(state.output_token_ids) or (_REPLACED_HINT if replaced else "")
+               or _FIXED_HINTS.get(case)
                or "count the trailing -1s from the end; replace min(valid sampled, placeholders) of them")
     found_right([list(state.output_token_ids) for state in states])
 
@@ -349,8 +360,8 @@ def _hint_for(got: Any, want: float | None, costs: dict[int, float], device_us: 
         return _TWO_POINT_HINT
     if _is_real_number(got) and got > max_length:
         return f"{got:,.0f} is past max_length ({max_length:,}): " + _PAST_MAX_HINT
-    if _is_real_number(got) and got < 0:
-        return "a length is never negative: " + _NEVER_HINT
+    if _is_real_number(got) and got < 0:  # behind length 0: the line starts above the device step, or never rises
+        return "a length is never negative: " + (_AT_ZERO_HINT if want == 0 else _NEVER_HINT)
     return hint
 
 
@@ -424,3 +435,34 @@ def _update_reference(outputs: list[list[int]], sampled: list[list[int]], rows: 
             ids[len(ids) - trailing:] = new[:min(valid, trailing)]
         result.append(ids)
     return result
+
+
+# ----------------------------------------------------------------------------- the clauses of 4.1 and 4.2
+# Each clause of the contracts (the page's "The lab", the lab's exercise): its check, fixed case, honest mistake
+# (tests/honest/wrong/<wrong>.py) and the words its failure holds; tests/test_clauses.py holds them to it.
+
+_FIXED_4_1, _NEW_4_1, _RANDOM_4_1, _IN_PLACE, _WAITS, _WORK = (c.name for c in CHECKS_4_1)
+_FIXED_4_2, _RANDOM_4_2 = (c.name for c in CHECKS_4_2)
+
+CLAUSES = [
+    Clause("4.1-trailing-run", "Everything before the trailing run stays as it was, a -1 inside the history included",
+           _FIXED_4_1, "a -1 inside the history, not trailing", "4.1-first-placeholder-by-index",
+           "count the trailing -1s from the end", also=(_RANDOM_4_1, _WORK)),  # index() scans from the start, too
+    Clause("4.1-none", "self.sampled_token_ids_cpu is None", _NEW_4_1, "no step in flight: sampled_token_ids_cpu is None",
+           "4.1-no-none-guard", "nothing is in flight: return before reading either"),
+    Clause("4.1-in-place", "each list stays the same object, shared with the request state", _IN_PLACE, "16 requests",
+           "4.1-list-rebuilt", "assign into the list",
+           also=(_FIXED_4_1, _NEW_4_1, _RANDOM_4_1, _WORK)),  # a new list copies the history: the work grows too
+    Clause("4.1-one-wait", "At most one wait per step", _WAITS, "64 requests", "4.1-wait-per-request",
+           "synchronize the event and call .tolist() once"),
+    Clause("4.1-work", "a request with 60,000 output tokens costs what one with 100 does", _WORK,
+           "16 requests, 1 placeholder each", "4.1-reverse-scan-reverse-back", "walk back from the end"),
+    Clause("4.2-least-squares", "fitted to every measured point by least squares", _FIXED_4_2, "a noisy middle point",
+           "4.2-two-points", "a least-squares line uses every point", also=(_RANDOM_4_2,)),
+    Clause("4.2-at-max", "the smallest length L in [0, max_length]", _FIXED_4_2,
+           "the crossing exactly at max_length (50)", "4.2-strict-bound", "a crossing at max_length itself",
+           lab="The smallest output length in [0, max_length]"),
+    Clause("4.2-at-zero", "a host already slower than the device at the shortest length", _FIXED_4_2,
+           "the host is already the bottleneck", "4.2-slope-first", "the host is the bottleneck from the start",
+           lab="If the line is already at or above the device step at length 0, the answer is 0"),
+]

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.checks import (Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right,
+from synclab.checks import (Clause, Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right,
                             found_right_tensor)
 from synclab.device import to_device
 from synclab.dispatch import TorchCalls, count_torch_calls
@@ -163,14 +163,20 @@ def _random_cases(slice_groups: bool) -> Callable[[AllPoolClass, random.Random],
     return run
 
 
+_EMPTY_HINT = "there is no first request to read a bound from: return [] before touching the cursor"
+
+
 def _check_empty(all_pool: AllPoolClass, rng: random.Random) -> None:
     for chunked in (False, True):
         meta = build_metadata([], torch.zeros(0, dtype=torch.int64))
         hidden = to_device(torch.zeros(0, 8))  # [0, hidden] device
+        case = f"0 requests, chunked prefill {chunked}"  # named before the call: a crash reports it
         out = all_pool(enable_chunked_prefill=chunked)(hidden, meta)
+        pieces = isinstance(out, list) and bool(out) and all(isinstance(o, torch.Tensor) and not len(o) for o in out)
         expect(isinstance(out, list) and out == [], "an empty batch must give an empty list",
-               expected=[], got=out, case=f"0 requests, chunked prefill {chunked}",
-               hint="there is no first request to read a bound from: return [] before touching the cursor")
+               expected=[], got=out, case=case,
+               hint="no request, no item: splitting 0 rows at no offsets still gives one (empty) piece, so return "
+                    "[] when the sub-group has no request" if pieces else _EMPTY_HINT)
         found_right(out)
 
 
@@ -332,7 +338,7 @@ SPLIT_SIZES_HINT = (("split_sizes", "the sizes do not add up to the rows you spl
 CHECKS_1_1 = [
     Check("1.1", "same outputs as the reference on fixed cases (sub-groups, chunked prefill)", _fixed_cases(False),
           crash_hints=SPLIT_SIZES_HINT),
-    Check("1.1", "empty batch gives []", _check_empty),
+    Check("1.1", "empty batch gives []", _check_empty, hint=_EMPTY_HINT),
     Check("1.1", "same outputs on random batches (0 to 256 requests, chunked, mixed tasks)", _random_cases(False),
           crash_hints=SPLIT_SIZES_HINT),
     Check("1.1", "a finished request's cache is cleaned", _check_cleaned(False)),
@@ -507,3 +513,37 @@ def _copies_over_chunked_runs(all_pool: AllPoolClass, slice_groups: bool, rng: r
                          async_scheduling=async_sched, slice_groups=slice_groups,
                          token_budget=rng.randrange(2, 24), rng=rng,
                          case=f"random chunked run #{trial}, async scheduling {async_sched}")
+
+
+# ----------------------------------------------------------------------------- the clauses of 1.1 and 1.2
+# Each clause of the contracts (the page's "The lab", the lab's exercise): its check, fixed case, honest mistake
+# (tests/honest/wrong/<wrong>.py) and the words its failure holds; tests/test_clauses.py holds them to it.
+
+_FIXED_1_1, _RANDOM_1_1, _SYNCS_1_1, _HOST_WORK_1_1 = (CHECKS_1_1[i].name for i in (0, 2, 6, 7))
+
+CLAUSES = [
+    Clause("1.1-empty", "An empty sub-group gives []", "empty batch gives []", "0 requests, chunked prefill False",
+           "1.1-bounds-read-before-empty-test", "no first request to read a bound from", also=(_RANDOM_1_1,)),
+    Clause("1.1-outlive", "a copy only for what must outlive the buffer",
+           "chunks kept across steps survive the next step's forward",
+           "chunked prefill, the buffer overwritten after every step", "1.1-keeps-views-across-steps", ".clone() it",
+           also=(_FIXED_1_1, _RANDOM_1_1), lab="A chunk kept across steps (an unfinished request's) must .clone()"),
+    Clause("1.1-host-work", "host work that does not grow with the requests", "host work per call does not grow",
+           "sub-groups of 8 and 48 whole prompts", "1.1-slice-per-request-accumulate",
+           "Slice the sub-group once and split it", lab="host work does not grow with the requests"),
+    Clause("1.2-invariant", "a ValueError when the rows do not match the sizes",
+           "rows that do not match the sizes raise ValueError", "9 rows for a sub-group of 7 tokens",
+           "1.2-no-invariant-check", "compare hidden_states.shape[0] with the sizes' sum",
+           lab="raise ValueError when it does not hold"),
+    Clause("1.2-empty", "An empty sub-group gives []", "empty batch gives []", "0 requests, chunked prefill False",
+           "1.2-tensor-split-no-empty-case", "still gives one (empty) piece",
+           lab="An empty sub-group still gives []"),
+    Clause("1.1-sub-group", "metadata sliced to this pooler's sub-group", _FIXED_1_1,
+           "a sub-group that does not start at row 0", "1.1-whole-batch-split", "The sub-group does not start at row 0",
+           also=(_RANDOM_1_1, CHECKS_1_1[4].name, _SYNCS_1_1, _HOST_WORK_1_1)),
+    Clause("1.1-one-value", "2 syncs per call, whatever the batch size", _SYNCS_1_1, "16 requests",
+           "1.1-bounds-read-whole", "each sync should bring back one number"),
+    # the counted calls are of 1, 16 and 64 requests; a first chunked step may schedule none of the single one's rows
+    Clause("1.2-zero-syncs", "0 syncs", "0 syncs per call", "requests", "1.2-invariant-from-device-indices",
+           "the sizes are on the host (num_scheduled_tokens_cpu): split by them alone", lab="with 0 syncs"),
+]

@@ -137,11 +137,28 @@ def _finish_step(steps: NgramSteps, rng: random.Random) -> None:
     steps.sample_on_device(rng)
 
 
+_OVERWRITTEN_HINT = ("a moved row holds another request's tokens: a move wrote over a row before that row's own move "
+                     "read it (a swap, a chain). Gather every moved row first (token_ids[src].clone()), then scatter "
+                     "them to their new rows")
+
+
+def _overwritten(steps: NgramSteps) -> bool:
+    """Whether a row on the device holds the tokens of another request of this step (moved over before it was read)."""
+    tokens = steps.token_ids_gpu.cpu()
+    for req_id, row in steps.rows.items():
+        want = steps.truth[req_id]
+        got = tokens[row, :len(want)].tolist()
+        if got != want and any(other != req_id and theirs[:len(got)] == got[:len(theirs)] and theirs
+                               for other, theirs in steps.truth.items()):
+            return True
+    return False
+
+
 def _expect_rows(steps: NgramSteps, case: str, hint: str = "") -> None:
     problems = steps.problems()
     placeholders = any("placeholder" in p for p in problems)
     expect(not problems, f"{len(problems)} row(s) or length(s) differ on the device", got="; ".join(problems[:4]),
-           hint=MOVE_HINT if placeholders else hint, case=case)
+           hint=MOVE_HINT if placeholders else _OVERWRITTEN_HINT if _overwritten(steps) else hint, case=case)
     # every row and length found equal to the truth: reported as the truth, row by row
     found_right([[row, steps.truth[req_id]] for req_id, row in sorted(steps.rows.items(), key=lambda kv: kv[1])])
 

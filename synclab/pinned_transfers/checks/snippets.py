@@ -109,7 +109,8 @@ def check_sync_predictions(predict: Callable[[], dict[str, Any]], seed: int | No
         expect(not wrong, f"{len(wrong)} of {len(SNIPPETS)} prediction(s) off. What each line does: " + "; ".join(
                    f"{k}: you said {said[k]!r}, but {WHAT_THE_LINE_DOES[k.split(':')[0]]}" for k in wrong),
                hint="name the SyncKind, or None; the host waits for a device VALUE, a blocking COPY, or staged memory",
-               share=1 - len(wrong) / len(SNIPPETS))  # each right prediction earns its share
+               share=1 - len(wrong) / len(SNIPPETS),  # each right prediction earns its share
+               case=f"the {len(SNIPPETS)} snippets, each counted on a GPU machine with pinned memory")
         found_right({k: said[k] for k in SNIPPETS})  # every right answer says the same
 
     check = Check("3.6", "predicted syncs match count_syncs", run, random=False)

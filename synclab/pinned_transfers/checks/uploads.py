@@ -206,11 +206,17 @@ def _check_gather_fixed(sampler_cls: SamplerClass, rng: random.Random) -> None:
             _same_logprobs(got, logits, ids, sampled, case)
 
 
+_NO_IDS_HINT = ("no request asked for ids: return None before building anything (with no lists there is no longest "
+                "one to size the matrix by)")
+
+
 def _check_gather_empty(sampler_cls: SamplerClass, rng: random.Random) -> None:
     with simulated_pinning(True):
         logits, _, sampled = logprob_case(rng, 4, 16)
+        case = "4 requests, logprob_token_ids {}"  # named before the call: a crash reports it
         got, _ = counted(lambda: sampler_cls().gather_specific_token_logprobs(logits, {}, sampled))
-        expect(got is None, "no request asked for token ids: return None", got=type(got).__name__, case="{}")
+        expect(got is None, "no request asked for token ids: return None", got=type(got).__name__, case=case,
+               hint=_NO_IDS_HINT)
         found_right(None)
 
 
@@ -275,7 +281,7 @@ def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
 
 CHECKS_3_2 = [
     Check("3.2", "fixed cases: rows without ids, token 0, the sampled token requested, one request", _check_gather_fixed),
-    Check("3.2", "no requested ids: None", _check_gather_empty),
+    Check("3.2", "no requested ids: None", _check_gather_empty, hint=_NO_IDS_HINT),
     Check("3.2", "same as a plain reference on random batches (1 to 64 requests, vocab 16 to 4096)",
           _check_gather_random),
     Check("3.2", "0 syncs: the id matrix and the mask built on pinned host memory, uploaded non_blocking",
@@ -337,7 +343,9 @@ def _check_types_no_kwargs(runner_cls: RunnerClass, rng: random.Random) -> None:
         for case, params, lens, pooling in cases:
             runner = runner_for(runner_cls, params, lens, is_pooling_model=pooling)
             got, _ = counted(runner._init_model_kwargs)
-            expect(got == {}, "return {}: there is nothing to pass", got=got, case=case)
+            expect(got == {}, "return {}: there is nothing to pass", got=got, case=case,
+                   hint="return {} before building anything when no request carries a boundary (or the model is not "
+                        "a pooling model): the model takes no token_type_ids then, not a tensor of zeros")
 
 
 def _check_types_random(runner_cls: RunnerClass, rng: random.Random) -> None:
