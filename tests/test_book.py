@@ -3,7 +3,8 @@
 One real build per test session, the same as ``make book``: ``_build/html`` removed,
 then ``jupyter-book build . -W -n --keep-going --all`` (every page re-read; notebooks
 are re-executed only when their code changed, through ``_build/.jupyter_cache``).
-Then every page is opened in headless Debian Chromium, served from 127.0.0.1, and must:
+Then every page is opened in headless Debian Chromium, served from 127.0.0.1 (one browser for the session,
+a few pages at once, each in a tab of its own), and must:
 load, log no console error, request nothing from another host, draw every plotly chart,
 typeset every formula and render every ipywidgets view.
 
@@ -12,6 +13,7 @@ Needs ``apt-get install -y chromium`` (never ``playwright install``: no download
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import functools
 import http.server
@@ -47,6 +49,10 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # playwright gives every launch a fresh temporary profile (user data dir)
 RENDER_TIMEOUT_MS = 30_000
+# Pages checked at once, each in a tab of its own: a page mostly waits (on its charts, its slider steps, the network
+# going idle), so two tabs share the time one page spent alone; on two busy cores more tabs only slowed each other,
+# and page loads then ran into their time limit.
+TABS = 2
 
 # Content that must not silently vanish; update these with the pages.
 # Page -> minimum number of plotly charts.
@@ -177,21 +183,6 @@ def base_url(built_book: Path) -> Iterator[str]:
     server.server_close()
 
 
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: run `apt-get install -y chromium` (Debian's build; "
-            "`playwright install` cannot download a browser here)."
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
 def is_ignored(url: str) -> bool:
     return urlsplit(url).path in IGNORED_URL_PATHS
 
@@ -203,13 +194,13 @@ def is_local(url: str) -> bool:
     return parts.scheme in ("http", "https") and parts.hostname in LOCAL_HOSTS
 
 
-def _wait(page: Any, condition_js: str, what: str, problems: list[str]) -> None:
+async def _wait(page: Any, condition_js: str, what: str, problems: list[str]) -> None:
     """Wait for a JS condition; a timeout becomes a reported problem, not an exception,
     so the failure also lists the requests and console errors that explain it."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
 
     try:
-        page.wait_for_function(condition_js, timeout=RENDER_TIMEOUT_MS)
+        await page.wait_for_function(condition_js, timeout=RENDER_TIMEOUT_MS)
     except PlaywrightTimeout:
         problems.append(f"not rendered within {RENDER_TIMEOUT_MS} ms: {what}")
 
@@ -292,24 +283,24 @@ LAYOUT_PROBLEMS_JS = r"""() => {
 }"""
 
 
-def drive_sliders(page: Any) -> list[str]:
+async def drive_sliders(page: Any) -> list[str]:
     """Click every step of every plotly slider on the page: each must change its chart and raise no error."""
     problems: list[str] = []
     charts = page.locator("div.synclab-plotly")
-    for index in range(charts.count()):
+    for index in range(await charts.count()):
         chart = charts.nth(index)
         steps = chart.locator("g.slider-group g.slider-label-group")  # nothing in a chart without a slider
         rail = chart.locator("g.slider-group rect.slider-rail-touch-rect").first
-        if not steps.count() or not rail.count():
+        if not await steps.count() or not await rail.count():
             continue
-        chart.scroll_into_view_if_needed()  # a click lands only inside the window
-        rail_box = rail.bounding_box()
+        await chart.scroll_into_view_if_needed()  # a click lands only inside the window
+        rail_box = await rail.bounding_box()
         drawn: dict[str, str] = {}  # each step's label -> what the chart drew after a click on it
-        for step in range(steps.count() - 1, -1, -1):  # every step, the last first: each must draw its own figure
-            label_box = steps.nth(step).bounding_box()  # a reader clicks the rail above the step's label
-            page.mouse.click(label_box["x"] + label_box["width"] / 2, rail_box["y"] + rail_box["height"] / 2)
-            page.wait_for_timeout(150)
-            drawn[steps.nth(step).text_content() or str(step)] = chart.evaluate(CHART_STATE_JS)
+        for step in range(await steps.count() - 1, -1, -1):  # every step, the last first: each must draw its own figure
+            label_box = await steps.nth(step).bounding_box()  # a reader clicks the rail above the step's label
+            await page.mouse.click(label_box["x"] + label_box["width"] / 2, rail_box["y"] + rail_box["height"] / 2)
+            await page.wait_for_timeout(150)
+            drawn[await steps.nth(step).text_content() or str(step)] = await chart.evaluate(CHART_STATE_JS)
         for label, state in drawn.items():
             same = [other for other, s in drawn.items() if s == state and other != label]
             if same:
@@ -317,11 +308,11 @@ def drive_sliders(page: Any) -> list[str]:
     return problems
 
 
-def check_page(browser: Any, url: str, *, lands_on: str | None = None, min_charts: int = 0,
+async def check_page(browser: Any, url: str, *, lands_on: str | None = None, min_charts: int = 0,
                needs_math: bool = False, needs_slider: bool = False,
                needs_label_math: bool = False) -> list[str]:
     """Open ``url`` and return everything wrong with it (empty: the page is fine)."""
-    page = browser.new_page()
+    page = await browser.new_page()
     requests: list[str] = []
     problems: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
@@ -334,57 +325,102 @@ def check_page(browser: Any, url: str, *, lands_on: str | None = None, min_chart
     page.on("response", lambda r: r.status >= 400 and not is_ignored(r.url) and problems.append(
         f"HTTP {r.status} {r.url}"))
     try:
-        response = page.goto(url, wait_until="load")
+        response = await page.goto(url, wait_until="load")
         if response is None or response.status != 200:
             return problems + [f"did not load: {response and response.status}"]
         if lands_on:  # a redirect page: check the page it lands on
-            page.wait_for_url(lands_on, timeout=RENDER_TIMEOUT_MS)
-            page.wait_for_load_state("load")
+            await page.wait_for_url(lands_on, timeout=RENDER_TIMEOUT_MS)
+            await page.wait_for_load_state("load")
 
-        charts = page.locator("div.synclab-plotly").count()
+        charts = await page.locator("div.synclab-plotly").count()
         if charts < min_charts:
             problems.append(f"{charts} plotly chart(s), expected at least {min_charts}")
         if charts:
-            _wait(page, """() => [...document.querySelectorAll('div.synclab-plotly')]
+            await _wait(page, """() => [...document.querySelectorAll('div.synclab-plotly')]
                                 .every(div => div.querySelector('svg.main-svg'))""",
                   f"{charts} plotly chart(s) (div.synclab-plotly svg)", problems)
 
-        problems += drive_sliders(page)
-        page.wait_for_timeout(300)  # a log axis is tidied just after its chart is drawn
-        problems += page.evaluate(LAYOUT_PROBLEMS_JS)
+        problems += await drive_sliders(page)
+        await page.wait_for_timeout(300)  # a log axis is tidied just after its chart is drawn
+        problems += await page.evaluate(LAYOUT_PROBLEMS_JS)
 
-        formulas = page.locator(".math").count()  # Sphinx's MathJax markup
+        formulas = await page.locator(".math").count()  # Sphinx's MathJax markup
         if needs_math and not formulas:
             problems.append("no math on a page that must have some")
         if formulas:
-            _wait(page, f"() => document.querySelectorAll('mjx-container').length >= {formulas}",
+            await _wait(page, f"() => document.querySelectorAll('mjx-container').length >= {formulas}",
                   f"{formulas} formula(s) (mjx-container)", problems)
 
-        views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+        views = await page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
         if views:
             # The widget manager inserts a .widget-subarea holding the view before each.
-            _wait(page, """() => [...document.querySelectorAll(
+            await _wait(page, """() => [...document.querySelectorAll(
                                'script[type="application/vnd.jupyter.widget-view+json"]')]
                            .every(s => s.previousElementSibling?.classList.contains('widget-subarea')
                                        && s.previousElementSibling.querySelector('.jupyter-widgets'))""",
                   f"{views} widget(s) (.widget-subarea .jupyter-widgets)", problems)
-        if needs_slider and not page.locator(".widget-slider .noUi-target").first.is_visible():
+        if needs_slider and not await page.locator(".widget-slider .noUi-target").first.is_visible():
             problems.append("no visible ipywidgets slider (.widget-slider .noUi-target)")
         if needs_label_math:  # ipywidgets typesets labels with the MathJax 2 API: our shim
-            _wait(page, "() => document.querySelector('.widget-label mjx-container')",
+            await _wait(page, "() => document.querySelector('.widget-label mjx-container')",
                   "math in a widget label", problems)
 
-        page.wait_for_load_state("networkidle")  # late fonts and lazily loaded scripts
+        await page.wait_for_load_state("networkidle")  # late fonts and lazily loaded scripts
         problems += [f"a table runs past the text's width ({width} px in {room} px), cut off or scrolled "
-                     f"sideways: the one headed {head!r}" for head, width, room in page.evaluate(WIDE_TABLES_JS)]
-        split = page.evaluate(SPLIT_WORDS_JS)
+                     f"sideways: the one headed {head!r}" for head, width, room in await page.evaluate(WIDE_TABLES_JS)]
+        split = await page.evaluate(SPLIT_WORDS_JS)
         if split:
             problems.append(f"{len(split)} word(s) of a table broken across two lines: {', '.join(split[:8])}")
         problems += [f"request to an outside host: {u}"
                      for u in sorted({u for u in requests if not is_local(u)})]
         return problems
     finally:
-        page.close()
+        await page.close()
+
+
+async def _render_all(jobs: dict[str, dict[str, Any]]) -> dict[str, list[str] | BaseException]:
+    """:func:`check_page` for each of ``jobs`` (url -> its keyword arguments) in one headless Chromium, :data:`TABS`
+    pages at a time, each in a tab of its own: every page's problems, or what the check raised there."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        chromium = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        tabs = asyncio.Semaphore(TABS)
+
+        async def one(url: str) -> list[str]:
+            async with tabs:
+                return await check_page(chromium, url, **jobs[url])
+
+        try:
+            found = await asyncio.gather(*(one(url) for url in jobs), return_exceptions=True)
+        finally:
+            await chromium.close()
+    return dict(zip(jobs, found))
+
+
+@pytest.fixture(scope="session")
+def rendered(base_url: str) -> dict[str, list[str] | BaseException]:
+    """Every page of the book and the widget page, checked once (:func:`check_page`): url -> its problems."""
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: run `apt-get install -y chromium` (Debian's build; "
+            "`playwright install` cannot download a browser here)."
+        )
+    jobs = {f"{base_url}/{page_path}": dict(
+        lands_on=f"{base_url}/{toc_pages()[0]}" if page_path == "index.html" else None,
+        min_charts=EXPECTED_CHARTS.get(page_path, 0),
+        needs_math=page_path in EXPECTED_MATH,
+        needs_slider=page_path in EXPECTED_WIDGET_SLIDERS,
+    ) for page_path in PAGES}
+    jobs[base_url + WIDGET_SMOKE_PATH] = dict(needs_math=True, needs_slider=True, needs_label_math=True)
+    return asyncio.run(_render_all(jobs))
+
+
+def _problems_of(rendered: dict[str, list[str] | BaseException], url: str) -> list[str]:
+    found = rendered[url]
+    if isinstance(found, BaseException):
+        raise found
+    return found
 
 
 def test_expectations_name_real_pages() -> None:
@@ -403,21 +439,14 @@ def test_built_pages_match_toc(built_book: Path) -> None:
 
 
 @pytest.mark.parametrize("page_path", PAGES)
-def test_page_renders_offline(page_path: str, base_url: str, browser: Any) -> None:
-    problems = check_page(
-        browser, f"{base_url}/{page_path}",
-        lands_on=f"{base_url}/{toc_pages()[0]}" if page_path == "index.html" else None,
-        min_charts=EXPECTED_CHARTS.get(page_path, 0),
-        needs_math=page_path in EXPECTED_MATH,
-        needs_slider=page_path in EXPECTED_WIDGET_SLIDERS,
-    )
+def test_page_renders_offline(page_path: str, base_url: str, rendered: dict) -> None:
+    problems = _problems_of(rendered, f"{base_url}/{page_path}")
     assert not problems, f"{page_path}:\n" + "\n".join(problems)
 
 
-def test_widget_stack_offline(base_url: str, browser: Any) -> None:
+def test_widget_stack_offline(base_url: str, rendered: dict) -> None:
     """Vendored require.js + widget manager + MathJax draw a slider, with no outside request."""
-    problems = check_page(browser, base_url + WIDGET_SMOKE_PATH, needs_math=True,
-                          needs_slider=True, needs_label_math=True)
+    problems = _problems_of(rendered, base_url + WIDGET_SMOKE_PATH)
     assert not problems, "synthetic widget page:\n" + "\n".join(problems)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import fcntl
 import hashlib
 import json
 import os
@@ -327,17 +328,28 @@ def _reference_verdicts(reference: str, trusted: str, tasks: tuple[str, ...], ti
     folder = os.environ.get(REFERENCE_CACHE_ENV, "")
     key = hashlib.sha256(json.dumps([reference, trusted, tasks, time_limit_s, closed, seed]).encode()).hexdigest()
     kept = Path(folder) / f"{key[:32]}.json" if folder else None
-    if kept is not None and kept.exists():
-        return {task: Verdict.from_dict(data) for task, data in json.loads(kept.read_text()).items()}
-    verdicts = judge_notebook(nbformat.reads(reference, as_version=4), list(tasks) or None,
-                              nbformat.reads(trusted, as_version=4) if trusted else None, time_limit_s, scan=False,
-                              closed=list(closed), seed=seed)
-    if kept is not None:  # written whole, then renamed: a process reading it meanwhile finds it or nothing
-        kept.parent.mkdir(parents=True, exist_ok=True)
+    if kept is None:
+        return _judge_reference(reference, trusted, tasks, time_limit_s, closed, seed)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    # one process of the run judges them while the others that need them wait (a run's first students start
+    # together): each would otherwise judge the same right answers again
+    with open(kept.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if kept.exists():
+            return {task: Verdict.from_dict(data) for task, data in json.loads(kept.read_text()).items()}
+        verdicts = _judge_reference(reference, trusted, tasks, time_limit_s, closed, seed)
+        # written whole, then renamed: a process reading it meanwhile finds it or nothing
         partial = kept.with_suffix(f".{os.getpid()}.tmp")
         partial.write_text(json.dumps({task: v.to_dict() for task, v in verdicts.items()}))
         os.replace(partial, kept)
     return verdicts
+
+
+def _judge_reference(reference: str, trusted: str, tasks: tuple[str, ...], time_limit_s: float,
+                     closed: tuple[str, ...], seed: int) -> dict[str, Verdict]:
+    return judge_notebook(nbformat.reads(reference, as_version=4), list(tasks) or None,
+                          nbformat.reads(trusted, as_version=4) if trusted else None, time_limit_s, scan=False,
+                          closed=list(closed), seed=seed)
 
 
 VERIFY_FAILED = ("the grader could not verify it: the results this check saw differ from a right answer's on the "
