@@ -485,7 +485,7 @@ CLAUSES = [
            "keep a reference to the raw pooler output",
            lab="The raw pooler output stays alive until the copy that reads it is done"),
     Clause("2.2-cause", "name the one that explains the others", "each broken runner's bug named from the evidence",
-           "the 5 runners' evidence", "2.2-symptom-not-cause", "it is a consequence"),
+           "runners' evidence, one simulated step each", "2.2-symptom-not-cause", "it is a consequence"),
     Clause("2.1-lazy-once", "The side stream is created once, lazily, and reused", CHECKS_2_1[2].name,
            "a runner built, then 5 steps of 4 requests", "2.1-new-stream-every-step", "create it once",
            lab="None until first needed"),
