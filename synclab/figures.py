@@ -146,8 +146,7 @@ def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, 
                                  # upright numbers go inside a tall bar (plotly's "auto"), over a short one
                                  textposition="auto" if upright[measure] else "outside", textfont={"size": 11},
                                  textangle=-90 if upright[measure] else 0,
-                                 error_y={"type": "data", "symmetric": False, "array": [max(values) - mid],
-                                          "arrayminus": [mid - min(values)]}), row=1, col=col)
+                                 error_y=_spread_bars([mid], [min(values)], [max(values)])), row=1, col=col)
     for col, measure in enumerate(measures, start=1):
         fig.update_yaxes(title_text=measure, title_standoff=4, rangemode="tozero", row=1, col=col)
         fig.update_xaxes(tickangle=-90, row=1, col=col)
@@ -158,11 +157,16 @@ def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, 
                    margin={"l": 50, "r": 10, "b": 10}, above_plot=70)
 
 
+def _spread_bars(mids: Sequence[float], lows: Sequence[float], highs: Sequence[float]) -> dict[str, Any]:
+    """Error bars from each ``low`` to its ``high`` around ``mid``: the rounds' spread."""
+    return {"type": "data", "symmetric": False, "array": [hi - m for m, hi in zip(mids, highs)],
+            "arrayminus": [m - lo for m, lo in zip(mids, lows)]}
+
+
 def _range_bars(timings: Sequence[Timing]) -> dict[str, Any]:
     """Error bars from the fastest to the slowest per-round median: the spread the protocol measured."""
-    return {"type": "data", "symmetric": False, "visible": True,
-            "array": [t.high_us - t.median_us for t in timings],
-            "arrayminus": [t.median_us - t.low_us for t in timings]}
+    mids = [t.median_us for t in timings]
+    return {"visible": True, **_spread_bars(mids, [t.low_us for t in timings], [t.high_us for t in timings])}
 
 
 def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = False,
@@ -250,12 +254,9 @@ def gpu_loop_figure(result: dict[str, Any], title: str, label: str) -> go.Figure
     fig = go.Figure()
     lengths = list(result["lengths"])
     for color, (scan, ms) in zip(variant_colors(), result["ms_per_step"].items()):
-        low_high = result["ms_per_step_range"][scan]
+        lows, highs = zip(*result["ms_per_step_range"][scan])
         fig.add_trace(go.Scatter(x=lengths, y=ms, mode="lines+markers", name=f"{scan}: the loop's step",
-                                 line={"color": color}, error_y={"type": "data", "symmetric": False,
-                                                                 "array": [hi - m for (lo, hi), m in zip(low_high, ms)],
-                                                                 "arrayminus": [m - lo for (lo, hi), m in
-                                                                                zip(low_high, ms)]}))
+                                 line={"color": color}, error_y=_spread_bars(ms, lows, highs)))
         fig.add_trace(go.Scatter(x=lengths, y=result["device_ms_per_step"][scan], mode="lines",
                                  name=f"{scan}: its forwards alone", line={"color": color, "dash": "dot"}))
     pr = result["pr_tpot_ms"]
@@ -417,8 +418,7 @@ def gpu_ablation_figure(result: dict[str, Any], title: str, label: str) -> go.Fi
                                  showlegend=False, hovertext=name,  # the number at the bar's foot: clear of its whisker
                                  text=[format(mid, fmt)], textposition="inside", insidetextanchor="start",
                                  constraintext="none", cliponaxis=False,
-                                 error_y={"type": "data", "symmetric": False, "array": [max(runs) - mid],
-                                          "arrayminus": [mid - min(runs)]}), row=1, col=col)
+                                 error_y=_spread_bars([mid], [min(runs)], [max(runs)])), row=1, col=col)
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=2)
     fig.update_xaxes(tickangle=-40)  # each panel names its configurations: seven bars, no legend to look up
     runs = result.get("repeats", 1)
@@ -555,9 +555,8 @@ def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str
     mids = [median(round_totals_us[c]) / 1000 for c in configs]
     fig.add_trace(go.Scatter(x=shown, y=mids, mode="markers+text", name="whole step", marker_color="black",
                              text=[f"{m:.1f} ms" for m in mids], textposition="top center",
-                             error_y={"type": "data", "symmetric": False,
-                                      "array": [max(round_totals_us[c]) / 1000 - m for c, m in zip(configs, mids)],
-                                      "arrayminus": [m - min(round_totals_us[c]) / 1000 for c, m in zip(configs, mids)]}))
+                             error_y=_spread_bars(mids, [min(round_totals_us[c]) / 1000 for c in configs],
+                                                  [max(round_totals_us[c]) / 1000 for c in configs])))
     rounds = len(next(iter(round_totals_us.values())))
     subtitle = _subtitle(f"measured on {label}",
                          f"the median decode step of {rounds} interleaved rounds (its range over them as bars), "

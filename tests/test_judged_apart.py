@@ -25,7 +25,7 @@ import pytest
 
 from synclab.lab import judge
 from synclab.lab.exercises import EXERCISES
-from synclab.lab.judged_apart import AnswerProcess, RemoteFunction, start
+from synclab.lab.judged_apart import AnswerProcess, RemoteFunction, answer_environment, start
 from synclab.answer_keys.plain_data import Opaque, decode, encode
 from synclab.syncs import SyncKind
 
@@ -109,10 +109,7 @@ def probe(apart, crossings):
 
 
 def _env() -> dict[str, str]:
-    env = judge._worker_env()
-    paths = [p for p in env["PYTHONPATH"].split(os.pathsep) if p != str(judge.grading_install())]
-    env["PYTHONPATH"] = os.pathsep.join([str(judge.answer_install()), *paths])
-    return env
+    return answer_environment(judge._worker_env(), str(judge.grading_install()), str(judge.answer_install()))
 
 
 def _started(source: str, names: list[str]) -> tuple[AnswerProcess, dict]:

@@ -118,7 +118,7 @@ def decode(data: Any) -> Any:
         numerator, denominator = data["fraction"]
         return Fraction(int(numerator), int(denominator))
     if "subclass" in data:
-        base = {"bool": int, "int": int, "float": float, "str": str}[data["of"]]  # bool cannot be subclassed
+        base = {"int": int, "float": float, "str": str}[data["of"]]
         name = data["subclass"] if str(data["subclass"]).isidentifier() else "value"
         return type(name, (base,), {})(decode(data["value"]))
     for kind, build in (("list", list), ("tuple", tuple), ("set", set), ("frozenset", frozenset)):

@@ -338,10 +338,9 @@ def _judge_apart(exercise: dict, job: dict, verdict: dict[str, Any], used: set[s
     from synclab.lab.witnesses import WitnessRecorder
 
     task = exercise["task"]
-    env = {k: v for k, v in os.environ.items() if k != SEED_ENV}  # the answer's process needs no seed of the grader's
-    # it imports the install without the answers judged apart, in the grading install's place
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != job["grading_install"]]
-    env["PYTHONPATH"] = os.pathsep.join([job["answer_install"], *paths])
+    # no seed of the grader's; the install without the answers judged apart, in the grading install's place
+    env = judged_apart.answer_environment(dict(os.environ), job["grading_install"], job["answer_install"],
+                                          drop=(SEED_ENV,))
     process, names = judged_apart.start(exercise, job, job["setup"], used, env, verdict)
     if process is None:
         return verdict

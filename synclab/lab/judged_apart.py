@@ -166,6 +166,16 @@ class RemoteFunction:
         return f"<{self.__name__}, in the answer's process>"
 
 
+def answer_environment(worker_env: dict[str, str], grading_install: str, answer_install: str,
+                       drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """The answer's process's environment: the worker's, less ``drop`` (the grader's seed), importing the install
+    without the answers judged apart in the grading install's place."""
+    env = {k: v for k, v in worker_env.items() if k not in drop}
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != grading_install]
+    env["PYTHONPATH"] = os.pathsep.join([answer_install, *paths])
+    return env
+
+
 def remember_cells(task: str, cells: list[dict]) -> None:
     """The reader's cells under the names the answer's process runs them by, so that a line it names reads back."""
     for n, cell in enumerate(cells, start=1):
@@ -182,7 +192,7 @@ def start(exercise: dict, job: dict, setup: list[str], reads: set[str], env: dic
             "reads": sorted(reads), "course_roots": job["course_roots"], "readable": job["readable"]}
     try:
         loaded = process.ask(load, limit_s=ANSWER_START_S)
-    except (AnswerProcessEnded, BaseException) as exc:  # noqa: BLE001 - its time limit, or its end
+    except BaseException as exc:  # noqa: BLE001 - its time limit, or its end (AnswerProcessEnded)
         process.kill()
         verdict["error"] = str(exc) or "the answer's process did not load its cells"
         return None, {}

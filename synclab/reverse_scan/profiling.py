@@ -139,15 +139,14 @@ def gpu_loop_sweep(impls: dict[str, BatchClass], lengths: tuple[int, ...] = GPU_
         for _ in range(rounds):
             for name, cls in impls.items():  # interleaved: a drift of the machine touches every scan alike
                 runs[name][n].append(gpu_loop(cls, n, steps))
+    def per_length(measure: str, of_rounds: Callable[[list[float]], Any]) -> dict[str, list[Any]]:
+        return {name: [of_rounds([r[measure] for r in runs[name][n]]) for n in lengths] for name in impls}
+
     result = {"lengths": list(lengths), "num_reqs": PROFILE_REQS, "steps": steps, "rounds": rounds,
               "forward": "8 matmuls of [128, 4096] x [4096, 4096] in fp32, tanh between",
-              "ms_per_step": {name: [statistics.median(r["ms_per_step"] for r in runs[name][n]) for n in lengths]
-                              for name in impls},
-              "ms_per_step_range": {name: [[min(r["ms_per_step"] for r in runs[name][n]),
-                                            max(r["ms_per_step"] for r in runs[name][n])] for n in lengths]
-                                    for name in impls},
-              "device_ms_per_step": {name: [statistics.median(r["device_ms_per_step"] for r in runs[name][n])
-                                            for n in lengths] for name in impls},
+              "ms_per_step": per_length("ms_per_step", statistics.median),
+              "ms_per_step_range": per_length("ms_per_step", lambda ms: [min(ms), max(ms)]),
+              "device_ms_per_step": per_length("device_ms_per_step", statistics.median),
               "pr_tpot_ms": {"output tokens": PR_OUTPUT_TOKENS, **PR_TPOT_MS}}
     record("ch4", "gpu_loop", result)
     return result
