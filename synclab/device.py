@@ -117,9 +117,24 @@ def is_pin_memory_available() -> bool:
     Inside :func:`synclab.sim.pinning.simulated_pinning` the answer is the one
     that block simulates (chapter 3 checks both a GPU machine and the WSL case).
     """
+    _PIN_QUESTIONS[0] += 1
+    return pinning_answer()
+
+
+def pinning_answer() -> bool:
+    """:func:`is_pin_memory_available`'s answer, for the lab's own instruments: not counted as the reader's question."""
     if _FORCED_PINNING:
         return _FORCED_PINNING[-1]
     return _probe_pin_memory()
+
+
+_PIN_QUESTIONS = [0]  # how often is_pin_memory_available() was asked: chapter 3's hints tell a call-time question
+#                       from a value read before the simulated machine existed (a module constant, vLLM's PIN_MEMORY)
+
+
+def pin_questions() -> int:
+    """How many times :func:`is_pin_memory_available` has been asked in this process (chapter 3's checks)."""
+    return _PIN_QUESTIONS[0]
 
 
 

@@ -68,7 +68,7 @@ from synclab.device import (
     has_cuda,
     is_device_tensor,
     PIN_INTENT,
-    is_pin_memory_available,
+    pinning_answer,
     is_pinned_host,
     is_simulated,
     mark_device,
@@ -547,7 +547,7 @@ class _FunctionLevel(TorchFunctionMode):
             obs.hold_until_a_wait(out)
         if "pin_memory" in kwargs and isinstance(out, torch.Tensor) and not is_device_tensor(out):
             # Asked for pinned memory, or passed pin_memory=<availability> where pinning is impossible.
-            if kwargs["pin_memory"] or not is_pin_memory_available():
+            if kwargs["pin_memory"] or not pinning_answer():
                 setattr(out, PIN_INTENT, True)
         return out
 

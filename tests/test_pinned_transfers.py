@@ -238,6 +238,25 @@ def test_a_mask_built_from_the_ids_values_is_named_on_the_request_it_breaks():
     assert "a requested token 0 is real" in fixed.hint
 
 
+class MaskOneShort(PinnedSampler):  # a learner's mask[r, 1:len(ids)]: the request's last id is masked as padding
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        out = super().gather_specific_token_logprobs(logits, logprob_token_ids, sampled)
+        if out is None:
+            return out
+        values = out.logprobs.clone()  # [batch, max_ids + 1]
+        for row in range(values.shape[0]):
+            n = len(logprob_token_ids.get(row, []))
+            if n:
+                values[row, n] = float("-inf")
+        return out._replace(logprobs=values)
+
+
+def test_a_mask_one_short_is_told_the_slice_is_one_short():
+    report = ch3.check_gather_specific_token_logprobs(MaskOneShort, seed=0)
+    failed = next(o for o in report.outcomes if o.status == "failed")
+    assert "one more than the ids" in failed.hint, str(report)
+
+
 class RankCountsTies(PinnedSampler):  # >= counts the sampled token itself
     def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
         out = super().gather_specific_token_logprobs(logits, logprob_token_ids, sampled)

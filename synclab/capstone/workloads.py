@@ -354,7 +354,7 @@ def _load_fixes(folder: Path, stamp: tuple) -> tuple[Components, list[str]]:
         where_not = (f"not in {where}: no {notebook.name} there (nor in {where / f'ch{chapter}'})" if missing
                      else f"not done in {shown}")
         fix_task = task.split(" and ")[-1]  # the exercise that writes the fix (1.2 builds on 1.1)
-        if not missing and EXERCISES[fix_task].stretch and _stubbed(notebook, [name]) \
+        if not missing and pattern is not None and EXERCISES[fix_task].stretch and _stubbed(notebook, [name]) \
                 and not _stubbed(notebook, [n for n in needs if n != name]):
             # a stretch left undone, its core written: the book's stretch runs in its place, the fix stays on
             if pattern in unfinished:  # ... unless the core is not written either: the line above said so

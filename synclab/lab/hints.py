@@ -48,8 +48,9 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
         Hint("which operations",
              "Read the first request's first row and the last request's last row (two `.item()` calls, one per "
              "index tensor), slice the sub-group once, then `torch.split` it by the host sizes: views, one call. "
-             "The chunked-prefill rules are about what to keep and when to `clone()`: a chunk kept across steps "
-             "must own its storage; a concatenation already does."),
+             "For chunked prefill, pass every chunk through `ch1.kept_chunk` (it clones what must outlive the step), "
+             "append it to the request's cache, and return `torch.cat` of a finished request's chunks (or its one "
+             "chunk), cleaning its cache."),
     ),
     "1.2": (
         Hint("what the caller now guarantees",
@@ -89,7 +90,8 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "A `non_blocking` upload is asynchronous only from pinned memory. So build (or copy) the host data "
              "into a pinned tensor first, when the platform has pinned memory, and only then send it."),
         Hint("which calls",
-             "`torch.as_tensor` / `torch.tensor(data, dtype=dtype)` accepts lists and arrays; a pageable CPU tensor "
+             "`torch.tensor(data, dtype=dtype, pin_memory=...)` accepts lists and arrays (`torch.as_tensor` takes no "
+             "`pin_memory`); a pageable CPU tensor "
              "needs converting to the dtype and a pinned copy made by this call (sent from pageable memory it would be "
              "a staging copy, and the caller may change theirs once the call returns); one "
              "that is pinned already may go as it is (`pin_memory()` returns it unchanged). Ask "

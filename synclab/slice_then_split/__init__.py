@@ -7,6 +7,9 @@ slice of the whole sub-group (2 device reads) and one ``split`` by host-side
 sizes. Exercise 1.2 (stretch) is later vLLM: the caller slices, the method splits
 by host sizes alone, 0 device reads.
 
+The clone rule of chunked prefill, which is not the chapter's pattern, is scaffolding the
+lab hands the reader (:func:`.workloads.kept_chunk`).
+
 The workload is a small engine loop (:class:`PoolingRun`): requests with prompts
 of known hidden states, a scheduler that cuts them into chunks under a token
 budget, and a persistent hidden-states buffer that every step overwrites, as a
@@ -20,7 +23,7 @@ says what the notebook imports.
 from synclab.slice_then_split.workloads import (AllPoolClass, HOST_WORK_RATIO, POISON, PR_GROUP_OFFSET, PR_GROUP_SIZE,
                                                 PR_HIDDEN, PR_NUM_REQS, PR_TOKENS, PoolingRequest, PoolingRun,
                                                 PoolingStep, SEQ_TASK, TOKEN_TASKS, benchmark_dtype, build_metadata,
-                                                describe_step, handed_to, make_dispatcher, make_requests,
+                                                describe_step, handed_to, kept_chunk, make_dispatcher, make_requests,
                                                 pr_benchmark_batch, random_requests)
 from synclab.slice_then_split.checks import (CHECKS_1_1, CHECKS_1_2, check_all_pool, check_all_pool_no_sync,
                                              host_calls_per_call, run_workload)
@@ -32,6 +35,6 @@ __all__ = ['AllPoolClass', 'CHECKS_1_1', 'CHECKS_1_2', 'GROUP_SIZES', 'HOST_WORK
            'POISON', 'PR_GROUP_OFFSET', 'PR_GROUP_SIZE', 'PR_HIDDEN', 'PR_MEDIAN_AFTER_US', 'PR_MEDIAN_BEFORE_US',
            'PR_NUM_REQS', 'PR_TOKENS', 'PoolingRequest', 'PoolingRun', 'PoolingStep', 'SEQ_TASK', 'TOKEN_TASKS',
            'benchmark_dtype', 'build_metadata', 'check_all_pool', 'check_all_pool_no_sync', 'compare_with_pr',
-           'describe_step', 'handed_to', 'host_calls_per_call', 'make_dispatcher', 'make_requests',
+           'describe_step', 'handed_to', 'host_calls_per_call', 'kept_chunk', 'make_dispatcher', 'make_requests',
            'pr_benchmark_batch', 'profile_calls', 'random_requests', 'run_workload', 'speedup_figure', 'sync_counts',
            'timing_sweep', 'torch_call_counts', 'counts_table']

@@ -80,14 +80,16 @@ def _expect_outputs(outputs: PoolerOutput, step: PoolingStep, case: str, when: s
         if want is not None and isinstance(got, torch.Tensor) and got.shape == want.shape:
             if (got.detach().cpu() == POISON).any():
                 hint = ("the output holds values the NEXT step wrote into the hidden-states buffer: a chunk kept "
-                        "across steps (or, under async scheduling, a finished output) must be .clone()d")
+                        "across steps (or, under async scheduling, a finished output) must be .clone()d: pass every chunk "
+                        "through ch1.kept_chunk(chunk, finished=..., first_chunk=..., clone_finished=...)")
             elif _rows_elsewhere(got, step.hidden_states) is not None:
                 hint = (f"these are rows {_rows_elsewhere(got, step.hidden_states)} of the batch: another place than "
                         "this request's. The sub-group does not start at row 0: slice from its first token "
                         "(cursor.first_token_indices_gpu[0]) to its last token + 1, then split")
             else:
                 hint = ("right shape, wrong values. If this prompt came in several chunks, a kept chunk is probably "
-                        "a view of the hidden-states buffer, which every step's forward overwrites: .clone() it. "
+                        "a view of the hidden-states buffer, which every step's forward overwrites: .clone() it "
+                        "(ch1.kept_chunk decides). "
                         "Otherwise, check which rows you sliced and the order of the chunks")
         raise CheckFailed(f"wrong output for request {pos} of the batch ({req.task}, {when})",
                           expected=_describe(want) + (" equal to the prompt's hidden states" if want is not None else ""),
@@ -487,7 +489,8 @@ def _copies_per_step(all_pool: AllPoolClass, requests: list[PoolingRequest], *, 
                     "goes into torch.cat as a view (the cat makes new storage); alone, it is returned as it is")
         else:
             hint = ("clone each chunk that must outlive the step once: an unfinished request's chunk, and under "
-                    "async scheduling a finished request's only chunk. Nothing else")
+                    "async scheduling a finished request's only chunk. Nothing else: ch1.kept_chunk, given the "
+                    "request's finished flag and whether its cache was empty, clones exactly these")
         raise CheckFailed(f"{len(needless)} needless cop{'y' if len(needless) == 1 else 'ies'} in step {step_no}",
                           expected=f"{len(must_own)} clone(s): the chunks of requests {sorted(must_own)}",
                           got=f"{len(copied)} cop{'y' if len(copied) == 1 else 'ies'}; needless: "
@@ -527,7 +530,7 @@ CLAUSES = [
     Clause("1.1-outlive", "a copy only for what must outlive the buffer",
            "chunks kept across steps survive the next step's forward",
            "chunked prefill, the buffer overwritten after every step", "1.1-keeps-views-across-steps", ".clone() it",
-           also=(_FIXED_1_1, _RANDOM_1_1), lab="A chunk kept across steps (an unfinished request's) must .clone()"),
+           also=(_FIXED_1_1, _RANDOM_1_1), lab="A chunk that outlives the step must"),
     Clause("1.1-host-work", "host work that does not grow with the requests", "host work per call does not grow",
            "sub-groups of 8 and 48 whole prompts", "1.1-slice-per-request-accumulate",
            "Slice the sub-group once and split it", lab="host work does not grow with the requests"),

@@ -159,6 +159,24 @@ def make_dispatcher(all_pool: AllPoolClass, *, chunked: bool, async_scheduling: 
     return DispatchPooler({**{t: pool for t in TOKEN_TASKS}, SEQ_TASK: last}, slice_groups=slice_groups)
 
 
+# ----------------------------------------------------------------------------- the clone rule (scaffolding for 1.1)
+
+
+def kept_chunk(chunk: torch.Tensor, *, finished: bool, first_chunk: bool, clone_finished: bool) -> torch.Tensor:
+    """A request's chunk [num_scheduled, hidden] as ``AllPool`` may keep or return it: a view, or a clone.
+
+    Scaffolding that Exercise 1.1 hands the reader, so that 1.1's effort goes to the slice and
+    the split: the chunk is a view of the hidden-states buffer, which the next forward
+    overwrites, so it must own its storage when it outlives this step. That is an unfinished
+    request's chunk (kept for later steps), and under async scheduling (``clone_finished``)
+    a finished request's only chunk (read after the next forward may have run). A finished
+    request's later chunk stays a view: ``torch.cat`` of its chunks makes new storage. Without
+    chunked prefill every request is finished with its only chunk.
+    """
+    must_own = (not finished) or (clone_finished and first_chunk)
+    return chunk.clone() if must_own else chunk
+
+
 # ----------------------------------------------------------------------------- PR #41163's benchmark batch (the checks and the profiles share it)
 
 

@@ -16,7 +16,7 @@ import torch
 
 from synclab.checks import (Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right,
                             found_right_tensor)
-from synclab.device import SIM_DEVICE, is_device_tensor, pick_device, to_device
+from synclab.device import SIM_DEVICE, is_device_tensor, pick_device, pin_questions, to_device
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.model_inputs import GPUModelRunner
 from synclab.engine.pool_metadata import PoolingParams
@@ -89,12 +89,22 @@ def _check_h2d_values(impl: H2DFunction, rng: random.Random) -> None:
         expect_equal(got.tolist(), [3, 1, 4], what="values", case=case)
 
 
+# A module constant (vLLM's PIN_MEMORY) is read once, on the machine the process runs on; the check plays a GPU machine
+# and WSL in one process, so the question must come inside the call. Told apart by behaviour: no question asked.
+ASKED_BEFORE_HINT = (PIN_HINT + ". Your upload did not ask is_pin_memory_available() while it ran: if it decides "
+                     "from an answer read earlier (a module constant such as vLLM's PIN_MEMORY, read once at import: "
+                     "one process, one machine), that answer came from this machine, outside the GPU machine the check "
+                     "simulates. The check plays a GPU machine and WSL in one process: ask inside the call")
+
+
 def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
     device = pick_device()
     with simulated_pinning(True):
         for case, data, dtype in _h2d_cases(rng):
+            asked = pin_questions()
             got, report = counted(lambda: impl(data, device, dtype))
-            expect_no_syncs(report, "the upload", PIN_HINT, case)
+            hint = ASKED_BEFORE_HINT if report.staged_count and pin_questions() == asked else PIN_HINT
+            expect_no_syncs(report, "the upload", hint, case)
             _same_upload(got, data, dtype, f"the counted call: {case}")  # a call counted is a call checked
 
 
@@ -167,12 +177,18 @@ def _same_logprobs(got: Any, logits: torch.Tensor, ids: dict[int, list[int]], sa
     wrong_pad = torch.isinf(got_values) != padded  # [batch, max_ids + 1]
     if bool(wrong_pad.any()):
         row = int(wrong_pad.any(dim=1).nonzero()[0])  # the first request whose padding is wrong: show that one
-        masked_real = bool((torch.isinf(got_values[row]) & ~padded[row]).any())
+        masked = (torch.isinf(got_values[row]) & ~padded[row]).nonzero().flatten().tolist()  # real slots masked
+        real = int((~padded[row]).sum())  # column 0 and the request's ids
+        if not masked:
+            hint = "mask the padded slots after the gather"
+        elif masked == [real - 1] and want_ids[row][real - 1] != 0:  # only the last id, not a 0: a slice one short
+            hint = (f"the request's last id (column {real - 1}) was masked as padding: its ids fill columns 1 to "
+                    f"len(ids) inclusive, so the real slots are [:len(ids) + 1], one more than the ids")
+        else:
+            hint = (f"requested ids were masked as padding (columns {masked[:4]}): the mask marks each request's "
+                    "own ids by how many it asked for (a requested token 0 is real), never by the ids' values")
         raise CheckFailed(f"padding must be -inf, and only padding: request {row}'s row is wrong", case=case,
-                          expected=want_values[row], got=got_values[row].tolist(),
-                          hint="a requested id was masked as padding: the mask marks each request's own ids by "
-                               "how many it asked for (a requested token 0 is real), never by the ids' values"
-                          if masked_real else "mask the padded slots after the gather")
+                          expected=want_values[row], got=got_values[row].tolist(), hint=hint)
     close = torch.isclose(got_values, want_t, atol=1e-4) | padded
     row = int((~close).any(dim=1).nonzero()[0]) if not bool(close.all()) else 0
     expect(bool(close.all()), f"logprobs differ: request {row}'s row first", expected=want_values[row],
@@ -235,7 +251,8 @@ def _check_gather_syncs(sampler_cls: SamplerClass, rng: random.Random) -> None:
         sampler = sampler_cls()
         logits, ids, sampled = logprob_case(rng, 64, 1000, share_with_ids=1.0)
         got, report = counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled))
-        expect_no_syncs(report, "gather_specific_token_logprobs", PIN_HINT + "; fill column 0 on the device",
+        expect_no_syncs(report, "gather_specific_token_logprobs", "`sampled` lives on the device, so reading it back "
+                        "is a sync: fill column 0 on the device, after the upload; and " + PIN_HINT,
                          "64 requests, all with ids")
         _same_logprobs(got, logits, ids, sampled, "the counted call: 64 requests, all with ids")
 
