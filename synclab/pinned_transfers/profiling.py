@@ -141,11 +141,11 @@ declare("ch3.gather_sweep",
         gpu=("On a GPU the new version is at least 1.1× faster than the old one from 16 requests up.",
              [Faster(fast=1, slow=0, by=1.1, from_value=16)]),
         cpu_shows="a CPU has no device to wait for and no link to copy over: an upload is a copy within host "
-                  "memory, so the two versions differ only in host work. The book's two do about the same; yours "
-                  "may do less (one torch.tensor of the padded rows rather than a fill per row) or more, and then the "
-                  "lines part for that reason, not for the wait. A CPU cannot show what #41429 saves, the wait for "
-                  "the device at each per-request upload: the sync counts above carry over to a GPU, "
-                  "these times do not.")
+                  "memory, so the two versions differ only in host work, and the book's two do about the same. A gap "
+                  "comes from this machine's noise, or from a version of yours that does less host work (one "
+                  "torch.tensor of the padded rows rather than a fill per row) or more. A CPU cannot show what #41429 "
+                  "saves, the wait for the device at each per-request upload: the sync counts above carry over to a "
+                  "GPU, these times do not.")
 
 
 def gather_sweep(before: SamplerClass, after: SamplerClass, batch_sizes: tuple[int, ...] = BATCH_SIZES) -> Any:

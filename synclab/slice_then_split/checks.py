@@ -531,6 +531,8 @@ CLAUSES = [
            "chunks kept across steps survive the next step's forward",
            "chunked prefill, the buffer overwritten after every step", "1.1-keeps-views-across-steps", ".clone() it",
            also=(_FIXED_1_1, _RANDOM_1_1), lab="A chunk that outlives the step must"),
+    Clause("1.1-clean", "its cache then cleaned", CHECKS_1_1[3].name, "chunked prefill: 14 tokens through a budget",
+           "1.1-cache-not-cleaned", "call state.clean()", lab="its cache is clean()ed"),
     Clause("1.1-host-work", "host work that does not grow with the requests", "host work per call does not grow",
            "sub-groups of 8 and 48 whole prompts", "1.1-slice-per-request-accumulate",
            "Slice the sub-group once and split it", lab="host work does not grow with the requests"),
