@@ -62,8 +62,9 @@ class Faster:
         out = []
         for value, ratio in list(zip(sweep.values, sweep.ratio(slow, fast)))[_index(sweep, self.from_value):]:
             if ratio < self.by:
-                out.append(f"at {sweep.parameter}={value}, {fast!r} is {ratio:.2f}x faster than {slow!r}, "
-                           f"not at least {self.by:g}x")
+                pace = f"{ratio:.2f}x as fast as" if ratio >= 1 else f"{1 / ratio:.2f}x slower than"
+                out.append(f"at {sweep.parameter}={value}, {fast!r} is {pace} {slow!r}, "
+                           f"not at least {self.by:g}x faster")
         return out
 
     def strict(self) -> Faster:

@@ -204,7 +204,8 @@ def speedup_figure(sweep: Sweep, title: str, published: dict[str, tuple[Any, flo
     for color, variant in zip(variant_colors(1), others):
         ys = sweep.ratio(baseline, variant)
         ratios += ys
-        fig.add_trace(go.Bar(x=[str(v) for v in sweep.values], y=ys, name=f"{variant} (this machine)",
+        measured_on = "a CPU" if sweep.provenance.device == "cpu" else sweep.provenance.device
+        fig.add_trace(go.Bar(x=[str(v) for v in sweep.values], y=ys, name=f"{variant} (measured on {measured_on})",
                              marker_color=color, text=[f"{y:.2f}x" for y in ys], textposition="outside",
                              cliponaxis=False))
     for label, (at, ratio) in (published or {}).items():

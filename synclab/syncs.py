@@ -474,7 +474,7 @@ class _FunctionLevel(TorchFunctionMode):
             dev = func(*args, **kwargs)
             return SIM_DEVICE if obs.simulated and is_device_tensor(args[0]) else dev
 
-        if obs.simulated and name not in _TAKES_HOST_TENSORS:
+        if obs.simulated and name not in _TAKES_HOST_TENSORS and name not in _REFUSED_BY_TORCH_ITSELF:
             _refuse_mixed_devices(name, args, kwargs)
 
         kind = None
@@ -716,6 +716,11 @@ def _refuse_device_data_into_host(func: Any, args: tuple, kwargs: dict) -> None:
 _TAKES_HOST_TENSORS = {"to", "cpu", "cuda", "copy_", "set_", "__getitem__", "__setitem__", "index_put", "index_put_",
                        "tensor", "as_tensor", "asarray", "new_tensor", "tensor_split", "pack_padded_sequence",
                        "_pack_padded_sequence", "__contains__", "__get__", "__set__"}
+
+
+# Ops that refuse a host tensor argument themselves, with their own words on any device (``split`` takes Python ints:
+# a TypeError on a GPU as on a CPU), so the simulated device lets torch say it.
+_REFUSED_BY_TORCH_ITSELF = {"split", "split_with_sizes"}
 
 
 def _refuse_mixed_devices(name: str, args: tuple, kwargs: dict) -> None:

@@ -81,7 +81,8 @@ def _expect_outputs(outputs: PoolerOutput, step: PoolingStep, case: str, when: s
             if (got.detach().cpu() == POISON).any():
                 hint = ("the output holds values the NEXT step wrote into the hidden-states buffer: a chunk kept "
                         "across steps (or, under async scheduling, a finished output) must be .clone()d: pass every chunk "
-                        "through ch1.kept_chunk(chunk, finished=..., first_chunk=..., clone_finished=...)")
+                        "through ch1.kept_chunk(chunk, finished=..., first_chunk=..., clone_finished=...), first_chunk "
+                        "telling whether the request's cache was empty before this chunk")
             elif _rows_elsewhere(got, step.hidden_states) is not None:
                 hint = (f"these are rows {_rows_elsewhere(got, step.hidden_states)} of the batch: another place than "
                         "this request's. The sub-group does not start at row 0: slice from its first token "
@@ -252,7 +253,8 @@ def _sync_bound(limit: int, slice_groups: bool) -> Callable[[AllPoolClass, rando
                 outputs = dispatcher(step.hidden_states, step.metadata)
             _expect_outputs(outputs, step, f"the counted call, {num_reqs} requests", "its first step")
             where = "; ".join(f"{e.kind.value} at {e.where}" for e in report.events[:4])
-            expect(report.count <= limit, f"{report.count} syncs in one call for {num_reqs} requests",
+            expect(report.count <= limit, f"{report.count} sync{'' if report.count == 1 else 's'} in one call for {num_reqs} "
+                   f"request{'' if num_reqs == 1 else 's'}",
                    expected=f"at most {limit}", got=f"{report.count}: {where}", case=f"{num_reqs} requests",
                    hint="read the sub-group's two bounds once, then split by num_scheduled_tokens_cpu (host)"
                    if limit else "the sizes are on the host (num_scheduled_tokens_cpu): split by them alone")
@@ -325,6 +327,9 @@ def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
                     "a clone per request: clone only what must outlive the step (an unfinished request's chunk; a "
                     "finished one's only under async scheduling), and return the other views as they are"
                     if grew and grew[0] == "clone" else
+                    "torch.cat runs once per request: a request finished with its only chunk returns that chunk as "
+                    "it is (a cat of one tensor is a copy); only a request with earlier chunks needs torch.cat"
+                    if grew and grew[0] == "cat" else
                     f"{grew[0] if grew else 'a call'} runs once per request: that is host work that grows with the "
                     "batch. Find the loop that makes it and do the work in one call for the whole sub-group")
 
@@ -333,7 +338,9 @@ def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
 
 
 # torch's own words when the split sizes do not add up to the rows sliced: the off-by-one at the sub-group's end.
-SPLIT_SIZES_HINT = (("split_sizes", "the sizes do not add up to the rows you split. Split only the sub-group's rows: "
+SPLIT_SIZES_HINT = (("must be tuple of ints, not Tensor", "split takes the sizes as Python ints: "
+                     "cursor.num_scheduled_tokens_cpu.tolist() (a host tensor: reading it is no sync)"),
+                    ("split_sizes", "the sizes do not add up to the rows you split. Split only the sub-group's rows: "
                      "slice them first, from its first token (first_token_indices_gpu[0]) to its last token + 1 "
                      "(last_token_indices_gpu is inclusive), then split that slice"),)
 
@@ -490,7 +497,8 @@ def _copies_per_step(all_pool: AllPoolClass, requests: list[PoolingRequest], *, 
         else:
             hint = ("clone each chunk that must outlive the step once: an unfinished request's chunk, and under "
                     "async scheduling a finished request's only chunk. Nothing else: ch1.kept_chunk, given the "
-                    "request's finished flag and whether its cache was empty, clones exactly these")
+                    "request's finished flag and whether its cache was empty (ask before you append the chunk), "
+                    "clones exactly these")
         raise CheckFailed(f"{len(needless)} needless cop{'y' if len(needless) == 1 else 'ies'} in step {step_no}",
                           expected=f"{len(must_own)} clone(s): the chunks of requests {sorted(must_own)}",
                           got=f"{len(copied)} cop{'y' if len(copied) == 1 else 'ies'}; needless: "
