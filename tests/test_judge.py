@@ -196,7 +196,8 @@ def test_a_bug_in_1_1_costs_1_1_only(tmp_path, capsys):
     """1.2's class inherits 1.1's forward: with 1.1 broken, 1.2 is judged on the package's 1.1 and keeps its points."""
     nb = nbformat.read(ROOT / "solutions" / "01_slice_then_split.ipynb", as_version=4)
     cell = next(c for c in nb.cells if "class AllPool(" in c.source)
-    broken = cell.source.replace("return [c.clone() for c in chunks] if self.clone_finished else chunks",
+    broken = cell.source.replace("return [ch1.kept_chunk(c, finished=True, first_chunk=True, "
+                                 "clone_finished=self.clone_finished)\n                    for c in chunks]",
                                  "return chunks")
     assert broken != cell.source
     summary = _by_task(_graded(_submission(tmp_path, "01_slice_then_split", {"1.1": broken}), capsys))
