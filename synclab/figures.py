@@ -7,6 +7,8 @@ the model's figures say MODEL in the title.
 
 from __future__ import annotations
 
+import math
+
 from itertools import cycle, islice
 from typing import Any, Iterator, Sequence
 
@@ -181,9 +183,27 @@ def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = Fa
     for color, (variant, timings) in zip(variant_colors(), sweep.timings.items()):
         fig.add_trace(go.Scatter(x=x, y=[t.median_us for t in timings], name=variant, mode="lines+markers",
                                  line_color=color, error_y=_range_bars(timings)))
+    # log axes labelled at the values themselves: plotly's own ticks on an axis of under two decades print only
+    # minor digits ("2 5 ... 3 4"), so a point at 32 would sit over a "3"
+    xaxis = {"type": "log", "tickvals": list(sweep.values), "ticktext": [f"{v:g}" for v in sweep.values]} \
+        if log_x else {"type": "category"}
+    xaxis["title"] = sweep.parameter
+    yaxis: dict[str, Any] = {"title": yaxis_title}
+    if log_y:
+        medians = [t.median_us for timings in sweep.timings.values() for t in timings]
+        ticks = log_ticks(min(medians), max(medians))
+        yaxis.update(type="log", tickvals=ticks, ticktext=[f"{t:,g}" for t in ticks])
     return _layout(fig, title, f"measured on {sweep.provenance.label}; median of {_rounds(sweep)} interleaved rounds",
-                   xaxis_title=sweep.parameter, yaxis_title=yaxis_title, height=420,
-                   xaxis_type="log" if log_x else "category", yaxis_type="log" if log_y else None)
+                   height=420, xaxis=xaxis, yaxis=yaxis)
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """1, 2 and 5 times the powers of ten from just under ``low`` to just over ``high``: a log axis's labels."""
+    ticks, power = [], 10.0 ** math.floor(math.log10(max(low, 1e-12)))
+    while power <= high * 10:
+        ticks += [m * power for m in (1, 2, 5) if low / 2 <= m * power <= high * 2]
+        power *= 10
+    return ticks
 
 
 def _rounds(sweep: Sweep) -> int:

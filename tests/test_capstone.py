@@ -1035,3 +1035,4 @@ def test_a_min_tokens_count_off_by_one_fails_on_every_seed(seed):
     report = ch6.check_sync_hunt(off_by_one, seed=seed)
     first = report.outcomes[0]
     assert first.status == "failed" and "differ" in first.message, str(report)
+    assert "min_tokens" in first.hint and "keep every feature" not in first.hint, first.hint  # the stop's boundary

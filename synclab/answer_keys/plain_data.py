@@ -18,6 +18,7 @@ import enum
 import importlib
 import json
 import math
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -73,6 +74,9 @@ def encode(value: Any, depth: int = 0) -> Any:
         return {exact.__name__: items}
     if exact is dict:
         return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if isinstance(value, Mapping):  # a mappingproxy, an OrderedDict, a Counter: read back as the dict it holds
+        return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()],
+                "mapping": exact.__name__}
     try:
         text = repr(value)[:300]
     except Exception:  # noqa: BLE001 - a repr that raises still names its type

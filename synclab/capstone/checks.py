@@ -15,7 +15,7 @@ from synclab.capstone.workloads import (RunnerClass, Workload, ablation_workload
                                         last_loaded_fixes, min_tokens_mix,
                                         book_fixes, host_work_in_decode_step, random_mix, run_engine,
                                         step_syncs)
-from synclab.checks import Check, CheckReport, expect, run_checks, found_right
+from synclab.checks import Check, CheckReport, Clause, expect, found_right, run_checks
 from synclab.capstone.planted import PlantedRunner
 from synclab.engine.engine_core import PATTERNS, Components, EngineConfig, EngineRunner
 from synclab.answer_keys import answer_in, answer_key, refuse
@@ -62,8 +62,7 @@ def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Ran
         asked = f"; that request asked for {spec.sampling}" if spec is not None and spec.sampling else ""
         expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
                got=diff, case=case,  # the request's sampling in the message, which is never shortened
-               hint="keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; "
-                    "a stop takes effect when the step's output reaches the host, as before")
+               hint=_feature_hint(spec, comparable(results), want))
         found_right(comparable(results))  # the grader's seed drew this mix
         lines = list(dict.fromkeys(f"{e.kind.value} at {e.where} `{e.code}`" for step in syncs.stray for e in step))
         expect(not lines, f"{sum(map(len, syncs.stray))} stray sync(s) in {len(syncs.stray)} steps, from "
@@ -88,6 +87,46 @@ def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Ran
                got=f"{worst} in one step", case=f"random mix {i + 1}")
 
 
+_FEATURES_HINT = ("keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; a stop "
+                  "takes effect when the step's output reaches the host, as before")
+
+
+def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
+    """Which feature the first differing request's tokens point at: a stop too late or too early, or the bias."""
+    if spec is None or spec.sampling is None or spec.request_id not in got:
+        return _FEATURES_HINT
+    mine, right = got[spec.request_id][0], want[spec.request_id][0]  # the token lists
+    stops, min_tokens = set(spec.sampling.stop_token_ids or ()), spec.sampling.min_tokens or 0
+    if len(mine) > len(right) and mine[:len(right)] == right and right and right[-1] in stops:
+        return (f"yours went on past the stop token {right[-1]} at output position {len(right) - 1}, where the right "
+                f"run stopped. Stop tokens are banned only while fewer than min_tokens ({min_tokens}) tokens are out "
+                "(<, not <=), and a sampled stop token ends the request")
+    if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] in stops:
+        return (f"yours stopped on the stop token {mine[-1]} after {len(mine)} token(s), where the right run went on: "
+                f"min_tokens ({min_tokens}) bans stop tokens until that many tokens are out")
+    at = next((k for k, (m, r) in enumerate(zip(mine, right)) if m != r), None)
+    if at is not None and (mine[at] in stops or right[at] in stops):
+        which = mine[at] if mine[at] in stops else right[at]
+        return (f"at output position {at} the stop token {which} was sampled in one run and banned in the other: "
+                f"min_tokens ({min_tokens}) bans stop tokens while fewer than that many tokens are out (<, not <=), "
+                "counting the tokens generated in this run, as PlantedRunner does (its output so far less "
+                "prior_output_token_ids)")
+    if at is not None:
+        return ("other tokens from output position " + str(at) + ": look at the logit bias (each request's own "
+                "pairs, its float values, added to its row)")
+    mine_lp, right_lp = got[spec.request_id][1], want[spec.request_id][1]  # per output position, the logprobs asked
+    at = next((k for k, (m, r) in enumerate(zip(mine_lp, right_lp)) if m != r), None)
+    if at is not None and stops and at in (min_tokens - 1, min_tokens):
+        # a ban one token too long or too short moves the logprobs first right at min_tokens' boundary
+        return (f"the same tokens, other logprobs from output position {at}, min_tokens' boundary ({min_tokens}): "
+                "min_tokens bans stop tokens while fewer than that many tokens are out (<, not <=), counting the "
+                "tokens generated in this run, as PlantedRunner does (its output so far less prior_output_token_ids)")
+    if at is not None:
+        return (f"the same tokens, other logprobs from output position {at}: look at the logit bias (its float "
+                "values, on its request's row)")
+    return _FEATURES_HINT
+
+
 def _check_flat_in(parameter: str) -> Callable[[Callable[[], RunnerClass], random.Random], None]:
     def check(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
         runner_cls = _runner(factory)
@@ -97,11 +136,12 @@ def _check_flat_in(parameter: str) -> Callable[[Callable[[], RunnerClass], rando
         work = [host_work_in_decode_step(runner_cls, EngineConfig(), n, m, book_fixes(), hunt_features=True,
                                          decode_tokens=d)
                 for n, m, d in cases]
-        at = cases[1][("output length", "images", "tokens generated").index(parameter)]
+        small, at = (case[("output length", "images", "tokens generated").index(parameter)] for case in cases)
         expect(work[1].total <= FLAT_BOUND * work[0].total, f"host work per decode step grows with {parameter}",
                expected=f"at most {FLAT_BOUND}x",
                got=f"{work[0].total} -> {work[1].total} (torch calls + history elements); "
                    f"the most at {parameter} {at}: {work[1].largest()}",
+               case=f"one decode step, {parameter} {small} against {at}",
                hint="look for code of yours that walks a request's whole output history (or every image, or every "
                     "token generated so far) each step: keep a count instead, or ask the list its len(); the "
                     "switches' fixes (chapters 4 and 5) already keep theirs flat")
@@ -204,14 +244,16 @@ def _check_row(fn: AblationRow, rng: random.Random) -> None:
                expected=list(ROW_KEYS), got=sorted(got) if isinstance(got, dict) else type(got).__name__)
         as_stray = want["planned_per_step"] > 0 and abs(  # whatever it says of the planned ones
             got["stray_per_step"] - want["stray_per_step"] - want["planned_per_step"]) < 1e-9
-        expect(not as_stray, "your stray count includes the planned waits", case=config.label,
+        expect(not as_stray, "your stray count includes the planned waits",
+               case=f"{config.label} (the {held_back} fix handed in is not written: it runs the code before its PR)",
                expected=f"{want['stray_per_step']:.2f} stray and {want['planned_per_step']:.2f} planned per step",
                got=f"{got['stray_per_step']:.2f} stray and {got['planned_per_step']:.2f} planned per step",
                hint="the one wait on the previous step's output copy is planned (the engine marks it with "
                     "gpu_sync_allowed()): ch6.is_planned(event) is True for it; count it apart from the stray ones")
         for key in ROW_KEYS:
             expect(abs(got[key] - want[key]) < 1e-9, ROW_MESSAGES[key], expected=want[key], got=got[key],
-                   case=config.label, hint=_row_hint(key, got, want, workload))
+                   case=f"{config.label} (the {held_back} fix handed in is not written: it runs the code before its "
+                        "PR)", hint=_row_hint(key, got, want, workload))
         found_right([round(got[key], 6) for key in ROW_KEYS])  # the grader's seed chose the configurations
 
 
@@ -298,8 +340,10 @@ def _reading_why(question: str, truth: dict[str, Any]) -> str:
     if question == "saving_grows_with":
         return ("read the host-work table (or its figure): a fix's saving is the gap to the baseline; see which gap "
                 "widens from 16 to 256 tokens out, and which from 2 to 16 images")
-    return ("a sync makes the host wait until the device has drained its queue; one left anywhere in the step "
-            "costs the device that idle time, whichever others are gone (the MODEL shows it)")
+    return ("not a reason the counts support (a: each fix's code queues no more work on the device than the code "
+            "before it; c: every configuration computes the same tokens, as 6.1's check holds them to; d: no fix "
+            "alone has more stray syncs than the baseline). Look at the MODEL at 2 ms of device work: what does the "
+            "device do while the host waits at a sync, and how many syncs does one fix alone leave?")
 
 
 def _pattern_name(answer: Any) -> Any:
@@ -354,7 +398,7 @@ def _check_reading(answer: Callable[[], dict[str, Any]], rng: random.Random) -> 
                f"{q}: {SHAPE_OF_GROWS}, not {reading[q]!r}" if q == "saving_grows_with" and misshapen
                else f"{q}: name a fix by its pattern ({', '.join(PATTERNS)}), not {reading[q]!r}"
                if q in unnamed else f"{q}: you said {reading[q]!r}, but {_reading_why(q, truth)}" for q in wrong),
-           share=1 - len(wrong) / len(READING_QUESTIONS),
+           share=1 - len(wrong) / len(READING_QUESTIONS), case="the six answers, against the capstone workload's counts",
            hint="each answer can be read off the profile's counts: the stray syncs, torch calls and history "
                 "elements per step of each fix alone, against the baseline's")
     found_right({q: normal[q] for q in READING_QUESTIONS})  # every right answer, however written, reads the same
@@ -367,6 +411,32 @@ READING_CHECKS = [Check("6.3", "each answer matches the ablation's counts", _che
 # package's own runs, seconds; several times that under the grader's watch over the answer's checks).
 GRADER_WARM_UP: dict[str, Callable[[], Any]] = {"6.3": _measured_reading}
 
+
+
+# ----------------------------------------------------------------------------- the clauses of 6.1-6.3
+# Each clause of the contracts (the page's "The lab", the lab's exercise): its check, fixed case, honest mistake
+# (tests/honest/wrong/<wrong>.py) and the words its failure holds; tests/test_clauses.py holds them to it. 6.1's
+# "fixed case" is a mix drawn from the seed: every seed's mixes hold every feature (random_mix(hunt_features=True)).
+
+CLAUSES = [
+    Clause("6.1-outputs", "every feature kept, every token the same", NO_STRAY, "random mix",
+           "6.1-min-tokens-at-or-below", "min_tokens"),
+    Clause("6.1-no-stray", "0 stray syncs per step", NO_STRAY, "random mix", "6.1-one-tolist-per-step",
+           "rewrite each without the wait"),
+    Clause("6.1-planned", "one planned wait at most", NO_STRAY, "random mix", "6.1-marks-its-syncs-allowed",
+           "Remove the wait rather than mark it", lab="at most one planned wait"),
+    Clause("6.1-pinned", "no upload from pageable memory", NO_STRAY, "random mix", "6.1-to-non-blocking",
+           "self.upload(data, dtype)"),
+    Clause("6.1-flat", "in the tokens generated so far", HUNT_CHECKS[3].name, "tokens generated 6 against 96",
+           "6.1-counts-generated-by-walking", "keep a count instead"),
+    Clause("6.2-planned", "the stray syncs and planned waits per step", ABLATION_CHECKS[0].name, "all fixes",
+           "6.2-staged-counted", "count it apart from the stray ones",
+           lab="per step the stray syncs and the planned waits"),
+    Clause("6.2-handed", "with the fixes it is handed", ABLATION_CHECKS[0].name, "all fixes",
+           "6.2-runs-the-books-fixes", "the fixes in the third argument", lab="Count with the fixes you are handed"),
+    Clause("6.3-shares", "Each right answer earns its share", READING_CHECKS[0].name, "the six answers",
+           "6.3-list-cache-cuts-reads", "do not match the counts", lab="Each answer earns its share"),
+]
 
 def check_ablation_reading(my_reading: Callable[[], dict[str, Any]], seed: int | None = None) -> CheckReport:
     """Exercise 6.3: the reader's reading of the ablation, against the counts it reads."""

@@ -75,10 +75,12 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
     ),
     "2.2": (
         Hint("start from the outputs",
-             "Are the outputs right? If not, ask what could make a copy read or deliver the wrong data: an event "
-             "that does not cover the copies, a copy that started before the forward. (A device tensor freed too "
-             "early corrupts outputs on a GPU only when its memory is reused in time; the lab's simulation never "
-             "reuses it, so there it shows only in the tensors still alive.)"),
+             "Are the outputs right? Wrong outputs mean the host read them before the copy landed: no wait, or "
+             "an event that does not cover the copies. A copy not ordered after the forward shows in the stream "
+             "log, not in the outputs: on a CPU the forward has finished before the copy starts (on a GPU the copy "
+             "could read half-written rows). A device tensor freed too early corrupts outputs on a GPU only when its "
+             "memory is reused in time; the simulation never reuses it, so it shows only in the tensors still "
+             "alive."),
         Hint("then the waits and the log",
              "Where does the host wait, and for what: the whole device, or an event after the copies? Does the "
              "stream log order the copies after the forward? Does the device tensor live until the wait? Each label "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import random
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import torch
@@ -202,11 +203,18 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
                    hint="a loop on query() keeps the host spinning until the copy lands: the busy-poll a blocking "
                         "event avoids (vLLM since #47081). Wait with event.synchronize() on a "
                         "torch.cuda.Event(blocking=True): the host sleeps instead")
+            if not ops:
+                wait_hint = ("nothing waited: get_output() must wait for the copies before it hands the host their "
+                             "buffers; wait on the event recorded after them")
+            elif all(op.startswith("Event.synchronize") for op in ops):
+                wait_hint = ("the event's copies have landed after the first wait: a second wait on it is one wait too "
+                             "many (on a GPU, a call into the driver each); wait once")
+            else:
+                wait_hint = ("torch.cuda.synchronize() (or a stream's) would also wait for the NEXT step's forward; "
+                             "wait on the event recorded after the copies, once")
             expect(len(ops) == 1 and ops[0].startswith("Event.synchronize"),
                    "get_output() must wait exactly once, on the copy's event", expected="1 x Event.synchronize",
-                   got=ops or "no wait", case=case,
-                   hint="torch.cuda.synchronize() would also wait for the NEXT step's forward; wait on the event "
-                        "recorded after the copies, once")
+                   got=ops or "no wait", case=case, hint=wait_hint)
             waits = [detail for op, _, detail in device.log.entries if op == "host waits"]
             expect(bool(waits) and waits[-1].endswith("(blocking)"), "the event waited on is not a blocking one",
                    expected="torch.cuda.Event(blocking=True)", got="torch.cuda.Event()", case=case,
@@ -429,7 +437,11 @@ def _why_not(runner: str, label: str, evidence: dict[str, Any]) -> str:
     shows, fact = _symptoms(evidence)[label]
     if not shows:
         return f"{runner}: you said {label!r}, but the evidence shows no such thing ({fact})"
-    return (f"{runner}: you said {label!r}; that shows ({fact}), but it is a consequence: another symptom of "
+    how = {"freed early": " (the count is taken when get_output() runs: a runner that never waits for its copy, "
+                          "or reads the outputs before it, has no reason left to hold its device tensors)",
+           "over-wait": " (a runner that reads its outputs without waiting makes none of get_output()'s waits)",
+           "unordered": ""}.get(label, "")
+    return (f"{runner}: you said {label!r}; that shows ({fact}){how}, but it is a consequence: another symptom of "
             f"{runner} explains it. Fix {label!r} in your head: the other symptom would still show; fix that one, and "
             f"this one goes too")
 
@@ -439,6 +451,7 @@ def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None
 
     def run(answer: Callable[[], dict[str, str]], rng: random.Random) -> None:
         labels = answer()
+        labels = dict(labels) if isinstance(labels, Mapping) else labels  # any mapping of runner to label
         expect(isinstance(labels, dict) and set(labels) == set(SPOT_THE_BUG), f"label every runner, {min(SPOT_THE_BUG)} to {max(SPOT_THE_BUG)}",
                expected=sorted(SPOT_THE_BUG), got=sorted(labels) if isinstance(labels, dict) else type(labels).__name__)
         unknown = {k: v for k, v in labels.items() if v not in BUG_LABELS}
