@@ -80,7 +80,9 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
             sync_device()
 
         runner._sync_device = counted_sync_device  # type: ignore[method-assign]
-        for case, batch in _batches(rng, 10):
+        fixed = ("a fixed batch of 3 requests, all finished",  # a copy on every seed: the platform's path is taken
+                 make_pooling_batch(3, rng=random.Random(3), partial_fraction=0.0, device=SIM_DEVICE))
+        for case, batch in [fixed, *_batches(rng, 10)]:
             synced[0] = 0
             try:
                 result = runner.execute_model(batch)
@@ -351,8 +353,7 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
                    hint="record_stream marks a block as in use by the stream you pass, until that stream's queued work "
                         "is done: pass the side stream that runs the copy (raw.record_stream(side_stream)), not the "
                         "compute stream, which the next step keeps busy")
-        expect(not alive, f"{len(alive)} device tensor(s) still referenced after get_output()",
-               hint="drop the reference (del self._raw...) once the copy has landed", case=case)
+        # the buffers first: a host tensor made from a device row (a .to("cpu") of it) may hold that row itself
         unpinned = [i for i, t in enumerate(output.pooler_output) if t is not None and not is_pinned_host(t)]
         early = _holds_garbage(output.pooler_output)
         expect(not unpinned, f"host buffers {unpinned} are not pinned",
@@ -360,6 +361,8 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
                     "in get_output() before synchronize()) holds what they held then; hand back the helper's "
                     "buffers after the wait" if early else "a non-blocking copy to pageable memory is synchronous; "
                     "let _copy_pooler_output_to_cpu allocate pinned buffers", case=case)
+        expect(not alive, f"{len(alive)} device tensor(s) still referenced after get_output()",
+               hint="drop the reference (del self._raw...) once the copy has landed", case=case)
 
 
 CHECKS_2_1 = [
@@ -499,6 +502,11 @@ CLAUSES = [
            lab="The raw pooler output stays alive until the copy that reads it is done"),
     Clause("2.2-cause", "name the one that explains the others", "each broken runner's bug named from the evidence",
            "runners' evidence, one simulated step each", "2.2-symptom-not-cause", "it is a consequence"),
+    Clause("2.1-cpu-platform", "a CPU platform copies and waits as the baseline does", CHECKS_2_1[0].name,
+           "a fixed batch of 3 requests", "2.1-every-platform-async", "check current_platform.is_cuda_alike()",
+           lab="On a platform that is not CUDA-like the step copies and waits as the baseline does"),
+    Clause("2.1-pinned", "the host buffers are pinned", _MEMORY, "one step of 8 requests",
+           "2.1-pageable-host-copies", "allocate pinned buffers", also=(_ORDERING,), lab="and they are pinned"),
     Clause("2.1-lazy-once", "The side stream is created once, lazily, and reused", CHECKS_2_1[2].name,
            "a runner built, then 5 steps of 4 requests", "2.1-new-stream-every-step", "create it once",
            lab="None until first needed"),
