@@ -4,10 +4,13 @@ What the notebook imports. The rooms, as in every chapter:
 
 * :mod:`.workloads` — request mixes, the chapters' fixes loaded from their notebooks, running the
   engine, and what a run counts (syncs per step, host work per decode step);
-* :mod:`.checks` — the checks of 6.1 and 6.2;
+* :mod:`.checks` — the checks of 6.1, 6.2 and 6.3, and their clause table;
 * :mod:`.planted` — the runner Exercise 6.1 starts from, with three features and their syncs (what the
   reader hunts, as the engine is what the other chapters' readers fix);
+* :mod:`.chapter_fixes` — the book's fixes of chapters 1-5, which the engine runs where a lab has none;
 * :mod:`.profiling` — the ablation's measurements, the device's busy share, one step's timeline;
+* :mod:`.host_time` — a decode step's host time split into the parts of the step;
+* :mod:`.counted_cache` — the book rows' counts, kept on disk per version of the package's code;
 * :mod:`.tables` — the same rows as text, printed under the figures.
 
 The engine itself is :mod:`synclab.engine.engine_core` (and :mod:`synclab.engine.tiny_llm`, its model).
