@@ -45,8 +45,10 @@ def _submission(tmp_path: Path, stem: str, answers: dict[str, str], name: str = 
     return path
 
 
-def _graded(path: Path, capsys: pytest.CaptureFixture) -> dict:
-    cli.main(["grade", str(path), "--json"])
+def _graded(path: Path, capsys: pytest.CaptureFixture, task: str | None = None) -> dict:
+    """``grade --json`` of ``path``: its one exercise ``task`` where a test looks at no other (the others' processes
+    cost seconds each and decide nothing there)."""
+    cli.main(["grade", str(path), "--json", *(["--task", task] if task else [])])
     return json.loads(capsys.readouterr().out)
 
 
@@ -86,7 +88,7 @@ CHEATS_0_1 = [
 @pytest.mark.parametrize("what, answer, phrase, earned", CHEATS_0_1, ids=[c[0] for c in CHEATS_0_1])
 def test_a_cheat_written_in_an_answer_cell_is_named_for_the_instructor(tmp_path, capsys, what, answer, phrase,
                                                                        earned):
-    summary = _graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys)
+    summary = _graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys, "0.1")
     exercise = _by_task(summary)["0.1"]
     assert any(phrase in line for line in exercise["review"]), exercise["review"]
     assert exercise["earned"] == earned, (what, exercise)
@@ -102,7 +104,7 @@ def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_named(
     # call it on the first step: the first line of the body
     body = answer.index(":\n", answer.index("def decode_step(batch")) + 2
     answer = answer[:body] + "    _hide()\n" + answer[body:]
-    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys))["0.1"]
+    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys, "0.1"))["0.1"]
     assert exercise["earned"] == 0
     assert any("rebound or changed the grader's machinery or tables: synclab.checks._run_one" in f
                for f in exercise["review"]), exercise
@@ -124,7 +126,7 @@ def test_the_reference_dug_out_of_its_guard_is_seen_when_it_runs(tmp_path, capsy
     answer. GAP: the reference's answers are right, so the checks of its results pass them (it fails one of the
     syncs: a plain reference reads the logits back)."""
     answer = _dig_out("synclab.primer.checks", "_decode_step_reference", "decode_step(batch)")
-    exercise = _by_task(_graded(_submission(tmp_path, "00_primer", {"0.1": answer}), capsys))["0.1"]
+    exercise = _by_task(_graded(_submission(tmp_path, "00_primer", {"0.1": answer}), capsys, "0.1"))["0.1"]
     assert exercise["earned"] > 0, exercise
     assert any("around its guard" in f and "_decode_step_reference" in f for f in exercise["review"]), exercise
 
@@ -135,7 +137,7 @@ def test_an_exercise_judged_apart_has_no_reference_to_dig_out(tmp_path, capsys):
     never see the reference's answers."""
     answer = _dig_out("synclab.reverse_scan.checks", "_bottleneck_reference",
                       "host_bottleneck_length(costs_us, device_step_us, max_length)")
-    summary = _graded(_submission(tmp_path, "04_reverse_placeholder_scans", {"4.2": answer}), capsys)
+    summary = _graded(_submission(tmp_path, "04_reverse_placeholder_scans", {"4.2": answer}), capsys, "4.2")
     assert _by_task(summary)["4.2"]["earned"] == 0, summary
     checks = [c for c in summary["checks"] if c["task"] == "4.2"]
     assert checks and all(c["status"] == "crashed" and "NotShipped" in c["message"] for c in checks), checks
@@ -152,7 +154,7 @@ def test_the_guard_hands_out_no_wrapped_function():
 def test_a_baseline_handed_in_earns_nothing(tmp_path, capsys):
     """The code before the PR is the checks' own (an answer key, scope="checks"): handed in, each check refuses it."""
     answer = "from synclab.engine.pooler_baseline import AllPoolBaseline\n\nclass AllPool(AllPoolBaseline):\n    pass\n"
-    summary = _graded(_submission(tmp_path, "01_slice_then_split", {"1.1": answer}), capsys)
+    summary = _graded(_submission(tmp_path, "01_slice_then_split", {"1.1": answer}), capsys, "1.1")
     assert _by_task(summary)["1.1"]["earned"] == 0, summary
     checks = [c for c in summary["checks"] if c["task"] == "1.1"]
     assert checks and all("AllPoolBaseline" in c["message"] for c in checks), checks
@@ -160,7 +162,7 @@ def test_a_baseline_handed_in_earns_nothing(tmp_path, capsys):
 
 def test_a_process_that_ends_during_its_checks_earns_nothing_and_is_named(tmp_path, capsys):
     answer = ("import os\n\ndef decode_step(batch):\n    getattr(os, '_ex' + 'it')(0)\n")
-    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys))["0.1"]
+    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys, "0.1"))["0.1"]
     assert exercise["earned"] == 0 and any("ended its process" in f for f in exercise["review"]), exercise
 
 
@@ -171,10 +173,10 @@ def test_an_answer_cell_runs_whole_in_the_grader_as_in_the_notebook(tmp_path, ca
     body = _solution_source(PRIMER, "decode_step")
     answer = ("import logging\n\nlogger = logging.getLogger(__name__)\nTINY = 10 ** -12\nscale = lambda x: x\n"
               "assert scale(TINY) > 0\n\n" + body)
-    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys))["0.1"]
+    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys, "0.1"))["0.1"]
     assert exercise["status"] == "passed" and exercise["earned"] == points_of("0.1"), exercise
     raising = body + "\nraise RuntimeError('a stray line')\n"
-    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": raising}, "raising"), capsys))["0.1"]
+    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": raising}, "raising"), capsys, "0.1"))["0.1"]
     assert exercise["status"] == "passed" and exercise["earned"] == points_of("0.1")  # decode_step was defined first
     assert any("its answer cell raised RuntimeError: a stray line" in n for n in exercise["notes"]), exercise
 
@@ -188,7 +190,7 @@ def test_honest_empty_and_buggy_submissions_score_what_they_earn(tmp_path, capsy
     buggy = _solution_source(PRIMER, "decode_step").replace(
         '    if nan_flag:\n        raise ValueError("NaN in logits")\n', "")
     assert buggy != _solution_source(PRIMER, "decode_step")
-    partial = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": buggy}), capsys))["0.1"]
+    partial = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": buggy}), capsys, "0.1"))["0.1"]
     assert partial["earned"] == round(points_of("0.1") * 4 / 5, 2) and not partial["review"]
 
 
@@ -306,10 +308,10 @@ def test_a_correct_answer_that_reads_or_sets_the_environment_earns_its_points(tm
     """Issue: a correct 0.1 with a debug switch read from os.environ was zeroed. Reading the environment leaves no
     review line; setting a variable is seen and named, and the score is still the checks'."""
     source = "import os\n\nDEBUG = os.environ.get('DEBUG_DECODE') == '1'\n\n" + _solution_source(PRIMER, "decode_step")
-    row = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": source}), capsys))["0.1"]
+    row = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": source}), capsys, "0.1"))["0.1"]
     assert row["status"] == "passed" and row["earned"] == row["points"] and row["review"] == [], row
     sets = "import os\nos.environ['SYNCLAB_DEVICE'] = 'sim'\n\n" + _solution_source(PRIMER, "decode_step")
-    row = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": sets}, "sets"), capsys))["0.1"]
+    row = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": sets}, "sets"), capsys, "0.1"))["0.1"]
     assert row["status"] == "passed" and row["earned"] == row["points"], row
     assert any("os.putenv" in line for line in row["review"]), row
 

@@ -188,8 +188,8 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "property, and answer every question from the list."),
         Hint("which operations",
              "`is_embed.cumsum(0).tolist()` once; `get_num_embeds()` is the list's last element (0 when it is "
-             "empty); a range's rows are `cumsum[end - 1]` minus the count before `start` (0 at `start == 0`). Guard "
-             "both ends: `cumsum[-1]` is the total, not an error."),
+             "empty); a range is the pair (the count before `start`, the count before `end`), the count before `i` "
+             "being `cumsum[i - 1]`, and 0 at `i == 0`. Guard both ends: `cumsum[-1]` is the total, not an error."),
     ),
     "5.2": (
         Hint("walk the items in order",
