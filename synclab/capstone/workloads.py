@@ -487,11 +487,12 @@ def sync_pattern(event: SyncEvent) -> str | None:
     return SYNC_ORIGINS.get((name, event.function)) or SYNC_ORIGINS.get((name, None))
 
 
-def stray_sources(syncs: StepSyncs, components: Components) -> list[str]:
+def stray_sources(syncs: StepSyncs, components: Components, config: EngineConfig | None = None) -> list[str]:
     """Stray syncs per step by where they come from, one line each, largest first.
 
     A sync made by the code before a PR whose exercise is not written yet is said to be so: it is not the reader's
-    to hunt in 6.1, and writing that chapter's exercise removes it. Taught in chapter 6 (its first count).
+    to hunt in 6.1, and writing that chapter's exercise removes it, in a configuration that switches the fix on
+    (``config``'s switch off: the code before the PR runs whatever is written). Taught in chapter 6 (its first count).
     """
     steps = max(len(syncs.stray), 1)
     counts: dict[str | None, int] = {}
@@ -507,7 +508,7 @@ def stray_sources(syncs: StepSyncs, components: Components) -> list[str]:
     for pattern, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         if pattern is None:
             why = "lines outside the five patterns' code (a runner's own features: what 6.1 hunts)"
-        elif pattern in components.unfinished:
+        elif pattern in components.unfinished and (config is None or getattr(config, pattern)):
             why = (f"chapter {chapters[pattern]}'s pattern ({pattern}): its fix is not written yet (Exercise "
                    f"{' / '.join(tasks[pattern])}), so the code before it runs. Writing it removes these")
         else:
