@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import random
 import statistics
-from functools import lru_cache
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any, Callable
 
 from synclab.capstone.workloads import (RunnerClass, Workload, ablation_workload, comparable, first_difference,
@@ -65,13 +65,14 @@ def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Ran
         want = _planted_outputs(mix)
         syncs, results = step_syncs(mix, EngineConfig(), runner_cls, fixes)
         # the syncs count on a run whose results count too: the tokens of this very run
-        diff = first_difference(comparable(results), want)
+        outputs = comparable(results)
+        diff = first_difference(outputs, want)
         spec = next((s for s in mix.requests if diff and diff.startswith(f"{s.request_id}:")), None)
         asked = f"; that request asked for {spec.sampling}" if spec is not None and spec.sampling else ""
         expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
                got=diff, case=case,  # the request's sampling in the message, which is never shortened
-               hint=_feature_hint(spec, comparable(results), want))
-        found_right(comparable(results))  # the grader's seed drew this mix
+               hint=_feature_hint(spec, outputs, want))
+        found_right(outputs)  # the grader's seed drew this mix
         lines = list(dict.fromkeys(f"{e.kind.value} at {e.where} `{e.code}`" for step in syncs.stray for e in step))
         expect(not lines, f"{sum(map(len, syncs.stray))} stray sync(s) in {len(syncs.stray)} steps, from "
                f"{len(lines)} line(s): " + "; ".join(lines), expected="0 per step", case=case,
@@ -97,6 +98,8 @@ def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Ran
 
 _FEATURES_HINT = ("keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; a stop "
                   "takes effect when the step's output reaches the host, as before")
+_MIN_TOKENS_RULE = ("bans stop tokens while fewer than that many tokens are out (<, not <=), counting the tokens "
+                    "generated in this run, as PlantedRunner does (its output so far less prior_output_token_ids)")
 
 
 def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
@@ -116,9 +119,7 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
     if at is not None and (mine[at] in stops or right[at] in stops):
         which = mine[at] if mine[at] in stops else right[at]
         return (f"at output position {at} the stop token {which} was sampled in one run and banned in the other: "
-                f"min_tokens ({min_tokens}) bans stop tokens while fewer than that many tokens are out (<, not <=), "
-                "counting the tokens generated in this run, as PlantedRunner does (its output so far less "
-                "prior_output_token_ids)")
+                f"min_tokens ({min_tokens}) {_MIN_TOKENS_RULE}")
     if at is not None:
         return ("other tokens from output position " + str(at) + ": look at the logit bias (each request's own "
                 "pairs, its float values, added to its row)")
@@ -127,8 +128,7 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
     if at is not None and stops and at in (min_tokens - 1, min_tokens):
         # a ban one token too long or too short moves the logprobs first right at min_tokens' boundary
         return (f"the same tokens, other logprobs from output position {at}, min_tokens' boundary ({min_tokens}): "
-                "min_tokens bans stop tokens while fewer than that many tokens are out (<, not <=), counting the "
-                "tokens generated in this run, as PlantedRunner does (its output so far less prior_output_token_ids)")
+                f"min_tokens {_MIN_TOKENS_RULE}")
     if at is not None:
         return (f"the same tokens, other logprobs from output position {at}: look at the logit bias (its float "
                 "values, on its request's row)")
@@ -252,16 +252,15 @@ def _check_row(fn: AblationRow, rng: random.Random) -> None:
                expected=list(ROW_KEYS), got=sorted(got) if isinstance(got, dict) else type(got).__name__)
         as_stray = want["planned_per_step"] > 0 and abs(  # whatever it says of the planned ones
             got["stray_per_step"] - want["stray_per_step"] - want["planned_per_step"]) < 1e-9
-        expect(not as_stray, "your stray count includes the planned waits",
-               case=f"{config.label} (the {held_back} fix handed in is not written: it runs the code before its PR)",
+        case = f"{config.label} (the {held_back} fix handed in is not written: it runs the code before its PR)"
+        expect(not as_stray, "your stray count includes the planned waits", case=case,
                expected=f"{want['stray_per_step']:.2f} stray and {want['planned_per_step']:.2f} planned per step",
                got=f"{got['stray_per_step']:.2f} stray and {got['planned_per_step']:.2f} planned per step",
                hint="the one wait on the previous step's output copy is planned (the engine marks it with "
                     "gpu_sync_allowed()): ch6.is_planned(event) is True for it; count it apart from the stray ones")
         for key in ROW_KEYS:
             expect(abs(got[key] - want[key]) < 1e-9, ROW_MESSAGES[key], expected=want[key], got=got[key],
-                   case=f"{config.label} (the {held_back} fix handed in is not written: it runs the code before its "
-                        "PR)", hint=_row_hint(key, got, want, workload))
+                   case=case, hint=_row_hint(key, got, want, workload))
         found_right([round(got[key], 6) for key in ROW_KEYS])  # the grader's seed chose the configurations
 
 
@@ -420,7 +419,6 @@ READING_CHECKS = [Check("6.3", "each answer matches the ablation's counts", _che
 GRADER_WARM_UP: dict[str, Callable[[], Any]] = {"6.3": _measured_reading}
 
 
-
 # ----------------------------------------------------------------------------- the clauses of 6.1-6.3
 # Each clause of the contracts (the page's "The lab", the lab's exercise): its check, fixed case, honest mistake
 # (tests/honest/wrong/<wrong>.py) and the words its failure holds; tests/test_clauses.py holds them to it. 6.1's
@@ -445,6 +443,7 @@ CLAUSES = [
     Clause("6.3-shares", "Each right answer earns its share", READING_CHECKS[0].name, "the six answers",
            "6.3-list-cache-cuts-reads", "do not match the counts", lab="Each answer earns its share"),
 ]
+
 
 def check_ablation_reading(my_reading: Callable[[], dict[str, Any]], seed: int | None = None) -> CheckReport:
     """Exercise 6.3: the reader's reading of the ablation, against the counts it reads."""

@@ -19,6 +19,7 @@ Taught in chapter 6 (the capstone), Exercise 6.2 and its profiling cells.
 
 from __future__ import annotations
 
+import copy
 import statistics
 import sys
 import time
@@ -88,13 +89,8 @@ def ablation_counts(workload: Workload | None = None, configs: list[EngineConfig
     """
     components = components or current_fixes()
     workload = workload or capstone_workload()
-    out = {}
-    runs: dict[EngineConfig, dict[str, list[int]]] = {}  # per configuration that really runs: a fix not written yet
-    for config in configs or ablation_configs():  # runs the code before it, so its row is an earlier one's, counted once
-        ran = runs.get(components.effective(config))
-        if ran is not None:
-            out[components.label_for(config)] = {measure: list(values) for measure, values in ran.items()}
-            continue
+
+    def count(config: EngineConfig) -> dict[str, list[int]]:
         per_step: dict[str, list[int]] = {measure: [] for measure in ABLATION_MEASURES}
 
         @contextmanager
@@ -111,9 +107,23 @@ def ablation_counts(workload: Workload | None = None, configs: list[EngineConfig
         if len(per_step["stray syncs"]) < 3:
             raise ValueError(f"the run took {len(per_step['stray syncs'])} steps: no decode step between its "
                              f"prefill and its end")
-        out[components.label_for(config)] = {measure: values[1:-1] for measure, values in per_step.items()}
-        runs[components.effective(config)] = out[components.label_for(config)]
-    return out
+        return {measure: values[1:-1] for measure, values in per_step.items()}
+
+    return _each_run_once(configs or ablation_configs(), components, count)
+
+
+def _each_run_once(configs: list[EngineConfig], components: Any,
+                   count: Callable[[EngineConfig], Any]) -> dict[str, Any]:
+    """``count(config)`` per configuration, by its label; a configuration whose fixes are not all written runs the
+    code before them, as an earlier one may already have (``components.effective``): counted once, copied after."""
+    counted: dict[EngineConfig, Any] = {}
+    rows = {}
+    for config in configs:
+        ran = components.effective(config)
+        if ran not in counted:
+            counted[ran] = count(config)
+        rows[components.label_for(config)] = copy.deepcopy(counted[ran])
+    return rows
 
 
 def ablation_order_problems(counts: dict[str, dict[str, list[int]]]) -> list[str]:
@@ -153,7 +163,8 @@ def ablation_order_problems(counts: dict[str, dict[str, list[int]]]) -> list[str
 
 @lru_cache(maxsize=1)
 def _book_ablation_counts() -> dict[str, dict[str, tuple[int, ...]]]:
-    # counted once per version of the package's code (synclab.capstone.counted_cache): every process that checks 6.3 reads them
+    # counted once per version of the package's code (synclab.capstone.counted_cache): every process that checks 6.3
+    # reads them back
     counts = counted_once("ch6-book-ablation-counts",
                           lambda: ablation_counts(capstone_workload(), components=book_fixes()))
     return {label: {measure: tuple(v) for measure, v in row.items()} for label, row in counts.items()}
@@ -188,14 +199,9 @@ def host_work_table(configs: list[EngineConfig] | None = None,
     host, which a CPU's wall time cannot show while the model's work runs on the host too.
     """
     components = components or current_fixes()
-    runs: dict[EngineConfig, list[int]] = {}  # as in ablation_counts: each configuration that really runs, once
-    table = {}
-    for config in configs or ablation_configs():
-        ran = components.effective(config)
-        if ran not in runs:
-            runs[ran] = [host_work_in_decode_step(EngineRunner, config, n, m, components).total for n, m in points]
-        table[components.label_for(config)] = list(runs[ran])
-    return table
+    return _each_run_once(configs or ablation_configs(), components,
+                          lambda config: [host_work_in_decode_step(EngineRunner, config, n, m, components).total
+                                          for n, m in points])
 
 
 @lru_cache(maxsize=1)

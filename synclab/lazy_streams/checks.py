@@ -455,7 +455,8 @@ def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None
     def run(answer: Callable[[], dict[str, str]], rng: random.Random) -> None:
         labels = answer()
         labels = dict(labels) if isinstance(labels, Mapping) else labels  # any mapping of runner to label
-        expect(isinstance(labels, dict) and set(labels) == set(SPOT_THE_BUG), f"label every runner, {min(SPOT_THE_BUG)} to {max(SPOT_THE_BUG)}",
+        expect(isinstance(labels, dict) and set(labels) == set(SPOT_THE_BUG),
+               f"label every runner, {min(SPOT_THE_BUG)} to {max(SPOT_THE_BUG)}",
                expected=sorted(SPOT_THE_BUG), got=sorted(labels) if isinstance(labels, dict) else type(labels).__name__)
         unknown = {k: v for k, v in labels.items() if v not in BUG_LABELS}
         expect(not unknown, "use the labels of ch2.BUG_LABELS", got=unknown, expected=sorted(BUG_LABELS))

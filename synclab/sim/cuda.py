@@ -129,13 +129,13 @@ class SimStream:
             self.device.log.add("create stream", self.name)
 
     def __enter__(self) -> SimStream:
-        """``with stream:``, as ``torch.Stream`` allows: work queued in the block goes on this stream."""
-        self._previous = self.device.current
-        self.device.current = self
+        """``with stream:``, as ``torch.Stream`` allows: ``with torch.cuda.stream(stream):`` by another name."""
+        self._entered = _use_stream(self)
+        self._entered.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.device.current = self._previous
+        self._entered.__exit__(*exc)
 
     def wait_stream(self, other: SimStream) -> None:
         """Later work on ``self`` waits for everything queued on ``other`` so far: an edge ``self <- other``."""
@@ -258,19 +258,6 @@ def _use_stream(stream: SimStream | None) -> Iterator[None]:
         device.current = previous
 
 
-class _StreamContext:
-    """``torch.cuda.StreamContext(stream)``: what ``torch.cuda.stream(stream)`` returns, as a class of its own."""
-
-    def __init__(self, stream: SimStream | None) -> None:
-        self._use = _use_stream(stream)
-
-    def __enter__(self) -> None:
-        self._use.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self._use.__exit__(*exc)
-
-
 def _synchronize(device: Any = None) -> None:
     record_simulated_wait(SyncKind.DEVICE_SYNC, "torch.cuda.synchronize")
     sim = _current_device()
@@ -292,7 +279,8 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
     """
     device = _SimDevice()
     patches: dict[str, Callable[..., Any] | type] = {
-        "Stream": SimStream, "Event": SimEvent, "stream": _use_stream, "StreamContext": _StreamContext,
+        # torch.cuda.StreamContext(s) is the class torch.cuda.stream(s) returns: the same context here
+        "Stream": SimStream, "Event": SimEvent, "stream": _use_stream, "StreamContext": _use_stream,
         "current_stream": lambda device=None: _current_device().current, "synchronize": _synchronize,
         "is_available": lambda: True,  # as on a GPU machine: code that asks takes its CUDA path, and its syncs count
     }

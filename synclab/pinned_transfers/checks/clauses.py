@@ -84,6 +84,7 @@ CLAUSES = [
            "no request carries token types", "3.3-types-for-every-batch", "return {}: there is nothing to pass",
            also=(_named(CHECKS_3_3, "same as a plain"),),
            lab="{} when the model is not a pooling model or no request carries a boundary"),
-    Clause("3.4-loudly", "A step with no logits index is a bug upstream: fail loudly", _named(CHECKS_3_4, "no logits indices"), "empty logits_indices",
-           "3.4-empty-step-returns-empty", "fail loudly", lab="n == 0 is a bug upstream: fail loudly"),
+    Clause("3.4-loudly", "A step with no logits index is a bug upstream: fail loudly",
+           _named(CHECKS_3_4, "no logits indices"), "empty logits_indices", "3.4-empty-step-returns-empty",
+           "fail loudly", lab="n == 0 is a bug upstream: fail loudly"),
 ]
