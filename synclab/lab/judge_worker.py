@@ -25,6 +25,7 @@ import functools
 import inspect
 import importlib
 import json
+import operator
 import os
 import select
 import signal
@@ -32,7 +33,7 @@ import sys
 import threading
 import time
 import types
-from typing import Any
+from typing import Any, Iterator
 
 from synclab.lab.audit import ChildAudit, arm, enforced
 from synclab.lab.cell_runner import load_cells, run_setup, used_names
@@ -54,33 +55,104 @@ def _identity(value: Any) -> tuple:
     return (id(value), id(code) if code is not None else 0)
 
 
-def fingerprint() -> dict[str, tuple]:
+def _watched() -> Iterator[tuple[str, Any, str, Any]]:
     """Every function and class of synclab and of :data:`WATCHED` modules (and the members of synclab's classes
-    and of ``torch.Tensor``): what the checks call, by identity."""
-    seen: dict[str, tuple] = {}
+    and of ``torch.Tensor``), each as ``(name, the mapping it is read from, its key there, its value)``."""
     for name, module in list(sys.modules.items()):
         if module is None or not (name in WATCHED or name == "synclab" or name.startswith("synclab.")):
             continue
-        for attr, value in list(vars(module).items()):
+        space = vars(module)
+        for attr, value in list(space.items()):
             if isinstance(value, types.ModuleType) or not (callable(value) or isinstance(value, property)) \
                     or f"{name}.{attr}" in SIMULATION_SWAPS:
                 continue
-            seen[f"{name}.{attr}"] = _identity(value)
+            yield f"{name}.{attr}", space, attr, value
             if isinstance(value, type) and getattr(value, "__module__", "") == name and name.startswith("synclab"):
-                for member, inner in list(vars(value).items()):
+                members = vars(value)  # a live view: a method set on the class later shows in it
+                for member, inner in list(members.items()):
                     if _is_code(inner):  # methods and descriptors; a class's counters are state, not machinery
-                        seen[f"{name}.{attr}.{member}"] = _identity(inner)
+                        yield f"{name}.{attr}.{member}", members, member, inner
     torch = sys.modules.get("torch")
     if torch is not None:
         for cls in (torch.Tensor, torch._C.TensorBase):
-            for member, inner in list(vars(cls).items()):
+            members = vars(cls)
+            for member, inner in list(members.items()):
                 if _is_code(inner):
-                    seen[f"torch.{cls.__name__}.{member}"] = _identity(inner)
-            # the simulated device's marks live on each tensor, never on the class: one there (a property that
-            # hides the mark of every tensor) is a change too
-            seen[f"torch.{cls.__name__} (the device's marks)"] = (frozenset(n for n in vars(cls)
-                                                                           if n.startswith("_synclab")),)
+                    yield f"torch.{cls.__name__}.{member}", members, member, inner
+
+
+def _marks(cls: type) -> tuple:
+    """The simulated device's marks live on each tensor, never on the class: one there (a property that hides the
+    mark of every tensor) is a change too."""
+    return (frozenset(n for n in vars(cls) if n.startswith("_synclab")),)
+
+
+def _tensor_classes() -> tuple[type, ...]:
+    torch = sys.modules.get("torch")
+    return (torch.Tensor, torch._C.TensorBase) if torch is not None else ()
+
+
+def fingerprint() -> dict[str, tuple]:
+    """What the checks call (:func:`_watched`), by identity."""
+    seen = {key: _identity(value) for key, _, _, value in _watched()}
+    for cls in _tensor_classes():
+        seen[f"torch.{cls.__name__} (the device's marks)"] = _marks(cls)
     return seen
+
+
+_GONE = object()
+
+
+class Lookout:
+    """The two fingerprints read again quickly, each name of ``before`` from the mapping it was found in.
+
+    The walks (:func:`fingerprint`, :func:`state_fingerprint`) visit every watched module and format five thousand
+    names (10-20 ms); the tracer looks at every counting block's start and end, hundreds of times in a check. A
+    look here compares, by identity, only what the first fingerprints hold. When something differs, or a module was
+    replaced in ``sys.modules``, it walks them all again and answers as ``tampered`` does."""
+
+    def __init__(self, before: dict[str, tuple], state_before: dict[str, tuple]) -> None:
+        self._before, self._state_before = before, state_before
+        self._modules = [(name, module) for name, module in list(sys.modules.items()) if module is not None
+                         and (name in WATCHED or name == "synclab" or name.startswith("synclab."))]
+        found = [(key, space, attr, value) for key, space, attr, value in _watched()
+                 if key in before and before[key] == _identity(value)]
+        self._complete = len(found) + len(_tensor_classes()) == len(before)
+        by_space: dict[int, tuple[Any, list[str], list[Any]]] = {}
+        for _, space, attr, value in found:
+            _, attrs, values = by_space.setdefault(id(space), (space, [], []))
+            attrs.append(attr)
+            values.append(value)
+        self._spaces = list(by_space.values())  # (mapping, its names, their values), for one C-level pass each
+        coded = [(value, code) for *_, value in found if (code := getattr(value, "__code__", None)) is not None]
+        self._functions, self._codes = [v for v, _ in coded], [c for _, c in coded]
+        # the walk reads a class's members only while the class says it is its module's
+        self._classes = [(value, key.rsplit(".", 1)[0]) for key, _, _, value in found
+                         if isinstance(value, type) and key.startswith("synclab")
+                         and getattr(value, "__module__", "") == key.rsplit(".", 1)[0]]
+        spaces = {name: vars(module) for name, module in self._modules}
+        self._tables = [(key, spaces[key.rsplit(".", 1)[0]], key.rsplit(".", 1)[1]) for key in state_before]
+
+    def changed(self) -> list[str]:
+        """``tampered(before, fingerprint()) + tampered(state_before, state_fingerprint())``."""
+        if self._unchanged():
+            return []
+        return tampered(self._before, fingerprint()) + tampered(self._state_before, state_fingerprint())
+
+    def _unchanged(self) -> bool:
+        if not self._complete or not all(sys.modules.get(name) is module for name, module in self._modules):
+            return False
+        if not all(all(map(operator.is_, map(space.get, attrs), values)) for space, attrs, values in self._spaces):
+            return False
+        if not all(map(operator.is_, map(operator.attrgetter("__code__"), self._functions), self._codes)):
+            return False
+        if not all(getattr(cls, "__module__", "") == module for cls, module in self._classes):
+            return False
+        if not all(self._before.get(f"torch.{cls.__name__} (the device's marks)") == _marks(cls)
+                   for cls in _tensor_classes()):
+            return False
+        return all(isinstance(value := space.get(attr, _GONE), (list, dict, set, tuple, frozenset))
+                   and (id(value), _contents(value)) == self._state_before[key] for key, space, attr in self._tables)
 
 
 def _contents(value: Any) -> tuple:
@@ -121,6 +193,9 @@ def tampered(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
     return [name for name, identity in before.items() if after.get(name) != identity]
 
 
+_READERS, _THREAD_START, _PACKAGES = 1, 2, 4  # what the tracer looks for in a code's calls (ReferenceTracer._classify)
+
+
 class ReferenceTracer:
     """Sees every call of a guarded answer's own code that did not come through its guard; keeps its own record of
     which exercises' checks are running, to compare with the guard's; and sees code that runs under one of the
@@ -134,18 +209,21 @@ class ReferenceTracer:
 
         self._keys = answer_keys
         self._codes, self._bypassed_by = answer_keys.GUARDED_CODE, answer_keys.bypassed_by
-        self._enter, self._exit = answer_keys.checking.__enter__.__code__, answer_keys.checking.__exit__.__code__
+        # codes by identity: hashing a code object reads all of it, and the tracer asks a million times
+        self._enter, self._exit = id(answer_keys.checking.__enter__.__code__), id(answer_keys.checking.__exit__.__code__)
         self._thread_start = threading.Thread.start.__code__
         self.threads_started: list[str] = []
         # the counting modes' handlers: while one runs a torch function, its own code runs with the modes set aside
         # (a Python-level torch function's body: Tensor.__deepcopy__, torch.tensordot), counted by nothing
-        self._handlers = {syncs._FunctionLevel.__torch_function__.__code__,
-                          dispatch._Counting.__torch_function__.__code__}
+        self._handlers = {id(syncs._FunctionLevel.__torch_function__.__code__),
+                          id(dispatch._Counting.__torch_function__.__code__)}
+        self._guarded: set[int] = set()  # the identities of self._codes
+        self._kinds: dict[int, int] = {}  # what each code seen is (_classify)
+        self._kept: list[types.CodeType] = []  # the codes of _kinds, alive: no other code takes one's identity
         self.ran_uncounted: list[str] = []  # the reader's code run inside a torch function the counters set aside
         self._running: list[str] = list(answer_keys._RUNNING)  # as the tracer saw them start and end
         self._package = os.path.dirname(os.path.dirname(os.path.abspath(answer_keys.__file__))) + os.sep
         self._genuine: set[types.CodeType] = set()
-        self._known: dict[int, bool] = {}  # by identity: hashing a code object reads all of it
         self._read: set[str] = set()
         self.bypassed: list[str] = []
         self.guard_state_changed = False
@@ -154,47 +232,69 @@ class ReferenceTracer:
         # generator's resumption is a call), not only after the checks: a patch made and undone between two
         # looks must live inside one counted block, where the counted call's results are checked too.
         self._baseline = baseline
-        self._looks = {checks._run_one.__code__: "the start of a check",
-                       _generator_code(syncs.count_syncs): "a count_syncs block",
-                       _generator_code(dispatch.count_torch_calls): "a count_torch_calls block"}
+        self._lookout = Lookout(*baseline) if baseline is not None else None
+        self._looks = {id(checks._run_one.__code__): "the start of a check",
+                       id(_generator_code(syncs.count_syncs)): "a count_syncs block",
+                       id(_generator_code(dispatch.count_torch_calls)): "a count_torch_calls block"}
         self.tampered_during: list[str] = []
 
     def __call__(self, frame: types.FrameType, event: str, arg: Any) -> None:
-        if event != "call":
-            return None
+        # Called for every Python call the checks make (a million in 6.1's): what a code object is, is worked out
+        # once (keyed by identity, the code kept alive so that its identity is never another's), and most calls
+        # (torch's, the standard library's) end at the first line.
         code = frame.f_code
-        if self._keys.is_readers_code(code.co_filename) and (op := self._handled_op(frame)) is not None:
+        kind = self._kinds.get(id(code))
+        if kind is None:
+            kind = self._classify(code)
+        if not kind or event != "call":
+            return None
+        if kind & _READERS and (op := self._handled_op(frame)) is not None:
             # a torch function's own body runs with the counting modes set aside (Tensor.__deepcopy__ calling a
             # memo's methods): the reader's code run from there is counted by nothing
             where = f"{code.co_name} (run inside torch's {op})"
             if where not in self.ran_uncounted:
                 self.ran_uncounted.append(where)
-        if code is self._thread_start and frame.f_back is not None \
+        if kind & _THREAD_START and frame.f_back is not None \
                 and self._keys.is_readers_code(frame.f_back.f_code.co_filename):
             # syncs are counted per thread: a thread of the reader's own would hide them
             where = f"line {frame.f_back.f_lineno} of {frame.f_back.f_code.co_name}"
             if where not in self.threads_started:
                 self.threads_started.append(where)
-        if code is self._enter:
+        if not kind & _PACKAGES:
+            return None
+        key = id(code)
+        if key == self._enter:
             self._running.append(frame.f_locals["self"].task)
-        elif code is self._exit and self._running:
+        elif key == self._exit and self._running:
             self._running.pop()
-        if self._baseline is not None and code in self._looks and not self.tampered_during:
-            before, state_before = self._baseline
-            changed = tampered(before, fingerprint()) + tampered(state_before, state_fingerprint())
+        if self._baseline is not None and key in self._looks and not self.tampered_during:
+            changed = self._lookout.changed()  # type: ignore[union-attr]
             if changed:
-                self.tampered_during = [f"{name} (seen at {self._looks[code]})" for name in changed]
-        if code in self._codes:
-            key = self._bypassed_by(frame)
-            if key is not None and key.name not in self.bypassed:
-                self.bypassed.append(key.name)
+                self.tampered_during = [f"{name} (seen at {self._looks[key]})" for name in changed]
+        if len(self._codes) != len(self._guarded):  # a guard made since (the table only grows)
+            self._guarded = {id(c) for c in self._codes}
+        if key in self._guarded:
+            guard = self._bypassed_by(frame)
+            if guard is not None and guard.name not in self.bypassed:
+                self.bypassed.append(guard.name)
             if self._keys._RUNNING != self._running:
                 self.guard_state_changed = True
-        if code.co_filename.startswith(self._package) and not self._known.setdefault(id(code), self._is_genuine(code)):
-            where = f"{code.co_name} ({os.path.relpath(code.co_filename, self._package)})"
-            if where not in self.disguised:
-                self.disguised.append(where)
         return None
+
+    def _classify(self, code: types.CodeType) -> int:
+        """What the tracer looks for in calls of ``code`` (a sum of the ``_READERS``... flags; 0: nothing)."""
+        kind = _READERS if self._keys.is_readers_code(code.co_filename) else 0
+        if code is self._thread_start:
+            kind |= _THREAD_START
+        if code.co_filename.startswith(self._package):
+            kind |= _PACKAGES
+            if not self._is_genuine(code):
+                where = f"{code.co_name} ({os.path.relpath(code.co_filename, self._package)})"
+                if where not in self.disguised:
+                    self.disguised.append(where)
+        self._kinds[id(code)] = kind
+        self._kept.append(code)
+        return kind
 
     def _handled_op(self, frame: types.FrameType) -> str | None:
         """The torch function a counting mode's handler is running below ``frame``'s callers, or None."""
@@ -202,7 +302,7 @@ class ReferenceTracer:
         for _ in range(64):  # the handler is a few frames up, where the reader's code runs inside one
             if caller is None:
                 return None
-            if caller.f_code in self._handlers:
+            if id(caller.f_code) in self._handlers:
                 func = caller.f_locals.get("func")
                 return getattr(func, "__name__", "") or "a torch function"
             caller = caller.f_back
