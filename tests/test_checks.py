@@ -543,3 +543,39 @@ def test_nothing_is_attached_to_the_checks_where_a_learner_runs_them():
     probe = "import synclab.checks as c, synclab.lab.learner_check, synclab.primer\nprint(c.observer() is None)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"
+
+
+def _reads_its_rng(run) -> bool:
+    """Whether a check's function reads its second parameter (the random source), itself or in a function nested in
+    it; a callable without code of its own (a partial) is taken to read it, and a wrapper around another check
+    reads what that one reads."""
+    import dis
+
+    code = getattr(run, "__code__", None)
+    if code is None:
+        return True
+    wrapped = [cell.cell_contents for cell in run.__closure__ or () if isinstance(cell.cell_contents, Check)]
+    if wrapped:  # a check run on a part of the answer (3.8's two functions): what the check it runs reads
+        return _reads_its_rng(wrapped[0].run)
+    if code.co_argcount < 2:
+        return False
+    rng = code.co_varnames[1]
+    return rng in code.co_cellvars or any(i.opname.startswith("LOAD") and i.argval == rng
+                                          for i in dis.get_instructions(code))
+
+
+def test_a_check_says_it_draws_random_cases_exactly_when_it_reads_its_random_source():
+    """A failure of a random check prints the seed that replays its cases; a check that draws none must not (the
+    seed explains nothing there), and the tests check it on one seed, not twenty (tests/test_wrong_versions.py)."""
+    import importlib
+    import pkgutil
+
+    import synclab
+
+    checks = {id(c): c for m in pkgutil.walk_packages(synclab.__path__, "synclab.") if ".checks" in m.name
+              for value in vars(importlib.import_module(m.name)).values() if isinstance(value, list)
+              for c in value if isinstance(c, Check)}
+    assert len(checks) > 100
+    wrong = [f"{c.task} {c.name!r}: random={c.random}" for c in checks.values() if c.random != _reads_its_rng(c.run)]
+    assert not wrong, "\n".join(wrong)
+    assert not _reads_its_rng(lambda impl, rng: impl(1)) and _reads_its_rng(lambda impl, rng: impl(rng.random()))

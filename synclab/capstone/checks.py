@@ -164,11 +164,11 @@ NO_STRAY = "the planted runner's outputs, with 0 stray syncs per step and at mos
 HUNT_CHECKS = [
     Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=90.0),
     Check("6.1", "host work per step flat in output length", _check_flat_in("output length"), after=NO_STRAY,
-          timeout_s=90.0),
+          timeout_s=90.0, random=False),
     Check("6.1", "host work per step flat in images per request", _check_flat_in("images"), after=NO_STRAY,
-          timeout_s=90.0),
+          timeout_s=90.0, random=False),
     Check("6.1", "host work per step flat in tokens generated", _check_flat_in("tokens generated"), after=NO_STRAY,
-          timeout_s=90.0),
+          timeout_s=90.0, random=False),
 ]
 HUNT_LIMIT_S = 200.0  # the four together (the grader gives an exercise 240 s)
 

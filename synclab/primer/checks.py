@@ -185,7 +185,7 @@ def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
 
 
 CHECKS_0_1 = [
-    Check("0.1", "same result as the reference on fixed cases", _check_fixed),
+    Check("0.1", "same result as the reference on fixed cases", _check_fixed, random=False),
     Check("0.1", "empty batch", _check_empty,
           hint="a step of 0 requests has no row to read: return two empty lists, reading nothing by index"),
     Check("0.1", "same result on random batches (0 to 64 requests)", _check_random),

@@ -401,9 +401,11 @@ def _check_types_wsl(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 
 CHECKS_3_3 = [
-    Check("3.3", "fixed case: boundaries 2, none, 0 and at the end", _check_types_fixed),
-    Check("3.3", "a batch that shrank: only this step's requests' lengths count", _check_types_shrunk_batch),
-    Check("3.3", "nothing to pass ({}): no token types, empty batch, not a pooling model", _check_types_no_kwargs),
+    Check("3.3", "fixed case: boundaries 2, none, 0 and at the end", _check_types_fixed, random=False),
+    Check("3.3", "a batch that shrank: only this step's requests' lengths count",
+          _check_types_shrunk_batch, random=False),
+    Check("3.3", "nothing to pass ({}): no token types, empty batch, not a pooling model",
+          _check_types_no_kwargs, random=False),
     Check("3.3", "same as a plain reference on random batches (1 to 64 requests)", _check_types_random),
     Check("3.3", "0 syncs: host-side lengths, pinned buffer, non_blocking upload", _check_types_syncs),
     Check("3.3", "WSL (no pinned memory): no error, same result", _check_types_wsl),
@@ -491,10 +493,10 @@ def _check_prefill_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 CHECKS_3_4 = [
     Check("3.4", "fixed cases: padded with the last index, stale entries overwritten, the buffer returned",
-          _check_prefill_fixed),
-    Check("3.4", "no logits indices: fail loudly", _check_prefill_empty),
+          _check_prefill_fixed, random=False),
+    Check("3.4", "no logits indices: fail loudly", _check_prefill_empty, random=False),
     Check("3.4", "same as a plain reference on random steps (1 to 700 indices)", _check_prefill_random),
-    Check("3.4", "0 syncs: the tail is filled on the device", _check_prefill_syncs),
+    Check("3.4", "0 syncs: the tail is filled on the device", _check_prefill_syncs, random=False),
 ]
 
 
