@@ -10,12 +10,14 @@ from __future__ import annotations
 import math
 
 from itertools import cycle, islice
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import plotly.graph_objects as go
 
 from synclab.timeline_model import ModelRun, OutputLoopRun, simulate
-from synclab.timing import Sweep, Timing
+
+if TYPE_CHECKING:  # annotations only: a page that draws a model's figure imports no torch (the book build's kernels)
+    from synclab.timing import Sweep, Timing
 
 COLORS = {"host": "#4c78a8", "wait": "#e45756", "device": "#54a24b"}
 VARIANT_COLORS = ["#e45756", "#4c78a8", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#9d755d", "#ff9da6"]

@@ -210,3 +210,15 @@ def test_the_labs_map_names_every_module_of_the_lab():
     text = (lab / "__init__.py").read_text()
     missing = [p.stem for p in sorted(lab.glob("*.py")) if p.stem != "__init__" and f":mod:`.{p.stem}`" not in text]
     assert not missing, f"synclab/lab/__init__.py does not name: {', '.join(missing)}"
+
+
+def test_a_page_that_draws_a_model_imports_no_torch():
+    """The book's pages run their cells in kernels of their own; the ones that draw the timeline model's figures
+    (chapters 0, 1, 3 and 6) need no torch, whose import is most of such a kernel's time (`make book`)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from synclab import figures; from synclab.timeline_model import simulate, "
+             "simulate_uploads; print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
