@@ -511,3 +511,25 @@ def test_the_readers_code_run_inside_a_torch_function_the_counters_set_aside_is_
     nb = nbformat.read(_submission(tmp_path, PRIMER, {"0.1": answer}), as_version=4)
     verdict = judge_notebook(nb, ["0.1"], scan=False)["0.1"]
     assert any("where the counters do not look" in f and "__deepcopy__" in f for f in verdict.review), verdict
+
+
+def test_one_warm_worker_serves_a_process_and_no_job_changes_the_next(tmp_path, capsys):
+    """The grader's worker is kept warm per process (synclab.lab.worker_server): one server forks every job's worker,
+    and a job that rewrites the checks' machinery leaves the next job's checks as the package wrote them; a job with
+    another environment gets a server of its own, and the seed (a job's own) does not start one."""
+    from synclab.lab import worker_server
+
+    rebinds = CHEATS_0_1[1][1]  # rebinds synclab.checks._run_one at top level
+    cheat = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": rebinds}, "cheat"), capsys, "0.1"))["0.1"]
+    assert cheat["earned"] == 0 and any("synclab.checks._run_one" in line for line in cheat["review"]), cheat
+    servers = {key: server._proc.pid for key, server in worker_server._SERVERS.items()}
+    assert len(servers) == 1, servers
+    honest = _by_task(_graded(ROOT / "solutions" / f"{PRIMER}.ipynb", capsys, "0.1"))["0.1"]
+    assert honest["earned"] == points_of("0.1") and not honest["review"], honest
+    assert {key: server._proc.pid for key, server in worker_server._SERVERS.items()} == servers  # the same one
+    env = {"A": "1", "SYNCLAB_CHECK_SEED": "1"}
+    command = [sys.executable, "-c", "import time; time.sleep(60)"]
+    first = worker_server.server_for(command, env)
+    assert worker_server.server_for(command, {**env, "SYNCLAB_CHECK_SEED": "2"}) is first
+    assert worker_server.server_for(command, {**env, "A": "2"}) is not first
+    worker_server.close_all()  # the sleepers; the next grading starts its server again

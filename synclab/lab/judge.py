@@ -46,6 +46,7 @@ from synclab.lab.exercises import EXERCISES, of_chapter
 from synclab.lab.notebook_cells import (chapter_of, check_cells, code, defines_any, first_exercise_cell, needed,
                                         tasks_of, with_what_they_read)
 from synclab.lab.verdicts import Verdict, from_worker
+from synclab.lab.worker_server import server_for
 
 JUDGE_TIME_LIMIT_S = 240.0  # one exercise: its checks' own limits (60 s, 120 s for chapter 3's ranks) and setup
 # Names an answer has little reason to touch: a line naming one is a review line for the instructor (the checks
@@ -180,12 +181,24 @@ def run_worker(chapter: str, exercises: list[dict], setup: list[str], setup_trus
     chunks: list[bytes] = []
     with tempfile.TemporaryDirectory(prefix="synclab-judge-") as cwd:
         os.chmod(cwd, 0o755)  # empty; a sandboxed worker's user may enter it, not write to it
-        proc = subprocess.Popen([*(sandbox or []), sys.executable, "-m", "synclab.lab.judge_worker"],
-                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd,
-                                env=_worker_env(seed), pass_fds=(write_end,), start_new_session=True)
-        os.close(write_end)
-        proc.stdin.write(json.dumps(job).encode())  # type: ignore[union-attr]
-        proc.stdin.close()  # type: ignore[union-attr]
+        env = _worker_env(seed)
+        if sandbox:  # a fresh worker under the sandbox's command, as its user
+            proc = subprocess.Popen([*sandbox, sys.executable, "-m", "synclab.lab.judge_worker"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    cwd=cwd, env=env, pass_fds=(write_end,), start_new_session=True)
+            os.close(write_end)
+            proc.stdin.write(json.dumps(job).encode())  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+            group, errors = proc.pid, proc.stderr
+        else:  # forked by this process's warm worker (synclab.lab.worker_server), in a session of its own
+            error_read, error_write = os.pipe()
+            try:
+                group = server_for([sys.executable, "-m", "synclab.lab.judge_worker", "--serve"], env).start_job(
+                    job, env, cwd, write_end, error_write)
+            finally:
+                os.close(write_end)
+                os.close(error_write)
+            proc, errors = None, os.fdopen(error_read, "rb")
         with os.fdopen(read_end, "rb") as channel:
             while (left := deadline - time.monotonic()) > 0:
                 ready, _, _ = select.select([channel], [], [], left)
@@ -194,11 +207,13 @@ def run_worker(chapter: str, exercises: list[dict], setup: list[str], setup_trus
                 if ready:
                     chunks.append(chunk)
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the worker's group: anything it or the reader's code started
+            os.killpg(group, signal.SIGKILL)  # the worker's group: anything it or the reader's code started
         except (ProcessLookupError, PermissionError):
             pass
-        stderr = proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
-        proc.wait()
+        stderr = errors.read().decode(errors="replace")  # type: ignore[union-attr]
+        errors.close()  # type: ignore[union-attr]
+        if proc is not None:
+            proc.wait()
     if time.monotonic() >= deadline:
         stderr += "\nthe grader stopped its worker at its deadline, with everything the worker had started"
     return b"".join(chunks).decode(errors="replace").splitlines(), stderr, token

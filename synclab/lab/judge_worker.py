@@ -520,16 +520,25 @@ def _warm(warm_up: Any) -> None:
         torch.set_num_threads(threads)
 
 
-def main() -> int:
-    job = json.loads(sys.stdin.read())
-    channel = job["channel_fd"]
+_WARMED: set[tuple[str, str]] = set()  # (module, task): warm-ups a server already ran for every job it forks
+
+
+def prepare(job: dict) -> None:
+    """Import the job's packages and run their warm-ups: only the package's own work, before any answer is loaded,
+    so that the children inherit it."""
     for module in job["imports"]:
         importlib.import_module(module)  # imports only: the children fork from a process that ran no cell
-    for exercise in job["exercises"]:  # the package's own work an exercise's checks need, done before any answer
-        for module in job["imports"]:  # is loaded: the children inherit it
+    for exercise in job["exercises"]:
+        for module in job["imports"]:
             warm_up = getattr(sys.modules[module], "GRADER_WARM_UP", {}).get(exercise["task"])
-            if warm_up is not None:
+            if warm_up is not None and (module, exercise["task"]) not in _WARMED:
                 _warm(warm_up)
+                _WARMED.add((module, exercise["task"]))
+
+
+def run_job(job: dict) -> int:
+    """Judge the job's exercises, each in a child forked for it; each verdict on the job's channel."""
+    channel = job["channel_fd"]
     passed: dict[str, bool] = {}
     for exercise in job["exercises"]:
         verdict = _in_a_fork(exercise, job, passed, channel)
@@ -537,6 +546,16 @@ def main() -> int:
         passed[exercise["task"]] = bool(report and report["passed"])
         os.write(channel, (job["token"] + json.dumps(verdict) + "\n").encode())
     return 0
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--serve"]:  # kept warm by the judge: jobs come on the socket (synclab.lab.worker_server)
+        from synclab.lab.worker_server import serve
+
+        return serve(int(sys.argv[2]), prepare, run_job)
+    job = json.loads(sys.stdin.read())
+    prepare(job)
+    return run_job(job)
 
 
 if __name__ == "__main__":

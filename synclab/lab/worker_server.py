@@ -1,0 +1,185 @@
+"""The grader's worker kept warm: one Python that has imported the chapters forks each grading job's worker.
+
+Used by :func:`synclab.lab.judge.run_worker` when no sandbox command is set (a sandbox's worker runs as another
+user, so it is started afresh under that command, as before). Starting the worker costs a fresh Python importing
+torch and a chapter, about 2 s of CPU, once per :func:`~synclab.lab.judge.judge_notebook` call; a grading
+process that judges many notebooks (``grade`` on a class, the tests) paid it each time.
+
+The server (:func:`serve`, run by ``python -m synclab.lab.judge_worker --serve``) is such a Python: it imports
+the packages a job names and runs their grader warm-ups, and nothing else; it never runs a cell. For each job it
+forks a child that takes the job's environment, folder, channel and stderr, starts a session of its own and runs the
+job as a fresh worker would (:func:`synclab.lab.judge_worker.run_job`: each exercise in a process forked for it
+alone). So a job's processes descend from a process that ran no reader's code, as before, and the judge kills a
+job's whole session at its end, as before. The server's environment is the job's, less the seed
+(:data:`PER_JOB`); a job with another environment gets a server of its own.
+
+This module imports only the standard library: the server's copy of it, like the chapters it imports, comes from
+the grading install.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Callable
+
+PER_JOB = ("SYNCLAB_CHECK_SEED",)  # what a job's environment may change: the server imported nothing that reads it
+_HEADER = struct.Struct("!Q")  # the length of the JSON that follows
+
+
+def _send(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None:
+    payload = json.dumps(message).encode()
+    header = _HEADER.pack(len(payload))
+    if fds:
+        socket.send_fds(sock, [header], list(fds))
+    else:
+        sock.sendall(header)
+    sock.sendall(payload)
+
+
+def _receive(sock: socket.socket) -> tuple[dict, list[int]]:
+    """The next message and the descriptors that came with it; EOFError when the other end closed."""
+    data, fds, _, _ = socket.recv_fds(sock, _HEADER.size, 4)
+    while len(data) < _HEADER.size:
+        more = sock.recv(_HEADER.size - len(data))
+        if not more:
+            raise EOFError
+        data += more
+    (size,) = _HEADER.unpack(data)
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        left -= len(chunk)
+    return json.loads(b"".join(chunks)), fds
+
+
+# ----------------------------------------------------------------------------- the server's side
+
+
+def serve(fd: int, prepare: Callable[[dict], None], run_job: Callable[[dict], int]) -> int:
+    """Serve jobs on the socket ``fd`` until the judge closes it: ``prepare`` a job here (imports, warm-ups), then run
+    it in a forked child (``run_job``), whose pid goes back to the judge."""
+    sock = socket.socket(fileno=fd)
+    while True:
+        _reap()
+        try:
+            request, fds = _receive(sock)
+        except (EOFError, ConnectionError):
+            return 0
+        channel, stderr = fds
+        job, env, cwd = request["job"], request["env"], request["cwd"]
+        prepare(job)
+        pid = os.fork()
+        if pid == 0:  # the job's worker: a session of its own, the job's stderr, folder and environment
+            try:
+                sock.close()
+                os.setsid()
+                os.dup2(stderr, 2)
+                os.close(stderr)
+                os.chdir(cwd)
+                os.environ.clear()
+                os.environ.update(env)
+                job["channel_fd"] = channel
+                code = run_job(job)
+            except BaseException as exc:  # noqa: BLE001 - said on the job's stderr; the judge reports the rest
+                print(f"the grader's worker failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                code = 1
+            os._exit(code)
+        os.close(channel)
+        os.close(stderr)
+        _send(sock, {"pid": pid})
+
+
+def _reap() -> None:
+    """Collect the jobs that ended (the judge killed each job's session when it had its verdicts)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+# ----------------------------------------------------------------------------- the judge's side
+
+
+class WorkerServer:
+    """A server started by this process, for jobs with one environment (less :data:`PER_JOB`)."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self._owner = os.getpid()  # a process forked from this one must not end the server (close)
+        ours, theirs = socket.socketpair()
+        self._folder = tempfile.TemporaryDirectory(prefix="synclab-judge-server-")
+        os.chmod(self._folder.name, 0o755)
+        self._proc = subprocess.Popen([*command, str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=env,
+                                      cwd=self._folder.name, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True)
+        theirs.close()
+        self._sock = ours
+        self._lock = threading.Lock()  # one job handed over at a time (a job then runs on its own)
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def start_job(self, job: dict, env: dict[str, str], cwd: str, channel: int, stderr: int) -> int:
+        """Hand ``job`` over with the write ends of its channel and stderr; the pid of its worker (a session
+        leader: the judge kills its group at the end). OSError when the server is gone."""
+        with self._lock:
+            _send(self._sock, {"job": job, "env": env, "cwd": cwd}, (channel, stderr))
+            try:
+                reply, _ = _receive(self._sock)
+            except EOFError:
+                raise BrokenPipeError("the grader's worker server ended") from None
+        return int(reply["pid"])
+
+    def close(self) -> None:
+        self._sock.close()
+        if os.getpid() != self._owner:
+            return
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._folder.cleanup()
+
+
+_SERVERS: dict[str, WorkerServer] = {}
+_SERVERS_LOCK = threading.Lock()
+MAX_SERVERS = 2  # environments kept warm at once (a test that changes the environment starts another)
+
+
+def server_for(command: list[str], env: dict[str, str]) -> WorkerServer:
+    """This process's server for ``env`` (started on first use; a dead one is started again)."""
+    key = json.dumps([command, sorted((k, v) for k, v in env.items() if k not in PER_JOB)])
+    with _SERVERS_LOCK:
+        server = _SERVERS.get(key)
+        if server is not None and not server.alive():
+            _SERVERS.pop(key).close()
+            server = None
+        if server is None:
+            while len(_SERVERS) >= MAX_SERVERS:
+                _SERVERS.pop(next(iter(_SERVERS))).close()
+            server = _SERVERS[key] = WorkerServer(command, {k: v for k, v in env.items() if k not in PER_JOB})
+        return server
+
+
+def close_all() -> None:
+    """End this process's servers (at exit; their jobs' sessions are the judge's to kill, and were)."""
+    with _SERVERS_LOCK:
+        while _SERVERS:
+            _SERVERS.popitem()[1].close()
+
+
+atexit.register(close_all)
