@@ -425,7 +425,9 @@ def _worker_env(seed: int | None = None) -> dict[str, str]:
     from synclab.lab.judge_worker import SEED_ENV
 
     env = reader_environment()
-    env = {k: v for k, v in env.items() if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER"))}
+    # nor the harness it runs under (pytest names the test running: a warm worker is kept per environment)
+    env = {k: v for k, v in env.items()
+           if not k.startswith(("NBGRADER", "SYNCLAB_CHECK_LOG", "JPY_", "JUPYTER", "PYTEST_"))}
     # Judged on the simulated device on every machine: the counts and results are the same as on a GPU, and the
     # verdict never depends on the grader's hardware (nor meets CUDA, which a forked child may not start twice).
     env[DEVICE_ENV] = SIMULATED
