@@ -105,9 +105,11 @@ def test_a_wrong_version_fails_its_clause_alone_on_every_seed(clause):
     wrong = WRONG[clause.wrong]
     named = (clause.check, *clause.also)
     reports = reports_on_seeds(wrong, SEEDS, only=named)
-    for seed, report in reports.items():
+    for n, (seed, report) in enumerate(reports.items()):
         failed = [o for o in report.outcomes if o.status in ("failed", "crashed", "timed out")]
         mine = [o for o in failed if o.name.startswith(clause.check)]
+        if n and not any(o.name.startswith(clause.check) for o in report.outcomes):
+            continue  # a check that draws no random case ran on the first seed only: its verdict is the same
         assert mine, f"seed {seed}: {clause.wrong} passes {clause.check!r}\n{report}"
         outcome = mine[0]
         assert clause.case in outcome.case, f"seed {seed}: failed on {outcome.case!r}, not on {clause.case!r}"

@@ -87,7 +87,8 @@ def _same_step(impl: DecodeStep, batch: DecodeBatch, case: str, *, counted: bool
                  hint="append each sampled token to its request's list")
     expect([id(o) for o in mine.output_token_ids] == lists_before,
            "output lists must be updated in place (the request state holds the same list objects)", case=case)
-    expect_equal(mine.seq_lens_cpu.tolist(), ref.seq_lens_cpu.tolist(), what="seq_lens_cpu", case=case)
+    expect_equal(mine.seq_lens_cpu.tolist(), ref.seq_lens_cpu.tolist(), what="seq_lens_cpu", case=case,
+                 hint="both copies of the lengths grow by one per step: the host's is the one the finish rule reads")
     expect_equal(mine.seq_lens_gpu.cpu().tolist(), ref.seq_lens_gpu.cpu().tolist(), what="seq_lens_gpu", case=case,
                  hint="both copies of the lengths grow by one per step")
     return report
@@ -296,6 +297,12 @@ CLAUSES = [
     Clause("0.2-counts", "predict how many times the host must wait", "predicted sync counts match count_syncs",
            "the 8 snippets, each counted", "0.2-tensor-slice-one-read",
            "each tensor bound is read back on its own"),
+    Clause("0.1-lists-in-place", "each token appended to its request's list in place", _FIXED_0_1,
+           "fixed batch of 1", "0.1-token-lists-rebuilt", "updated in place", also=(_RANDOM_0_1, _SYNCS_0_1),
+           lab="in place (the request state holds those very lists)"),
+    Clause("0.1-both-lengths", "both copies of the lengths one longer", _FIXED_0_1, "fixed batch of 1",
+           "0.1-host-lengths-left-behind", "the host's is the one the finish rule reads",
+           also=(_RANDOM_0_1, _SYNCS_0_1), lab="both seq_lens_gpu and seq_lens_cpu grow by one"),
     Clause("0.1-no-logits", "never the logits", _SYNCS_0_1, "1 requests", "0.1-logits-read-back",
            "not a copy of the logits", lab="never the logits themselves"),
 ]

@@ -1,0 +1,14 @@
+# Only the device's copy of the lengths moves on: the host's copy, which the next step's finish rule reads, stays.
+# fails: same result as the reference on fixed cases
+def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
+    tokens = batch.logits.argmax(dim=-1)
+    flag = torch.isnan(batch.logits).any().reshape(1).long()
+    *sampled, nan = torch.cat([tokens, flag]).tolist()
+    if nan:
+        raise ValueError("NaN in logits")
+    lens = batch.seq_lens_cpu.tolist()
+    finished = [t == batch.eos_token_id or n + 1 >= batch.max_model_len for t, n in zip(sampled, lens)]
+    for out, token in zip(batch.output_token_ids, sampled):
+        out.append(token)
+    batch.seq_lens_gpu += 1
+    return primer.StepOutput(sampled, finished)
