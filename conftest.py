@@ -73,6 +73,9 @@ def pytest_configure(config):
     # Timings under test run their whole path as briefly as it allows (synclab.timing.smoke_run); the
     # kernels nbval and the CLI start inherit it. Tests assert counts, never times.
     os.environ.setdefault(SMOKE_ENV, "1")
+    # Every `check` the suite runs, in a fresh Python: no warm check server outlives the tests (one test starts its
+    # own: tests/test_learner_check.py).
+    os.environ.setdefault("SYNCLAB_CHECK_SERVER", "0")
     # One intra-op thread in every process of the suite (the workers, and the kernels and ranks they start,
     # which read OMP_NUM_THREADS): several workers on two cores, each with a pool of spinning threads, ran
     # some tests twenty times slower than alone.

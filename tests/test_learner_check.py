@@ -6,6 +6,8 @@ run in the command's process or in a kernel, report check for check the same out
 
 from __future__ import annotations
 
+import os
+
 import nbformat
 import pytest
 
@@ -63,3 +65,114 @@ def test_the_terminal_and_the_notebook_give_the_same_verdicts_timed_checks_inclu
         assert [(o.name, o.status) for o in here.outcomes] == [(o.name, o.status) for o in kernel.outcomes], \
             (answer.name, str(here), str(kernel))
         assert here.passed == (answer.fails == ""), (answer.name, str(here))
+
+
+# ----------------------------------------------------------------------------- the warm check server
+
+
+@pytest.fixture
+def short_tmp():
+    """A folder of this test's own with a short path (a socket's path has at most 107 bytes; pytest's are long)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    folder = tempfile.mkdtemp(prefix="sl-", dir="/tmp")
+    yield Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _served_env(tmp_path) -> dict:
+    """The learner's environment with the warm server on, its socket in this test's own folder, idle briefly."""
+    from synclab.lab.check_server import IDLE_ENV, SERVER_ENV
+    from synclab.timing import reader_environment
+
+    return {**reader_environment(), SERVER_ENV: "1", IDLE_ENV: "20", "TMPDIR": str(tmp_path),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+
+
+def _check(env: dict, *args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "synclab", "check", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def _served_once_warm(env: dict, *args: str):
+    """The check run until a warm server ran it (the first run starts one as it ends; it takes a moment to listen)."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while True:
+        run = _check(env, *args)
+        if "run by the warm check server" in run.stdout or time.monotonic() > deadline:
+            return run
+        time.sleep(1)
+
+
+def test_a_check_run_by_the_warm_server_says_what_a_fresh_one_says(tmp_path, short_tmp):
+    """The second check of a terminal is run by a Python that already imported torch and the chapters
+    (synclab.lab.check_server): the same cells, the same verdict, the same exit code, in the learner's terminal."""
+    import json
+    import shutil
+
+    env = _served_env(short_tmp)
+    lab = tmp_path / "lab.ipynb"
+    shutil.copy(ROOT / "labs" / "04_reverse_placeholder_scans.ipynb", lab)  # the stubs: 4.1 not written yet
+    fresh = _check({**env, "SYNCLAB_CHECK_SERVER": "0"}, "--task", "4.1", str(lab))
+    served = _served_once_warm(env, "--task", "4.1", str(lab))
+    assert "run by the warm check server" in served.stdout, served.stdout + served.stderr
+    assert served.returncode == fresh.returncode == 1
+    said = [line for line in served.stdout.splitlines() if not line.startswith("(")]
+    assert said == [line for line in fresh.stdout.splitlines() if not line.startswith("(")], (served.stdout,
+                                                                                                fresh.stdout)
+    right = json.loads(_check(env, "--task", "4.1", "--json", "solutions/04_reverse_placeholder_scans.ipynb").stdout)
+    assert right["passed"] and [e["earned"] for e in right["exercises"]] == [e["points"] for e in right["exercises"]]
+
+
+@pytest.mark.parametrize("served", [False, True], ids=["fresh", "served"])
+def test_ctrl_c_stops_a_checks_cells_fresh_or_served(tmp_path, short_tmp, served):
+    """Ctrl-C stops a check of one task where its cells run: no later cell runs (a learner's cell that never ends),
+    in the command's own Python or in the warm server's child."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = _served_env(short_tmp)
+    if served:
+        _served_once_warm(env, "--task", "4.1", "solutions/04_reverse_placeholder_scans.ipynb")
+    else:
+        env["SYNCLAB_CHECK_SERVER"] = "0"
+    nb = nbformat.read(ROOT / "labs" / "04_reverse_placeholder_scans.ipynb", as_version=4)
+    answer = next(c for c in nb.cells if c.cell_type == "code" and "class ReverseScanBatch" in c.source)
+    pid_file = tmp_path / "check.pid"
+    answer.source = (f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                     "while True:\n    time.sleep(0.1)\n")
+    hung = tmp_path / "hung.ipynb"
+    nbformat.write(nb, hung)
+    proc = subprocess.Popen([sys.executable, "-m", "synclab", "check", "--task", "4.1", str(hung)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, "the served check never ran its cells"
+            time.sleep(0.2)
+        child = int(pid_file.read_text())
+        assert (child != proc.pid) == served  # run by the server's child, or by the command itself
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "stopped by SIGINT: no later cell ran" in err, err
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the served check outlived its Ctrl-C")

@@ -7,6 +7,7 @@
   :mod:`.code_sources` — what the pages and labs show of each exercise;
 * :mod:`.notebook_cells` — what a notebook's cells are (setup, answer, check), for the check and the grader;
 * :mod:`.learner_check` — the learner's check: a lab's check cells run in this process as the notebook runs them;
+  :mod:`.check_server` — the next checks forked from a warm Python that has imported torch and the chapters;
 * :mod:`.notebook_runner` — a notebook run in a fresh kernel, within time limits that hold;
   :mod:`.profile_html` — a run's figures as one offline page;
 * :mod:`.notebook_code` — a function loaded from a notebook (chapter 6 loads the chapters' fixes);

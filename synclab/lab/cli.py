@@ -65,6 +65,15 @@ def _read_lab(path: str) -> tuple[Path, Any] | None:
     return notebook, nbformat.read(notebook, as_version=4)
 
 
+def cmd_serve_checks(args: argparse.Namespace) -> int:
+    """The warm check server: what a check imports, then a forked child per check (:mod:`.check_server`)."""
+    from synclab.lab import check_server
+    from synclab.lab.chapters import PACKAGES
+
+    return check_server.serve(Path(args.socket), main, ["synclab.lab.learner_check", "synclab.lab.notebook_runner",
+                                                        *PACKAGES.values()])
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """The learner's check: the lab's own check cells, run as the notebook runs them (:mod:`.learner_check`)."""
     from synclab.checks import REPORT_LOG_ENV
@@ -73,6 +82,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     from synclab.lab.notebook_cells import chapter_of, check_cells
     from synclab.lab.notebook_runner import run_notebook
 
+    from synclab.lab import check_server
+
+    if (args.task or args.checks_only) and check_server.enabled() and not check_server.SERVED:
+        served = check_server.run_served(args.argv)
+        if served is not None:  # a warm Python ran it, in this terminal (synclab.lab.check_server)
+            return served
     read = _read_lab(args.notebook)
     if read is None:
         return 2
@@ -113,8 +128,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(verdict)
     _say_cells(summary, errors)
     if kernel is None:  # after the reports, in their stream: piped, the lines keep their order
+        served = " (run by the warm check server; SYNCLAB_CHECK_SERVER=0 runs each check in a fresh Python)" \
+            if check_server.SERVED else ""
         print(f"({seconds:.1f} s: {learner.checks_seconds:.1f} s in the check cells, the rest in the lab's setup and "
-              "your cells)")
+              f"your cells){served}")
     else:
         print(f"({kernel.seconds:.1f} s in the kernel)", file=sys.stderr)
         from synclab.lab.profile_html import write_profile_html
@@ -573,14 +590,18 @@ def main(argv: list[str] | None = None) -> int:
                                         "(data/expected/)")
     p.add_argument("tasks", nargs="*", help="exercises (default: every one judged apart)")
     p.set_defaults(fn=cmd_expected)
+    p = sub.add_parser("serve-checks", help=argparse.SUPPRESS)  # the warm check server (synclab.lab.check_server)
+    p.add_argument("socket")
+    p.set_defaults(fn=cmd_serve_checks)
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given: a warm server runs the same command
     from synclab.lab.notebook_runner import Stopped, stop_on_signals
 
     try:
         with stop_on_signals():
             return args.fn(args)
-    except Stopped as exc:  # the kernel is already shut down
-        print(f"{exc}: the kernel was shut down", file=sys.stderr)
+    except Stopped as exc:  # the kernel, where one ran the cells, is already shut down
+        print(f"{exc}: the kernel was shut down" if exc.kernel else f"{exc}: no later cell ran", file=sys.stderr)
         return 128 + exc.signum
 
 

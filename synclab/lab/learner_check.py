@@ -29,6 +29,7 @@ from nbformat import NotebookNode
 from synclab.checks import REPORT_LOG_ENV, CheckReport
 from synclab.lab import notebook_cells as cells_of
 from synclab.lab.exercises import of_chapter
+from synclab.lab.notebook_runner import Stopped
 from synclab.lab.verdicts import report_from_dict
 
 
@@ -138,6 +139,9 @@ def run_here(nb: NotebookNode, tasks: list[str] | None = None, cell_timeout_s: f
                     run.errors.append(f"cell {index}: timed out after {cell_timeout_s:g} s")
                 except SyntaxError as exc:
                     run.errors.append(f"cell {index}: SyntaxError: {exc.msg} (line {exc.lineno})")
+                except Stopped as exc:  # Ctrl-C or a kill: the check stops, no later cell runs
+                    exc.kernel = False
+                    raise
                 except Exception as exc:  # noqa: BLE001 - the reader's cell raised: named, the next one runs
                     run.errors.append(f"cell {index}: {type(exc).__name__}: {exc}{_where(exc, filename)}")
                 if index in chosen.checks:

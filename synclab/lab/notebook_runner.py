@@ -34,11 +34,12 @@ _QUIET.propagate = False  # after an interrupt, how long a kernel may take befor
 
 
 class Stopped(Exception):
-    """The run was stopped by a signal (``signum``); the kernel has been shut down."""
+    """The run was stopped by a signal (``signum``); the kernel, where one ran it, has been shut down."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
         self.signum = signum
+        self.kernel = True  # False: the cells ran in this process (a check of one task), no kernel to shut down
 
 
 @dataclass

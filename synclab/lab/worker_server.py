@@ -34,7 +34,8 @@ PER_JOB = ("SYNCLAB_CHECK_SEED",)  # what a job's environment may change: the se
 _HEADER = struct.Struct("!Q")  # the length of the JSON that follows
 
 
-def _send(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None:
+def send(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None:
+    """``message`` as JSON behind its length, with ``fds`` (descriptors the other process receives as its own)."""
     payload = json.dumps(message).encode()
     header = _HEADER.pack(len(payload))
     if fds:
@@ -44,7 +45,7 @@ def _send(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None
     sock.sendall(payload)
 
 
-def _receive(sock: socket.socket) -> tuple[dict, list[int]]:
+def receive(sock: socket.socket) -> tuple[dict, list[int]]:
     """The next message and the descriptors that came with it; EOFError when the other end closed."""
     data, fds, _, _ = socket.recv_fds(sock, _HEADER.size, 4)
     while len(data) < _HEADER.size:
@@ -71,9 +72,9 @@ def serve(fd: int, prepare: Callable[[dict], None], run_job: Callable[[dict], in
     it in a forked child (``run_job``), whose pid goes back to the judge."""
     sock = socket.socket(fileno=fd)
     while True:
-        _reap()
+        reap_children()
         try:
-            request, fds = _receive(sock)
+            request, fds = receive(sock)
         except (EOFError, ConnectionError):
             return 0
         channel, stderr = fds
@@ -97,11 +98,11 @@ def serve(fd: int, prepare: Callable[[dict], None], run_job: Callable[[dict], in
             os._exit(code)
         os.close(channel)
         os.close(stderr)
-        _send(sock, {"pid": pid})
+        send(sock, {"pid": pid})
 
 
-def _reap() -> None:
-    """Collect the jobs that ended (the judge killed each job's session when it had its verdicts)."""
+def reap_children() -> None:
+    """Collect the children that ended (a job whose session the judge killed, a check that ran)."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -136,9 +137,9 @@ class WorkerServer:
         """Hand ``job`` over with the write ends of its channel and stderr; the pid of its worker (a session
         leader: the judge kills its group at the end). OSError when the server is gone."""
         with self._lock:
-            _send(self._sock, {"job": job, "env": env, "cwd": cwd}, (channel, stderr))
+            send(self._sock, {"job": job, "env": env, "cwd": cwd}, (channel, stderr))
             try:
-                reply, _ = _receive(self._sock)
+                reply, _ = receive(self._sock)
             except EOFError:
                 raise BrokenPipeError("the grader's worker server ended") from None
         return int(reply["pid"])

@@ -1,0 +1,228 @@
+"""The learner's check kept warm: ``python -m synclab check --task`` served by a Python that has torch imported.
+
+Used by :func:`synclab.lab.cli.cmd_check`. A check from a terminal is a fresh Python, and most of its time went to
+importing torch and the chapters (2-3 s, against a few tenths for the checks of one task). So the first such check
+starts, as it ends, a server that imports them and waits for the next ones (:func:`serve`); each later check
+hands the server its command line, folder, environment and terminal (its standard streams), and the server forks
+a child that runs the command there as this process would have (``python -m synclab serve-checks`` hands it
+:func:`synclab.lab.cli.main`): the same cells, the
+same checks, the same verdict, in the learner's terminal. Ctrl-C reaches the child.
+
+* The server runs nothing of the learner's: it imports, then only forks. It ends after :data:`IDLE_S` without a
+  check.
+* One server per user, Python, version of the package's code and environment (a socket in a 0700 folder of this
+  user's, named by a digest of them): an edited package, another venv or another setting starts another.
+* Off where ``SYNCLAB_CHECK_SERVER=0``, and on a machine with an NVIDIA device (a forked child may not start CUDA
+  after its parent did; the server would not, but the lab does not bet a GPU run on it). The test suite sets it off
+  except where it tests the server (conftest.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from synclab.lab.worker_server import reap_children, receive, send
+
+SERVER_ENV = "SYNCLAB_CHECK_SERVER"  # "0": every check in a fresh Python of its own
+IDLE_ENV = "SYNCLAB_CHECK_SERVER_IDLE_S"  # how long a server waits for the next check (the tests shorten it)
+IDLE_S = 900.0
+PACKAGE = Path(__file__).resolve().parents[1]  # synclab/
+_VOLATILE = ("PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES")  # a shell's, not a setting
+_SOCKET_PATH_MAX = 104  # a Unix socket's path is at most 107 bytes on Linux (104 on macOS)
+SERVED = False  # True in a check the server runs: that one runs here, never asks a server again
+
+
+def enabled() -> bool:
+    return os.environ.get(SERVER_ENV, "1") != "0" and not Path("/dev/nvidiactl").exists()
+
+
+def _folder() -> Path | None:
+    """This user's folder of sockets, 0700; None where it cannot be made or is not this user's alone."""
+    folder = Path(tempfile.gettempdir()) / f"synclab-check-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
+    return folder
+
+
+def socket_path(env: dict[str, str]) -> Path | None:
+    """Where the server for this Python, this code and ``env`` listens (None: no folder of ours to put it in)."""
+    folder = _folder()
+    if folder is None:
+        return None
+    digest = hashlib.sha256()
+    for part in (sys.executable, sys.version, json.dumps(sorted((k, v) for k, v in env.items()
+                                                                  if k not in _VOLATILE))):
+        digest.update(part.encode())
+    for path in sorted(PACKAGE.rglob("*.py")):  # the package's code: an edit starts a new server
+        digest.update(str(path.relative_to(PACKAGE)).encode())
+        digest.update(path.read_bytes())
+    path = folder / f"{digest.hexdigest()[:24]}.sock"
+    return path if len(str(path)) < _SOCKET_PATH_MAX else None  # a long TMPDIR: every check in a fresh Python
+
+
+# ----------------------------------------------------------------------------- the check's side
+
+
+def run_served(argv: list[str]) -> int | None:
+    """Run ``python -m synclab <argv>`` in the warm server: its exit code. None where there is no server to ask
+    yet (one is then started, as this process ends, for the next check; this one runs here)."""
+    env = dict(os.environ)
+    path = socket_path(env)
+    if path is None:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        atexit.register(_start_server, path, env)  # once this check is done: it does not share the cores with it
+        return None
+    with sock:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            send(sock, {"argv": argv, "cwd": os.getcwd(), "env": env}, (0, 1, 2))
+        except OSError:
+            return None
+        child, stopped_by = 0, 0
+
+        def forward(signum: int, frame: object) -> None:  # Ctrl-C or a kill: the child's, as it would have been ours
+            nonlocal stopped_by
+            stopped_by = signum
+            if child:
+                os.kill(child, signum)
+
+        previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while True:
+                try:
+                    message, _ = receive(sock)
+                except (EOFError, OSError):
+                    if stopped_by:
+                        return 128 + stopped_by
+                    print("the check server ended before the check did; run it again (SYNCLAB_CHECK_SERVER=0 runs "
+                          "every check in a fresh Python)", file=sys.stderr)
+                    return 1
+                if "pid" in message:
+                    child = int(message["pid"])
+                    if stopped_by:  # a signal that came before the pid
+                        os.kill(child, stopped_by)
+                if "exit" in message:
+                    return int(message["exit"])
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def _start_server(path: Path, env: dict[str, str]) -> None:
+    subprocess.Popen([sys.executable, "-m", "synclab", "serve-checks", str(path)], env=env, cwd="/",
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
+
+
+# ----------------------------------------------------------------------------- the server's side
+
+
+def serve(path: Path, run: Callable[[list[str]], int], preload: list[str], idle_s: float | None = None) -> int:
+    """Import ``preload`` (what a check needs), then fork a child per check, which runs ``run(argv)`` (the command
+    line's ``main``), until ``idle_s`` (:data:`IDLE_ENV`, :data:`IDLE_S`) pass without one."""
+    if idle_s is None:
+        idle_s = float(os.environ.get(IDLE_ENV, IDLE_S))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        path.unlink(missing_ok=True)
+        listener.bind(str(path))
+    except OSError:
+        return 0  # another server took the name first
+    listener.listen()
+    import importlib
+
+    for module in preload:  # imports only: no cell runs here
+        importlib.import_module(module)
+    listener.settimeout(idle_s)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: reap_children())  # a check that ended leaves no zombie
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except socket.timeout:
+            break
+        try:
+            request, fds = receive(connection)
+        except (EOFError, OSError):
+            connection.close()
+            continue
+        go_read, go_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            os.close(go_write)
+            os.read(go_read, 1)  # the check's side has the pid first: its Ctrl-C can reach this child
+            os.close(go_read)
+            _run_check(connection, request, fds, run)
+        os.close(go_read)
+        for fd in fds:
+            os.close(fd)
+        try:
+            send(connection, {"pid": pid})
+        except OSError:
+            pass
+        os.write(go_write, b"x")
+        os.close(go_write)
+        connection.close()
+    listener.close()
+    if path.exists():
+        path.unlink()
+    return 0
+
+
+def _run_check(connection: socket.socket, request: dict, fds: list[int], run: Callable[[list[str]], int]) -> None:
+    """In the forked child: the check's terminal, folder, environment and command line, then its exit code."""
+    global SERVED
+    SERVED, code = True, 1
+    try:
+        for target, fd in enumerate(fds):  # the check's standard streams become ours
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ[SERVER_ENV] = "0"  # this check, and anything it starts, runs here: it never asks a server
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the check's own children are its own to wait for
+        sys.argv = ["python -m synclab", *request["argv"]]
+        code = run(request["argv"])
+    except KeyboardInterrupt:
+        code = 130
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException as exc:  # noqa: BLE001 - said in the check's terminal, as a fresh Python would say it
+        import traceback
+
+        traceback.print_exception(exc)
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            send(connection, {"exit": code})
+        finally:
+            os._exit(0)
