@@ -34,6 +34,8 @@ CLAUSES = [
            _named(CHECKS_3_1, "no pinned buffer refilled"), "3 uploads of 6 ints each, back to back",
            "3.1-reused-staging-buffer", "stage each call's data in a new pinned tensor",
            lab="A caller may reuse its list, array or pageable tensor as soon as the call returns"),
+    Clause("3.1-transposed", "a transposed one", _named(CHECKS_3_1, "same values"), "transposed CPU tensor",
+           "3.1-flat-view-copy", "is not contiguous", also=(_ZERO_3_1, _WSL_3_1), lab="a non-contiguous one too"),
     Clause("3.1-wsl", "on WSL, with no pinned memory: the same values arrive", _WSL_3_1, "list of ints",
            "3.1-hard-coded-pin-true", "never a hard-coded True", lab="The helper must still work"),
     Clause("3.2-zero-syncs", "Zero syncs whatever the batch size", _named(CHECKS_3_2, "0 syncs"),

@@ -138,12 +138,20 @@ def _check_h2d_races(impl: H2DFunction, rng: random.Random) -> None:
         _same_upload(got, data, torch.int64, f"the counted calls: upload {call} of 3, back to back")
 
 
+# A flat .view of a transposed tensor: torch names the stride, not the input that has it
+NOT_CONTIGUOUS_HINT = (("view size is not compatible", "a transposed tensor is not contiguous, so .view cannot flatten "
+                        "it: copy it whole into a buffer of its shape (buffer.copy_(data)), or let torch.tensor or "
+                        ".pin_memory() make the pinned copy, which take any layout"),)
+
 CHECKS_3_1 = [
-    Check("3.1", "same values, dtype and shape as torch.tensor(data, dtype) for lists, arrays, tensors", _check_h2d_values),
-    Check("3.1", "0 syncs: every upload is non_blocking from pinned memory", _check_h2d_syncs),
+    Check("3.1", "same values, dtype and shape as torch.tensor(data, dtype) for lists, arrays, tensors", _check_h2d_values,
+          crash_hints=NOT_CONTIGUOUS_HINT),
+    Check("3.1", "0 syncs: every upload is non_blocking from pinned memory", _check_h2d_syncs,
+          crash_hints=NOT_CONTIGUOUS_HINT),
     Check("3.1", "no pinned buffer refilled before its upload ran (back-to-back calls, simulated streams)",
           _check_h2d_races),
-    Check("3.1", "WSL (no pinned memory): no error, right values, pageable non_blocking upload", _check_h2d_wsl),
+    Check("3.1", "WSL (no pinned memory): no error, right values, pageable non_blocking upload", _check_h2d_wsl,
+          crash_hints=NOT_CONTIGUOUS_HINT),
 ]
 
 
