@@ -14,6 +14,9 @@
   :mod:`.reverse_scan`, :mod:`.list_caches`, :mod:`.capstone`;
 * :mod:`.lab` — the lab's machinery: the command line, lab generation, notebook runs, nbgrader.
 
+The package's own digest and a private folder of this user's (:func:`package_digest`, :func:`private_folder`) serve
+the counts chapter 6 keeps on disk and the warm check server's socket.
+
 Imports go down this list, never up. Every notebook imports from here; nothing here is pasted
 into a notebook. A module that moved keeps answering to its old name (:data:`MOVED`), with a
 warning that names the new one, so a lab a reader edited before the move still runs.
@@ -21,14 +24,46 @@ warning that names the new one, so a lab a reader edited before the move still r
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.abc
 import importlib.util
+import os
+import stat
 import sys
+import tempfile
 import warnings
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 __all__ = ["count_syncs", "pick_device", "syncs_per_call", "to_device"]
+
+PACKAGE = Path(__file__).resolve().parent  # synclab/
+
+
+@lru_cache(maxsize=1)
+def package_digest() -> str:
+    """A digest of the package's code: every ``.py`` file under ``synclab/``, by path and content."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        digest.update(str(path.relative_to(PACKAGE)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def private_folder(name: str) -> Path | None:
+    """This user's folder ``<tmp>/<name>-<uid>``, made 0700; None where it cannot be made or is not this user's
+    alone (another user could put files there)."""
+    folder = Path(tempfile.gettempdir()) / f"{name}-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
+    return folder
 __version__ = "0.1.0"
 
 _EXPORTS = {"count_syncs": "synclab.syncs", "syncs_per_call": "synclab.syncs",

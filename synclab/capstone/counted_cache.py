@@ -13,44 +13,16 @@ write to is not used, and a file that cannot be read back as JSON is counted aga
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import stat
 import tempfile
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable
 
-PACKAGE = Path(__file__).resolve().parents[1]  # synclab/: the engine, the chapters, everything the counts run
-
-
-@lru_cache(maxsize=1)
-def package_digest() -> str:
-    """A digest of the package's code: every ``.py`` file under ``synclab/``, by path and content."""
-    digest = hashlib.sha256()
-    for path in sorted(PACKAGE.rglob("*.py")):
-        digest.update(str(path.relative_to(PACKAGE)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:20]
-
-
-def _own_folder() -> Path | None:
-    """This user's cache folder, made 0700; None where it cannot be made or is not this user's alone."""
-    folder = Path(tempfile.gettempdir()) / f"synclab-counts-{os.getuid()}"
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        info = folder.lstat()
-    except OSError:
-        return None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        return None
-    return folder
-
+from synclab import package_digest, private_folder
 
 def counted_once(name: str, count: Callable[[], Any]) -> Any:
     """``count()``'s JSON-able result, counted once per version of the package's code and read back after."""
-    folder = _own_folder()
+    folder = private_folder("synclab-counts")
     path = folder / f"{name}-{package_digest()}.json" if folder is not None else None
     if path is not None:
         try:

@@ -25,19 +25,17 @@ import json
 import os
 import signal
 import socket
-import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable
 
+from synclab import package_digest, private_folder
 from synclab.lab.worker_server import reap_children, receive, send
 
 SERVER_ENV = "SYNCLAB_CHECK_SERVER"  # "0": every check in a fresh Python of its own
 IDLE_ENV = "SYNCLAB_CHECK_SERVER_IDLE_S"  # how long a server waits for the next check (the tests shorten it)
 IDLE_S = 900.0
-PACKAGE = Path(__file__).resolve().parents[1]  # synclab/
 _VOLATILE = ("PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES")  # a shell's, not a setting
 _SOCKET_PATH_MAX = 104  # a Unix socket's path is at most 107 bytes on Linux (104 on macOS)
 SERVED = False  # True in a check the server runs: that one runs here, never asks a server again
@@ -47,31 +45,16 @@ def enabled() -> bool:
     return os.environ.get(SERVER_ENV, "1") != "0" and not Path("/dev/nvidiactl").exists()
 
 
-def _folder() -> Path | None:
-    """This user's folder of sockets, 0700; None where it cannot be made or is not this user's alone."""
-    folder = Path(tempfile.gettempdir()) / f"synclab-check-{os.getuid()}"
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        info = folder.lstat()
-    except OSError:
-        return None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        return None
-    return folder
-
-
 def socket_path(env: dict[str, str]) -> Path | None:
     """Where the server for this Python, this code and ``env`` listens (None: no folder of ours to put it in)."""
-    folder = _folder()
+    folder = private_folder("synclab-check")
     if folder is None:
         return None
     digest = hashlib.sha256()
-    for part in (sys.executable, sys.version, json.dumps(sorted((k, v) for k, v in env.items()
-                                                                  if k not in _VOLATILE))):
+    # the package's code too: an edit starts a new server
+    for part in (sys.executable, sys.version, package_digest(), json.dumps(sorted((k, v) for k, v in env.items()
+                                                                                    if k not in _VOLATILE))):
         digest.update(part.encode())
-    for path in sorted(PACKAGE.rglob("*.py")):  # the package's code: an edit starts a new server
-        digest.update(str(path.relative_to(PACKAGE)).encode())
-        digest.update(path.read_bytes())
     path = folder / f"{digest.hexdigest()[:24]}.sock"
     return path if len(str(path)) < _SOCKET_PATH_MAX else None  # a long TMPDIR: every check in a fresh Python
 
