@@ -66,10 +66,15 @@ def refuse_in_book_build(what: str) -> None:
                            "measurement instead (`make solutions` stores them)")
 
 
+CHECK_SERVER_ENV = "SYNCLAB_CHECK_SERVER"  # the reader's choice of a warm check server (synclab.lab.check_server)
+
+
 def reader_environment() -> dict[str, str]:
-    """This process's environment as a reader's fresh run sees it: no mode of ours, except a smoke run's, and the
-    device the person chose (``SYNCLAB_DEVICE=sim`` hides a GPU: a test of the simulated device stays on it)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("SYNCLAB_") or k in (SMOKE_ENV, DEVICE_ENV)}
+    """This process's environment as a reader's fresh run sees it: no mode of ours, except a smoke run's, whether
+    checks may run warm, and the device the person chose (``SYNCLAB_DEVICE=sim`` hides a GPU: a test of the
+    simulated device stays on it)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SYNCLAB_") or k in (SMOKE_ENV, DEVICE_ENV,
+                                                                                          CHECK_SERVER_ENV)}
 
 
 ROUNDS = 5  # rounds of the round-robin: the statistic is the median of this many per-round medians

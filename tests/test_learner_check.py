@@ -7,6 +7,7 @@ run in the command's process or in a kernel, report check for check the same out
 from __future__ import annotations
 
 import os
+import signal
 
 import nbformat
 import pytest
@@ -79,6 +80,12 @@ def short_tmp():
 
     folder = tempfile.mkdtemp(prefix="sl-", dir="/tmp")
     yield Path(folder)
+    for proc in Path("/proc").iterdir():  # the servers the test started (their socket is in the folder): stopped
+        try:
+            if proc.name.isdigit() and folder.encode() in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGTERM)
+        except OSError:
+            pass
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -111,6 +118,17 @@ def _served_once_warm(env: dict, *args: str):
         time.sleep(1)
 
 
+def test_the_readers_choice_of_a_warm_server_reaches_the_commands_the_lab_starts(monkeypatch):
+    """A reader's environment (the commands and kernels the lab and the tests start) keeps SYNCLAB_CHECK_SERVER: set
+    to 0, no check they run leaves a server behind (the suite sets it so, conftest.py)."""
+    from synclab.lab.check_server import SERVER_ENV
+    from synclab.timing import CHECK_SERVER_ENV, reader_environment
+
+    assert SERVER_ENV == CHECK_SERVER_ENV  # one name: timing may not import the lab, nor the lab's client torch
+    monkeypatch.setenv(SERVER_ENV, "0")
+    assert reader_environment()[SERVER_ENV] == "0"
+
+
 def test_a_check_run_by_the_warm_server_says_what_a_fresh_one_says(tmp_path, short_tmp):
     """The second check of a terminal is run by a Python that already imported torch and the chapters
     (synclab.lab.check_server): the same cells, the same verdict, the same exit code, in the learner's terminal."""
@@ -135,7 +153,6 @@ def test_a_check_run_by_the_warm_server_says_what_a_fresh_one_says(tmp_path, sho
 def test_ctrl_c_stops_a_checks_cells_fresh_or_served(tmp_path, short_tmp, served):
     """Ctrl-C stops a check of one task where its cells run: no later cell runs (a learner's cell that never ends),
     in the command's own Python or in the warm server's child."""
-    import signal
     import subprocess
     import sys
     import time
