@@ -18,6 +18,7 @@ import pytest
 from synclab.lab import labgen
 from synclab.lab.exercises import points_of
 from synclab.lab.student_image import StudentImageError, students_lab, write_student_image
+from synclab.timing import CHECK_SERVER_ENV
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
@@ -34,6 +35,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _run(image: Path, *args: str) -> subprocess.CompletedProcess:
     """``python ARGS`` as in the students' image: its synclab first on the path, its folder the working one."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNCLAB_", "PYTEST_"))}
+    env[CHECK_SERVER_ENV] = os.environ.get(CHECK_SERVER_ENV, "0")  # no warm check server outlives the suite
     env["PYTHONPATH"] = str(image)
     return subprocess.run([sys.executable, *args], cwd=image, env=env, capture_output=True, text=True, timeout=300)
 
