@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from synclab.device import DEVICE_ENV, SIMULATED
-from synclab.timing import SMOKE_ENV
+from synclab.timing import CHECK_SERVER_ENV, SMOKE_ENV
 
 SANITIZER = Path(__file__).parent / "tests" / "sanitize.cfg"
 
@@ -75,7 +75,7 @@ def pytest_configure(config):
     os.environ.setdefault(SMOKE_ENV, "1")
     # Every `check` the suite runs, in a fresh Python: no warm check server outlives the tests (one test starts its
     # own: tests/test_learner_check.py).
-    os.environ.setdefault("SYNCLAB_CHECK_SERVER", "0")
+    os.environ.setdefault(CHECK_SERVER_ENV, "0")
     # One intra-op thread in every process of the suite (the workers, and the kernels and ranks they start,
     # which read OMP_NUM_THREADS): several workers on two cores, each with a pool of spinning threads, ran
     # some tests twenty times slower than alone.

@@ -527,9 +527,11 @@ def test_one_warm_worker_serves_a_process_and_no_job_changes_the_next(tmp_path, 
     honest = _by_task(_graded(ROOT / "solutions" / f"{PRIMER}.ipynb", capsys, "0.1"))["0.1"]
     assert honest["earned"] == points_of("0.1") and not honest["review"], honest
     assert {key: server._proc.pid for key, server in worker_server._SERVERS.items()} == servers  # the same one
-    env = {"A": "1", "SYNCLAB_CHECK_SEED": "1"}
+    from synclab.lab.judge_worker import SEED_ENV
+
+    env = {"A": "1", SEED_ENV: "1"}
     command = [sys.executable, "-c", "import time; time.sleep(60)"]
-    first = worker_server.server_for(command, env)
-    assert worker_server.server_for(command, {**env, "SYNCLAB_CHECK_SEED": "2"}) is first
-    assert worker_server.server_for(command, {**env, "A": "2"}) is not first
+    first = worker_server.server_for(command, env, (SEED_ENV,))
+    assert worker_server.server_for(command, {**env, SEED_ENV: "2"}, (SEED_ENV,)) is first
+    assert worker_server.server_for(command, {**env, "A": "2"}, (SEED_ENV,)) is not first
     worker_server.close_all()  # the sleepers; the next grading starts its server again

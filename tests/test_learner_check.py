@@ -6,15 +6,24 @@ run in the command's process or in a kernel, report check for check the same out
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
 import nbformat
 import pytest
 
 from synclab.checks import REPORT_LOG_ENV
+from synclab.lab.check_server import IDLE_ENV, SERVER_ENV
 from synclab.lab.learner_check import plan, read_reports, run_here
 from synclab.lab.notebook_runner import run_notebook
+from synclab.timing import CHECK_SERVER_ENV, reader_environment
 from tests.honest.corpus import ROOT, answers, notebook_with
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -74,10 +83,6 @@ def test_the_terminal_and_the_notebook_give_the_same_verdicts_timed_checks_inclu
 @pytest.fixture
 def short_tmp():
     """A folder of this test's own with a short path (a socket's path has at most 107 bytes; pytest's are long)."""
-    import shutil
-    import tempfile
-    from pathlib import Path
-
     folder = tempfile.mkdtemp(prefix="sl-", dir="/tmp")
     yield Path(folder)
     for proc in Path("/proc").iterdir():  # the servers the test started (their socket is in the folder): stopped
@@ -91,25 +96,17 @@ def short_tmp():
 
 def _served_env(tmp_path) -> dict:
     """The learner's environment with the warm server on, its socket in this test's own folder, idle briefly."""
-    from synclab.lab.check_server import IDLE_ENV, SERVER_ENV
-    from synclab.timing import reader_environment
-
     return {**reader_environment(), SERVER_ENV: "1", IDLE_ENV: "20", "TMPDIR": str(tmp_path),
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
 
 
 def _check(env: dict, *args: str):
-    import subprocess
-    import sys
-
     return subprocess.run([sys.executable, "-m", "synclab", "check", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
 
 
 def _served_once_warm(env: dict, *args: str):
     """The check run until a warm server ran it (the first run starts one as it ends; it takes a moment to listen)."""
-    import time
-
     deadline = time.monotonic() + 60
     while True:
         run = _check(env, *args)
@@ -121,9 +118,6 @@ def _served_once_warm(env: dict, *args: str):
 def test_the_readers_choice_of_a_warm_server_reaches_the_commands_the_lab_starts(monkeypatch):
     """A reader's environment (the commands and kernels the lab and the tests start) keeps SYNCLAB_CHECK_SERVER: set
     to 0, no check they run leaves a server behind (the suite sets it so, conftest.py)."""
-    from synclab.lab.check_server import SERVER_ENV
-    from synclab.timing import CHECK_SERVER_ENV, reader_environment
-
     assert SERVER_ENV == CHECK_SERVER_ENV  # one name: timing may not import the lab, nor the lab's client torch
     monkeypatch.setenv(SERVER_ENV, "0")
     assert reader_environment()[SERVER_ENV] == "0"
@@ -132,13 +126,10 @@ def test_the_readers_choice_of_a_warm_server_reaches_the_commands_the_lab_starts
 def test_a_check_run_by_the_warm_server_says_what_a_fresh_one_says(tmp_path, short_tmp):
     """The second check of a terminal is run by a Python that already imported torch and the chapters
     (synclab.lab.check_server): the same cells, the same verdict, the same exit code, in the learner's terminal."""
-    import json
-    import shutil
-
     env = _served_env(short_tmp)
     lab = tmp_path / "lab.ipynb"
     shutil.copy(ROOT / "labs" / "04_reverse_placeholder_scans.ipynb", lab)  # the stubs: 4.1 not written yet
-    fresh = _check({**env, "SYNCLAB_CHECK_SERVER": "0"}, "--task", "4.1", str(lab))
+    fresh = _check({**env, SERVER_ENV: "0"}, "--task", "4.1", str(lab))
     served = _served_once_warm(env, "--task", "4.1", str(lab))
     assert "run by the warm check server" in served.stdout, served.stdout + served.stderr
     assert served.returncode == fresh.returncode == 1
@@ -153,15 +144,11 @@ def test_a_check_run_by_the_warm_server_says_what_a_fresh_one_says(tmp_path, sho
 def test_ctrl_c_stops_a_checks_cells_fresh_or_served(tmp_path, short_tmp, served):
     """Ctrl-C stops a check of one task where its cells run: no later cell runs (a learner's cell that never ends),
     in the command's own Python or in the warm server's child."""
-    import subprocess
-    import sys
-    import time
-
     env = _served_env(short_tmp)
     if served:
         _served_once_warm(env, "--task", "4.1", "solutions/04_reverse_placeholder_scans.ipynb")
     else:
-        env["SYNCLAB_CHECK_SERVER"] = "0"
+        env[SERVER_ENV] = "0"
     nb = nbformat.read(ROOT / "labs" / "04_reverse_placeholder_scans.ipynb", as_version=4)
     answer = next(c for c in nb.cells if c.cell_type == "code" and "class ReverseScanBatch" in c.source)
     pid_file = tmp_path / "check.pid"
@@ -174,7 +161,7 @@ def test_ctrl_c_stops_a_checks_cells_fresh_or_served(tmp_path, short_tmp, served
     try:
         deadline = time.monotonic() + 60
         while not pid_file.exists() or not pid_file.read_text():
-            assert time.monotonic() < deadline and proc.poll() is None, "the served check never ran its cells"
+            assert time.monotonic() < deadline and proc.poll() is None, "the check never ran its cells"
             time.sleep(0.2)
         child = int(pid_file.read_text())
         assert (child != proc.pid) == served  # run by the server's child, or by the command itself
@@ -192,4 +179,4 @@ def test_ctrl_c_stops_a_checks_cells_fresh_or_served(tmp_path, short_tmp, served
             break
         time.sleep(0.2)
     else:
-        raise AssertionError("the served check outlived its Ctrl-C")
+        raise AssertionError("the check's process outlived its Ctrl-C")

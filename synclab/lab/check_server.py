@@ -4,9 +4,9 @@ Used by :func:`synclab.lab.cli.cmd_check`. A check from a terminal is a fresh Py
 importing torch and the chapters (2-3 s, against a few tenths for the checks of one task). So the first such check
 starts, as it ends, a server that imports them and waits for the next ones (:func:`serve`); each later check
 hands the server its command line, folder, environment and terminal (its standard streams), and the server forks
-a child that runs the command there as this process would have (``python -m synclab serve-checks`` hands it
-:func:`synclab.lab.cli.main`): the same cells, the
-same checks, the same verdict, in the learner's terminal. Ctrl-C reaches the child.
+a child that runs the command there as this process would have (:func:`synclab.lab.cli.main`, which
+``python -m synclab serve-checks`` hands it): the same cells, the same checks, the same verdict, in the learner's
+terminal. Ctrl-C reaches the child.
 
 * The server runs nothing of the learner's: it imports, then only forks. It ends after :data:`IDLE_S` without a
   check.

@@ -77,12 +77,11 @@ def cmd_serve_checks(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """The learner's check: the lab's own check cells, run as the notebook runs them (:mod:`.learner_check`)."""
     from synclab.checks import REPORT_LOG_ENV
+    from synclab.lab import check_server
     from synclab.lab.exercises import of_chapter
     from synclab.lab.learner_check import read_reports, run_here
     from synclab.lab.notebook_cells import chapter_of, check_cells
-    from synclab.lab.notebook_runner import run_notebook
-
-    from synclab.lab import check_server
+    from synclab.lab.notebook_runner import Stopped, run_notebook
 
     if (args.task or args.checks_only) and check_server.enabled() and not check_server.SERVED:
         served = check_server.run_served(args.argv)
@@ -108,7 +107,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     asked = [args.task] if args.task else [t for t in tasks if t in check_cells(nb, chapter)]
     kernel = None
     if args.task or args.checks_only:  # the cells the checks need, run here: no kernel to start
-        learner = run_here(nb, asked, cell_timeout_s=args.timeout)
+        try:
+            learner = run_here(nb, asked, cell_timeout_s=args.timeout)
+        except Stopped as exc:  # Ctrl-C or a kill: the cells ran here, no kernel to shut down
+            print(f"{exc}: no later cell ran", file=sys.stderr)
+            return 128 + exc.signum
         reports, errors, seconds = learner.reports, learner.errors, learner.seconds
     else:  # the whole notebook, profiling cells included, in a kernel: the same check cells report the same way
         print(f"running {notebook} ...", file=sys.stderr, flush=True)
@@ -600,8 +603,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with stop_on_signals():
             return args.fn(args)
-    except Stopped as exc:  # the kernel, where one ran the cells, is already shut down
-        print(f"{exc}: the kernel was shut down" if exc.kernel else f"{exc}: no later cell ran", file=sys.stderr)
+    except Stopped as exc:  # the kernel is already shut down
+        print(f"{exc}: the kernel was shut down", file=sys.stderr)
         return 128 + exc.signum
 
 

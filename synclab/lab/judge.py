@@ -191,14 +191,16 @@ def run_worker(chapter: str, exercises: list[dict], setup: list[str], setup_trus
             proc.stdin.close()  # type: ignore[union-attr]
             group, errors = proc.pid, proc.stderr
         else:  # forked by this process's warm worker (synclab.lab.worker_server), in a session of its own
+            from synclab.lab.judge_worker import SEED_ENV  # each job's own: the server never reads it
+
             error_read, error_write = os.pipe()
+            proc, errors = None, os.fdopen(error_read, "rb")
             try:
-                group = server_for([sys.executable, "-m", "synclab.lab.judge_worker", "--serve"], env).start_job(
-                    job, env, cwd, write_end, error_write)
+                server = server_for([sys.executable, "-m", "synclab.lab.judge_worker", "--serve"], env, (SEED_ENV,))
+                group = server.start_job(job, env, cwd, write_end, error_write)
             finally:
                 os.close(write_end)
                 os.close(error_write)
-            proc, errors = None, os.fdopen(error_read, "rb")
         with os.fdopen(read_end, "rb") as channel:
             while (left := deadline - time.monotonic()) > 0:
                 ready, _, _ = select.select([channel], [], [], left)

@@ -55,11 +55,16 @@ def _identity(value: Any) -> tuple:
     return (id(value), id(code) if code is not None else 0)
 
 
+def _is_watched(name: str) -> bool:
+    """Whether the module ``name`` holds what the checks call: synclab's, and :data:`WATCHED`."""
+    return name in WATCHED or name == "synclab" or name.startswith("synclab.")
+
+
 def _watched() -> Iterator[tuple[str, Any, str, Any]]:
     """Every function and class of synclab and of :data:`WATCHED` modules (and the members of synclab's classes
     and of ``torch.Tensor``), each as ``(name, the mapping it is read from, its key there, its value)``."""
     for name, module in list(sys.modules.items()):
-        if module is None or not (name in WATCHED or name == "synclab" or name.startswith("synclab.")):
+        if module is None or not _is_watched(name):
             continue
         space = vars(module)
         for attr, value in list(space.items()):
@@ -81,6 +86,10 @@ def _watched() -> Iterator[tuple[str, Any, str, Any]]:
                     yield f"torch.{cls.__name__}.{member}", members, member, inner
 
 
+def _marks_key(cls: type) -> str:
+    return f"torch.{cls.__name__} (the device's marks)"
+
+
 def _marks(cls: type) -> tuple:
     """The simulated device's marks live on each tensor, never on the class: one there (a property that hides the
     mark of every tensor) is a change too."""
@@ -96,7 +105,7 @@ def fingerprint() -> dict[str, tuple]:
     """What the checks call (:func:`_watched`), by identity."""
     seen = {key: _identity(value) for key, _, _, value in _watched()}
     for cls in _tensor_classes():
-        seen[f"torch.{cls.__name__} (the device's marks)"] = _marks(cls)
+        seen[_marks_key(cls)] = _marks(cls)
     return seen
 
 
@@ -113,8 +122,8 @@ class Lookout:
 
     def __init__(self, before: dict[str, tuple], state_before: dict[str, tuple]) -> None:
         self._before, self._state_before = before, state_before
-        self._modules = [(name, module) for name, module in list(sys.modules.items()) if module is not None
-                         and (name in WATCHED or name == "synclab" or name.startswith("synclab."))]
+        self._modules = [(name, module) for name, module in list(sys.modules.items())
+                         if module is not None and _is_watched(name)]
         found = [(key, space, attr, value) for key, space, attr, value in _watched()
                  if key in before and before[key] == _identity(value)]
         self._complete = len(found) + len(_tensor_classes()) == len(before)
@@ -131,7 +140,9 @@ class Lookout:
                          if isinstance(value, type) and key.startswith("synclab")
                          and getattr(value, "__module__", "") == key.rsplit(".", 1)[0]]
         spaces = {name: vars(module) for name, module in self._modules}
-        self._tables = [(key, spaces[key.rsplit(".", 1)[0]], key.rsplit(".", 1)[1]) for key in state_before]
+        self._tables = [(key, spaces[module], attr) for key in state_before
+                        for module, attr in [key.rsplit(".", 1)] if module in spaces]
+        self._complete &= len(self._tables) == len(state_before)  # a table's module gone: walked every time
 
     def changed(self) -> list[str]:
         """``tampered(before, fingerprint()) + tampered(state_before, state_fingerprint())``."""
@@ -148,8 +159,7 @@ class Lookout:
             return False
         if not all(getattr(cls, "__module__", "") == module for cls, module in self._classes):
             return False
-        if not all(self._before.get(f"torch.{cls.__name__} (the device's marks)") == _marks(cls)
-                   for cls in _tensor_classes()):
+        if not all(self._before.get(_marks_key(cls)) == _marks(cls) for cls in _tensor_classes()):
             return False
         return all(isinstance(value := space.get(attr, _GONE), (list, dict, set, tuple, frozenset))
                    and (id(value), _contents(value)) == self._state_before[key] for key, space, attr in self._tables)
@@ -210,7 +220,8 @@ class ReferenceTracer:
         self._keys = answer_keys
         self._codes, self._bypassed_by = answer_keys.GUARDED_CODE, answer_keys.bypassed_by
         # codes by identity: hashing a code object reads all of it, and the tracer asks a million times
-        self._enter, self._exit = id(answer_keys.checking.__enter__.__code__), id(answer_keys.checking.__exit__.__code__)
+        checking = answer_keys.checking
+        self._enter, self._exit = id(checking.__enter__.__code__), id(checking.__exit__.__code__)
         self._thread_start = threading.Thread.start.__code__
         self.threads_started: list[str] = []
         # the counting modes' handlers: while one runs a torch function, its own code runs with the modes set aside
@@ -231,7 +242,6 @@ class ReferenceTracer:
         # The fingerprints are taken again as each check starts and as each counting block opens and closes (a
         # generator's resumption is a call), not only after the checks: a patch made and undone between two
         # looks must live inside one counted block, where the counted call's results are checked too.
-        self._baseline = baseline
         self._lookout = Lookout(*baseline) if baseline is not None else None
         self._looks = {id(checks._run_one.__code__): "the start of a check",
                        id(_generator_code(syncs.count_syncs)): "a count_syncs block",
@@ -267,8 +277,8 @@ class ReferenceTracer:
             self._running.append(frame.f_locals["self"].task)
         elif key == self._exit and self._running:
             self._running.pop()
-        if self._baseline is not None and key in self._looks and not self.tampered_during:
-            changed = self._lookout.changed()  # type: ignore[union-attr]
+        if self._lookout is not None and key in self._looks and not self.tampered_during:
+            changed = self._lookout.changed()
             if changed:
                 self.tampered_during = [f"{name} (seen at {self._looks[key]})" for name in changed]
         if len(self._codes) != len(self._guarded):  # a guard made since (the table only grows)

@@ -139,8 +139,7 @@ def run_here(nb: NotebookNode, tasks: list[str] | None = None, cell_timeout_s: f
                     run.errors.append(f"cell {index}: timed out after {cell_timeout_s:g} s")
                 except SyntaxError as exc:
                     run.errors.append(f"cell {index}: SyntaxError: {exc.msg} (line {exc.lineno})")
-                except Stopped as exc:  # Ctrl-C or a kill: the check stops, no later cell runs
-                    exc.kernel = False
+                except Stopped:  # Ctrl-C or a kill: the check stops, no later cell runs
                     raise
                 except Exception as exc:  # noqa: BLE001 - the reader's cell raised: named, the next one runs
                     run.errors.append(f"cell {index}: {type(exc).__name__}: {exc}{_where(exc, filename)}")

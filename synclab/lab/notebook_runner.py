@@ -39,7 +39,6 @@ class Stopped(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
         self.signum = signum
-        self.kernel = True  # False: the cells ran in this process (a check of one task), no kernel to shut down
 
 
 @dataclass

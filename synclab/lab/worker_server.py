@@ -10,8 +10,8 @@ the packages a job names and runs their grader warm-ups, and nothing else; it ne
 forks a child that takes the job's environment, folder, channel and stderr, starts a session of its own and runs the
 job as a fresh worker would (:func:`synclab.lab.judge_worker.run_job`: each exercise in a process forked for it
 alone). So a job's processes descend from a process that ran no reader's code, as before, and the judge kills a
-job's whole session at its end, as before. The server's environment is the job's, less the seed
-(:data:`PER_JOB`); a job with another environment gets a server of its own.
+job's whole session at its end, as before. The server's environment is the job's, less what a job may set for
+itself (the seed: ``per_job``); a job with another environment gets a server of its own.
 
 This module imports only the standard library: the server's copy of it, like the chapters it imports, comes from
 the grading install.
@@ -30,7 +30,6 @@ import tempfile
 import threading
 from typing import Callable
 
-PER_JOB = ("SYNCLAB_CHECK_SEED",)  # what a job's environment may change: the server imported nothing that reads it
 _HEADER = struct.Struct("!Q")  # the length of the JSON that follows
 
 
@@ -116,7 +115,7 @@ def reap_children() -> None:
 
 
 class WorkerServer:
-    """A server started by this process, for jobs with one environment (less :data:`PER_JOB`)."""
+    """A server started by this process, for jobs with one environment (less what each job sets for itself)."""
 
     def __init__(self, command: list[str], env: dict[str, str]) -> None:
         self._owner = os.getpid()  # a process forked from this one must not end the server (close)
@@ -161,9 +160,11 @@ _SERVERS_LOCK = threading.Lock()
 MAX_SERVERS = 2  # environments kept warm at once (a test that changes the environment starts another)
 
 
-def server_for(command: list[str], env: dict[str, str]) -> WorkerServer:
-    """This process's server for ``env`` (started on first use; a dead one is started again)."""
-    key = json.dumps([command, sorted((k, v) for k, v in env.items() if k not in PER_JOB)])
+def server_for(command: list[str], env: dict[str, str], per_job: tuple[str, ...] = ()) -> WorkerServer:
+    """This process's server for ``env`` less ``per_job`` (variables each job sets for itself, which the server
+    imports nothing to read): started on first use, and again where it died."""
+    shared = {k: v for k, v in env.items() if k not in per_job}
+    key = json.dumps([command, sorted(shared.items())])
     with _SERVERS_LOCK:
         server = _SERVERS.get(key)
         if server is not None and not server.alive():
@@ -172,7 +173,7 @@ def server_for(command: list[str], env: dict[str, str]) -> WorkerServer:
         if server is None:
             while len(_SERVERS) >= MAX_SERVERS:
                 _SERVERS.pop(next(iter(_SERVERS))).close()
-            server = _SERVERS[key] = WorkerServer(command, {k: v for k, v in env.items() if k not in PER_JOB})
+            server = _SERVERS[key] = WorkerServer(command, shared)
         return server
 
 
