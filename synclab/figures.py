@@ -8,6 +8,7 @@ the model's figures say MODEL in the title.
 from __future__ import annotations
 
 import math
+import textwrap
 
 from itertools import cycle, islice
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -294,21 +295,37 @@ def gpu_loop_figure(result: dict[str, Any], title: str, label: str) -> go.Figure
 
 
 def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[float]],
-                      published: dict[str, tuple[int, float]], label: str, device_step_us: float) -> go.Figure:
+                      published: dict[str, tuple[int, float]], label: str, device_step_us: float,
+                      crossings: dict[str, float | None] | None = None) -> go.Figure:
     """MODEL: loop throughput over output length from measured host costs.
 
     ``published`` (name -> (output length, tokens/s)) is what the PR reported, drawn as a black mark at the one
-    length it measured, never as a line across lengths it did not.
+    length it measured, never as a line across lengths it did not. ``crossings`` (variant -> output length, or None
+    where it never comes): where the variant's host cost reaches the device step (Exercise 4.2's answer), drawn as a
+    dotted line in the variant's colour.
     """
     fig = go.Figure()
     for color, (variant, ys) in zip(variant_colors(), tokens_per_s.items()):
         fig.add_trace(go.Scatter(x=list(lengths), y=list(ys), name=variant, mode="lines+markers", line_color=color))
+        at = (crossings or {}).get(variant)
+        if at is not None and at > 0:
+            fig.add_vline(x=at, line={"color": color, "dash": "dot"})  # a shape takes the value on a log axis
+            fig.add_annotation(x=math.log10(at), y=0.04, yref="paper", xanchor="right", showarrow=False, align="right",
+                               text=f"host = device step<br>at about {at:,.0f} tokens (4.2) ",  # an annotation, its log
+                               font={"color": color, "size": 12})
     for symbol, (name, (at, value)) in zip(("x", "diamond"), published.items()):
         fig.add_trace(go.Scatter(x=[at], y=[value], mode="markers", name=f"reported by PR #42938: {name}, at {at:,}",
                                  marker={"symbol": symbol, "size": 12, "color": "#000"}))
+    # log axes labelled at the lengths measured and at round rates: plotly's own ticks on under two decades print
+    # only minor digits ("2 5")
+    rates = [v for series in tokens_per_s.values() for v in series] + [v for _, v in published.values()]
+    ticks = log_ticks(min(rates), max(rates))
     return _layout(fig, f"MODEL: async decode loop, device step {device_step_us / 1000:.0f} ms",
-                   f"host costs measured on {label}; the loop is a model", xaxis_title="output tokens per request",
-                   yaxis_title="tokens/s", xaxis_type="log", yaxis_type="log", height=400)
+                   f"host costs measured on {label}; the loop is a model",
+                   xaxis={"type": "log", "title": "output tokens per request", "tickvals": list(lengths),
+                          "ticktext": [f"{v // 1000:,}k" if v >= 10_000 else f"{v:,}" for v in lengths]},
+                   yaxis={"type": "log", "title": "tokens/s", "tickvals": ticks,
+                          "ticktext": [f"{t:,g}" for t in ticks]}, height=400)
 
 
 def per_call_figure(costs: Sweep, title: str) -> go.Figure:
@@ -770,8 +787,8 @@ def token_lists_figure(rows: Sequence[tuple[str, Sequence[int], int]], title: st
                           line={"color": "white"})
             fig.add_annotation(x=x + 0.45, y=-y + 0.4, text=str(token), showarrow=False,
                                font={"color": "white", "size": 16})
-        fig.add_annotation(x=max(len(r[1]) for r in rows) + 0.3, y=-y + 0.4, text=label, showarrow=False,
-                           xanchor="left", font={"size": 13})
+        fig.add_annotation(x=max(len(r[1]) for r in rows) + 0.3, y=-y + 0.4, showarrow=False, xanchor="left",
+                           text="<br>".join(textwrap.wrap(label, 40)), align="left", font={"size": 13})  # fits 1280px
     width = max(len(r[1]) for r in rows)
     return _layout(fig, title, "grey: the history · orange: a placeholder (-1) · blue: what this step brought",
                    xaxis={"visible": False, "range": [-0.2, width + 9]}, height=120 + 70 * len(rows),

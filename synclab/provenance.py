@@ -42,7 +42,7 @@ class Provenance:
             is_gpu=gpu,
             torch_version=torch.__version__,
             date=_dt.datetime.now(_dt.timezone.utc).date().isoformat(),
-            host=platform.processor() or platform.machine(),
+            host=cpu_model(),
             threads=torch.get_num_threads(),
             cuda_runtime=(torch.version.cuda or "") if gpu else "",
             driver=driver_version() if gpu else "",
@@ -58,6 +58,7 @@ class Provenance:
         device = self.device
         if not self.is_gpu:
             device += " (no GPU)" + (f", {self.threads} torch thread{'s' * (self.threads > 1)}" if self.threads else "")
+            device += f", {self.host}" if self.host not in _ARCHITECTURES else ""  # a model, not only its family
         cuda = f" · CUDA {self.cuda_runtime}" if self.cuda_runtime else ""
         driver = f" · driver {self.driver}" if self.driver else ""
         commit = f" · lab {self.commit}" if self.commit else ""
@@ -74,6 +75,20 @@ class Provenance:
     @classmethod
     def from_dict(cls, data: dict) -> "Provenance":
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+_ARCHITECTURES = ("", "x86_64", "amd64", "AMD64", "aarch64", "arm64", "i386", "i686")  # what older runs stored
+
+
+def cpu_model() -> str:
+    """The CPU's model (``/proc/cpuinfo``'s ``model name``, as ``AMD EPYC``), else the platform's word for it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and ":" in line:
+                return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def driver_version() -> str:

@@ -151,7 +151,7 @@ def test_chapter_2s_page_states_the_models_own_costs_and_numbers():
 
 
 def test_chapter_4s_page_states_the_scans_costs_that_were_stored():
-    """The scan's cost at the PR's shape, on this CPU and on the GPU machines' hosts, as the stored runs have it."""
+    """The scan's cost at the PR's shape, on the stored run's CPU and on the GPU machines' hosts, as stored."""
     import json
 
     from synclab import reverse_scan as ch4
@@ -162,7 +162,10 @@ def test_chapter_4s_page_states_the_scans_costs_that_were_stored():
     assert f"({ch4.PROFILE_REQS} requests, 60,000 tokens each) the lab's own scan reads {elements:,} elements" in page
     solution = (ROOT / "solutions" / "04_reverse_placeholder_scans.ipynb").read_text()
     cpu_us = float(re.search(r"60000\s+([\d.]+) us", solution).group(1))
-    assert f"costs about {cpu_us / 1000:.0f} ms on this CPU" in page
+    assert f"costs about {cpu_us / 1000:.0f} ms on the CPU of the book's stored run" in page
+    assert cpu_us > 65_000 and "more than the PR's whole 65 ms step" in page  # the PR's TPOT before the fix
+    model_tps = ch4.PROFILE_REQS * 1e6 / max(cpu_us, 10_000.0)  # the loop model at 60,000 tokens, a 10 ms device step
+    assert model_tps < 1_937 and f"(about {round(model_tps, -2):,.0f} tokens/s at 60,000 tokens)" in page
     gpu_ms = sorted(round(next(t["median_us"] for t in json.loads(path.read_text())["results"]["cost_sweep"]["timings"]
                                 ["forward (before #42938)"] if t["label"].endswith("=60000")) / 1000)
                     for path in (ROOT / "data" / "reference").glob("*/ch4.json"))
@@ -438,7 +441,8 @@ def test_the_instructors_page_names_the_one_check_that_times():
 
     timed = _timed_checks()
     assert timed.pop("functions") == ["synclab.list_caches.checks._check_ratio",
-                                      "synclab.list_caches.checks.query_ratio"]
+                                      "synclab.list_caches.checks.query_ratio",
+                                      "synclab.list_caches.checks.timed_questions"]  # the runner that times, there
     assert timed == {"5.1": [CHECKS_5_1[-1].name]}, timed
     assert "timed in one run" in CHECKS_5_1[-1].name
     page = " ".join((ROOT / "book" / "instructors.md").read_text().split())

@@ -19,6 +19,7 @@ from synclab.dispatch import CountingList
 from synclab.engine.input_batch import PLACEHOLDER
 from synclab.engine.input_batch_baseline import InputBatchBaseline
 from synclab.reverse_scan.checks import _bottleneck_reference, _update_reference as update_reference
+from synclab.reverse_scan.workloads import step_outcome
 from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, copied, outcome, witnesses
 from tests.notebook_code import load_function
 
@@ -429,10 +430,10 @@ def test_the_worked_table_of_4_1_is_what_the_code_does(page):
     assert len(rows) == 6, rows
     for before, sampled, after in rows:
         assert update_reference([before], [sampled], [0]) == [after], (before, sampled)
-        states, report, waits = ch4_checks._run_step(ReverseScanBatch, [list(before)], [sampled], [0])
-        assert states[0].output_token_ids == after, (before, sampled)
+        step = step_outcome(ReverseScanBatch, [list(before)], [sampled], [0])
+        assert step["outputs"][0] == after, (before, sampled)
         repairs = bool(before) and before[-1] == PLACEHOLDER
-        assert waits == report.count == int(repairs), (before, sampled)  # no trailing -1: no wait at all
+        assert step["waits"] == step["syncs"] == int(repairs), (before, sampled)  # no trailing -1: no wait at all
 
 
 def test_the_prs_figures_are_drawn_at_the_one_length_it_measured():

@@ -25,6 +25,10 @@ A refusal raises :class:`AnswerKeyRefused` and is also recorded, so a reader's `
 Exception`` cannot hide it: :func:`synclab.checks.run_checks` fails the check with a message
 that names the function. Handing the answer itself to a check (``check_x(ch0.some_reference)``,
 a ``functools.partial`` of it, a subclass of a reference class) is caught by :func:`answer_in`.
+
+Beside the guards: :mod:`.plain_data` (values as data, for what crosses between processes), :mod:`.stored` (the
+answers of the public cases, where a students' install does not ship the answers) and :mod:`.runners` (how a check
+reaches an answer that may live in another process).
 """
 
 from __future__ import annotations

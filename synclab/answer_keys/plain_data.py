@@ -15,6 +15,7 @@ Decoding builds no object the data names beyond those: no pickle, no import outs
 from __future__ import annotations
 
 import enum
+import hashlib
 import importlib
 import json
 import math
@@ -69,6 +70,8 @@ def encode(value: Any, depth: int = 0) -> Any:
     if isinstance(value, _PLAIN) and not isinstance(value, enum.Enum):  # a subclass of a plain type
         base = next(b for b in _PLAIN if isinstance(value, b))
         return {"subclass": exact.__name__, "of": base.__name__, "value": encode(base(value), depth + 1)}
+    if exact is list and all(type(v) is int for v in value):  # token lists, as 4.1's checks send them: compact
+        return {"ints": list(value)}
     if exact in (list, tuple, set, frozenset):
         items = [encode(v, depth + 1) for v in value]
         return {exact.__name__: items}
@@ -89,8 +92,13 @@ def _number(value: Any) -> Any:
 
 
 def key(value: Any) -> str:
-    """One string per value, the same in every process: what a stored result is looked up by."""
+    """One string per value, the same in every process: what a stored result is looked up by (as its digest)."""
     return json.dumps(encode(value), sort_keys=True, separators=(",", ":"))
+
+
+def digest(value: Any) -> str:
+    """A short name of :func:`key`'s string: what a stored result is filed under."""
+    return hashlib.sha256(key(value).encode()).hexdigest()[:32]
 
 
 def decode(data: Any) -> Any:
@@ -125,6 +133,10 @@ def decode(data: Any) -> Any:
         base = {"int": int, "float": float, "str": str}[data["of"]]
         name = data["subclass"] if str(data["subclass"]).isidentifier() else "value"
         return type(name, (base,), {})(decode(data["value"]))
+    if "ints" in data:
+        if not (isinstance(data["ints"], list) and all(type(v) is int for v in data["ints"])):
+            raise ValueError(f"not plain data: {data!r:.80}")
+        return list(data["ints"])
     for kind, build in (("list", list), ("tuple", tuple), ("set", set), ("frozenset", frozenset)):
         if kind in data:
             return build(decode(v) for v in data[kind])

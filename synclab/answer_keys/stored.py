@@ -1,6 +1,7 @@
 """Stored answers: what the students' install holds in place of the answers it does not ship.
 
-Used by the checks of the exercises judged apart (0.2, 2.2, 3.6, 4.2, 6.3: :mod:`synclab.lab.judged_apart`), in a
+Used by the checks of the exercises judged apart (0.2, 2.2, 3.6, 4.1, 4.2, 5.1, 6.3:
+:mod:`synclab.lab.judged_apart`), in a
 students' install only. There, each answer those checks compare with (``_bottleneck_reference``, a prediction
 measurer, an answer key) is not shipped: its body is one call of :func:`stored_answer`, which returns the result
 stored for the same arguments in ``data/expected/<task>.json``. Those files hold the answers of the **public**
@@ -16,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from synclab.answer_keys.plain_data import decode, key
+from synclab.answer_keys.plain_data import decode, digest
 
 # The tasks whose answers this install does not ship. Empty in the repository; the students' install says which.
 NOT_SHIPPED: frozenset[str] = frozenset()
@@ -39,7 +40,7 @@ def _table(task: str) -> dict[str, Any]:
 def stored_answer(task: str, name: str, arguments: dict[str, Any]) -> Any:
     """The stored result of ``name`` (``module:function``) called with ``arguments``, for Exercise ``task``."""
     table = _table(task)
-    found = table["answers"].get(name, {}).get(key(arguments))
+    found = table["answers"].get(name, {}).get(digest(arguments))
     if found is None:
         seeds = ", ".join(map(str, table["seeds"])) or "none"
         raise AnswerNotStored(f"NotShipped: {name.split(':')[-1]}, the checks' answer for Exercise {task}, is not in "

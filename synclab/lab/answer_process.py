@@ -5,7 +5,8 @@ imports the students' install (where the exercise's references are not shipped).
 cells and the reader's cells, on its request pipe; runs them as a kernel would, under the sandbox's audit hook; says
 what each name the exercise defines is (a function to call, or a value, as data); then answers each call the grader
 makes, with the arguments it is sent, by the result as data (:mod:`synclab.answer_keys.plain_data`) or the exception
-raised.
+raised. A call may also ask for one of the package's runners on the answer (4.1's ``step_outcome`` on the reader's
+batch class): the case is built here, and what comes back is what the check compares.
 
 It holds no expected result, no reference implementation, no verdict and no token: the checks run in the grader's
 process and compare what comes back. What it writes on its reply pipe is the answer's word, like its return values.
@@ -14,12 +15,14 @@ process and compare what comes back. What it writes on its reply pipe is the ans
 from __future__ import annotations
 
 import builtins
+import importlib
 import json
 import os
 import sys
 import traceback
 from typing import Any
 
+from synclab.answer_keys import checking, refuse
 from synclab.lab.audit import READER_FILES, arm
 from synclab.lab.cell_runner import load_cells, run_setup
 from synclab.answer_keys.plain_data import decode, encode
@@ -49,6 +52,24 @@ def _describe(namespace: dict, names: list[str]) -> dict[str, Any]:
     return described
 
 
+def _runner(name: str) -> Any:
+    """The package's function ``module:function`` that the grader asked to run on the answer."""
+    module, _, function = name.partition(":")
+    if module.split(".")[0] != "synclab":
+        raise ValueError(f"not a runner of the package's: {name}")
+    return getattr(importlib.import_module(module), function)
+
+
+def _run(task: str, runner: Any, answer: Any, args: list[Any]) -> Any:
+    """``runner(answer, *args)`` as the exercise's checks run it in a notebook: the package's answers and vLLM's code
+    before the PR refuse the answer meanwhile, even where the answer caught the refusal."""
+    with checking(task) as seen:
+        result = runner(answer, *args)
+    if seen.refused:
+        raise refuse(seen.refused[0])
+    return result
+
+
 def serve(requests: Any, replies: Any) -> None:
     """Run the job read from ``requests``, then answer calls until the grader ends it."""
 
@@ -71,7 +92,10 @@ def serve(requests: Any, replies: Any) -> None:
             break
         try:
             args = [decode(a) for a in request["args"]]
-            result = namespace[request["call"]](*args)
+            if "run" in request:  # a runner of the package's, on the answer (4.1's step_outcome on its class)
+                result = _run(job["task"], _runner(request["run"]), namespace[request["on"]], args)
+            else:
+                result = namespace[request["call"]](*args)
             answer = {"returned": encode(result)}
         except BaseException as exc:  # noqa: BLE001 - the answer's exception is part of its answer
             answer = {"raised": _raised(exc)}

@@ -1,6 +1,7 @@
 """The answers of the public cases, stored for the students' install: ``python -m synclab expected``.
 
-The exercises judged apart (0.2, 2.2, 3.6, 4.2, 6.3) ship no answer to students: their checks there look up
+The exercises judged apart (0.2, 2.2, 3.6, 4.1, 4.2, 5.1, 6.3) ship no answer to students (5.1's reference class
+aside: 5.2's checks and chapter 6 run it): their checks there look up
 ``data/expected/<task>.json`` (:mod:`synclab.answer_keys.stored`). This module writes those files: it runs each such
 exercise's checks on the solution's answer, over the public seeds, with every answer of the exercise recorded as
 the checks call it (its arguments, its result). A failing solution writes nothing. ``tests/test_judged_apart.py``
@@ -23,7 +24,7 @@ from synclab.answer_keys.stored import EXPECTED_DIR
 from synclab.lab.chapters import CHAPTERS, PACKAGES
 from synclab.lab.exercises import EXERCISES
 from synclab.lab.notebook_code import load_function
-from synclab.answer_keys.plain_data import encode, key
+from synclab.answer_keys.plain_data import digest, encode
 
 PUBLIC_SEEDS = tuple(range(8))  # the seeds a learner's check in the students' install draws its random cases from
 
@@ -59,7 +60,7 @@ def _recording(task: str, calls: dict[str, dict[str, Any]]) -> Iterator[None]:
             bound = _signature.bind(*args, **kwargs)
             bound.apply_defaults()
             result = _raw(*args, **kwargs)  # the checks called it, through this recorder
-            calls.setdefault(_name, {})[key(dict(bound.arguments))] = encode(result)
+            calls.setdefault(_name, {})[digest(dict(bound.arguments))] = encode(result)
             return result
 
         setattr(module, attr, recorder)
@@ -95,8 +96,9 @@ def _check_call(task: str) -> tuple[Any, list[str]]:
     return getattr(package, call.func.attr), [a.id for a in call.args if isinstance(a, ast.Name)]
 
 
-def expected_results(task: str) -> dict[str, Any]:
-    """The stored answers of ``task``'s public cases: its checks run on the solution's answer, recorded."""
+def expected_results(task: str, seeds: tuple[int, ...] = PUBLIC_SEEDS) -> dict[str, Any]:
+    """The stored answers of ``task``'s public cases: its checks run on the solution's answer, recorded (``seeds``:
+    the checks of those seeds only, for a test that compares a part with what is stored)."""
     check, names = _check_call(task)
     notebook = f"solutions/{CHAPTERS[EXERCISES[task].chapter]}.ipynb"
     namespace: dict[str, Any] = {}
@@ -104,7 +106,7 @@ def expected_results(task: str) -> dict[str, Any]:
     calls: dict[str, dict[str, Any]] = {}
     random = False
     with _recording(task, calls), _unhurried():
-        for seed in PUBLIC_SEEDS:
+        for seed in seeds:
             report = check(*answers, seed=seed)
             if not report.passed:
                 raise RuntimeError(f"the solution of {task} does not pass its checks (seed {seed}):\n{report}")
@@ -115,12 +117,27 @@ def expected_results(task: str) -> dict[str, Any]:
             "answers": {name: dict(sorted(found.items())) for name, found in sorted(calls.items())}}
 
 
+def _as_json(table: dict[str, Any]) -> str:
+    """``table`` as JSON with one stored answer a line: small, and a changed answer is a changed line."""
+    compact = {"separators": (",", ":"), "sort_keys": True}
+    answers = ",\n".join(
+        f"{json.dumps(name)}:{{\n" + ",\n".join(f"{json.dumps(k)}:{json.dumps(v, **compact)}"
+                                                for k, v in sorted(found.items())) + "}"
+        for name, found in sorted(table["answers"].items()))
+    rest = {k: v for k, v in table.items() if k != "answers"}
+    return json.dumps(rest, sort_keys=True)[:-1] + ',\n"answers":{\n' + answers + "}}\n"
+
+
 def write_expected(folder: Path = EXPECTED_DIR, tasks: list[str] | None = None) -> list[Path]:
     """Write ``<task>.json`` into ``folder`` for every exercise judged apart (or ``tasks``); the paths written."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for task in tasks or judged_apart():
         path = folder / f"{task}.json"
-        path.write_text(json.dumps(expected_results(task), indent=0, sort_keys=True) + "\n")
+        table = expected_results(task)
+        if not table["answers"]:  # its answers ship (5.1's reference class: 5.2's checks and chapter 6 run it)
+            path.unlink(missing_ok=True)
+            continue
+        path.write_text(_as_json(table))
         written.append(path)
     return written

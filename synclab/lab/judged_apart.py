@@ -7,7 +7,9 @@ cost model). The worker's child for such an exercise runs none of the reader's c
 shipped), sends it the setup and the reader's cells, and evaluates the check call with each name the answer defines
 bound here to what it is there: a value, as data, or a function whose calls go over the pipe with their arguments and
 come back as the result, or as the exception it raised (raised again here, from the reader's line, so that the
-report names it as it would in the notebook).
+report names it as it would in the notebook). An answer that is a class (4.1's batch, 5.1's range) is run there by
+the chapter's runners (:mod:`synclab.answer_keys.runners`), which the checks call with the answer's stand-in here:
+each builds its case there, runs the answer, and sends back what the check compares.
 
 So the expected results, the references and the verdict stay in this process; what the answer's process holds is
 the answer, the arguments it is sent and the students' package.
@@ -157,7 +159,16 @@ class RemoteFunction:
         self._process, self.__name__ = process, name
 
     def __call__(self, *args: Any) -> Any:
-        reply = self._process.ask({"call": self.__name__, "args": [encode(a) for a in args]})
+        return self._answer({"call": self.__name__, "args": [encode(a) for a in args]})
+
+    def run_there(self, runner: str, *args: Any) -> Any:
+        """Run the package's ``runner`` (``module:function``) in the answer's process, on the answer and ``args``:
+        for an answer that is not a function of data (a class whose steps a check runs, such as 4.1's batch),
+        the runner builds the case there and sends back what the check compares, as data."""
+        return self._answer({"run": runner, "on": self.__name__, "args": [encode(a) for a in args]})
+
+    def _answer(self, request: dict) -> Any:
+        reply = self._process.ask(request)
         if "raised" in reply:
             _raise_from_the_readers_line(_exception(reply["raised"]), reply["raised"])
         return decode(reply["returned"])

@@ -115,7 +115,7 @@ def write_answer_install(grading: Path, dest: Path) -> Path:
     the answers of the exercises judged apart not shipped (:func:`strip_answers_judged_apart`). The checks that need
     them run in the grader's worker, which imports the grading install itself."""
     shutil.copytree(grading, dest)
-    strip_answers_judged_apart(dest / "synclab")
+    strip_answers_judged_apart(dest / "synclab", classes=True)
     shutil.rmtree(dest / "data" / "expected", ignore_errors=True)  # the public cases' answers: no use to an answer
     _readable_by_all(dest)
     return dest
@@ -139,12 +139,27 @@ def _answer_key_tasks(decorator: ast.expr) -> tuple[set[str], str] | None:
     return tasks, scope
 
 
-def answers_judged_apart(package: Path) -> dict[str, tuple[Path, ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+def answers_judged_apart(package: Path, classes: bool = False
+                         ) -> dict[str, tuple[Path, ast.FunctionDef | ast.AsyncFunctionDef, str]]:
     """Every answer of an exercise judged apart in the package at ``package`` (a function marked ``@answer_key`` for
-    such an exercise only, and for no other): by ``module:name``, its file, its definition and its task."""
+    such an exercise only, and for no other): by ``module:name``, its file, its definition and its task.
+
+    ``classes``: also every method of a class marked so (chapter 6's stand-ins for 4.1 and 5.1): what an answer's
+    process must not hold; the students' image keeps them (chapter 6 runs them). vLLM's code before a PR
+    (``scope="checks"``) stays everywhere: the answer's process refuses it to the answer while a runner of the
+    checks runs (:mod:`synclab.lab.answer_process`), as the notebook's checks do, and a runner may time it.
+    """
     from synclab.lab.exercises import EXERCISES
 
     apart = {task for task, exercise in EXERCISES.items() if exercise.judged_apart}
+
+    def tasks_of(node: ast.AST) -> set[str] | None:
+        keys = [k for k in map(_answer_key_tasks, getattr(node, "decorator_list", [])) if k is not None]
+        tasks = set().union(*(t for t, _ in keys)) if keys else set()
+        if len(tasks) == 1 and tasks <= apart and all(scope == "always" for _, scope in keys):
+            return tasks
+        return None
+
     found = {}
     for path in sorted(package.rglob("*.py")):
         source = path.read_text()
@@ -152,22 +167,24 @@ def answers_judged_apart(package: Path) -> dict[str, tuple[Path, ast.FunctionDef
             continue
         module = path.relative_to(package.parent).with_suffix("").as_posix().replace("/", ".")
         for node in ast.walk(ast.parse(source)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                keys = [k for k in map(_answer_key_tasks, node.decorator_list) if k is not None]
-                tasks = set().union(*(t for t, _ in keys)) if keys else set()
-                if len(tasks) == 1 and tasks <= apart and all(scope == "always" for _, scope in keys):
-                    found[f"{module}:{node.name}"] = (path, node, next(iter(tasks)))
+            tasks = tasks_of(node)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and tasks:
+                found[f"{module}:{node.name}"] = (path, node, next(iter(tasks)))
+            elif isinstance(node, ast.ClassDef) and tasks and classes:
+                for method in node.body:
+                    if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        found[f"{module}:{node.name}.{method.name}"] = (path, method, next(iter(tasks)))
     return found
 
 
-def strip_answers_judged_apart(package: Path) -> list[str]:
+def strip_answers_judged_apart(package: Path, classes: bool = False) -> list[str]:
     """Replace the body of every answer of an exercise judged apart (:func:`answers_judged_apart`) by a look-up of
     its stored results (:func:`synclab.answer_keys.stored.stored_answer`), in the package copy at ``package``, and
     say so in its ``NOT_SHIPPED``; the answers stripped, as ``module:name``.
 
     The lines stay where they were (the body's lines become blank), so that every other line the package quotes
     keeps its number."""
-    answers = answers_judged_apart(package)
+    answers = answers_judged_apart(package, classes)
     by_file: dict[Path, list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef, str]]] = {}
     for name, (path, node, task) in answers.items():
         by_file.setdefault(path, []).append((name, node, task))

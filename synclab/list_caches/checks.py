@@ -14,9 +14,11 @@ from synclab.dispatch import count_torch_calls
 from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline, make_mask
 from synclab.engine.scheduler import Request, Scheduler, SchedulerConfig
 from synclab.answer_keys import answer_key, as_written
+from synclab.answer_keys.runners import runs_with_the_answer
 
 
-from synclab.list_caches.workloads import RangeClass, SchedulerClass, image_mask
+from synclab.list_caches.workloads import (RangeClass, SchedulerClass, cumsum_of, image_mask, pattern_of,
+                                          range_answers)
 
 
 # ----------------------------------------------------------------------------- the references (kept from the reader)
@@ -130,12 +132,9 @@ FIXED_QUERIES: list[tuple[str, str | None, int, Any, Any]] = [
 ]
 
 
-def _make(range_cls: RangeClass, pattern: str | None, length: int, offset: int = 7) -> PlaceholderRange:
-    return range_cls(offset=offset, length=length, is_embed=None if pattern is None else make_mask(pattern))
-
-
-def _ask(pr: PlaceholderRange, query: Any) -> Any:
-    return pr.get_num_embeds() if query == "num" else pr.get_embeds_indices_in_range(*query)
+def _ask(range_cls: RangeClass, pattern: str | None, length: int, query: Any, offset: int = 7) -> Any:
+    """One question of one item, asked of the reader's class wherever it lives (:func:`range_answers`)."""
+    return range_answers(range_cls, pattern, length, offset, [query])[0]
 
 
 _BOOL_HINT = ("True and False are bools, not ints: a running sum over the mask's bools (itertools.accumulate) starts "
@@ -144,7 +143,7 @@ _BOOL_HINT = ("True and False are bools, not ints: a running sum over the mask's
 
 def _check_fixed(range_cls: RangeClass, rng: random.Random) -> None:
     for case, pattern, length, query, want in FIXED_QUERIES:
-        got = _ask(_make(range_cls, pattern, length), query)
+        got = _ask(range_cls, pattern, length, query)
         what = "get_num_embeds()" if query == "num" else f"get_embeds_indices_in_range{query}"
         kinds = {type(x).__name__ for x in (got if isinstance(got, tuple) else (got,))}
         expect(kinds == {"int"}, f"{what} must answer with Python ints", expected="int", got=", ".join(sorted(kinds)),
@@ -158,11 +157,11 @@ def _check_fixed(range_cls: RangeClass, rng: random.Random) -> None:
 
 
 def _check_cumsum(range_cls: RangeClass, rng: random.Random) -> None:
-    expect(_make(range_cls, None, 4).embeds_cumsum is None, "no mask: embeds_cumsum must be None",
-           got=_make(range_cls, None, 4).embeds_cumsum, case="is_embed=None")
+    none = cumsum_of(range_cls, None, 4)["value"]
+    expect(none is None, "no mask: embeds_cumsum must be None", got=none, case="is_embed=None")
     for pattern, want in (("FTFTT", [0, 1, 1, 2, 3]), ("TTT", [1, 2, 3]), ("", [])):
-        pr = _make(range_cls, pattern, len(pattern))
-        got = pr.embeds_cumsum
+        read = cumsum_of(range_cls, pattern, len(pattern))
+        got = read["value"]
         expect(type(got) is list, "embeds_cumsum must be a Python list", expected="list", got=type(got).__name__,
                hint="tensor.cumsum(dim=0).tolist(): one conversion when the cache is built", case=f"mask {pattern!r}")
         kinds = {type(x).__name__ for x in got}
@@ -170,7 +169,7 @@ def _check_cumsum(range_cls: RangeClass, rng: random.Random) -> None:
                hint=_BOOL_HINT if "bool" in kinds else "list(tensor) gives 0-d tensors; .tolist() gives ints",
                case=f"mask {pattern!r}")
         expect_equal(got, want, what="embeds_cumsum", case=f"mask {pattern!r}")
-        expect(pr.embeds_cumsum is got, "embeds_cumsum must be computed once and cached (the same object)",
+        expect(read["cached"], "embeds_cumsum must be computed once and cached (the same object)",
                hint="@cached_property, as the baseline's", case=f"mask {pattern!r}")
 
 
@@ -178,14 +177,15 @@ def _check_random(range_cls: RangeClass, rng: random.Random) -> None:
     for trial in range(200):
         length = rng.choice([0, 1, 2, rng.randint(3, 64)])
         mask = image_mask(rng, length)
-        pr = range_cls(offset=rng.randint(0, 500), length=length, is_embed=mask)
+        offset = rng.randint(0, 500)
         start = rng.randint(0, length)
         end = rng.choice([start, rng.randint(start, length)])
-        pattern = None if mask is None else "".join("T" if b else "F" for b in mask.tolist())
+        pattern = pattern_of(mask)
         case = f"random case {trial}: mask {pattern!r}, length {length}"
-        ref = _PlaceholderRangeReference(pr.offset, length, mask)
-        expect_equal(pr.get_num_embeds(), ref.get_num_embeds(), what="get_num_embeds()", case=case)
-        expect_equal(pr.get_embeds_indices_in_range(start, end), ref.get_embeds_indices_in_range(start, end),
+        ref = _PlaceholderRangeReference(offset, length, mask)
+        num, indices = range_answers(range_cls, pattern, length, offset, ["num", (start, end)])
+        expect_equal(num, ref.get_num_embeds(), what="get_num_embeds()", case=case)
+        expect_equal(indices, ref.get_embeds_indices_in_range(start, end),
                      what=f"get_embeds_indices_in_range({start}, {end})", case=case)
 
 
@@ -234,38 +234,49 @@ _COUNTED_HINT = ("the same questions the other checks ask, here counted: the fix
                  "say what is wrong with the answer")
 
 
-def _check_no_torch_calls(range_cls: RangeClass, rng: random.Random) -> None:
-    seed = rng.randrange(1000)
+@runs_with_the_answer
+def counted_questions(range_cls: RangeClass, seed: int, edges: list[tuple[str | None, int, Any]]) -> dict[str, Any]:
+    """The scheduler's questions about 16 items (seed ``seed``) and the ``edges`` (pattern, length, question), asked
+    once the caches are built, with the torch calls they make counted: the answers and the count (a runner)."""
     ask = query_workload(range_cls, num_items=16, length=64, seed=seed)
-    # the review's edges too (no mask, an empty mask, end_idx == 0): a question is counted where it is hardest
-    edges = [(case, _make(range_cls, pattern, length), query, want) for case, pattern, length, query, want
-             in FIXED_QUERIES]
+    items = [range_cls(offset=7, length=length, is_embed=None if pattern is None else make_mask(pattern))
+             for pattern, length, _ in edges]
     ask()  # the first questions may build the cache; the counted ones are new, so only the cache answers them
-    for _, pr, _, _ in edges:  # the cache built (the contract's embeds_cumsum), none of the questions asked
-        pr.embeds_cumsum
-        pr.get_num_embeds()
+    for item in items:  # the cache built (the contract's embeds_cumsum), none of the questions asked
+        item.embeds_cumsum
+        item.get_num_embeds()
     with count_torch_calls() as calls:
         got = ask()
-        got_edges = [_ask(pr, query) for _, pr, query, _ in edges]
+        got_edges = [item.get_num_embeds() if query == "num" else item.get_embeds_indices_in_range(*query)
+                     for item, (_, _, query) in zip(items, edges)]
+    return {"answers": got, "edges": got_edges, "count": calls.count, "cumsums": calls.by_name["cumsum"],
+            "said": str(calls)}
+
+
+def _check_no_torch_calls(range_cls: RangeClass, rng: random.Random) -> None:
+    seed = rng.randrange(1000)
+    # the review's edges too (no mask, an empty mask, end_idx == 0): a question is counted where it is hardest
+    counted = counted_questions(range_cls, seed, [(pattern, length, query)
+                                                  for _, pattern, length, query, _ in FIXED_QUERIES])
     # the answers counted are answers that count: a shortcut taken only while counted fails here
     reference = query_workload(_PlaceholderRangeReference, num_items=16, length=64, seed=seed)
     reference()
     want = reference()
-    for item, (g, w) in enumerate(zip(got, want)):
+    for item, (g, w) in enumerate(zip(counted["answers"], want)):
         expect_equal(g, w, what=f"the counted call's answers for item {item} (get_num_embeds(), "
                                 "get_embeds_indices_in_range(a, b), (b, c))",
                      case=f"the counted call: 16 items of 64 positions (seed {seed})",
                      hint=_COUNTED_HINT)
-    for (case, _, query, want_edge), g in zip(edges, got_edges):
+    for (case, _, _, query, want_edge), g in zip(FIXED_QUERIES, counted["edges"]):
         what = "get_num_embeds()" if query == "num" else f"get_embeds_indices_in_range{query}"
         expect_equal(g, want_edge, what=f"the counted call's {what}", case=f"the counted call: {case}",
                      hint=_COUNTED_HINT)
-    expect(calls.count == 0, "answering from the cache must not call into torch",
-           expected=f"0 torch calls for {3 * len(got) + len(edges)} questions", got=str(calls),
-           hint=_REBUILT_HINT if calls.by_name["cumsum"] else "every t[i] and int(t) goes through torch's "
-           "dispatcher; index a Python list instead",
-           case=f"16 items, each asked 3 new questions, and the {len(edges)} fixed cases, after a first round of "
-                "other ranges")
+    expect(counted["count"] == 0, "answering from the cache must not call into torch",
+           expected=f"0 torch calls for {3 * len(counted['answers']) + len(FIXED_QUERIES)} questions",
+           got=counted["said"], hint=_REBUILT_HINT if counted["cumsums"] else "every t[i] and int(t) goes through "
+           "torch's dispatcher; index a Python list instead",
+           case=f"16 items, each asked 3 new questions, and the {len(FIXED_QUERIES)} fixed cases, after a first round "
+                "of other ranges")
 
 
 QUERY_RATIO_BOUND = 3.0  # the list must answer at least this many times faster than the tensor cache
@@ -291,9 +302,20 @@ def query_ratio(range_cls: RangeClass, min_run_time: float = 0.3) -> float:
     return timings["tensor cache"].low_us / timings["yours"].low_us
 
 
+@runs_with_the_answer
+def timed_questions(range_cls: RangeClass) -> dict[str, Any]:
+    """The first questions the timed run asks, answered by ``range_cls``, and, when they are ints and right, the
+    time ratio of :func:`query_ratio` (else None): measured where the answer runs (a runner)."""
+    first = query_workload(range_cls)()
+    right = first == query_workload(as_written(PlaceholderRangeBaseline))() and all(
+        type(x) is int for triple in first for part in triple for x in (part if isinstance(part, tuple) else (part,)))
+    return {"first": first, "ratio": query_ratio(range_cls) if right else None}
+
+
 def _check_ratio(range_cls: RangeClass, rng: random.Random) -> None:
     # the first questions the timed run asks (its first call is compared again, with the tensor cache's answers)
-    got, want = query_workload(range_cls)(), query_workload(_PlaceholderRangeReference)()
+    timed = timed_questions(range_cls)
+    got, want = timed["first"], query_workload(_PlaceholderRangeReference)()
     if got != want:  # timed answers are compared with the tensor cache's: a wrong one is not timed
         raise CheckFailed("not timed: the answers differ from the tensor cache's", expected=want, got=got,
                           hint="see the fixed cases' and random masks' checks")  # the report shortens both
@@ -302,7 +324,7 @@ def _check_ratio(range_cls: RangeClass, rng: random.Random) -> None:
     if odd:  # timed answers are compared with the tensor cache's: only ints compare as the scheduler uses them
         raise CheckFailed("not timed: the answers must be Python ints first", expected="int", got=", ".join(odd),
                           hint=_BOOL_HINT if "bool" in odd else "see the fixed cases' check")
-    ratio = query_ratio(range_cls)
+    ratio = timed["ratio"]
     expect(ratio >= QUERY_RATIO_BOUND, "the questions are not several times faster than with the tensor cache",
            expected=f">= {QUERY_RATIO_BOUND:.0f}x faster", got=speed_words(ratio),
            hint="a torch call costs on the order of a microsecond, a list index tens of nanoseconds",

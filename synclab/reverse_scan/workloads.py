@@ -6,10 +6,12 @@ A room of :mod:`synclab.reverse_scan` (its docstring tells the chapter).
 from __future__ import annotations
 
 import random
-from typing import Any
+from collections import Counter
+from typing import Any, TypedDict
 
 import torch
 
+from synclab.answer_keys.runners import runs_with_the_answer
 from synclab.device import mark_device
 from synclab.dispatch import CountingList
 from synclab.engine.input_batch import CachedRequestState, InputBatch, PLACEHOLDER
@@ -80,8 +82,8 @@ def _run_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[lis
               history_needed: bool = True, counting: bool = True) -> tuple[list[CachedRequestState], Any, int]:
     """Run one repair under simulated CUDA; the request states, the sync report, and the waits on the event.
 
-    The checks' runner: every history is a :class:`~synclab.dispatch.CountingList`, counted or not, so that no
-    call can tell the counted one from the others."""
+    Every history is a :class:`~synclab.dispatch.CountingList`, counted or not, so that no call can tell the counted
+    one from the others. The checks read a step through :func:`step_outcome`, which runs this."""
     with sim_cuda.simulated_cuda() as device, count_syncs(simulate=True) as report:
         event = torch.cuda.Event()
         event.record()
@@ -89,6 +91,45 @@ def _run_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[lis
         batch.update_async_output_token_ids()
     waits = sum(op == "host waits" for op in device.log.ops())
     return states, report, waits
+
+
+class StepOutcome(TypedDict):
+    """One repair as plain data: everything a check of Exercise 4.1 compares."""
+
+    outputs: list[list[Any]]  # each request state's list after the step, its elements as they are
+    in_batch: list[list[Any]]  # the list the batch holds for each request (what the sampler reads)
+    shared: list[bool]  # whether the batch still holds each request state's own list object
+    syncs: int  # syncs counted during the step
+    waits: int  # waits on the step's event
+    touched_by_op: dict[str, int]  # history elements read, by the list operation that read them
+
+
+@runs_with_the_answer
+def step_outcome(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[list[int]],
+                 rows: list[int | None], history_needed: bool = True, in_flight: bool = True) -> StepOutcome:
+    """One repair by ``batch_cls`` under simulated CUDA, as plain data (:class:`StepOutcome`): the only way the
+    checks run the reader's batch. ``in_flight=False``: no step is in flight (``sampled_token_ids_cpu`` is None).
+
+    A runner (:mod:`synclab.answer_keys.runners`): handed an answer held in another process (the grader judges
+    Exercise 4.1 apart), the step runs there, and only its outcome comes back."""
+    CountingList.touched, CountingList.by_op = 0, Counter()
+    with sim_cuda.simulated_cuda() as device, count_syncs(simulate=True) as report:
+        event = torch.cuda.Event() if in_flight else None
+        if event is not None:
+            event.record()
+        batch, states = build_step(batch_cls, [list(o) for o in outputs], sampled, rows, event, history_needed,
+                                   counting=True)
+        before = [s.output_token_ids for s in states]
+        if not in_flight:
+            batch.set_async_sampled_token_ids(None, None)  # type: ignore[arg-type]
+        batch.update_async_output_token_ids()
+    touched = dict(CountingList.by_op)  # read before the copies below, which read every element themselves
+    held = list(batch.sampling_metadata.output_token_ids)
+    return StepOutcome(
+        outputs=[list(s.output_token_ids) for s in states],
+        in_batch=[list(ids) for ids in held],
+        shared=[i < len(held) and held[i] is ids for i, ids in enumerate(before)],
+        syncs=report.count, waits=sum(op == "host waits" for op in device.log.ops()), touched_by_op=touched)
 
 
 # Chapter 4's picture: one speculative request over a step. Its history, then the sampled token's placeholder and
