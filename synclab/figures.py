@@ -201,12 +201,20 @@ def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = Fa
 
 
 def log_ticks(low: float, high: float) -> list[float]:
-    """1, 2 and 5 times the powers of ten from just under ``low`` to just over ``high``: a log axis's labels."""
-    ticks, power = [], 10.0 ** math.floor(math.log10(max(low, 1e-12)))
-    while power <= high * 10:
-        ticks += [m * power for m in (1, 2, 5) if low / 2 <= m * power <= high * 2]
-        power *= 10
-    return ticks
+    """1, 2 and 5 times the powers of ten from just under ``low`` to just over ``high``: a log axis's labels. Where
+    fewer than three of those fall between ``low`` and ``high`` (data within a factor of two or so), every whole
+    multiple does: an axis with one label cannot be read."""
+    def ticks_of(multiples: tuple[int, ...]) -> list[float]:
+        ticks, power = [], 10.0 ** math.floor(math.log10(max(low, 1e-12)))
+        while power <= high * 10:
+            ticks += [m * power for m in multiples if low / 2 <= m * power <= high * 2]
+            power *= 10
+        return ticks
+
+    coarse = ticks_of((1, 2, 5))
+    if sum(low <= t <= high for t in coarse) >= 3:
+        return coarse
+    return [t for t in ticks_of(tuple(range(1, 10))) if low / 1.5 <= t <= high * 1.5]
 
 
 def _rounds(sweep: Sweep) -> int:

@@ -925,11 +925,11 @@ def test_the_stored_reading_is_the_reading_measured_again():
     `python -m synclab expected` writes: the reading of the counts, measured here again."""
     import json
 
-    from synclab.answer_keys.plain_data import decode, key
+    from synclab.answer_keys.plain_data import decode, digest
     from synclab.capstone import checks as c6
 
     stored = json.loads((Path(__file__).resolve().parent.parent / "data" / "expected" / "6.3.json").read_text())
-    reading = stored["answers"]["synclab.capstone.checks:_measured_reading"][key({})]
+    reading = stored["answers"]["synclab.capstone.checks:_measured_reading"][digest({})]
     assert decode(reading) == c6._measured_reading(), "data/expected/6.3.json is stale: run python -m synclab expected"
 
 

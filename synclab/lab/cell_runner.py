@@ -23,7 +23,7 @@ def run_setup(source: str, filename: str, namespace: dict) -> list[tuple[str, se
     failed = []
     for node in tree.body:
         try:
-            exec(compile(ast.Module(body=[node], type_ignores=[]), filename, "exec"), namespace)
+            exec(compile(ast.Module(body=[node], type_ignores=[]), filename, "exec", dont_inherit=True), namespace)
         except Exception as exc:
             text = (ast.get_source_segment(source, node) or type(node).__name__).splitlines()[0][:80]
             failed.append((f"a setup line raised in the grader and was passed over ({type(exc).__name__}): {text}",
@@ -72,7 +72,7 @@ def load_cells(namespace: dict, cells: list[dict], task: str, notes: list[str]) 
         # the sync counter quotes the line it names: it reads it where tracebacks do
         linecache.cache[filename] = (len(cell["source"]), None, cell["source"].splitlines(True), filename)
         try:
-            code = compile(cell["source"], filename, "exec")
+            code = compile(cell["source"], filename, "exec", dont_inherit=True)  # as a kernel: no future of ours
         except SyntaxError as exc:
             if not own:  # another cell that does not parse defined nothing in the kernel either
                 notes.append(f"a cell before the check does not parse: {exc.msg} (line {exc.lineno})")

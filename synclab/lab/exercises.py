@@ -46,7 +46,8 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
              builds_on=("1.1",), stand_in=(("AllPool", "synclab.capstone.chapter_fixes:_AllPoolReference"),)),
     Exercise("2.1", "ch2", 14, ("AsyncPoolingOutput", "AsyncOutputRunner"), "ch2.check_runner(AsyncOutputRunner)"),
     Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)", judged_apart=True),
-    Exercise("3.1", "ch3", 4, ("async_tensor_h2d",), "ch3.check_async_tensor_h2d(async_tensor_h2d)"),
+    Exercise("3.1", "ch3", 4, ("async_tensor_h2d",), "ch3.check_async_tensor_h2d(async_tensor_h2d)",
+             judged_apart=True),  # its checks call the reader's upload through runners (upload_outcome, ...)
     Exercise("3.2", "ch3", 6, ("PinnedSampler",), "ch3.check_gather_specific_token_logprobs(PinnedSampler)"),
     Exercise("3.3", "ch3", 3, ("PinnedInputsRunner",), "ch3.check_init_model_kwargs(PinnedInputsRunner)",
              stretch=True),  # the pattern of 3.1-3.2 at a third site: the core fits a learner's 75 minutes without it

@@ -324,7 +324,8 @@ class ReferenceTracer:
             self._read.add(code.co_filename)
             try:
                 with open(code.co_filename, encoding="utf-8") as source:
-                    self._genuine |= set(_all_code(compile(source.read(), code.co_filename, "exec")))
+                    self._genuine |= set(_all_code(compile(source.read(), code.co_filename, "exec",
+                                                                            dont_inherit=True)))
             except (OSError, SyntaxError, ValueError):
                 pass
         return code in self._genuine

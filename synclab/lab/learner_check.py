@@ -134,7 +134,7 @@ def run_here(nb: NotebookNode, tasks: list[str] | None = None, cell_timeout_s: f
                 try:
                     with _cell_limit(cell_timeout_s), \
                             (contextlib.redirect_stdout(out) if quiet else contextlib.nullcontext()):
-                        exec(compile(source, filename, "exec"), namespace)
+                        exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # not our __future__
                 except _CellTimedOut:
                     run.errors.append(f"cell {index}: timed out after {cell_timeout_s:g} s")
                 except SyntaxError as exc:

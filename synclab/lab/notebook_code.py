@@ -40,9 +40,10 @@ def load_function(notebook: str, name: str, namespace: dict[str, Any] | None = N
             continue
         imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
         if imports:  # the cell's top-level imports, multi-line ones included
-            exec(compile(ast.Module(body=imports, type_ignores=[]), "<imports>", "exec"), namespace)
+            exec(compile(ast.Module(body=imports, type_ignores=[]), "<imports>", "exec", dont_inherit=True),
+                 namespace)
     for cell in nb.cells:
         if cell.cell_type == "code" and _defines(cell.source, name):
-            exec(cell.source, namespace)
+            exec(compile(cell.source, "<string>", "exec", dont_inherit=True), namespace)  # as a kernel runs it
             return namespace[name]
     raise LookupError(f"{notebook} defines no function {name!r}")

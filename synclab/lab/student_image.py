@@ -128,15 +128,22 @@ def _readable_by_all(dest: Path) -> None:
             os.chmod(os.path.join(folder, name), 0o644)
 
 
-def _answer_key_tasks(decorator: ast.expr) -> tuple[set[str], str] | None:
-    """The tasks and scope of an ``@answer_key("N.M", ..., scope=...)`` decorator; None for another decorator."""
+def _answer_key_tasks(decorator: ast.expr) -> tuple[set[str], str, str] | None:
+    """The tasks, scope and role of an ``@answer_key("N.M", ..., scope=..., role=...)`` decorator; None for another
+    decorator."""
     if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Name)
             and decorator.func.id == "answer_key"):
         return None
     tasks = {a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
-    scope = next((k.value.value for k in decorator.keywords if k.arg == "scope" and isinstance(k.value, ast.Constant)),
-                 "always")
-    return tasks, scope
+
+    def keyword(name: str, default: str) -> str:
+        return next((k.value.value for k in decorator.keywords if k.arg == name and isinstance(k.value, ast.Constant)),
+                    default)
+
+    return tasks, keyword("scope", "always"), keyword("role", "reference")
+
+
+_BEFORE_THE_PR = "vLLM's code before"  # a role: the code a PR changed, which the checks may time (a baseline)
 
 
 def answers_judged_apart(package: Path, classes: bool = False
@@ -144,10 +151,11 @@ def answers_judged_apart(package: Path, classes: bool = False
     """Every answer of an exercise judged apart in the package at ``package`` (a function marked ``@answer_key`` for
     such an exercise only, and for no other): by ``module:name``, its file, its definition and its task.
 
-    ``classes``: also every method of a class marked so (chapter 6's stand-ins for 4.1 and 5.1): what an answer's
-    process must not hold; the students' image keeps them (chapter 6 runs them). vLLM's code before a PR
-    (``scope="checks"``) stays everywhere: the answer's process refuses it to the answer while a runner of the
-    checks runs (:mod:`synclab.lab.answer_process`), as the notebook's checks do, and a runner may time it.
+    ``classes``: also every method of a class marked so, and every answer marked ``scope="checks"`` (chapter 6's
+    stand-ins for 3.1, 4.1 and 5.1): what an answer's process must not hold; the students' image keeps them (chapter
+    6 runs them). vLLM's code before a PR stays everywhere: the answer's process refuses it to the answer while a
+    runner of the checks runs (:mod:`synclab.lab.answer_process`), as the notebook's checks do, and a runner may
+    time it.
     """
     from synclab.lab.exercises import EXERCISES
 
@@ -155,10 +163,10 @@ def answers_judged_apart(package: Path, classes: bool = False
 
     def tasks_of(node: ast.AST) -> set[str] | None:
         keys = [k for k in map(_answer_key_tasks, getattr(node, "decorator_list", [])) if k is not None]
-        tasks = set().union(*(t for t, _ in keys)) if keys else set()
-        if len(tasks) == 1 and tasks <= apart and all(scope == "always" for _, scope in keys):
-            return tasks
-        return None
+        tasks = set().union(*(t for t, _, _ in keys)) if keys else set()
+        stripped = all(scope == "always" or (classes and not role.startswith(_BEFORE_THE_PR))
+                       for _, scope, role in keys)
+        return tasks if len(tasks) == 1 and tasks <= apart and stripped else None
 
     found = {}
     for path in sorted(package.rglob("*.py")):

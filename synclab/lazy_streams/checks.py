@@ -254,11 +254,14 @@ def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
         backwards = [e for e in device.edges if e.waiter == "default" and e.waits_for in side]
         expect(not (backwards and not waits), "the compute stream waits for the side stream: the wrong way round",
                got=f"{backwards[0].waiter}.wait_stream({backwards[0].waits_for})" if backwards else "",
-               hint="the side stream waits for the compute stream: side_stream.wait_stream(torch.cuda.current_stream())",
+               hint="the side stream waits for the compute stream: compute = torch.cuda.current_stream() before "
+                    "`with torch.cuda.stream(side):` (inside it the current stream is the side stream), then "
+                    "side.wait_stream(compute)",
                case=case)
         expect(bool(waits) and waits[0] < copies[0], "the side stream must wait for the compute stream before "
-               "copying", got=str(device.log), hint="side_stream.wait_stream(torch.cuda.current_stream()) before "
-               "the copies: otherwise they may read hidden states the forward has not written yet", case=case)
+               "copying", got=str(device.log), hint="compute = torch.cuda.current_stream() before entering the side "
+               "stream, then side.wait_stream(compute) before the copies: otherwise they may read hidden states the "
+               "forward has not written yet", case=case)
         records = [i for i, op in enumerate(ops) if op == "record event"]
         expect(bool(records) and records[-1] > copies[-1], "the event must be recorded after the copies",
                got=str(device.log), hint="record the event on the side stream after queueing the copies, so "
@@ -278,18 +281,30 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
         batches = [make_pooling_batch(n, rng=rng, device=SIM_DEVICE) for n in (5, 3)]
         first = runner.execute_model(batches[0])
         recorded_in_pool = any(op == "record event" for op, _, _ in device.log.entries)
+        queued_by_first = {id(c) for stream in device.streams for c in stream.pending}
         second = runner.execute_model(batches[1])
+        queued_by_second = {id(c) for stream in device.streams for c in stream.pending} - queued_by_first
         # an event that covers no copy (recorded on the compute stream, after leaving the side stream's block)
         empty_events = [detail for op, _, detail in device.log.entries if op == "record event"
                         and detail.startswith("after 0 queued copies")]
         case = "step 0 queued, step 1 queued, then step 0's get_output(), then step 1's"
-        outputs = [resolve(first), resolve(second)]
+        outputs = [resolve(first)]
+        # step 0's wait covers step 0's copies alone: an event shared between steps, recorded again by step 1, covers
+        # step 1's copies too, and the host waits for step 1's forward as in the synchronous runner
+        landed_early = queued_by_second - {id(c) for stream in device.streams for c in stream.pending}
+        outputs.append(resolve(second))
     if hasattr(first, "get_output"):
         expect(recorded_in_pool, "the event is recorded in get_output(), not when step 0's copies are queued",
                case=case, got="no event recorded while step 0 was queued",
                hint="an event recorded in get_output() comes after step 1's forward and copies were queued: waiting "
                     "on it waits for them too, and the overlap is lost. Record it in _pool (in the async output's "
                     "constructor), on the side stream, right after the copies")
+    expect(not landed_early, "step 0's get_output() also waited for step 1's copies", case=case,
+           expected="step 1's copies still in flight after step 0's get_output()",
+           got=f"{len(landed_early)} of step 1's {len(queued_by_second)} copies landed by step 0's wait",
+           hint="each step's output records its own event (torch.cuda.Event(blocking=True) in the constructor): an "
+                "event kept and recorded again by the next step moves forward, and waiting on it waits for that "
+                "step's work too")
     for n, (batch, output) in enumerate(zip(batches, outputs)):
         want = _pool_reference(model, batch)
         cause = ("the event the host waited on covers no copy (it was recorded after 0 queued copies): record it "
@@ -494,6 +509,9 @@ CLAUSES = [
     Clause("2.1-once", "waits exactly once per step, in get_output()", _SYNCS_2_1, "1 requests",
            "2.1-synchronize-everything", "would also wait for the NEXT step's forward",
            also=(_ORDERING, _ENGINE_ORDER)),
+    Clause("2.1-own-copies", "for that step's copies alone", _ENGINE_ORDER,
+           "step 0 queued, step 1 queued, then step 0's get_output(), then step 1's",
+           "2.1-event-shared-between-steps", "also waited for step 1's copies", lab="that step's copies alone"),
     Clause("2.1-nothing-to-copy", "nor on a step that copies nothing", _NOTHING,
            "a first step where no request finishes", "2.1-stream-fetched-first", "before asking for the side stream",
            lab="No CUDA object is created on a path that never copies"),

@@ -37,7 +37,7 @@ def reports_on_seeds(answer: Answer, seeds: tuple[int, ...] = SEEDS,
                 continue
             filename = f"<cell {index}>"
             _remember(filename, source)
-            exec(compile(source, filename, "exec"), namespace)
+            exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # as a kernel: no __future__ of ours
         call = EXERCISES[answer.task].check
         assert call.endswith(")"), call
         reports = {}

@@ -63,13 +63,14 @@
     layout.margin.t = Math.max(layout.margin.t || 0, height);
   }
 
-  // On a log axis spanning two decades or more, only the powers of ten are labelled ("2 5 1000 2 5" is clutter).
+  // On a log axis spanning two decades or more, only the powers of ten are labelled ("2 5 1000 2 5" is clutter),
+  // unless the figure chose its ticks (tickvals: the values it measured at).
   function tidyLogAxes(el) {
     var full = el._fullLayout, update = {};
     Object.keys(full).forEach(function (key) {
       var axis = full[key];
-      if (/^[xy]axis\d*$/.test(key) && axis && axis.type === "log" && axis.range &&
-          Math.abs(axis.range[1] - axis.range[0]) >= 2) {
+      if (/^[xy]axis\d*$/.test(key) && axis && axis.type === "log" && axis.range && axis.tickmode !== "array" &&
+          Math.abs(axis.range[1] - axis.range[0]) >= 2) {  // ticks the figure placed itself are kept
         update[key + ".dtick"] = 1;
       }
     });

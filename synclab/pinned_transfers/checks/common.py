@@ -59,20 +59,30 @@ _WAIT_KINDS = {kind.value for kind in (SyncKind.DEVICE_SYNC, SyncKind.STREAM_SYN
 KIND_HINTS.update({kind: _WAIT_HINT for kind in SyncKind if kind.value in _WAIT_KINDS})
 
 
-def expect_no_syncs(report: SyncReport, what: str, hint: str, case: str = "", staged_ok: bool = False) -> None:
-    """No device wait; and, unless ``staged_ok`` (WSL: nothing can be pinned), no staging copy either.
+def report_data(report: SyncReport) -> dict[str, Any]:
+    """What a check reads of a sync report, as plain data (what a runner sends back from the answer's process)."""
+    return {"count": report.count, "events": [[e.kind.value, e.where, e.code] for e in report.events],
+            "staged_count": report.staged_count, "staged": [[e.where, e.code] for e in report.staged]}
+
+
+def expect_no_syncs(report: SyncReport | dict[str, Any], what: str, hint: str, case: str = "",
+                    staged_ok: bool = False) -> None:
+    """No device wait; and, unless ``staged_ok`` (WSL: nothing can be pinned), no staging copy either. ``report``: a
+    sync report, or its :func:`report_data`.
 
     Under ``staged_ok`` the check's own hint is about non_blocking; a sync of another kind gets the hint of its kind.
     """
-    if report.events and (staged_ok or report.events[0].kind.value in _WAIT_KINDS):
-        hint = KIND_HINTS.get(report.events[0].kind, hint)
-    expect(report.count == 0, f"{what} synchronised with the device", expected="0 syncs",
-           got=f"{report.count}: " + "; ".join(f"{e.kind.value} at {e.where} `{e.code}`" for e in report.events),
+    said = report if isinstance(report, dict) else report_data(report)
+    events = said["events"]
+    if events and (staged_ok or events[0][0] in _WAIT_KINDS):
+        hint = KIND_HINTS.get(SyncKind(events[0][0]), hint)
+    expect(said["count"] == 0, f"{what} synchronised with the device", expected="0 syncs",
+           got=f"{said['count']}: " + "; ".join(f"{kind} at {where} `{code}`" for kind, where, code in events),
            hint=hint, case=case)
     if not staged_ok:
-        expect(report.staged_count == 0, f"{what} uploaded from pageable memory: the host copied the data into a "
+        expect(said["staged_count"] == 0, f"{what} uploaded from pageable memory: the host copied the data into a "
                "staging buffer itself", expected="0 staging copies",
-               got=f"{report.staged_count}: " + "; ".join(f"at {e.where} `{e.code}`" for e in report.staged),
+               got=f"{said['staged_count']}: " + "; ".join(f"at {where} `{code}`" for where, code in said["staged"]),
                hint=hint, case=case)
 
 

@@ -14,19 +14,20 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from synclab.checks import (Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right,
-                            found_right_tensor)
+from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right
 from synclab.device import SIM_DEVICE, is_device_tensor, pick_device, pin_questions, to_device
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.model_inputs import GPUModelRunner
 from synclab.engine.pool_metadata import PoolingParams
 from synclab.engine.sampler import LogprobsTensors
-from synclab.sim.pinning import simulated_pinning
+from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning
 from synclab.engine.torch_utils import HostData
 from synclab.answer_keys import answer_key
+from synclab.answer_keys.runners import runs_with_the_answer
 
 
-from synclab.pinned_transfers.checks.common import PIN_HINT, counted, expect_no_syncs, on_wsl
+from synclab.pinned_transfers.checks.common import (PIN_HINT, WSL_HINT, counted, expect_no_syncs, on_wsl,
+                                                    report_data)
 from synclab.pinned_transfers.workloads import RunnerClass, SamplerClass, logprob_case, runner_for, token_type_case
 from synclab.syncs import SyncReport
 
@@ -35,58 +36,113 @@ H2DFunction = Callable[..., torch.Tensor]
 # ----------------------------------------------------------------------------- Exercise 3.1: async_tensor_h2d
 
 
-def _h2d_cases(rng: random.Random) -> list[tuple[str, Any, torch.dtype | None]]:
+def _h2d_cases(rng: random.Random) -> list[tuple[str, dict[str, Any], str | None]]:
+    """(case, its host data as :func:`host_input` describes it, the dtype asked for): plain data, so that the same
+    case is built wherever the answer runs."""
     n = rng.randint(0, 600)
     ints = [rng.randrange(-1000, 1000) for _ in range(n)]
     floats = [rng.uniform(-1, 1) for _ in range(n)]
-    grid = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    grid = [[float(6 * row + col) for col in range(6)] for row in range(4)]  # a 4x6 float32 tensor, transposed
     return [
-        ("list of ints", [3, 1, 4, 1, 5], None),
-        ("list of ints, dtype=int32", [3, 1, 4, 1, 5], torch.int32),
-        ("list of floats (torch.tensor makes float32)", [0.5, 1.5, 2.25], None),
-        ("nested list, dtype=float32", [[1, 2], [3, 4], [5, 6]], torch.float32),
-        ("empty list, dtype=int32", [], torch.int32),
-        ("NumPy int32 array", np.array([7, 8, 9], dtype=np.int32), None),
-        ("NumPy float64 array, dtype=float32", np.linspace(0, 1, 7), torch.float32),
-        ("CPU tensor, dtype=int32", torch.arange(10), torch.int32),
-        ("transposed CPU tensor", grid.t(), None),
-        (f"random list of {n} ints", ints, rng.choice([None, torch.int32, torch.int64])),
-        (f"random NumPy array of {n} floats", np.array(floats, dtype=np.float32), None),
-        (f"random CPU tensor of {n} ints", torch.tensor(ints, dtype=torch.int64), rng.choice([None, torch.int32])),
+        ("list of ints", {"kind": "list", "values": [3, 1, 4, 1, 5]}, None),
+        ("list of ints, dtype=int32", {"kind": "list", "values": [3, 1, 4, 1, 5]}, "int32"),
+        ("list of floats (torch.tensor makes float32)", {"kind": "list", "values": [0.5, 1.5, 2.25]}, None),
+        ("nested list, dtype=float32", {"kind": "list", "values": [[1, 2], [3, 4], [5, 6]]}, "float32"),
+        ("empty list, dtype=int32", {"kind": "list", "values": []}, "int32"),
+        ("NumPy int32 array", {"kind": "numpy", "values": [7, 8, 9], "dtype": "int32"}, None),
+        ("NumPy float64 array, dtype=float32",
+         {"kind": "numpy", "values": np.linspace(0, 1, 7).tolist(), "dtype": "float64"}, "float32"),
+        ("CPU tensor, dtype=int32", {"kind": "tensor", "values": list(range(10)), "dtype": "int64"}, "int32"),
+        ("transposed CPU tensor", {"kind": "tensor", "values": grid, "dtype": "float32", "transposed": True}, None),
+        (f"random list of {n} ints", {"kind": "list", "values": ints}, rng.choice([None, "int32", "int64"])),
+        (f"random NumPy array of {n} floats", {"kind": "numpy", "values": floats, "dtype": "float32"}, None),
+        (f"random CPU tensor of {n} ints", {"kind": "tensor", "values": ints, "dtype": "int64"},
+         rng.choice([None, "int32"])),
     ]
 
 
-def _same_upload(got: Any, data: Any, dtype: torch.dtype | None, case: str) -> None:
-    want = _host_reference(data, dtype)
-    expect(isinstance(got, torch.Tensor) and is_device_tensor(got), "the result must be a device tensor",
-           got=type(got).__name__ if not isinstance(got, torch.Tensor) else "a host tensor",
+def host_input(spec: dict[str, Any]) -> HostData:
+    """A case's host data from its description: ``kind`` list, numpy or tensor, its ``values`` (nested lists), its
+    ``dtype`` (numpy's and torch's names agree), ``transposed`` (a tensor's transpose: not contiguous)."""
+    if spec["kind"] == "list":
+        return spec["values"]
+    if spec["kind"] == "numpy":
+        return np.array(spec["values"], dtype=spec["dtype"])
+    tensor = torch.tensor(spec["values"], dtype=getattr(torch, spec["dtype"]))
+    return tensor.t() if spec.get("transposed") else tensor
+
+
+def tensor_data(t: Any) -> dict[str, Any]:
+    """What a check compares of a result, as plain data: is it a tensor, where, its dtype, shape and values."""
+    if not isinstance(t, torch.Tensor):
+        return {"tensor": False, "type": type(t).__name__}
+    return {"tensor": True, "on_device": is_device_tensor(t), "device": str(t.device), "dtype": str(t.dtype),
+            "shape": list(t.shape), "values": t.detach().cpu().tolist()}
+
+
+def _device(name: str) -> Any:
+    """The device a case names: the lab's (``"pick"``), the host's (``"cpu"``), the simulated streams' (``"sim"``)."""
+    return {"pick": pick_device(), "cpu": "cpu", "sim": SIM_DEVICE}[name]
+
+
+@runs_with_the_answer
+def upload_outcome(impl: H2DFunction, spec: dict[str, Any], device: str, dtype: str | None,
+                   pinning: bool = True) -> dict[str, Any]:
+    """One call ``impl(data, device, dtype)``, counted, where pinned memory is available or not (WSL): its result, its
+    syncs, whether it asked ``is_pin_memory_available()`` while it ran; or, where it asked for pinned memory the
+    platform does not have, what it was told. A runner (:mod:`synclab.answer_keys.runners`)."""
+    data, target = host_input(spec), _device(device)
+    with simulated_pinning(pinning):
+        asked = pin_questions()
+        try:
+            got, report = counted(lambda: impl(data, target, getattr(torch, dtype) if dtype else None))
+        except PinnedMemoryUnavailable as exc:
+            return {"unavailable": str(exc).split(":")[0]}
+        return {"result": tensor_data(got), "syncs": report_data(report), "asked": pin_questions() != asked}
+
+
+@runs_with_the_answer
+def back_to_back_uploads(impl: H2DFunction, values: list[list[int]]) -> dict[str, Any]:
+    """Uploads of ``values`` (int64) one after another on the simulated streams, no wait between them: the races the
+    streams saw, then each result (a runner)."""
+    with simulated_pinning(True), sim_cuda.simulated_cuda() as device:
+        uploads = [counted(lambda: impl(data, SIM_DEVICE, torch.int64), simulate=True)[0] for data in values]
+    # read only now: a read between the calls would be a wait, and the calls would no longer run back to back
+    return {"races": [str(race) for race in device.races], "results": [tensor_data(u) for u in uploads]}
+
+
+def _flat(values: Any) -> list[Any]:
+    return [x for v in values for x in _flat(v)] if isinstance(values, list) else [values]
+
+
+def _same_upload(got: dict[str, Any], spec: dict[str, Any], dtype: str | None, case: str) -> None:
+    want = _host_reference(spec, dtype)
+    expect(got["tensor"] and got["on_device"], "the result must be a device tensor",
+           got=got["type"] if not got["tensor"] else "a host tensor",
            hint="return the tensor that .to(device, non_blocking=True) gives back", case=case)
     float64_hint = ("torch.tensor(data) makes Python floats float32, torch's default dtype; np.asarray makes them "
-                    "float64: build a list with torch.tensor") if (got.dtype, want.dtype) == (torch.float64,
-                                                                                              torch.float32) else ""
-    expect_equal(got.dtype, want.dtype, what="dtype", hint=float64_hint or "pass dtype both when building and in .to()",
-                 case=case)
-    expect_equal(tuple(got.shape), tuple(want.shape), what="shape", case=case)
-    expect(torch.equal(got.cpu(), want), "values differ", expected=want.flatten()[:8].tolist(),
-           got=got.cpu().flatten()[:8].tolist(), case=case)
-    found_right_tensor(want)  # found equal to the host's own torch.tensor(data, dtype)
+                    "float64: build a list with torch.tensor") if (got["dtype"], want["dtype"]) == (
+        "torch.float64", "torch.float32") else ""
+    expect_equal(got["dtype"], want["dtype"], what="dtype",
+                 hint=float64_hint or "pass dtype both when building and in .to()", case=case)
+    expect_equal(tuple(got["shape"]), tuple(want["shape"]), what="shape", case=case)
+    expect(got["values"] == want["values"], "values differ", expected=_flat(want["values"])[:8],
+           got=_flat(got["values"])[:8], case=case)
+    found_right(want)  # found equal to the host's own torch.tensor(data, dtype): dtype, shape and values
 
 
 def _check_h2d_values(impl: H2DFunction, rng: random.Random) -> None:
-    device = pick_device()
-    with simulated_pinning(True):
-        for case, data, dtype in _h2d_cases(rng):
-            got, _ = counted(lambda: impl(data, device, dtype))
-            _same_upload(got, data, dtype, case)
-        # the device is the caller's: one the lab would not pick (the host's) must be where the tensor lands
-        case = "device='cpu' (the caller names the host): a host tensor with the values"
-        got, _ = counted(lambda: impl([3, 1, 4], "cpu", torch.int64))
-        expect(isinstance(got, torch.Tensor) and not is_device_tensor(got) and got.device.type == "cpu",
-               "the tensor must land on the device the caller names", expected="a host tensor",
-               got=type(got).__name__ if not isinstance(got, torch.Tensor) else f"a tensor on {got.device}"
-               + (" (the lab's device)" if is_device_tensor(got) else ""), case=case,
-               hint="upload to the `device` argument (.to(device, ...)), not to a device of your own choosing")
-        expect_equal(got.tolist(), [3, 1, 4], what="values", case=case)
+    for case, spec, dtype in _h2d_cases(rng):
+        _same_upload(upload_outcome(impl, spec, "pick", dtype)["result"], spec, dtype, case)
+    # the device is the caller's: one the lab would not pick (the host's) must be where the tensor lands
+    case = "device='cpu' (the caller names the host): a host tensor with the values"
+    got = upload_outcome(impl, {"kind": "list", "values": [3, 1, 4]}, "cpu", "int64")["result"]
+    expect(got["tensor"] and not got["on_device"] and got["device"] == "cpu",
+           "the tensor must land on the device the caller names", expected="a host tensor",
+           got=got["type"] if not got["tensor"] else f"a tensor on {got['device']}"
+           + (" (the lab's device)" if got["on_device"] else ""), case=case,
+           hint="upload to the `device` argument (.to(device, ...)), not to a device of your own choosing")
+    expect_equal(got["values"], [3, 1, 4], what="values", case=case)
 
 
 # A module constant (vLLM's PIN_MEMORY) is read once, on the machine the process runs on; the check plays a GPU machine
@@ -98,24 +154,22 @@ ASKED_BEFORE_HINT = (PIN_HINT + ". Your upload did not ask is_pin_memory_availab
 
 
 def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
-    device = pick_device()
-    with simulated_pinning(True):
-        for case, data, dtype in _h2d_cases(rng):
-            asked = pin_questions()
-            got, report = counted(lambda: impl(data, device, dtype))
-            hint = ASKED_BEFORE_HINT if report.staged_count and pin_questions() == asked else PIN_HINT
-            expect_no_syncs(report, "the upload", hint, case)
-            _same_upload(got, data, dtype, f"the counted call: {case}")  # a call counted is a call checked
+    for case, spec, dtype in _h2d_cases(rng):
+        call = upload_outcome(impl, spec, "pick", dtype)
+        hint = ASKED_BEFORE_HINT if call["syncs"]["staged_count"] and not call["asked"] else PIN_HINT
+        expect_no_syncs(call["syncs"], "the upload", hint, case)
+        _same_upload(call["result"], spec, dtype, f"the counted call: {case}")  # a call counted is a call checked
 
 
 def _check_h2d_wsl(impl: H2DFunction, rng: random.Random) -> None:
-    device = pick_device()
-    with simulated_pinning(False):
-        for case, data, dtype in _h2d_cases(rng):
-            got, report = on_wsl(lambda: impl(data, device, dtype), case)
-            _same_upload(got, data, dtype, case)
-            expect_no_syncs(report, "the upload", "keep non_blocking=True: without pinning it is the best there is", case,
-                             staged_ok=True)
+    for case, spec, dtype in _h2d_cases(rng):
+        call = upload_outcome(impl, spec, "pick", dtype, pinning=False)
+        if "unavailable" in call:
+            raise CheckFailed("asked for pinned memory where the platform has none", got=call["unavailable"],
+                              hint=WSL_HINT, case=case)
+        _same_upload(call["result"], spec, dtype, case)
+        expect_no_syncs(call["syncs"], "the upload", "keep non_blocking=True: without pinning it is the best there is",
+                        case, staged_ok=True)
 
 
 RACE_MESSAGE = "a host write into a pinned buffer an upload still needs"
@@ -128,14 +182,13 @@ def _check_h2d_races(impl: H2DFunction, rng: random.Random) -> None:
     """Back-to-back uploads of the same shape on the simulated streams, no wait between them: a staging buffer kept
     across calls is refilled before the first upload has read it."""
     values = [[rng.randrange(100) for _ in range(6)] for _ in range(3)]
-    with simulated_pinning(True), sim_cuda.simulated_cuda() as device:
-        uploads = [counted(lambda: impl(data, SIM_DEVICE, torch.int64), simulate=True)[0] for data in values]
-    expect(not device.races, f"{RACE_MESSAGE}: the next call refilled it before that upload had run",
-           got=device.races[0] if device.races else "", hint=H2D_RACE_HINT,
+    ran = back_to_back_uploads(impl, values)
+    expect(not ran["races"], f"{RACE_MESSAGE}: the next call refilled it before that upload had run",
+           got=ran["races"][0] if ran["races"] else "", hint=H2D_RACE_HINT,
            case="3 uploads of 6 ints each, back to back, no wait between them")
-    # read only now: a read between the calls would be a wait, and the calls would no longer run back to back
-    for call, (got, data) in enumerate(zip(uploads, values)):
-        _same_upload(got, data, torch.int64, f"the counted calls: upload {call} of 3, back to back")
+    for call, (got, data) in enumerate(zip(ran["results"], values)):
+        _same_upload(got, {"kind": "list", "values": data}, "int64",
+                     f"the counted calls: upload {call} of 3, back to back")
 
 
 # A flat .view of a transposed tensor: torch names the stride, not the input that has it
@@ -514,13 +567,18 @@ def check_fast_prefill(runner_cls: RunnerClass, seed: int | None = None) -> Chec
 
 
 @answer_key("3.1")
-def _host_reference(data: HostData, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """What ``async_tensor_h2d(data, device, dtype)`` must hold once the copy has landed (on the host)."""
+def _host_reference(spec: dict[str, Any], dtype: str | None = None) -> dict[str, Any]:
+    """What ``async_tensor_h2d(data, device, dtype)`` must hold once the copy has landed, for the host data ``spec``
+    describes (:func:`host_input`): its dtype, shape and values, as data."""
+    data = host_input(spec)
+    want = getattr(torch, dtype) if dtype else None
     if isinstance(data, np.ndarray):
         data = torch.from_numpy(data.copy())
     if isinstance(data, torch.Tensor):
-        return data.detach().clone().to(dtype=dtype) if dtype is not None else data.detach().clone()
-    return torch.tensor(data, dtype=dtype)
+        tensor = data.detach().clone().to(dtype=want) if want is not None else data.detach().clone()
+    else:
+        tensor = torch.tensor(data, dtype=want)
+    return {"dtype": str(tensor.dtype), "shape": list(tensor.shape), "values": tensor.tolist()}
 
 
 @answer_key("3.2")
