@@ -48,7 +48,8 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)", judged_apart=True),
     Exercise("3.1", "ch3", 4, ("async_tensor_h2d",), "ch3.check_async_tensor_h2d(async_tensor_h2d)",
              judged_apart=True),  # its checks call the reader's upload through runners (upload_outcome, ...)
-    Exercise("3.2", "ch3", 6, ("PinnedSampler",), "ch3.check_gather_specific_token_logprobs(PinnedSampler)"),
+    Exercise("3.2", "ch3", 6, ("PinnedSampler",), "ch3.check_gather_specific_token_logprobs(PinnedSampler)",
+             judged_apart=True),  # its checks ask the reader's sampler through a runner (gather_outcomes)
     Exercise("3.3", "ch3", 3, ("PinnedInputsRunner",), "ch3.check_init_model_kwargs(PinnedInputsRunner)",
              stretch=True),  # the pattern of 3.1-3.2 at a third site: the core fits a learner's 75 minutes without it
     Exercise("3.4", "ch3", 2, ("PinnedInputsRunner",), "ch3.check_fast_prefill(PinnedInputsRunner)", stretch=True),

@@ -84,7 +84,8 @@ CLAUSES = [
            _named(CHECKS_3_8, "bad words: 0 syncs"), "16 requests", "3.8-logits-element-assign",
            "logits[token:token + 1] = -inf"),
     Clause("3.2-none", "None when no request asked", _named(CHECKS_3_2, "no requested ids"),
-           "4 requests, logprob_token_ids {}", "3.2-no-none-case", "return None before building anything"),
+           "4 requests, logprob_token_ids {}", "3.2-no-none-case", "return None before building anything",
+           also=(_named(CHECKS_3_2, "same as a plain"),)),  # a random batch of one request may ask for none
     Clause("3.3-nothing", "{} when there is nothing to pass", _named(CHECKS_3_3, "nothing to pass"),
            "no request carries token types", "3.3-types-for-every-batch", "return {}: there is nothing to pass",
            also=(_named(CHECKS_3_3, "same as a plain"),),

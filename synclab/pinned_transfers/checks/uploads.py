@@ -9,7 +9,8 @@
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Iterator, Sequence
+from contextlib import nullcontext
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -123,8 +124,11 @@ def _same_upload(got: dict[str, Any], spec: dict[str, Any], dtype: str | None, c
     float64_hint = ("torch.tensor(data) makes Python floats float32, torch's default dtype; np.asarray makes them "
                     "float64: build a list with torch.tensor") if (got["dtype"], want["dtype"]) == (
         "torch.float64", "torch.float32") else ""
+    kept_hint = ("with dtype None the result keeps the input's own dtype (a NumPy int32 array gives int32): a "
+                 ".tolist() drops it; build from the array or tensor itself (torch.as_tensor, .pin_memory())"
+                 ) if dtype is None and spec["kind"] != "list" else ""
     expect_equal(got["dtype"], want["dtype"], what="dtype",
-                 hint=float64_hint or "pass dtype both when building and in .to()", case=case)
+                 hint=float64_hint or kept_hint or "pass dtype both when building and in .to()", case=case)
     expect_equal(tuple(got["shape"]), tuple(want["shape"]), what="shape", case=case)
     expect(got["values"] == want["values"], "values differ", expected=_flat(want["values"])[:8],
            got=_flat(got["values"])[:8], case=case)
@@ -147,10 +151,10 @@ def _check_h2d_values(impl: H2DFunction, rng: random.Random) -> None:
 
 # A module constant (vLLM's PIN_MEMORY) is read once, on the machine the process runs on; the check plays a GPU machine
 # and WSL in one process, so the question must come inside the call. Told apart by behaviour: no question asked.
-ASKED_BEFORE_HINT = (PIN_HINT + ". Your upload did not ask is_pin_memory_available() while it ran: if it decides "
-                     "from an answer read earlier (a module constant such as vLLM's PIN_MEMORY, read once at import: "
-                     "one process, one machine), that answer came from this machine, outside the GPU machine the check "
-                     "simulates. The check plays a GPU machine and WSL in one process: ask inside the call")
+ASKED_BEFORE_HINT = (PIN_HINT + ". Your upload did not ask is_pin_memory_available() while it ran: either it never "
+                     "pins (then pin), or it decides from an answer read earlier, such as a module constant (vLLM's "
+                     "PIN_MEMORY, read once at import on this machine), while the check plays a GPU machine and WSL "
+                     "in one process: ask inside the call")
 
 
 def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
@@ -216,22 +220,70 @@ def check_async_tensor_h2d(impl: H2DFunction, seed: int | None = None) -> CheckR
 # ----------------------------------------------------------------------------- Exercise 3.2: gather_specific_token_logprobs
 
 
-def _same_logprobs(got: Any, logits: torch.Tensor, ids: dict[int, list[int]], sampled: torch.Tensor,
-                   case: str) -> None:
-    want = _gather_reference(logits.cpu(), ids, sampled.cpu().tolist())
+def logprob_spec(rng: random.Random, batch: int, vocab: int, max_ids: int = 6, share_with_ids: float = 0.7,
+                 ids: dict[int, list[int]] | None = None) -> dict[str, Any]:
+    """A logprob case as plain data (:func:`logprob_inputs` builds it): its own seed, drawn here, and its shape;
+    ``ids``, when given, replaces the drawn requests' ids."""
+    return {"seed": rng.randrange(2**31), "batch": batch, "vocab": vocab, "max_ids": max_ids, "share": share_with_ids,
+            "ids": ids}
+
+
+def logprob_inputs(spec: dict[str, Any], device: Any = None) -> tuple[torch.Tensor, dict[int, list[int]], torch.Tensor]:
+    """The logits, requested ids and sampled tokens of ``spec`` (:func:`logprob_spec`), the same in every process."""
+    logits, ids, sampled = logprob_case(random.Random(spec["seed"]), spec["batch"], spec["vocab"], spec["max_ids"],
+                                        spec["share"], device=device)
+    return logits, ids if spec["ids"] is None else spec["ids"], sampled
+
+
+def _logprobs_data(got: Any) -> dict[str, Any]:
+    """What a check compares of a gather's result, as plain data."""
+    if got is None:
+        return {"none": True}
+    if not isinstance(got, LogprobsTensors):
+        return {"type": type(got).__name__}
+    return {"ids_dtype": str(got.logprob_token_ids.dtype), "ids": got.logprob_token_ids.cpu().tolist(),
+            "logprobs": got.logprobs.cpu().double().tolist(), "ranks": got.selected_token_ranks.cpu().tolist()}
+
+
+@runs_with_the_answer
+def gather_outcomes(sampler_cls: SamplerClass, specs: list[dict[str, Any]], pinning: bool = True,
+                    streams: bool = False) -> dict[str, Any]:
+    """One sampler of ``sampler_cls`` asked each case of ``specs`` in turn (a spec of None: the last one's inputs
+    again), each call counted; where pinned memory is available or not (WSL), on the simulated streams or not. Each
+    call's result and syncs, the streams' races, or what a call that asked for pinned memory where there is none was
+    told (a runner: :mod:`synclab.answer_keys.runners`)."""
+    calls: list[tuple[Any, Any]] = []
+    with simulated_pinning(pinning), sim_cuda.simulated_cuda() if streams else nullcontext() as device:
+        sampler = sampler_cls()
+        inputs: Any = None
+        for spec in specs:
+            inputs = logprob_inputs(spec, SIM_DEVICE if streams else None) if spec is not None else inputs
+            try:
+                calls.append(counted(lambda: sampler.gather_specific_token_logprobs(*inputs),
+                                     simulate=True if streams else None))
+            except PinnedMemoryUnavailable as exc:
+                return {"unavailable": str(exc).split(":")[0]}
+    # read only now: a read between the calls would be a wait, and the calls would no longer run back to back
+    return {"calls": [{"result": _logprobs_data(got), "syncs": report_data(report)} for got, report in calls],
+            "races": [str(race) for race in device.races] if streams else []}
+
+
+def _same_logprobs(got: dict[str, Any], spec: dict[str, Any], case: str) -> None:
+    want = _gather_reference(spec)
     if want is None:
-        expect(got is None, "no request asked for token ids: return None", got=type(got).__name__, case=case)
+        expect(got.get("none", False), "no request asked for token ids: return None",
+               got=got.get("type", "LogprobsTensors"), case=case)
         found_right(None)
         return
-    expect(isinstance(got, LogprobsTensors), "return a LogprobsTensors", got=type(got).__name__, case=case)
+    expect("ids" in got, "return a LogprobsTensors", got="NoneType" if got.get("none") else got.get("type"), case=case)
     want_ids, want_values, want_ranks = want
-    expect_equal(got.logprob_token_ids.dtype, torch.int32, what="dtype of logprob_token_ids", case=case)
-    got_ids = got.logprob_token_ids.cpu().tolist()
+    expect_equal(got["ids_dtype"], "torch.int32", what="dtype of logprob_token_ids", case=case)
+    got_ids = got["ids"]
     for row, (g, w) in enumerate(zip(got_ids, want_ids)):
         expect(g == w, f"token ids of request {row} differ", expected=w, got=g,
                hint="column 0 is the sampled token, then the request's ids, then 0s as padding", case=case)
     expect_equal(len(got_ids), len(want_ids), what="number of rows (one per request, with ids or not)", case=case)
-    got_values = got.logprobs.cpu().double()
+    got_values = torch.tensor(got["logprobs"], dtype=torch.float64)
     want_t = torch.tensor(want_values, dtype=torch.float64)
     expect_equal(tuple(got_values.shape), tuple(want_t.shape), what="shape of logprobs", case=case)
     padded = torch.isinf(want_t)
@@ -242,6 +294,10 @@ def _same_logprobs(got: Any, logits: torch.Tensor, ids: dict[int, list[int]], sa
         real = int((~padded[row]).sum())  # column 0 and the request's ids
         if not masked:
             hint = "mask the padded slots after the gather"
+        elif masked == [0]:  # the sampled token's column: real in every row
+            hint = ("column 0 (the sampled token) was masked as padding: it is real in every row, also in a request "
+                    "that asked for no ids (one not in logprob_token_ids): mark it for every row, not only in the "
+                    "loop over the requests' ids")
         elif masked == [real - 1] and want_ids[row][real - 1] != 0:  # only the last id, not a 0: a slice one short
             hint = (f"the request's last id (column {real - 1}) was masked as padding: its ids fill columns 1 to "
                     f"len(ids) inclusive, so the real slots are [:len(ids) + 1], one more than the ids")
@@ -254,7 +310,7 @@ def _same_logprobs(got: Any, logits: torch.Tensor, ids: dict[int, list[int]], sa
     row = int((~close).any(dim=1).nonzero()[0]) if not bool(close.all()) else 0
     expect(bool(close.all()), f"logprobs differ: request {row}'s row first", expected=want_values[row],
            got=got_values[row].tolist(), hint="log_softmax over the vocabulary, then gather", case=case)
-    expect_equal(got.selected_token_ranks.cpu().tolist(), want_ranks, what="ranks of the sampled tokens",
+    expect_equal(got["ranks"], want_ranks, what="ranks of the sampled tokens",
                  hint="rank = how many logits are strictly larger than the sampled token's", case=case)
     # the ids and the padding were compared exactly (the ranks report theirs); the logprobs within a tolerance,
     # which two right answers may round differently: not reported
@@ -269,18 +325,10 @@ _FIXED_LOGPROB_CASES = [
 ]
 
 
-def _fixed_logprob_cases(rng: random.Random) -> Iterator[tuple[str, torch.Tensor, dict[int, list[int]], torch.Tensor]]:
-    for case, batch, vocab, ids in _FIXED_LOGPROB_CASES:
-        logits, _, sampled = logprob_case(rng, batch, vocab)
-        yield case, logits, ids, sampled
-
-
 def _check_gather_fixed(sampler_cls: SamplerClass, rng: random.Random) -> None:
-    with simulated_pinning(True):
-        sampler = sampler_cls()
-        for case, logits, ids, sampled in _fixed_logprob_cases(rng):
-            got, _ = counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled))
-            _same_logprobs(got, logits, ids, sampled, case)
+    for case, batch, vocab, ids in _FIXED_LOGPROB_CASES:  # the case named before the call: a crash reports it
+        spec = logprob_spec(rng, batch, vocab, ids=ids)
+        _same_logprobs(gather_outcomes(sampler_cls, [spec])["calls"][0]["result"], spec, case)
 
 
 _NO_IDS_HINT = ("no request asked for ids: return None before building anything (with no lists there is no longest "
@@ -288,34 +336,29 @@ _NO_IDS_HINT = ("no request asked for ids: return None before building anything 
 
 
 def _check_gather_empty(sampler_cls: SamplerClass, rng: random.Random) -> None:
-    with simulated_pinning(True):
-        logits, _, sampled = logprob_case(rng, 4, 16)
-        case = "4 requests, logprob_token_ids {}"  # named before the call: a crash reports it
-        got, _ = counted(lambda: sampler_cls().gather_specific_token_logprobs(logits, {}, sampled))
-        expect(got is None, "no request asked for token ids: return None", got=type(got).__name__, case=case,
-               hint=_NO_IDS_HINT)
-        found_right(None)
+    case = "4 requests, logprob_token_ids {}"  # named before the call: a crash reports it
+    got = gather_outcomes(sampler_cls, [logprob_spec(rng, 4, 16, ids={})])["calls"][0]["result"]
+    expect(got.get("none", False), "no request asked for token ids: return None",
+           got=got.get("type", "LogprobsTensors"), case=case, hint=_NO_IDS_HINT)
+    found_right(None)
 
 
 def _check_gather_random(sampler_cls: SamplerClass, rng: random.Random) -> None:
-    with simulated_pinning(True):
-        sampler = sampler_cls()
-        for trial in range(12):
-            batch, vocab = rng.randint(1, 64), rng.choice([16, 1000, 4096])
-            logits, ids, sampled = logprob_case(rng, batch, vocab, max_ids=rng.randint(0, 12))
-            got, _ = counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled))
-            _same_logprobs(got, logits, ids, sampled, f"random batch {trial}: {batch} requests, vocab {vocab}")
+    for trial in range(12):
+        batch, vocab = rng.randint(1, 64), rng.choice([16, 1000, 4096])
+        case = f"random batch {trial}: {batch} requests, vocab {vocab}"  # named before the call: a crash reports it
+        spec = logprob_spec(rng, batch, vocab, max_ids=rng.randint(0, 12))
+        _same_logprobs(gather_outcomes(sampler_cls, [spec])["calls"][0]["result"], spec, case)
 
 
 def _check_gather_syncs(sampler_cls: SamplerClass, rng: random.Random) -> None:
-    with simulated_pinning(True):
-        sampler = sampler_cls()
-        logits, ids, sampled = logprob_case(rng, 64, 1000, share_with_ids=1.0)
-        got, report = counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled))
-        expect_no_syncs(report, "gather_specific_token_logprobs", "`sampled` lives on the device, so reading it back "
-                        "is a sync: fill column 0 on the device, after the upload; and " + PIN_HINT,
-                         "64 requests, all with ids")
-        _same_logprobs(got, logits, ids, sampled, "the counted call: 64 requests, all with ids")
+    spec = logprob_spec(rng, 64, 1000, share_with_ids=1.0)
+    call = gather_outcomes(sampler_cls, [spec])["calls"][0]
+    read_back = ("`sampled` lives on the device, so reading it back is a sync: fill column 0 on the device, after "
+                 "the upload")
+    expect_no_syncs(call["syncs"], "gather_specific_token_logprobs", read_back if call["syncs"]["count"] else PIN_HINT,
+                    "64 requests, all with ids")
+    _same_logprobs(call["result"], spec, "the counted call: 64 requests, all with ids")
 
 
 GATHER_RACE_HINT = ("a non_blocking upload reads its pinned source when the stream gets to it, not when .to() returns, "
@@ -329,32 +372,27 @@ def _check_gather_races(sampler_cls: SamplerClass, rng: random.Random) -> None:
     # The largest first: a buffer kept from the first call is refilled after. Then the same batch twice, as a steady
     # decode step repeats its shape: a buffer cached for a shape is reused there.
     calls = [(8, 64, False), (3, 64, False), (8, 64, False), (8, 64, True)]
-    results = []
-    with simulated_pinning(True), sim_cuda.simulated_cuda() as device:
-        sampler = sampler_cls()
-        for batch, vocab, same_as_before in calls:
-            if not same_as_before:
-                logits, ids, sampled = logprob_case(rng, batch, vocab, share_with_ids=1.0, device=SIM_DEVICE)
-            got, _ = counted(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled), simulate=True)
-            results.append((got, logits, ids, sampled))
-    expect(not device.races, f"{RACE_MESSAGE}: a later call refilled it before that upload had run",
-           got=device.races[0] if device.races else "", hint=GATHER_RACE_HINT,
+    specs = [None if same else logprob_spec(rng, batch, vocab, share_with_ids=1.0) for batch, vocab, same in calls]
+    ran = gather_outcomes(sampler_cls, specs, streams=True)
+    expect(not ran["races"], f"{RACE_MESSAGE}: a later call refilled it before that upload had run",
+           got=ran["races"][0] if ran["races"] else "", hint=GATHER_RACE_HINT,
            case=" then ".join(f"{b} requests" + (" (the same batch again)" if same else "") for b, _, same in calls)
            + ", no wait between the calls")
-    # read only now: a read between the calls would be a wait, and the calls would no longer run back to back
-    for call, (got, logits, ids, sampled) in enumerate(results):
-        _same_logprobs(got, logits, ids, sampled, f"the counted calls: call {call} of {len(calls)}, "
-                                                  f"{len(sampled)} requests, back to back")
+    shown = [spec or specs[n - 1] for n, spec in enumerate(specs)]  # the same batch again: the one before
+    for call, (result, spec) in enumerate(zip(ran["calls"], shown)):
+        _same_logprobs(result["result"], spec, f"the counted calls: call {call} of {len(calls)}, "
+                                               f"{spec['batch']} requests, back to back")
 
 
 def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
-    with simulated_pinning(False):
-        sampler = sampler_cls()
-        logits, ids, sampled = logprob_case(rng, 8, 64)
-        got, report = on_wsl(lambda: sampler.gather_specific_token_logprobs(logits, ids, sampled), "8 requests")
-        _same_logprobs(got, logits, ids, sampled, "8 requests, no pinned memory")
-        expect_no_syncs(report, "gather_specific_token_logprobs", "keep non_blocking=True", "8 requests",
-                         staged_ok=True)
+    spec = logprob_spec(rng, 8, 64)
+    ran = gather_outcomes(sampler_cls, [spec], pinning=False)
+    if "unavailable" in ran:
+        raise CheckFailed("asked for pinned memory where the platform has none", got=ran["unavailable"],
+                          hint=WSL_HINT, case="8 requests")
+    _same_logprobs(ran["calls"][0]["result"], spec, "8 requests, no pinned memory")
+    expect_no_syncs(ran["calls"][0]["syncs"], "gather_specific_token_logprobs", "keep non_blocking=True",
+                    "8 requests", staged_ok=True)
 
 
 CHECKS_3_2 = [
@@ -582,9 +620,11 @@ def _host_reference(spec: dict[str, Any], dtype: str | None = None) -> dict[str,
 
 
 @answer_key("3.2")
-def _gather_reference(logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
-                     sampled: list[int]) -> tuple[list[list[int]], list[list[float]], list[int]] | None:
-    """The same result as plain lists, computed request by request on the host (``logits`` on the host)."""
+def _gather_reference(spec: dict[str, Any]) -> tuple[list[list[int]], list[list[float]], list[int]] | None:
+    """The same result as plain lists, computed request by request on the host, for the case ``spec`` describes
+    (:func:`logprob_spec`)."""
+    logits, logprob_token_ids, sampled_t = logprob_inputs(spec)
+    logits, sampled = logits.cpu(), sampled_t.cpu().tolist()
     if not logprob_token_ids:
         return None
     width = 1 + max(len(t) for t in logprob_token_ids.values())
