@@ -60,8 +60,8 @@ def test_what_is_not_plain_crosses_as_its_name():
 
 
 def test_the_exercises_judged_apart_are_those_whose_answers_are_data_or_run_by_a_runner():
-    assert {t for t, e in EXERCISES.items() if e.judged_apart} == {"0.2", "2.2", "3.1", "3.2", "3.6", "4.1", "4.2",
-                                                                    "5.1", "6.3"}
+    assert {t for t, e in EXERCISES.items() if e.judged_apart} == {"0.2", "2.2", "3.1", "3.2", "3.3", "3.4", "3.6",
+                                                                    "4.1", "4.2", "5.1", "6.3"}
 
 
 # An answer that also looks through its own process for what the checks keep: the answers of the exercises judged
@@ -194,7 +194,7 @@ def test_a_function_judged_apart_is_called_there_not_here():
         process.end()
 
 
-@pytest.mark.parametrize("task", ["0.2", "2.2", "3.1", "3.2", "3.6", "4.1", "4.2"])
+@pytest.mark.parametrize("task", ["0.2", "2.2", "3.1", "3.2", "3.3", "3.4", "3.6", "4.1", "4.2"])
 def test_the_stored_answers_are_the_answers_written_again(task):
     """data/expected/ is what `python -m synclab expected` writes from the real answers (6.3's: test_capstone.py).
     4.1's 200 random steps take half a minute: its first seed is written again, and must be stored as it is."""
@@ -228,6 +228,12 @@ CLASSES_APART = {
             ["import synclab.pinned_transfers as ch", "import numpy as np", "import torch",
              "from synclab.device import DeviceLike, is_pin_memory_available, pick_device, to_device",
              "from synclab.engine.sampler import LogprobsTensors, Sampler, compute_token_logprobs"]),
+    "3.3": ("PinnedInputsRunner", "check_init_model_kwargs", "3.3-python-lists",
+            ["import synclab.pinned_transfers as ch", "from typing import Any", "import numpy as np", "import torch",
+             "from synclab.engine.model_inputs import GPUModelRunner"]),
+    "3.4": ("PinnedInputsRunner", "check_fast_prefill", "3.4-broadcast-tail-value-error",
+            ["import synclab.pinned_transfers as ch", "from typing import Any", "import torch",
+             "from synclab.engine.model_inputs import GPUModelRunner"]),
     "4.1": ("ReverseScanBatch", "check_update_async_output_token_ids", "4.1-lt-helper-class",
             ["import synclab.reverse_scan as ch", "from synclab.engine.input_batch import InputBatch, PLACEHOLDER"]),
     "5.1": ("ListCachedRange", "check_placeholder_range", "5.1-getattr-type-self",
@@ -244,6 +250,9 @@ def test_a_class_judged_apart_is_run_there_and_gets_the_notebooks_reports(task):
     name, check, right, setup = CLASSES_APART[task]
     wrong = _wrong_versions(f"{task}-")
     assert len(wrong) >= 3, sorted(wrong)
+    # three of them (each wrong version's failure on the grader's path is tests/test_honest_corpus.py's): a check
+    # that runs its answer twice per version, here and there, costs a 4.1 or a 5.1 several seconds a version
+    wrong = dict(sorted(wrong.items())[:3])
     right_source = (ROOT / "tests" / "honest" / "right" / f"{right}.py").read_text()
     for label, source in [*wrong.items(), ("right", right_source)]:
         exercise = {"task": task, "cells": [{"source": source, "answers": [task]}], "defines": [name]}

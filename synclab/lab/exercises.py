@@ -51,8 +51,10 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     Exercise("3.2", "ch3", 6, ("PinnedSampler",), "ch3.check_gather_specific_token_logprobs(PinnedSampler)",
              judged_apart=True),  # its checks ask the reader's sampler through a runner (gather_outcomes)
     Exercise("3.3", "ch3", 3, ("PinnedInputsRunner",), "ch3.check_init_model_kwargs(PinnedInputsRunner)",
-             stretch=True),  # the pattern of 3.1-3.2 at a third site: the core fits a learner's 75 minutes without it
-    Exercise("3.4", "ch3", 2, ("PinnedInputsRunner",), "ch3.check_fast_prefill(PinnedInputsRunner)", stretch=True),
+             stretch=True, judged_apart=True),  # the pattern of 3.1-3.2 at a third site: the core fits 75 minutes
+    #                                        without it
+    Exercise("3.4", "ch3", 2, ("PinnedInputsRunner",), "ch3.check_fast_prefill(PinnedInputsRunner)", stretch=True,
+             judged_apart=True),  # 3.3 and 3.4: runners (kwargs_outcomes, prefill_outcomes) run the reader's runner
     Exercise("3.5", "ch3", 3, ("bincount",), "ch3.check_bincount(bincount)", stretch=True),
     Exercise("3.6", "ch3", 3, ("my_predictions",), "ch3.check_sync_predictions(my_predictions)",
              stretch=True, judged_apart=True),  # a self-test of the kinds: learners put the core at 85 minutes with it

@@ -18,7 +18,6 @@ import torch
 from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right
 from synclab.device import SIM_DEVICE, is_device_tensor, pick_device, pin_questions, to_device
 from synclab.sim import cuda as sim_cuda
-from synclab.engine.model_inputs import GPUModelRunner
 from synclab.engine.pool_metadata import PoolingParams
 from synclab.engine.sampler import LogprobsTensors
 from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning
@@ -27,10 +26,8 @@ from synclab.answer_keys import answer_key
 from synclab.answer_keys.runners import runs_with_the_answer
 
 
-from synclab.pinned_transfers.checks.common import (PIN_HINT, WSL_HINT, counted, expect_no_syncs, on_wsl,
-                                                    report_data)
+from synclab.pinned_transfers.checks.common import PIN_HINT, WSL_HINT, counted, expect_no_syncs, report_data
 from synclab.pinned_transfers.workloads import RunnerClass, SamplerClass, logprob_case, runner_for, token_type_case
-from synclab.syncs import SyncReport
 
 H2DFunction = Callable[..., torch.Tensor]
 
@@ -416,87 +413,128 @@ def check_gather_specific_token_logprobs(sampler_cls: SamplerClass, seed: int | 
 # ----------------------------------------------------------------------------- Exercise 3.3: _init_model_kwargs
 
 
-def _same_token_types(got: Any, params: list[PoolingParams], lens: list[int], case: str) -> None:
-    want = _token_type_ids_reference(params, lens)
-    expect(isinstance(got, dict), "_init_model_kwargs returns a dict", got=type(got).__name__, case=case)
+def _params_data(params: list[PoolingParams]) -> list[list[Any]]:
+    """Requests' pooling params as plain data: [task, extra kwargs] each."""
+    return [[p.task, p.extra_kwargs] for p in params]
+
+
+def _params_of(data: list[list[Any]]) -> list[PoolingParams]:
+    return [PoolingParams(task, extra) for task, extra in data]
+
+
+def _kwargs_data(got: Any) -> dict[str, Any]:
+    """What a check compares of ``_init_model_kwargs``'s result, as plain data."""
+    if not isinstance(got, dict):
+        return {"type": type(got).__name__}
+    ids = got.get("token_type_ids")
+    described = {"keys": sorted(map(str, got)), "empty": not got}
+    if isinstance(ids, torch.Tensor):
+        described.update(on_device=is_device_tensor(ids), dtype=str(ids.dtype), values=ids.detach().cpu().tolist())
+    return described
+
+
+@runs_with_the_answer
+def kwargs_outcomes(runner_cls: RunnerClass, steps: list[dict[str, Any]], pinning: bool = True,
+                    is_pooling_model: bool = True) -> dict[str, Any]:
+    """One runner of ``runner_cls`` through ``steps`` (each its requests' ``params`` as data and ``lens``), asked
+    ``_init_model_kwargs()`` once per step, counted; where pinned memory is available or not (WSL). Each call's
+    result and syncs, or what a call that asked for pinned memory where there is none was told (a runner)."""
+    calls = []
+    with simulated_pinning(pinning):
+        runner = runner_for(runner_cls, _params_of(steps[0]["params"]), steps[0]["lens"],
+                            is_pooling_model=is_pooling_model)
+        for n, step in enumerate(steps):
+            if n:
+                runner.set_requests(_params_of(step["params"]), step["lens"])
+            try:
+                got, report = counted(runner._init_model_kwargs)
+            except PinnedMemoryUnavailable as exc:
+                return {"unavailable": str(exc).split(":")[0]}
+            calls.append({"result": _kwargs_data(got), "syncs": report_data(report)})
+    return {"calls": calls}
+
+
+def _step(params: list[PoolingParams], lens: list[int]) -> dict[str, Any]:
+    return {"params": _params_data(params), "lens": lens}
+
+
+def _same_token_types(got: dict[str, Any], params: list[PoolingParams], lens: list[int], case: str) -> None:
+    want = _token_type_ids_reference(_params_data(params), lens)
+    expect("keys" in got, "_init_model_kwargs returns a dict", got=got.get("type"), case=case)
     if want is None:
-        expect(got == {}, "no request carries token types: return {}", got=sorted(got), case=case)
+        expect(got["empty"], "no request carries token types: return {}", got=got["keys"], case=case)
         return
-    expect_equal(sorted(got), ["token_type_ids"], what="keys of the model kwargs", case=case)
-    ids = got["token_type_ids"]
-    expect(is_device_tensor(ids), "token_type_ids must be on the device", got="a host tensor", case=case)
-    expect_equal(ids.dtype, torch.int32, what="dtype of token_type_ids", case=case)
-    expect_equal(ids.cpu().tolist(), want, what="token_type_ids",
+    expect_equal(got["keys"], ["token_type_ids"], what="keys of the model kwargs", case=case)
+    expect(got.get("on_device", False), "token_type_ids must be on the device",
+           got="a host tensor" if "on_device" in got else "not a tensor", case=case)
+    expect_equal(got["dtype"], "torch.int32", what="dtype of token_type_ids", case=case)
+    expect_equal(got["values"], want, what="token_type_ids",
                  hint="per request: arange(seq_len) >= boundary (no boundary: all 0), concatenated", case=case)
+
+
+def _only_call(runner_cls: RunnerClass, params: list[PoolingParams], lens: list[int], **kwargs: Any) -> dict[str, Any]:
+    return kwargs_outcomes(runner_cls, [_step(params, lens)], **kwargs)["calls"][0]
 
 
 def _check_types_fixed(runner_cls: RunnerClass, rng: random.Random) -> None:
     params = [PoolingParams("classify", {"compressed_token_type_ids": 2}), PoolingParams("classify"),
               PoolingParams("classify", {"compressed_token_type_ids": 0}),
               PoolingParams("classify", {"compressed_token_type_ids": 3})]
-    with simulated_pinning(True):
-        runner = runner_for(runner_cls, params, [5, 3, 4, 3])
-        got, _ = counted(runner._init_model_kwargs)
-        _same_token_types(got, params, [5, 3, 4, 3], "boundary 2 of 5, none, 0 of 4, 3 of 3")
+    got = _only_call(runner_cls, params, [5, 3, 4, 3])["result"]
+    _same_token_types(got, params, [5, 3, 4, 3], "boundary 2 of 5, none, 0 of 4, 3 of 3")
 
 
 def _check_types_shrunk_batch(runner_cls: RunnerClass, rng: random.Random) -> None:
     """The runner's host lengths are a buffer for max_num_reqs: past this step's requests they hold stale values."""
-    with simulated_pinning(True):
-        runner = runner_for(runner_cls, [PoolingParams("classify", {"compressed_token_type_ids": 1})] * 4, [5, 6, 7, 8])
-        params = [PoolingParams("classify", {"compressed_token_type_ids": 2}), PoolingParams("classify")]
-        runner.set_requests(params, [4, 3])  # the batch shrank: entries 2 and 3 still hold 7 and 8
-        got, _ = counted(runner._init_model_kwargs)
-        _same_token_types(got, params, [4, 3], "4 requests last step, 2 now: the lengths past request 2 are stale "
-                          "(read only the first num_reqs of optimistic_seq_lens_cpu)")
+    params, lens = [PoolingParams("classify", {"compressed_token_type_ids": 2}), PoolingParams("classify")], [4, 3]
+    # the batch shrank: entries 2 and 3 still hold 7 and 8
+    before = [PoolingParams("classify", {"compressed_token_type_ids": 1})] * 4
+    steps = [_step(before, [5, 6, 7, 8]), _step(params, lens)]
+    got = kwargs_outcomes(runner_cls, steps)["calls"][1]["result"]
+    _same_token_types(got, params, lens, "4 requests last step, 2 now: the lengths past request 2 are stale "
+                      "(read only the first num_reqs of optimistic_seq_lens_cpu)")
 
 
 def _check_types_no_kwargs(runner_cls: RunnerClass, rng: random.Random) -> None:
     cases = [("no request carries token types", [PoolingParams("classify")] * 3, [4, 2, 7], True),
              ("empty batch", [], [], True),
              ("not a pooling model", [PoolingParams("classify", {"compressed_token_type_ids": 1})], [3], False)]
-    with simulated_pinning(True):
-        for case, params, lens, pooling in cases:
-            runner = runner_for(runner_cls, params, lens, is_pooling_model=pooling)
-            got, _ = counted(runner._init_model_kwargs)
-            expect(got == {}, "return {}: there is nothing to pass", got=got, case=case,
-                   hint="return {} before building anything when no request carries a boundary (or the model is not "
-                        "a pooling model): the model takes no token_type_ids then, not a tensor of zeros")
+    for case, params, lens, pooling in cases:
+        got = _only_call(runner_cls, params, lens, is_pooling_model=pooling)["result"]
+        expect(got.get("empty", False), "return {}: there is nothing to pass", got=got.get("keys", got.get("type")),
+               case=case, hint="return {} before building anything when no request carries a boundary (or the model "
+                               "is not a pooling model): the model takes no token_type_ids then, not a tensor of zeros")
 
 
 def _check_types_random(runner_cls: RunnerClass, rng: random.Random) -> None:
-    with simulated_pinning(True):
-        for trial in range(12):
-            params, lens = token_type_case(rng, rng.randint(1, 64), share_with_types=rng.random())
-            runner = runner_for(runner_cls, params, lens)
-            got, _ = counted(runner._init_model_kwargs)
-            _same_token_types(got, params, lens, f"random batch {trial}: {len(lens)} requests")
+    for trial in range(12):
+        params, lens = token_type_case(rng, rng.randint(1, 64), share_with_types=rng.random())
+        case = f"random batch {trial}: {len(lens)} requests"  # named before the call: a crash reports it
+        _same_token_types(_only_call(runner_cls, params, lens)["result"], params, lens, case)
 
 
 def _check_types_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
-    with simulated_pinning(True):
-        params, lens = token_type_case(rng, 64)
-        runner = runner_for(runner_cls, params, lens)
-        got, report = counted(runner._init_model_kwargs)
-        hint = "take the lengths from self.optimistic_seq_lens_cpu (host), not self.seq_lens (device); " + PIN_HINT
-        expect_no_syncs(report, "_init_model_kwargs", hint, "64 requests")
-        _same_token_types(got, params, lens, "the counted call: 64 requests")
-        # the host lengths' own edge, counted too: the batch shrank, and entries past it are stale
-        shrunk = [PoolingParams("classify", {"compressed_token_type_ids": 1})] * 2
-        runner.set_requests(shrunk, [3, 2])
-        got, report = counted(runner._init_model_kwargs)
-        expect_no_syncs(report, "_init_model_kwargs", hint, "64 requests last step, 2 now")
-        _same_token_types(got, shrunk, [3, 2], "the counted call: 64 requests last step, 2 now (the lengths past "
-                          "request 2 are stale: read only the first num_reqs of optimistic_seq_lens_cpu)")
+    params, lens = token_type_case(rng, 64)
+    # the host lengths' own edge, counted too: the batch shrank, and entries past it are stale
+    shrunk = [PoolingParams("classify", {"compressed_token_type_ids": 1})] * 2
+    first, second = kwargs_outcomes(runner_cls, [_step(params, lens), _step(shrunk, [3, 2])])["calls"]
+    hint = "take the lengths from self.optimistic_seq_lens_cpu (host), not self.seq_lens (device); " + PIN_HINT
+    expect_no_syncs(first["syncs"], "_init_model_kwargs", hint, "64 requests")
+    _same_token_types(first["result"], params, lens, "the counted call: 64 requests")
+    expect_no_syncs(second["syncs"], "_init_model_kwargs", hint, "64 requests last step, 2 now")
+    _same_token_types(second["result"], shrunk, [3, 2], "the counted call: 64 requests last step, 2 now (the "
+                      "lengths past request 2 are stale: read only the first num_reqs of optimistic_seq_lens_cpu)")
 
 
 def _check_types_wsl(runner_cls: RunnerClass, rng: random.Random) -> None:
-    with simulated_pinning(False):
-        params, lens = token_type_case(rng, 8, share_with_types=1.0)
-        runner = runner_for(runner_cls, params, lens)
-        got, report = on_wsl(runner._init_model_kwargs, "8 requests")
-        _same_token_types(got, params, lens, "8 requests, no pinned memory")
-        expect_no_syncs(report, "_init_model_kwargs", "keep non_blocking=True", "8 requests", staged_ok=True)
+    params, lens = token_type_case(rng, 8, share_with_types=1.0)
+    ran = kwargs_outcomes(runner_cls, [_step(params, lens)], pinning=False)
+    if "unavailable" in ran:
+        raise CheckFailed("asked for pinned memory where the platform has none", got=ran["unavailable"],
+                          hint=WSL_HINT, case="8 requests")
+    _same_token_types(ran["calls"][0]["result"], params, lens, "8 requests, no pinned memory")
+    expect_no_syncs(ran["calls"][0]["syncs"], "_init_model_kwargs", "keep non_blocking=True", "8 requests",
+                    staged_ok=True)
 
 
 CHECKS_3_3 = [
@@ -521,21 +559,36 @@ def check_init_model_kwargs(runner_cls: RunnerClass, seed: int | None = None) ->
 STALE = 1_000_000  # what an earlier, larger step left in the persistent buffer: an index far past this batch
 
 
-def _fast_prefill(runner: GPUModelRunner, indices: list[int]) -> tuple[Any, SyncReport]:
-    logits_indices = to_device(torch.tensor(indices, dtype=torch.int32), runner.device)  # [n] device
-    return counted(lambda: runner._prepare_kv_sharing_fast_prefill(logits_indices))
+@runs_with_the_answer
+def prefill_outcomes(runner_cls: RunnerClass, steps: list[list[int]]) -> dict[str, Any]:
+    """One runner of ``runner_cls`` whose persistent buffer holds stale entries, asked to pad each step's logits
+    indices in turn, each call counted: what it returned, whether that is the buffer, the buffer's entries, the
+    CUDA-graph size, the syncs (a runner: :mod:`synclab.answer_keys.runners`)."""
+    runner = runner_cls(max_num_tokens=1024)
+    runner.kv_sharing_fast_prefill_logits_indices.fill_(STALE)
+    calls = []
+    for indices in steps:
+        logits_indices = to_device(torch.tensor(indices, dtype=torch.int32), runner.device)  # [n] device
+        got, report = counted(lambda: runner._prepare_kv_sharing_fast_prefill(logits_indices))
+        buf = runner.kv_sharing_fast_prefill_logits_indices
+        result = ({"tensor": True, "buffer": got.data_ptr() == buf.data_ptr(), "values": got.cpu().tolist()}
+                  if isinstance(got, torch.Tensor) else {"tensor": False, "type": type(got).__name__})
+        calls.append({"result": result, "tail": buf[len(indices):].cpu().tolist(),
+                      "padded_len": runner.pad_for_cudagraph(len(indices)) if indices else 0,
+                      "syncs": report_data(report)})
+    return {"calls": calls}
 
 
-def _same_padding(runner: GPUModelRunner, got: Any, indices: list[int], case: str) -> None:
-    want = _fast_prefill_reference(indices, runner.pad_for_cudagraph(len(indices)))
-    expect(isinstance(got, torch.Tensor), "return a tensor", got=type(got).__name__, case=case)
-    buf = runner.kv_sharing_fast_prefill_logits_indices
-    expect(got.data_ptr() == buf.data_ptr(), "return a slice of the persistent buffer",
+def _same_padding(call: dict[str, Any], indices: list[int], case: str) -> None:
+    want = _fast_prefill_reference(indices, call["padded_len"])
+    got = call["result"]
+    expect(got["tensor"], "return a tensor", got=got.get("type"), case=case)
+    expect(got["buffer"], "return a slice of the persistent buffer",
            got="a new tensor", hint="CUDA graphs replay with the buffer's address: return buf[:num_padded]", case=case)
-    expect_equal(got.cpu().tolist(), want, what=f"padded indices ({len(indices)} -> {len(want)})",
+    expect_equal(got["values"], want, what=f"padded indices ({len(indices)} -> {len(want)})",
                  hint="copy the indices, then fill the tail with the last one (stale entries point past the batch)",
                  case=case)
-    tail = buf[len(indices):].cpu().tolist()  # the contract: every entry after the indices, not only up to the pad
+    tail = call["tail"]  # the contract: every entry after the indices, not only up to the pad
     stale = next((i for i, v in enumerate(tail) if v != indices[-1]), None)
     expect(stale is None, "the buffer after the indices must hold the last index in every entry",
            expected=f"{indices[-1]} in all {len(tail)} entries after the first {len(indices)}",
@@ -545,26 +598,19 @@ def _same_padding(runner: GPUModelRunner, got: Any, indices: list[int], case: st
                 "the padded slice you return", case=case)
 
 
-def _stale_runner(runner_cls: RunnerClass) -> GPUModelRunner:
-    runner = runner_cls(max_num_tokens=1024)
-    runner.kv_sharing_fast_prefill_logits_indices.fill_(STALE)
-    return runner
-
-
 def _check_prefill_fixed(runner_cls: RunnerClass, rng: random.Random) -> None:
     cases = [("3 indices, padded to 4", [4, 9, 17]), ("1 index", [0]), ("8 indices: no padding", list(range(3, 11))),
              ("5 indices after a step of 7", [1, 2, 3, 4, 5]), ("600 indices: beyond the captured sizes", list(range(600)))]
-    runner = _stale_runner(runner_cls)
-    _fast_prefill(runner, list(range(100, 107)))  # a larger step first: its indices stay in the buffer
-    for case, indices in cases:
-        got, _ = _fast_prefill(runner, indices)
-        _same_padding(runner, got, indices, case)
+    case = "a step of 7 indices, then " + "; ".join(c for c, _ in cases)  # named before the call: a crash reports it
+    # a larger step first: its indices stay in the buffer
+    ran = prefill_outcomes(runner_cls, [list(range(100, 107))] + [indices for _, indices in cases])
+    for (case, indices), call in zip(cases, ran["calls"][1:]):
+        _same_padding(call, indices, case)
 
 
 def _check_prefill_empty(runner_cls: RunnerClass, rng: random.Random) -> None:
-    runner = _stale_runner(runner_cls)
     try:
-        _fast_prefill(runner, [])
+        prefill_outcomes(runner_cls, [[]])
     except NotImplementedError:  # the stub: not written yet, which the report says as such
         raise
     except Exception:  # any error of the answer's choosing is loud: an assert as vLLM's, a ValueError, its own class
@@ -574,20 +620,20 @@ def _check_prefill_empty(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 
 def _check_prefill_random(runner_cls: RunnerClass, rng: random.Random) -> None:
-    runner = _stale_runner(runner_cls)
-    for trial in range(15):
+    steps = []
+    for _ in range(15):
         n = rng.randint(1, 700)
-        indices = sorted(rng.sample(range(4 * n), n))
-        got, _ = _fast_prefill(runner, indices)
-        _same_padding(runner, got, indices, f"random step {trial}: {n} indices")
+        steps.append(sorted(rng.sample(range(4 * n), n)))
+    case = f"{len(steps)} random steps, one runner"  # named before the call: a crash reports it
+    for trial, (indices, call) in enumerate(zip(steps, prefill_outcomes(runner_cls, steps)["calls"])):
+        _same_padding(call, indices, f"random step {trial}: {len(indices)} indices")
 
 
 def _check_prefill_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
-    runner = _stale_runner(runner_cls)
-    got, report = _fast_prefill(runner, [2, 7, 11])
-    expect_no_syncs(report, "_prepare_kv_sharing_fast_prefill",
-                     "assign the 0-d device tensor logits_indices[-1] to the tail; .item() reads it back", "3 indices")
-    _same_padding(runner, got, [2, 7, 11], "the counted call: 3 indices, padded to 4, stale entries after them")
+    call = prefill_outcomes(runner_cls, [[2, 7, 11]])["calls"][0]
+    expect_no_syncs(call["syncs"], "_prepare_kv_sharing_fast_prefill",
+                    "assign the 0-d device tensor logits_indices[-1] to the tail; .item() reads it back", "3 indices")
+    _same_padding(call, [2, 7, 11], "the counted call: 3 indices, padded to 4, stale entries after them")
 
 
 CHECKS_3_4 = [
@@ -639,9 +685,10 @@ def _gather_reference(spec: dict[str, Any]) -> tuple[list[list[int]], list[list[
 
 
 @answer_key("3.3")
-def _token_type_ids_reference(pooling_params: Sequence[PoolingParams], seq_lens: Sequence[int]) -> list[int] | None:
-    """The flat token types as a list (None: no request carries them, so no kwarg)."""
-    bounds = [(p.extra_kwargs or {}).get("compressed_token_type_ids") for p in pooling_params]
+def _token_type_ids_reference(pooling_params: Sequence[Sequence[Any]], seq_lens: Sequence[int]) -> list[int] | None:
+    """The flat token types as a list (None: no request carries them, so no kwarg), for requests whose pooling
+    params are given as data ([task, extra kwargs] each)."""
+    bounds = [(extra or {}).get("compressed_token_type_ids") for _, extra in pooling_params]
     if all(b is None for b in bounds):
         return None
     return [int(b is not None and j >= b) for b, n in zip(bounds, seq_lens) for j in range(n)]
