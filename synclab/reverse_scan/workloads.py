@@ -78,21 +78,6 @@ def random_step(rng: random.Random, num_reqs: int, max_len: int = 40, max_spec: 
     return outputs, sampled, rows
 
 
-def _run_step(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[list[int]], rows: list[int | None],
-              history_needed: bool = True, counting: bool = True) -> tuple[list[CachedRequestState], Any, int]:
-    """Run one repair under simulated CUDA; the request states, the sync report, and the waits on the event.
-
-    Every history is a :class:`~synclab.dispatch.CountingList`, counted or not, so that no call can tell the counted
-    one from the others. The checks read a step through :func:`step_outcome`, which runs this."""
-    with sim_cuda.simulated_cuda() as device, count_syncs(simulate=True) as report:
-        event = torch.cuda.Event()
-        event.record()
-        batch, states = build_step(batch_cls, outputs, sampled, rows, event, history_needed, counting)
-        batch.update_async_output_token_ids()
-    waits = sum(op == "host waits" for op in device.log.ops())
-    return states, report, waits
-
-
 class StepOutcome(TypedDict):
     """One repair as plain data: everything a check of Exercise 4.1 compares."""
 

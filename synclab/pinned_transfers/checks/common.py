@@ -91,8 +91,13 @@ def on_wsl(fn: Callable[[], Any], case: str) -> tuple[Any, SyncReport]:
     try:
         return counted(fn)
     except PinnedMemoryUnavailable as exc:
-        raise CheckFailed("asked for pinned memory where the platform has none", got=str(exc).split(":")[0],
-                          hint=WSL_HINT, case=case) from None
+        raise pinning_refused(str(exc).split(":")[0], case) from None
+
+
+def pinning_refused(said: str, case: str) -> CheckFailed:
+    """The failure of a call that asked for pinned memory on a platform without any (WSL); ``said``: what it was
+    told (a runner sends it back as ``{"unavailable": said}``)."""
+    return CheckFailed("asked for pinned memory where the platform has none", got=said, hint=WSL_HINT, case=case)
 
 
 WAIT_HINT = ("a non_blocking device-to-host copy returns before the data is there: wait (synchronize the stream, "

@@ -26,7 +26,8 @@ from synclab.answer_keys import answer_key
 from synclab.answer_keys.runners import runs_with_the_answer
 
 
-from synclab.pinned_transfers.checks.common import PIN_HINT, WSL_HINT, counted, expect_no_syncs, report_data
+from synclab.pinned_transfers.checks.common import (PIN_HINT, counted, expect_no_syncs, pinning_refused,
+                                                    report_data)
 from synclab.pinned_transfers.workloads import RunnerClass, SamplerClass, logprob_case, runner_for, token_type_case
 
 H2DFunction = Callable[..., torch.Tensor]
@@ -166,8 +167,7 @@ def _check_h2d_wsl(impl: H2DFunction, rng: random.Random) -> None:
     for case, spec, dtype in _h2d_cases(rng):
         call = upload_outcome(impl, spec, "pick", dtype, pinning=False)
         if "unavailable" in call:
-            raise CheckFailed("asked for pinned memory where the platform has none", got=call["unavailable"],
-                              hint=WSL_HINT, case=case)
+            raise pinning_refused(call["unavailable"], case)
         _same_upload(call["result"], spec, dtype, case)
         expect_no_syncs(call["syncs"], "the upload", "keep non_blocking=True: without pinning it is the best there is",
                         case, staged_ok=True)
@@ -385,8 +385,7 @@ def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
     spec = logprob_spec(rng, 8, 64)
     ran = gather_outcomes(sampler_cls, [spec], pinning=False)
     if "unavailable" in ran:
-        raise CheckFailed("asked for pinned memory where the platform has none", got=ran["unavailable"],
-                          hint=WSL_HINT, case="8 requests")
+        raise pinning_refused(ran["unavailable"], "8 requests")
     _same_logprobs(ran["calls"][0]["result"], spec, "8 requests, no pinned memory")
     expect_no_syncs(ran["calls"][0]["syncs"], "gather_specific_token_logprobs", "keep non_blocking=True",
                     "8 requests", staged_ok=True)
@@ -530,8 +529,7 @@ def _check_types_wsl(runner_cls: RunnerClass, rng: random.Random) -> None:
     params, lens = token_type_case(rng, 8, share_with_types=1.0)
     ran = kwargs_outcomes(runner_cls, [_step(params, lens)], pinning=False)
     if "unavailable" in ran:
-        raise CheckFailed("asked for pinned memory where the platform has none", got=ran["unavailable"],
-                          hint=WSL_HINT, case="8 requests")
+        raise pinning_refused(ran["unavailable"], "8 requests")
     _same_token_types(ran["calls"][0]["result"], params, lens, "8 requests, no pinned memory")
     expect_no_syncs(ran["calls"][0]["syncs"], "_init_model_kwargs", "keep non_blocking=True", "8 requests",
                     staged_ok=True)
