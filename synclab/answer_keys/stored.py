@@ -1,13 +1,13 @@
 """Stored answers: what the students' install holds in place of the answers it does not ship.
 
 Used by the checks of the exercises judged apart (0.2, 2.2, 3.1 to 3.4, 3.6, 4.1, 4.2, 5.1, 6.3:
-:mod:`synclab.lab.judged_apart`), in a
-students' install only. There, each answer those checks compare with (``_bottleneck_reference``, a prediction
-measurer, an answer key) is not shipped: its body is one call of :func:`stored_answer`, which returns the result
-stored for the same arguments in ``data/expected/<task>.json``. Those files hold the answers of the **public**
-cases alone: the fixed cases, and the random cases of a few seeds (:func:`public_seeds`), which a learner's check
-in the install draws from. ``python -m synclab expected`` writes them from the real answers, and a test writes them
-again and compares. The grader's own cases are drawn from its own seed, and its answers' process holds no such file.
+:mod:`synclab.lab.judged_apart`), in a students' install only. There, each answer those checks compare with
+(``_bottleneck_reference``, a prediction measurer, an answer key) is not shipped: its body is one call of
+:func:`stored_answer`, which returns the result stored for the same arguments in ``data/expected/<task>.json``.
+Those files hold the answers of the **public** cases alone: the fixed cases, and the random cases of a few seeds
+(:func:`public_seeds`), which a learner's check in the install draws from. ``python -m synclab expected`` writes
+them from the real answers, and a test writes them again and compares. The grader's own cases are drawn from its own
+seed, and its answers' process holds no such file.
 """
 
 from __future__ import annotations
