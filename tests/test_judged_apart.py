@@ -17,13 +17,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from synclab.lab import judge
+from synclab.lab import answer_server, judge
 from synclab.lab.exercises import EXERCISES
 from synclab.lab.judged_apart import AnswerProcess, RemoteFunction, answer_environment, start
 from synclab.answer_keys.plain_data import Opaque, decode, encode
@@ -115,9 +116,22 @@ def _env() -> dict[str, str]:
     return answer_environment(judge._worker_env(), str(judge.grading_install()), str(judge.answer_install()))
 
 
-def _started(source: str, names: list[str]) -> tuple[AnswerProcess, dict]:
+_CONNECTION: list = []  # this test process's connection to its answers' server, as a grading job holds one
+
+
+def _job(fresh: bool = False) -> dict:
+    """A job as the grader's worker sees it: answers' processes forked by the warm server, or started afresh."""
+    job = {"course_roots": [str(ROOT)], "readable": judge._readable(), "imports": []}
+    if not fresh:
+        if not _CONNECTION:
+            _CONNECTION.append(answer_server.connect(_env()))
+        job["answer_server_fd"] = _CONNECTION[0].fileno()
+    return job
+
+
+def _started(source: str, names: list[str], fresh: bool = False) -> tuple[AnswerProcess, dict]:
     exercise = {"task": "4.2", "cells": [{"source": source, "answers": ["4.2"]}], "defines": names}
-    job = {"course_roots": [str(ROOT)], "readable": judge._readable()}
+    job = _job(fresh)
     verdict: dict = {"notes": [], "error": ""}
     process, bound = start(exercise, job, ["import synclab.reverse_scan as ch4", "import synclab.capstone"], set(),
                            _env(), verdict)
@@ -184,9 +198,10 @@ def test_wrong_answers_judged_apart_get_the_notebooks_reports():
         process.end()
 
 
-def test_a_function_judged_apart_is_called_there_not_here():
+@pytest.mark.parametrize("fresh", [False, True], ids=["forked by the answers' server", "a fresh Python"])
+def test_a_function_judged_apart_is_called_there_not_here(fresh):
     process, bound = _started("import os\n\ndef host_bottleneck_length(*args):\n    return os.getpid()\n",
-                              ["host_bottleneck_length"])
+                              ["host_bottleneck_length"], fresh)
     try:
         assert isinstance(bound["host_bottleneck_length"], RemoteFunction)
         assert bound["host_bottleneck_length"]({1: 2.0}, 3.0, 4) != os.getpid()
@@ -256,7 +271,7 @@ def test_a_class_judged_apart_is_run_there_and_gets_the_notebooks_reports(task):
     right_source = (ROOT / "tests" / "honest" / "right" / f"{right}.py").read_text()
     for label, source in [*wrong.items(), ("right", right_source)]:
         exercise = {"task": task, "cells": [{"source": source, "answers": [task]}], "defines": [name]}
-        job = {"course_roots": [str(ROOT)], "readable": judge._readable()}
+        job = _job()
         verdict: dict = {"notes": [], "error": ""}
         process, bound = start(exercise, job, setup, set(), _env(), verdict)
         assert process is not None, (label, verdict)
@@ -336,7 +351,7 @@ def test_vllms_code_before_the_pr_is_refused_to_an_answer_judged_apart_as_in_the
 
     source = "class ReverseScanBatch(InputBatchBaseline):\n    pass  # vLLM's forward scan, handed in as it is\n"
     exercise = {"task": "4.1", "cells": [{"source": source, "answers": ["4.1"]}], "defines": ["ReverseScanBatch"]}
-    job = {"course_roots": [str(ROOT)], "readable": judge._readable()}
+    job = _job()
     verdict: dict = {"notes": [], "error": ""}
     setup = ["import synclab.reverse_scan as ch4",
              "from synclab.engine.input_batch_baseline import InputBatchBaseline"]
@@ -350,3 +365,58 @@ def test_vllms_code_before_the_pr_is_refused_to_an_answer_judged_apart_as_in_the
     for report in (here, apart):
         assert not any(o.ok for o in report.outcomes if o.status != "skipped"), str(report)
         assert "InputBatchBaseline.update_async_output_token_ids" in str(report), str(report)
+
+
+def _sockets_of(pid: int) -> list[str]:
+    """The sockets process ``pid`` holds open."""
+    links = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:  # closed meanwhile
+            pass
+    return [link for link in links if link.startswith("socket:")]
+
+
+def test_each_answer_is_forked_afresh_and_holds_nothing_of_the_server():
+    """The answers' server (synclab.lab.answer_server) forks each answer's process from a Python that ran no cell: an
+    answer that changes the chapter's module leaves the next answer's as the package wrote it, and neither holds a
+    socket (the server's connections are the server's, not the answer's)."""
+    changes = "import synclab.reverse_scan as ch4\nch4.CHANGED = True\n\ndef host_bottleneck_length(*args):\n" \
+              "    return 1.0\n"
+    looks = "import synclab.reverse_scan as ch4\n\ndef host_bottleneck_length(*args):\n" \
+            "    return hasattr(ch4, 'CHANGED')\n"
+    first, _ = _started(changes, ["host_bottleneck_length"])
+    second, bound = _started(looks, ["host_bottleneck_length"])
+    try:
+        assert bound["host_bottleneck_length"]() is False
+        assert _sockets_of(first._pid) == [] and _sockets_of(second._pid) == []
+    finally:
+        first.end()
+        second.end()
+
+
+def test_a_jobs_answers_end_with_its_connection():
+    """A job that ends (or is killed) without ending its answers' processes takes them with it: the server stops every
+    process it forked on a connection that closed."""
+    connection = answer_server.connect(_env())
+    exercise = {"task": "4.2", "cells": [{"source": "def host_bottleneck_length(*args):\n    return 1.0\n",
+                                          "answers": ["4.2"]}], "defines": ["host_bottleneck_length"]}
+    verdict: dict = {"notes": [], "error": ""}
+    process, _ = start(exercise, {**_job(), "answer_server_fd": connection.fileno()}, [], set(), _env(), verdict)
+    assert process is not None, verdict
+    pid = process._pid
+    os.kill(pid, 0)  # it runs
+    process._server.close()  # the job's copies of the connection go, as when the judge kills the job's session
+    connection.close()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the answer's process {pid} outlived its job's connection")
+    process._server = None
+    process.kill()

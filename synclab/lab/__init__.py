@@ -16,8 +16,8 @@
   :mod:`.judge_worker` (that process), :mod:`.worker_server` (the worker kept warm, forking each job's), :mod:`.cell_runner` (the reader's cells run as a kernel runs them),
   :mod:`.audit` (its sandbox's hook), :mod:`.witnesses` (what each passed check found right, attached through the
   checks' one hook), :mod:`.answer_scan` (what its reading of an answer lists for the instructor); for the exercises
-  judged apart, :mod:`.judged_apart` (the checks here, the answer in :mod:`.answer_process`, its own process) and
-  :mod:`synclab.answer_keys.plain_data` (what crosses between them);
+  judged apart, :mod:`.judged_apart` (the checks here, the answer in :mod:`.answer_process`, its own process, forked
+  by :mod:`.answer_server`, kept warm) and :mod:`synclab.answer_keys.plain_data` (what crosses between them);
 * a class: :mod:`.nbgrader_source`, :mod:`.nbgrader_judge`, :mod:`.nbgrader_run`, :mod:`.grading` (nbgrader),
   :mod:`.student_image` (the students' install) and :mod:`.expected_results` (the answers of the public cases it
   stores in place of the answers judged apart);

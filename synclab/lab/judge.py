@@ -40,12 +40,14 @@ import nbformat
 from nbformat import NotebookNode
 
 import synclab
+from synclab.lab import answer_server
 from synclab.lab.answer_scan import package_names, suspicious
 from synclab.lab.chapters import PACKAGES
 from synclab.lab.exercises import EXERCISES, of_chapter
 from synclab.lab.notebook_cells import (chapter_of, check_cells, code, defines_any, first_exercise_cell, needed,
                                         tasks_of, with_what_they_read)
 from synclab.lab.verdicts import Verdict, from_worker
+from synclab.lab.judged_apart import answer_environment
 from synclab.lab.worker_server import server_for
 
 JUDGE_TIME_LIMIT_S = 240.0  # one exercise: its checks' own limits (60 s, 120 s for chapter 3's ranks) and setup
@@ -195,12 +197,22 @@ def run_worker(chapter: str, exercises: list[dict], setup: list[str], setup_trus
 
             error_read, error_write = os.pipe()
             proc, errors = None, os.fdopen(error_read, "rb")
+            answers = None  # its exercises judged apart: their answers' processes forked by a warm server too
             try:
                 server = server_for([sys.executable, "-m", "synclab.lab.judge_worker", "--serve"], env, (SEED_ENV,))
-                group = server.start_job(job, env, cwd, write_end, error_write)
+                if job["answer_install"]:
+                    try:
+                        answers = answer_server.connect(answer_environment(env, job["grading_install"],
+                                                                           job["answer_install"], drop=(SEED_ENV,)))
+                    except OSError:  # no warm server: each answer's process starts afresh, as under a sandbox
+                        answers = None
+                group = server.start_job(job, env, cwd, write_end, error_write,
+                                         answers.fileno() if answers is not None else None)
             finally:
                 os.close(write_end)
                 os.close(error_write)
+                if answers is not None:
+                    answers.close()  # the job holds it now; when the job ends, its answers' processes end with it
         with os.fdopen(read_end, "rb") as channel:
             while (left := deadline - time.monotonic()) > 0:
                 ready, _, _ = select.select([channel], [], [], left)

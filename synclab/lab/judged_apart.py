@@ -28,6 +28,7 @@ import tempfile
 from typing import Any
 
 from synclab.answer_keys.plain_data import decode, encode
+from synclab.lab import answer_server
 
 ANSWER_START_S = 120.0  # the answer's process: imports, setup and the reader's cells, before any call
 
@@ -35,18 +36,33 @@ ANSWER_START_S = 120.0  # the answer's process: imports, setup and the reader's 
 class AnswerProcess:
     """The answer's process, seen from the grader: start it with a job, call what it defines, end it."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], server_fd: int | None = None, imports: tuple[str, ...] = ()) -> None:
+        """Start it with ``env``: forked by the answers' server on the connection ``server_fd`` where the job has one
+        (:mod:`synclab.lab.answer_server`, which imports ``imports`` first), else a fresh Python."""
         to_answer, self._requests = os.pipe()
         self._replies, from_answer = os.pipe()
         self._cwd = tempfile.TemporaryDirectory(prefix="synclab-answer-")
         os.chmod(self._cwd.name, 0o755)  # empty; a sandboxed user may enter it, not write to it
-        # This interpreter, as it runs: a sandbox's user may run it without reaching the folder it was started from
-        # (a 0700 home holding the Python install); named as before, so that it finds the same environment.
-        this_python = "/proc/self/exe" if os.path.exists("/proc/self/exe") else sys.executable
-        self._proc = subprocess.Popen([sys.executable, "-m", "synclab.lab.answer_process", str(to_answer),
-                                       str(from_answer)], executable=this_python, pass_fds=(to_answer, from_answer),
-                                      env=env, cwd=self._cwd.name, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._proc: subprocess.Popen | None = None
+        self._server: answer_server.Connection | None = None
+        if server_fd is not None:
+            errors, errors_there = os.pipe()
+            self._server = answer_server.Connection(server_fd)
+            try:
+                self._pid = self._server.start(env, self._cwd.name, list(imports), (to_answer, from_answer,
+                                                                                     errors_there))
+            finally:
+                os.close(errors_there)
+            self._stderr = os.fdopen(errors, "rb")
+        else:
+            # This interpreter, as it runs: a sandbox's user may run it without reaching the folder it was started
+            # from (a 0700 home holding the Python install); named as before, so that it finds the same environment.
+            this_python = "/proc/self/exe" if os.path.exists("/proc/self/exe") else sys.executable
+            self._proc = subprocess.Popen([sys.executable, "-m", "synclab.lab.answer_process", str(to_answer),
+                                           str(from_answer)], executable=this_python,
+                                          pass_fds=(to_answer, from_answer), env=env, cwd=self._cwd.name,
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            self._pid, self._stderr = self._proc.pid, self._proc.stderr
         os.close(to_answer)
         os.close(from_answer)
         self._out = os.fdopen(self._requests, "w")
@@ -88,7 +104,7 @@ class AnswerProcess:
 
     def _last_words(self) -> str:
         self.kill()
-        said = (self._proc.stderr.read().decode(errors="replace").strip().splitlines()  # type: ignore[union-attr]
+        said = (self._stderr.read().decode(errors="replace").strip().splitlines()  # type: ignore[union-attr]
                 or ["no message"])[-1]
         return f"the answer's process ended ({said[:200]})"
 
@@ -105,9 +121,14 @@ class AnswerProcess:
         return [str(line) for line in reply.get("refused", [])]
 
     def kill(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.kill()
-        self._proc.wait()
+        if self._server is not None:
+            self._server.kill(self._pid)  # the server's child: it kills its session and collects it
+            self._server.close()
+            self._server = None
+        elif self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait()
         self._cwd.cleanup()
 
 
@@ -198,7 +219,7 @@ def start(exercise: dict, job: dict, setup: list[str], reads: set[str], env: dic
           verdict: dict) -> tuple[AnswerProcess | None, dict[str, Any]]:
     """Start the answer's process for ``exercise`` and load its cells there; the process and the names it defines,
     as the check call will see them (None and {} when it could not load: ``verdict`` then says why)."""
-    process = AnswerProcess(env)
+    process = AnswerProcess(env, job.get("answer_server_fd"), tuple(job.get("imports", ())))
     load = {"task": exercise["task"], "setup": setup, "cells": exercise["cells"], "names": exercise["defines"],
             "reads": sorted(reads), "course_roots": job["course_roots"], "readable": job["readable"]}
     try:

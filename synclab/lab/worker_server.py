@@ -76,7 +76,7 @@ def serve(fd: int, prepare: Callable[[dict], None], run_job: Callable[[dict], in
             request, fds = receive(sock)
         except (EOFError, ConnectionError):
             return 0
-        channel, stderr = fds
+        channel, stderr, *answers = fds  # answers: the job's connection to the answers' server, if it has one
         job, env, cwd = request["job"], request["env"], request["cwd"]
         prepare(job)
         pid = os.fork()
@@ -90,25 +90,28 @@ def serve(fd: int, prepare: Callable[[dict], None], run_job: Callable[[dict], in
                 os.environ.clear()
                 os.environ.update(env)
                 job["channel_fd"] = channel
+                job["answer_server_fd"] = answers[0] if answers else None
                 code = run_job(job)
             except BaseException as exc:  # noqa: BLE001 - said on the job's stderr; the judge reports the rest
                 print(f"the grader's worker failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
                 code = 1
             os._exit(code)
-        os.close(channel)
-        os.close(stderr)
+        for fd in fds:
+            os.close(fd)
         send(sock, {"pid": pid})
 
 
-def reap_children() -> None:
-    """Collect the children that ended (a job whose session the judge killed, a check that ran)."""
+def reap_children() -> set[int]:
+    """Collect the children that ended (a job whose session the judge killed, a check that ran); their pids."""
+    ended: set[int] = set()
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return ended
         if pid == 0:
-            return
+            return ended
+        ended.add(pid)
 
 
 # ----------------------------------------------------------------------------- the judge's side
@@ -132,16 +135,23 @@ class WorkerServer:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
-    def start_job(self, job: dict, env: dict[str, str], cwd: str, channel: int, stderr: int) -> int:
-        """Hand ``job`` over with the write ends of its channel and stderr; the pid of its worker (a session
-        leader: the judge kills its group at the end). OSError when the server is gone."""
+    def start_job(self, job: dict, env: dict[str, str], cwd: str, channel: int, stderr: int,
+                  answers: int | None = None) -> int:
+        """Hand ``job`` over with the write ends of its channel and stderr (and its connection to the answers'
+        server, ``answers``); the pid of its worker (a session leader: the judge kills its group at the end).
+        OSError when the server is gone."""
+        fds = (channel, stderr) if answers is None else (channel, stderr, answers)
+        return int(self.hand_over({"job": job, "env": env, "cwd": cwd}, fds)["pid"])
+
+    def hand_over(self, message: dict, fds: tuple[int, ...]) -> dict:
+        """Send ``message`` with ``fds``; the server's reply. OSError when the server is gone."""
         with self._lock:
-            send(self._sock, {"job": job, "env": env, "cwd": cwd}, (channel, stderr))
+            send(self._sock, message, fds)
             try:
                 reply, _ = receive(self._sock)
             except EOFError:
-                raise BrokenPipeError("the grader's worker server ended") from None
-        return int(reply["pid"])
+                raise BrokenPipeError("the grader's server ended") from None
+        return reply
 
     def close(self) -> None:
         self._sock.close()
@@ -157,7 +167,8 @@ class WorkerServer:
 
 _SERVERS: dict[str, WorkerServer] = {}
 _SERVERS_LOCK = threading.Lock()
-MAX_SERVERS = 2  # environments kept warm at once (a test that changes the environment starts another)
+MAX_SERVERS = 4  # servers kept warm at once: a worker and an answers' server per environment (a test that changes
+#                 the environment starts others)
 
 
 def server_for(command: list[str], env: dict[str, str], per_job: tuple[str, ...] = ()) -> WorkerServer:

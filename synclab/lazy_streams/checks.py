@@ -5,10 +5,11 @@ A room of :mod:`synclab.lazy_streams` (its docstring tells the chapter).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import random
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -344,9 +345,21 @@ def _check_nothing_finished(runner_cls: RunnerClass, rng: random.Random) -> None
         expect_equal(list(output.pooler_output), [None] * 4, what="pooler_output", case=case)
 
 
+@contextlib.contextmanager
+def _collecting_what_the_case_makes() -> Iterator[None]:
+    """``gc.collect()`` within looks only at what was made inside: the heap from before (torch, the lab, the whole
+    process, half a second per collection in a test run) is frozen meanwhile. A tensor the case made is freed or kept
+    as before: kept only if something holds it, old or new."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
     model = _checked_model()
-    with sim_cuda.simulated_cuda() as device:
+    with _collecting_what_the_case_makes(), sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
         case = "one step of 8 requests, its output collected"  # named before the call: a crash reports it
         batch = make_pooling_batch(8, rng=rng, device=SIM_DEVICE)
@@ -405,7 +418,7 @@ def inspect_runner(runner_cls: RunnerClass, num_reqs: int = 3, seed: int = 0) ->
     model = _model()
     batch = make_pooling_batch(num_reqs, rng=random.Random(seed), device=SIM_DEVICE)
     want = _pool_reference(model, batch)
-    with sim_cuda.simulated_cuda() as device, watch_pooler_outputs(model) as refs:
+    with _collecting_what_the_case_makes(), sim_cuda.simulated_cuda() as device, watch_pooler_outputs(model) as refs:
         runner = runner_cls(model)
         with count_syncs(simulate=True) as in_pool:
             result = runner.execute_model(batch)
