@@ -55,7 +55,8 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     #                                        without it
     Exercise("3.4", "ch3", 2, ("PinnedInputsRunner",), "ch3.check_fast_prefill(PinnedInputsRunner)", stretch=True,
              judged_apart=True),  # 3.3 and 3.4: runners (kwargs_outcomes, prefill_outcomes) run the reader's runner
-    Exercise("3.5", "ch3", 3, ("bincount",), "ch3.check_bincount(bincount)", stretch=True),
+    Exercise("3.5", "ch3", 3, ("bincount",), "ch3.check_bincount(bincount)", stretch=True,
+             judged_apart=True),  # its checks call the reader's bincount through a runner (run_bincount)
     Exercise("3.6", "ch3", 3, ("my_predictions",), "ch3.check_sync_predictions(my_predictions)",
              stretch=True, judged_apart=True),  # a self-test of the kinds: learners put the core at 85 minutes with it
     Exercise("3.7", "ch3", 3, ("_run_ar", "_synchronize_dp_ranks"),

@@ -1,6 +1,6 @@
 """The answers of the public cases, stored for the students' install: ``python -m synclab expected``.
 
-The exercises judged apart (0.2, 2.2, 3.1 to 3.4, 3.6, 4.1, 4.2, 5.1, 6.3) ship no answer to students (5.1's
+The exercises judged apart (0.2, 2.2, 3.1 to 3.6, 4.1, 4.2, 5.1, 6.3) ship no answer to students (5.1's
 reference class aside: 5.2's checks and chapter 6 run it): their checks there look up
 ``data/expected/<task>.json`` (:mod:`synclab.answer_keys.stored`). This module writes those files: it runs each such
 exercise's checks on the solution's answer, over the public seeds, with every answer of the exercise recorded as

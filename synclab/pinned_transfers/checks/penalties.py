@@ -14,13 +14,11 @@ from typing import Any, Callable
 import torch
 
 from synclab.checks import Check, CheckFailed, CheckReport, around_first_difference, expect, run_checks, found_right
-from synclab.device import to_device
 from synclab.answer_keys import answer_key
-
-
-from synclab.pinned_transfers.checks.common import counted, expect_no_syncs
+from synclab.answer_keys.runners import runs_with_the_answer
+from synclab.device import to_device
+from synclab.pinned_transfers.checks.common import counted, expect_no_syncs, report_data
 from synclab.pinned_transfers.workloads import device_state, penalty_state
-from synclab.syncs import SyncReport
 
 BincountFunction = Callable[..., None]
 
@@ -32,14 +30,18 @@ FLAG_HINT = ("a prompt token is flagged 1 however often it occurs: scatter_reduc
              "not a sum")
 
 
-def run_bincount(impl: BincountFunction, state: dict[str, Any], slots: list[int]) -> tuple[list, list, SyncReport]:
-    """Call ``impl`` on device copies of ``state`` for the new requests in ``slots``; the tables after, and the syncs."""
+@runs_with_the_answer
+def run_bincount(impl: BincountFunction, state: dict[str, Any], slots: list[int]) -> dict[str, Any]:
+    """Call ``impl`` on device copies of ``state`` (plain lists) for the new requests in ``slots``: both tables after
+    the call, as lists, and its syncs (:func:`report_data`). A runner (:mod:`synclab.answer_keys.runners`): in the
+    grader it runs where the answer is."""
     dev = device_state(state)
     idx_mapping = to_device(torch.tensor(slots, dtype=torch.int32))  # [n] device
     max_prefill_len = max((state["prefill_len"][s] for s in slots), default=0)  # a host int, as in vLLM
     _, report = counted(lambda: impl(idx_mapping, dev["all_token_ids"], dev["prompt_len"], dev["prefill_len"],
                                      dev["prompt_bin_mask"], dev["output_bin_counts"], max_prefill_len))
-    return dev["prompt_bin_mask"].cpu().tolist(), dev["output_bin_counts"].cpu().tolist(), report
+    return {"prompt_bin_mask": dev["prompt_bin_mask"].cpu().tolist(),
+            "output_bin_counts": dev["output_bin_counts"].cpu().tolist(), "syncs": report_data(report)}
 
 
 TABLES = ("prompt_bin_mask", "output_bin_counts")
@@ -157,10 +159,12 @@ def _row_hint(state: dict[str, Any], slot: int, table: str, got: list[int], want
     return COUNTING_HINT
 
 
-def _same_tables(impl: BincountFunction, state: dict[str, Any], slots: list[int], case: str) -> SyncReport:
-    mask, counts, report = run_bincount(impl, state, slots)
+def _same_tables(impl: BincountFunction, state: dict[str, Any], slots: list[int], case: str) -> dict[str, Any]:
+    """Both tables after the reader's call, compared with the reference's; the call's syncs, as data."""
+    outcome = run_bincount(impl, state, slots)
     want = dict(zip(TABLES, _bincount_reference(slots, **state)))
-    got = dict(zip(TABLES, (mask, counts)))
+    got = {table: outcome[table] for table in TABLES}
+    report = outcome["syncs"]
     if got == want:
         found_right(want)  # both tables, found equal to the reference's
         return report
