@@ -63,7 +63,7 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
              "ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks)", stretch=True),
     Exercise("3.8", "ch3", 3, ("update_ngram_gpu_tensors_incremental", "_apply_bad_words_single_batch"),
              "ch3.check_ngram_and_bad_words(update_ngram_gpu_tensors_incremental, _apply_bad_words_single_batch)",
-             stretch=True),
+             stretch=True, judged_apart=True),  # runners: ngram_steps (the truth replayed here), banned_outcome
     Exercise("4.1", "ch4", 14, ("ReverseScanBatch",), "ch4.check_update_async_output_token_ids(ReverseScanBatch)",
              judged_apart=True),  # its checks run each step through step_outcome, which runs in the answer's process
     Exercise("4.2", "ch4", 6, ("host_bottleneck_length",), "ch4.check_bottleneck_model(host_bottleneck_length)",

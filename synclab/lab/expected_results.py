@@ -1,6 +1,6 @@
 """The answers of the public cases, stored for the students' install: ``python -m synclab expected``.
 
-The exercises judged apart (0.2, 2.2, 3.1 to 3.6, 4.1, 4.2, 5.1, 6.3) ship no answer to students (5.1's
+The exercises judged apart (0.2, 2.2, 3.1 to 3.6, 3.8, 4.1, 4.2, 5.1, 6.3) ship no answer to students (5.1's
 reference class aside: 5.2's checks and chapter 6 run it): their checks there look up
 ``data/expected/<task>.json`` (:mod:`synclab.answer_keys.stored`). This module writes those files: it runs each such
 exercise's checks on the solution's answer, over the public seeds, with every answer of the exercise recorded as
@@ -23,7 +23,7 @@ from synclab.answer_keys import _RAW
 from synclab.answer_keys.stored import EXPECTED_DIR
 from synclab.lab.chapters import CHAPTERS, PACKAGES
 from synclab.lab.exercises import EXERCISES
-from synclab.lab.notebook_code import load_function
+from synclab.lab.notebook_code import ROOT, load_function
 from synclab.answer_keys.plain_data import digest, encode
 
 PUBLIC_SEEDS = tuple(range(8))  # the seeds a learner's check in the students' install draws its random cases from
@@ -96,12 +96,30 @@ def _check_call(task: str) -> tuple[Any, list[str]]:
     return getattr(package, call.func.attr), [a.id for a in call.args if isinstance(a, ast.Name)]
 
 
+def _earlier_answers_used(notebook: str, task: str) -> list[str]:
+    """The names the chapter's other exercises define that ``task``'s answer cells read."""
+    import nbformat
+
+    from synclab.lab.exercises import of_chapter
+    from synclab.lab.notebook_cells import defines_any
+
+    own = set(EXERCISES[task].defines)
+    read: set[str] = set()
+    for cell in nbformat.read(ROOT / notebook, as_version=4).cells:
+        if cell.cell_type == "code" and defines_any(cell.source, own):
+            read |= {node.id for node in ast.walk(ast.parse(cell.source)) if isinstance(node, ast.Name)}
+    return [name for exercise in of_chapter(EXERCISES[task].chapter) for name in exercise.defines
+            if name in read and name not in own]
+
+
 def expected_results(task: str, seeds: tuple[int, ...] = PUBLIC_SEEDS) -> dict[str, Any]:
     """The stored answers of ``task``'s public cases: its checks run on the solution's answer, recorded (``seeds``:
     the checks of those seeds only, for a test that compares a part with what is stored)."""
     check, names = _check_call(task)
     notebook = f"solutions/{CHAPTERS[EXERCISES[task].chapter]}.ipynb"
     namespace: dict[str, Any] = {}
+    for name in _earlier_answers_used(notebook, task):  # 3.8's update calls 3.1's async_tensor_h2d
+        load_function(notebook, name, namespace)
     answers = [load_function(notebook, name, namespace) for name in names]
     calls: dict[str, dict[str, Any]] = {}
     random = False

@@ -103,9 +103,10 @@ class AnswerProcess:
             signal.signal(signal.SIGALRM, previous)
 
     def _last_words(self) -> str:
-        self.kill()
+        self.kill(keep_stderr=True)
         said = (self._stderr.read().decode(errors="replace").strip().splitlines()  # type: ignore[union-attr]
                 or ["no message"])[-1]
+        self._stderr.close()  # type: ignore[union-attr]
         return f"the answer's process ended ({said[:200]})"
 
     def end(self) -> list[str]:
@@ -120,7 +121,8 @@ class AnswerProcess:
         self.kill()
         return [str(line) for line in reply.get("refused", [])]
 
-    def kill(self) -> None:
+    def kill(self, keep_stderr: bool = False) -> None:
+        """Stop it, and close what this side held of it (its stderr stays open for its last words)."""
         if self._server is not None:
             self._server.kill(self._pid)  # the server's child: it kills its session and collects it
             self._server.close()
@@ -129,6 +131,11 @@ class AnswerProcess:
             if self._proc.poll() is None:
                 self._proc.kill()
             self._proc.wait()
+        for pipe in (self._out, self._in) if keep_stderr else (self._out, self._in, self._stderr):
+            try:
+                pipe.close()  # type: ignore[union-attr]
+            except OSError:  # a request it never read: nothing more to say to a stopped process
+                pass
         self._cwd.cleanup()
 
 

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
+from synclab.answer_keys import answer_key
+from synclab.answer_keys.runners import runs_with_the_answer
 from synclab.checks import Check, CheckReport, expect, run_checks, found_right
 from synclab.device import SIM_DEVICE, DeviceLike, is_pin_memory_available, pick_device, to_device
-from synclab.sim import cuda as sim_cuda
 from synclab.engine.bad_words import apply_bad_words
-from synclab.answer_keys import answer_key
-
-
 from synclab.engine.ngram_proposer_gpu import CachedRequestState, NgramInputBatch
-from synclab.sim.pinning import simulated_pinning
-from synclab.pinned_transfers.checks.common import PIN_HINT, counted, expect_no_syncs, on_wsl
+from synclab.pinned_transfers.checks.common import (PIN_HINT, counted, expect_no_syncs, pinning_refused,
+                                                    report_data)
+from synclab.sim import cuda as sim_cuda
+from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning
 from synclab.syncs import SyncReport
 
 UpdateFunction = Callable[..., None]
@@ -109,19 +109,25 @@ class NgramSteps:
 
     def problems(self) -> list[str]:
         """Rows and lengths on the device that differ from the truth."""
-        tokens, lengths = self.token_ids_gpu.cpu(), self.num_tokens_gpu.cpu()
-        out = []
-        for req_id, row in sorted(self.rows.items(), key=lambda kv: kv[1]):
-            want = self.truth[req_id]
-            got = tokens[row, :len(want)].tolist()
-            if got != want:
-                first = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
-                out.append(f"row {row} ({req_id}): token {first} is {got[first]}, expected {want[first]}"
-                           + (" (a host placeholder)" if got[first] == PLACEHOLDER else
-                              " (never written)" if got[first] == STALE else ""))
-            if int(lengths[row]) != len(want):
-                out.append(f"row {row} ({req_id}): length {int(lengths[row])}, expected {len(want)}")
-        return out
+        return _problems(self.rows, self.truth, self.token_ids_gpu.cpu().tolist(), self.num_tokens_gpu.cpu().tolist())
+
+
+def _problems(rows: dict[str, int], truth: dict[str, list[int]], tokens: list[list[int]],
+              lengths: list[int]) -> list[str]:
+    """Rows and lengths of the device's tables (``tokens`` [max_reqs, max_len], ``lengths`` [max_reqs], as lists)
+    that differ from the truth of the requests in ``rows``."""
+    out = []
+    for req_id, row in sorted(rows.items(), key=lambda kv: kv[1]):
+        want = truth[req_id]
+        got = tokens[row][:len(want)]
+        if got != want:
+            first = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
+            out.append(f"row {row} ({req_id}): token {first} is {got[first]}, expected {want[first]}"
+                       + (" (a host placeholder)" if got[first] == PLACEHOLDER else
+                          " (never written)" if got[first] == STALE else ""))
+        if int(lengths[row]) != len(want):
+            out.append(f"row {row} ({req_id}): length {int(lengths[row])}, expected {len(want)}")
+    return out
 
 
 def run_step(update: UpdateFunction, steps: NgramSteps, new_reqs: list[CachedRequestState]) -> SyncReport:
@@ -142,30 +148,35 @@ _OVERWRITTEN_HINT = ("a moved row holds another request's tokens: a move wrote o
                      "them to their new rows")
 
 
-def _overwritten(steps: NgramSteps) -> bool:
+def _overwritten(rows: dict[str, int], truth: dict[str, list[int]], tokens: list[list[int]]) -> bool:
     """Whether a row on the device holds the tokens of another request of this step (moved over before it was read)."""
-    tokens = steps.token_ids_gpu.cpu()
-    for req_id, row in steps.rows.items():
-        want = steps.truth[req_id]
-        got = tokens[row, :len(want)].tolist()
+    for req_id, row in rows.items():
+        want = truth[req_id]
+        got = tokens[row][:len(want)]
         if got != want and any(other != req_id and theirs[:len(got)] == got[:len(theirs)] and theirs
-                               for other, theirs in steps.truth.items()):
+                               for other, theirs in truth.items()):
             return True
     return False
 
 
-def _expect_rows(steps: NgramSteps, case: str, hint: str = "") -> None:
-    problems = steps.problems()
+def _expect_rows(known: dict[str, Any], said: dict[str, Any], hint: str = "") -> None:
+    """The device's tables after a step (``said``: as the answer's runner read them) against the step's truth
+    (``known``: replayed here, :func:`_replayed`)."""
+    rows, truth, case = known["rows"], known["truth"], known["case"]
+    problems = _problems(rows, truth, said["tokens"], said["lengths"])
     placeholders = any("placeholder" in p for p in problems)
+    overwritten = bool(problems) and not placeholders and _overwritten(rows, truth, said["tokens"])
     expect(not problems, f"{len(problems)} row(s) or length(s) differ on the device", got="; ".join(problems[:4]),
-           hint=MOVE_HINT if placeholders else _OVERWRITTEN_HINT if _overwritten(steps) else hint, case=case)
+           hint=MOVE_HINT if placeholders else _OVERWRITTEN_HINT if overwritten else hint, case=case)
     # every row and length found equal to the truth: reported as the truth, row by row
-    found_right([[row, steps.truth[req_id]] for req_id, row in sorted(steps.rows.items(), key=lambda kv: kv[1])])
+    found_right([[row, truth[req_id]] for req_id, row in sorted(rows.items(), key=lambda kv: kv[1])])
 
 
-def _scripted(update: UpdateFunction, rng: random.Random, device: DeviceLike) -> list[tuple[str, SyncReport]]:
+Plan = Iterator[tuple[str, list[CachedRequestState]]]  # each step's case and new requests, planned in turn
+
+
+def _scripted(steps: NgramSteps, rng: random.Random) -> Plan:
     """Five steps that visit every path: first step, a swap, a chain, a resumed request, an empty batch."""
-    steps = NgramSteps(device)
     a, b, c, d = (steps.admit(rng) for _ in range(4))
     plans = [
         ("first step: three requests in rows 0, 1, 2", [], [a, b, c], {a: 0, b: 1, c: 2}),
@@ -174,20 +185,12 @@ def _scripted(update: UpdateFunction, rng: random.Random, device: DeviceLike) ->
         ("b is resumed in another row (copied from the host, not moved); c moves", [], [b], {b: 5, c: 4, d: 2}),
         ("every request finishes: an empty batch", [b, c, d], [], {}),
     ]
-    out = []
     for case, finish, arrive, rows in plans:
-        new_reqs = steps.plan(rng, finish, arrive, rows)
-        report = run_step(update, steps, new_reqs)
-        _expect_rows(steps, case)
-        out.append((case, report))
+        yield case, steps.plan(rng, finish, arrive, rows)
         _finish_step(steps, rng)
-    return out
 
 
-def _random_steps(update: UpdateFunction, rng: random.Random, device: DeviceLike,
-                  num_steps: int = 10) -> list[tuple[str, SyncReport]]:
-    steps = NgramSteps(device)
-    out = []
+def _random_steps(steps: NgramSteps, rng: random.Random, num_steps: int = 10) -> Plan:
     for step in range(num_steps):
         active = list(steps.truth)
         finish = rng.sample(active, rng.randint(0, len(active) // 2)) if step else []
@@ -197,46 +200,106 @@ def _random_steps(update: UpdateFunction, rng: random.Random, device: DeviceLike
             arrive.append(rng.choice([r for r in active if r not in finish] or active[:1]))  # resumed
             finish = [r for r in finish if r not in arrive]
         new_reqs = steps.plan(rng, finish, arrive)
-        case = f"random step {step}: {len(steps.rows)} requests, {len(arrive)} new, {len(finish)} finished"
-        report = run_step(update, steps, new_reqs)
-        _expect_rows(steps, case)
-        out.append((case, report))
+        yield f"random step {step}: {len(steps.rows)} requests, {len(arrive)} new, {len(finish)} finished", new_reqs
         _finish_step(steps, rng)
-    return out
 
 
-def _simulated(fn: Callable[[], Any], pinning: bool = True) -> tuple[Any, Any]:
-    """Run ``fn`` on the simulated device with simulated streams (on any machine), with or without pinning."""
+Segments = list[tuple[str, int]]  # ("scripted", 5) or ("random", n): runs of steps, each on a fresh batch
+
+
+def _plans(segments: Segments, rng: random.Random) -> Iterator[tuple[NgramSteps, str, list[CachedRequestState]]]:
+    """Every step of ``segments``, in order, drawn from ``rng``: what depends on the workload alone, never on the
+    update, so that the grader replays here what the answer's process ran."""
+    for kind, num_steps in segments:
+        steps = NgramSteps(SIM_DEVICE)
+        plans = _scripted(steps, rng) if kind == "scripted" else _random_steps(steps, rng, num_steps)
+        for case, new_reqs in plans:
+            yield steps, case, new_reqs
+
+
+@runs_with_the_answer
+def ngram_steps(update: UpdateFunction, segments: Segments, seed: int, pinning: bool = True,
+                until_wrong: bool = True) -> dict[str, Any]:
+    """The steps of ``segments`` (drawn from ``seed``), each update counted, on the simulated device and streams,
+    where pinned memory is available or not (WSL): per step, the device's tables after the update and its syncs,
+    then the streams' races; or what a call that asked for pinned memory without any was told. ``until_wrong``: stop
+    after a step whose tables are wrong (a check of the rows stops there). A runner
+    (:mod:`synclab.answer_keys.runners`)."""
+    rng, said = random.Random(seed), []
     with simulated_pinning(pinning), sim_cuda.simulated_cuda() as device:
-        return fn(), device
+        try:
+            for steps, case, new_reqs in _plans([tuple(s) for s in segments], rng):
+                report = run_step(update, steps, new_reqs)
+                said.append({"case": case, "tokens": steps.token_ids_gpu.cpu().tolist(),
+                             "lengths": steps.num_tokens_gpu.cpu().tolist(), "syncs": report_data(report)})
+                if until_wrong and steps.problems():
+                    break
+        except PinnedMemoryUnavailable as exc:
+            return {"unavailable": str(exc).split(":")[0]}
+    return {"steps": said, "races": [str(race) for race in device.races]}
+
+
+def _replayed(segments: Segments, seed: int) -> list[dict[str, Any]]:
+    """Each step's case, rows and truth, replayed here from ``seed`` without any update."""
+    known = []
+    with simulated_pinning(True), sim_cuda.simulated_cuda():
+        for steps, case, _ in _plans(segments, random.Random(seed)):
+            known.append({"case": case, "rows": dict(steps.rows),
+                          "truth": {req_id: list(steps.truth[req_id]) for req_id in steps.rows}})
+    return known
+
+
+def _judged_steps(update: UpdateFunction, rng: random.Random,
+                  segments: Segments) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """Run the steps of ``segments`` with the reader's update, wherever it is, and judge each step's tables here:
+    each step's case and syncs (as data), and the races."""
+    seed = rng.randrange(2 ** 31)
+    said = ngram_steps(update, segments, seed)
+    known = _replayed(segments, seed)
+    for truth, step in zip(known, said["steps"]):
+        _expect_rows(truth, step)
+    expect(len(said["steps"]) == len(known), "the steps stopped before the last", expected=len(known),
+           got=len(said["steps"]))
+    return [(truth["case"], step["syncs"]) for truth, step in zip(known, said["steps"])], said["races"]
 
 
 def _check_ngram_scripted(update: UpdateFunction, rng: random.Random) -> None:
-    _simulated(lambda: _scripted(update, rng, SIM_DEVICE))
+    _judged_steps(update, rng, [("scripted", 5)])
 
 
 def _check_ngram_random(update: UpdateFunction, rng: random.Random) -> None:
-    _simulated(lambda: _random_steps(update, rng, SIM_DEVICE))
+    _judged_steps(update, rng, [("random", 10)])
 
 
 def _check_ngram_syncs(update: UpdateFunction, rng: random.Random) -> None:
-    reports, _ = _simulated(lambda: _scripted(update, rng, SIM_DEVICE) + _random_steps(update, rng, SIM_DEVICE, 4))
+    reports, _ = _judged_steps(update, rng, [("scripted", 5), ("random", 4)])
     for case, report in reports:
         expect_no_syncs(report, "the update", REORDER_SYNC_HINT + "; " + PIN_HINT, case)
 
 
 def _check_ngram_races(update: UpdateFunction, rng: random.Random) -> None:
-    _, device = _simulated(lambda: _random_steps(update, rng, SIM_DEVICE, 6))
-    expect(not device.races, "the host wrote a pinned buffer while an upload from it could still be queued",
-           got=device.races[0] if device.races else "",
+    races = ngram_steps(update, [("random", 6)], rng.randrange(2 ** 31), until_wrong=False)["races"]  # rows: not here
+    expect(not races, "the host wrote a pinned buffer while an upload from it could still be queued",
+           got=races[0] if races else "",
            hint="a non_blocking upload reads its source when the stream gets to it, not when .to() returns: give "
                 "each upload its own pinned buffer (async_tensor_h2d makes one per call) or wait before refilling one")
 
 
 def _check_ngram_wsl(update: UpdateFunction, rng: random.Random) -> None:
-    reports, _ = _simulated(lambda: on_wsl(lambda: _random_steps(update, rng, SIM_DEVICE, 4), "4 steps")[0], False)
-    for case, report in reports:
-        expect_no_syncs(report, "the update", "keep non_blocking=True", case, staged_ok=True)
+    """Without pinned memory the update must run, without a wait, and leave the tables it leaves with pinned memory
+    (whether those are right is the other checks' to say)."""
+    segments, seed = [("random", 4)], rng.randrange(2 ** 31)
+    wsl = ngram_steps(update, segments, seed, pinning=False, until_wrong=False)
+    if "unavailable" in wsl:
+        raise pinning_refused(wsl["unavailable"], "4 steps")
+    pinned = ngram_steps(update, segments, seed, until_wrong=False)
+    for on_wsl, with_pinning in zip(wsl["steps"], pinned["steps"]):
+        case = on_wsl["case"]
+        expect_no_syncs(on_wsl["syncs"], "the update", "keep non_blocking=True", case, staged_ok=True)
+        expect(on_wsl["tokens"] == with_pinning["tokens"] and on_wsl["lengths"] == with_pinning["lengths"],
+               "without pinned memory the tables differ from those with it", case=case,
+               hint="the update must do the same work whether or not memory can be pinned: pin only where "
+                    "is_pin_memory_available() says so, and upload the same rows either way")
 
 
 CHECKS_3_8_NGRAM = [
@@ -255,6 +318,12 @@ def check_ngram_update(update: UpdateFunction, seed: int | None = None) -> Check
     return run_checks("Exercise 3.8 — update_ngram_gpu_tensors_incremental", CHECKS_3_8_NGRAM, update, seed=seed)
 
 
+def _simulated(fn: Callable[[], Any], pinning: bool = True) -> tuple[Any, Any]:
+    """Run ``fn`` on the simulated device with simulated streams (on any machine), with or without pinning."""
+    with simulated_pinning(pinning), sim_cuda.simulated_cuda() as device:
+        return fn(), device
+
+
 def count_reorder_step(update: UpdateFunction, num_reqs: int, rng: random.Random) -> int:
     """Syncs of one update in which all ``num_reqs`` requests move to other rows (simulated device and streams)."""
     def run() -> int:
@@ -271,11 +340,25 @@ def count_reorder_step(update: UpdateFunction, num_reqs: int, rng: random.Random
 # ----------------------------------------------------------------------------- bad words
 
 
-def _banned(single_batch: SingleBatchFunction, vocab: int, bad_words: dict[int, list[list[int]]],
-            past: list[list[int]], case: str) -> SyncReport:
+@runs_with_the_answer
+def banned_outcome(single_batch: SingleBatchFunction, vocab: int, bad_words: dict[int, list[list[int]]],
+                   past: list[list[int]]) -> dict[str, Any]:
+    """``apply_bad_words`` with the reader's ``single_batch`` on zero logits ``[len(past), vocab]``, counted: the
+    ``(row, token)`` pairs it set to -inf, the first other values it changed, and its syncs. A runner
+    (:mod:`synclab.answer_keys.runners`)."""
     logits = to_device(torch.zeros(len(past), vocab), pick_device())  # [batch, vocab]
     _, report = counted(lambda: apply_bad_words(logits, bad_words, past, single_batch))
-    got = {(r, t) for r, t in torch.isinf(logits.cpu()).nonzero().tolist()}
+    after = logits.cpu()
+    others = after[~torch.isinf(after)]
+    return {"banned": [tuple(pair) for pair in torch.isinf(after).nonzero().tolist()],
+            "changed": others[others != 0][:4].tolist(), "syncs": report_data(report)}
+
+
+def _banned(single_batch: SingleBatchFunction, vocab: int, bad_words: dict[int, list[list[int]]],
+            past: list[list[int]], case: str) -> dict[str, Any]:
+    """The reader's bans against the reference's; the call's syncs, as data."""
+    said = banned_outcome(single_batch, vocab, bad_words, past)
+    got = set(said["banned"])
     want = _bad_words_reference(bad_words, past)
     missing, extra = sorted(want - got), sorted(got - want)
     expect(got == want, "banned tokens differ: " + "; ".join(
@@ -286,10 +369,9 @@ def _banned(single_batch: SingleBatchFunction, vocab: int, bad_words: dict[int, 
            hint="a word's last token is banned when the request's last tokens equal the rest of the word "
                 "(a one-token word: always); skip words longer than the history plus one; change the row in place",
            case=case)
-    others = logits.cpu()[~torch.isinf(logits.cpu())]
-    expect(bool((others == 0).all()), "only banned logits may change", got=others[others != 0][:4].tolist(), case=case)
+    expect(not said["changed"], "only banned logits may change", got=said["changed"], case=case)
     found_right(sorted(want))  # the banned (row, token) pairs, found equal to the reference's
-    return report
+    return said["syncs"]
 
 
 _BAD_WORD_CASES = [
