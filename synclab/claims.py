@@ -261,7 +261,7 @@ def validated(id: str, measure: Callable[[], Sweep], attempts: int = ATTEMPTS) -
             f"figure {id} contradicts its claim after {attempts} measurements: {'; '.join(problems)}. "
             f"The claim: \"{claim.text}\". The machine looks busy: re-run on an idle machine. Nothing was stored.")
     if problems:
-        shows = f" What a CPU can and cannot show here: {claim.shows}" if claim.shows else ""
+        shows = f" What a CPU can and cannot show here: {claim.shows.rstrip('.')}." if claim.shows else ""
         print(f"Note: this run's timings differ from the page's sentence (\"{claim.text}\"): {'; '.join(problems)}.{shows} "
               "Timings move with whatever else the machine is doing, and with code that does different work: if it "
               "is your version that differs, look at what it does per call. The page's figure comes from a "

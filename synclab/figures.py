@@ -101,24 +101,34 @@ def _layout(fig: go.Figure, title: str, subtitle: str = "", above_plot: int | No
     return fig
 
 
+def retitled(fig: go.Figure, title: str) -> go.Figure:
+    """``fig`` under another title, its subtitle (what was measured, where and how) kept."""
+    text = fig.layout.title.text or ""
+    fig.update_layout(title_text=title + (text[text.index("<br>"):] if "<br>" in text else ""))
+    return fig
+
+
 def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, Sequence[float]], title: str,
                        yaxis_title: str = "host-device syncs per call",
-                       counted_with: str = "synclab.count_syncs", by_fix: bool = False) -> go.Figure:
+                       counted_with: str = "synclab.count_syncs", by_fix: bool = False,
+                       colors: Sequence[str] | None = None) -> go.Figure:
     """Counts per call (syncs, or torch calls) against a parameter, one bar per variant, each labelled with its count.
 
     Bars with their numbers, not lines: a variant with 2 syncs stays readable beside one with
     500 (a line at 2 would hide under a line at 0). Sync counts do not depend on the machine,
     so no device label is needed. ``by_fix`` (chapter 6): the variants are configurations, each in its fix's colour
-    (:data:`FIX_COLORS`) under a short label, with where it was counted.
+    (:data:`FIX_COLORS`) under a short label, with where it was counted. ``colors``: one per variant, in order.
     """
     fig = go.Figure()
     crowded = len(counts) * len(values) > 12  # side by side, horizontal numbers would run into each other
-    colors = [fix_color(v) for v in counts] if by_fix else variant_colors()
+    colors = colors or ([fix_color(v) for v in counts] if by_fix else variant_colors())
     for color, (variant, ys) in zip(colors, counts.items()):
         fig.add_trace(go.Bar(x=[str(v) for v in values], y=list(ys), name=fix_label(variant) if by_fix else variant,
                              marker_color=color, hovertext=variant, text=[compact(y) if by_fix else f"{y:g}" for y in ys],
                              textposition="outside", cliponaxis=False,
-                             textangle=-90 if crowded else 0, textfont={"size": 10 if crowded else 12}))
+                             # not shrunk to the bar's width: upright, a crowded group's numbers stay readable
+                             constraintext="none" if crowded else "both",
+                             textangle=-90 if crowded else 0, textfont={"size": 11 if crowded else 12}))
     subtitle = f"counted with {counted_with} (the same on CPU and GPU)"
     if by_fix:
         subtitle = _subtitle(subtitle, counted_here(), unwritten_note(list(counts)))
@@ -140,17 +150,20 @@ def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, 
                         horizontal_spacing=0.12)
     # a panel whose numbers are long ("480k") sets them upright: side by side over narrow bars they would touch
     upright = {m: max(len(compact(median(row[m]))) for row in counts.values()) >= 4 for m in measures}
+    tallest = {m: max(max(row[m]) for row in counts.values()) for m in measures}
     for label, row in counts.items():
         short = fix_label(label)
         for col, measure in enumerate(measures, start=1):
             values = list(row[measure])
             mid = median(values)
+            # upright numbers go inside a tall bar; over a short one (under a tenth of the panel) a short number
+            # lies flat above it, clear of the bar names below the axis
+            inside = upright[measure] and mid >= 0.1 * tallest[measure]
             # each panel names its bars (no legend to look up), in the fix's colour, its number compact
             fig.add_trace(go.Bar(x=[short], y=[mid], name=short, marker_color=fix_color(label), showlegend=False,
                                  hovertext=label, text=[compact(mid)], cliponaxis=False, constraintext="none",
-                                 # upright numbers go inside a tall bar (plotly's "auto"), over a short one
-                                 textposition="auto" if upright[measure] else "outside", textfont={"size": 11},
-                                 textangle=-90 if upright[measure] else 0,
+                                 textposition="auto" if inside else "outside", textfont={"size": 11},
+                                 textangle=-90 if inside else 0,
                                  error_y=_spread_bars([mid], [min(values)], [max(values)])), row=1, col=col)
     for col, measure in enumerate(measures, start=1):
         fig.update_yaxes(title_text=measure, title_standoff=4, rangemode="tozero", row=1, col=col)
@@ -409,7 +422,7 @@ def host_events_figure(rows: dict[str, Sequence[Any]], title: str) -> go.Figure:
                 runs.append([event.phase, calls, 1])
             calls += 1
         for phase, first, n in runs:
-            name = f"{phase} ({PHASE_FIX[phase]})" if phase in PHASE_FIX else phase
+            name = f"{phase} ({PHASE_FIX[phase]})" if phase in PHASE_FIX else f"{phase} (no fix: grey)"
             fig.add_trace(go.Bar(orientation="h", y=[row], x=[n], base=[first], name=name, legendgroup=phase,
                                  marker_color=PHASE_COLORS.get(phase, PHASE_COLORS["other"]),
                                  showlegend=phase not in shown, hovertext=f"{phase}: {n} torch call(s)"))
@@ -467,12 +480,15 @@ def gpu_ablation_figure(result: dict[str, Any], title: str, label: str) -> go.Fi
                                  text=[format(mid, fmt)], textposition="inside", insidetextanchor="start",
                                  constraintext="none", cliponaxis=False,
                                  error_y=_spread_bars([mid], [min(runs)], [max(runs)])), row=1, col=col)
-    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(title_text="tokens per second", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="share of the time the device idled", tickformat=".0%", rangemode="tozero", row=1,
+                     col=2)
     fig.update_xaxes(tickangle=-40)  # each panel names its configurations: seven bars, no legend to look up
     runs = result.get("repeats", 1)
     subtitle = _subtitle(f"measured on {label}",
-                         f"{result.get('steps', '?')} decode steps per run, median of {runs} run(s); idle share from "
-                         f"torch.profiler", model_words(result))
+                         f"{result.get('steps', '?')} decode steps per run, median of {runs} run(s), their range as "
+                         f"bars; idle share: one profiled run (torch.profiler), the range of its windows as bars",
+                         model_words(result))
     return _layout(fig, title, subtitle, height=540 + 20 * subtitle.count("<br>"), above_plot=45)
 
 
@@ -598,7 +614,7 @@ def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str
     for part in next(iter(parts_us.values())):
         fixed_by, color = PHASE_STYLE.get(part, ("", "#bbbbbb"))
         fig.add_trace(go.Bar(x=shown, y=[parts_us[c][part] / 1000 for c in configs], marker_color=color,
-                             name=f"{part} ({fixed_by})" if fixed_by else part,
+                             name=f"{part} ({fixed_by})" if fixed_by else f"{part} (no fix: grey)",
                              hovertemplate=f"{part}: %{{y:.2f}} ms<extra></extra>"))
     mids = [median(round_totals_us[c]) / 1000 for c in configs]
     fig.add_trace(go.Scatter(x=shown, y=mids, mode="markers+text", name="whole step", marker_color="black",

@@ -20,6 +20,7 @@ from synclab.checks import Check, CheckReport, Clause, expect, found_right, run_
 from synclab.capstone.planted import PlantedRunner
 from synclab.engine.engine_core import PATTERNS, Components, EngineConfig, EngineRunner
 from synclab.answer_keys import answer_in, answer_key, refuse
+from synclab.syncs import SyncKind
 
 
 FLAT_BOUND = 1.5  # host work may grow by at most this factor while outputs grow 16x or images 8x
@@ -74,9 +75,11 @@ def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Ran
                hint=_feature_hint(spec, outputs, want))
         found_right(outputs)  # the grader's seed drew this mix
         lines = list(dict.fromkeys(f"{e.kind.value} at {e.where} `{e.code}`" for step in syncs.stray for e in step))
+        kinds = dict.fromkeys(e.kind for step in syncs.stray for e in step)
         expect(not lines, f"{sum(map(len, syncs.stray))} stray sync(s) in {len(syncs.stray)} steps, from "
                f"{len(lines)} line(s): " + "; ".join(lines), expected="0 per step", case=case,
-               hint="every line that made the host wait, once each: rewrite each without the wait")
+               hint="every line that made the host wait, once each: rewrite each without the wait. "
+                    + " ".join(dict.fromkeys(_REMEDIES[k] for k in kinds if k in _REMEDIES)))
         staged = list(dict.fromkeys(f"{e.where} `{e.code}`" for step in syncs.staged for e in step))
         expect(not staged, f"{sum(map(len, syncs.staged))} upload(s) from pageable memory in {len(syncs.stray)} "
                f"steps, from {len(staged)} line(s): " + "; ".join(staged), expected="every upload from pinned memory",
@@ -95,6 +98,21 @@ def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Ran
         expect(worst <= 1, "a step waited more than once on the output copy", expected="at most 1 planned wait",
                got=f"{worst} in one step", case=f"random mix {i + 1}")
 
+
+# What removes a stray sync of each kind the hunt meets (hint 2's three remedies, said where the kind shows).
+_REMEDIES = {
+    SyncKind.H2D_COPY: "A synchronous copy up: send host data with self.upload(data, dtype); a Python number written "
+                       "through device indices (x[rows, cols] = v) is such a copy too: write a device tensor of the "
+                       "values (index_put_ with uploaded values, or masked_fill_ with an uploaded mask).",
+    SyncKind.NONZERO: "A result sized by device data (nonzero): the host knows which entries it set, so build the "
+                      "indices on the host and upload them.",
+    SyncKind.BOOL_MASK_INDEX: "Boolean-mask indexing sizes its result by device data: masked_fill_ with the mask "
+                              "keeps the shape.",
+    SyncKind.ITEM: "A device value read per request: read it from the step's host copy, in stopped_on_host.",
+    SyncKind.BOOL: "A device value read per request: read it from the step's host copy, in stopped_on_host.",
+    SyncKind.TOLIST: "A device value read back: read it from the step's host copy, in stopped_on_host.",
+    SyncKind.D2H_COPY: "A device value read back: read it from the step's host copy, in stopped_on_host.",
+}
 
 _FEATURES_HINT = ("keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; a stop "
                   "takes effect when the step's output reaches the host, as before")
