@@ -356,7 +356,8 @@ def _reading_why(question: str, truth: dict[str, Any]) -> str:
     if question == "removes_most_syncs":
         return "per step, " + ", ".join(f"{p} removes {saved[p]['stray syncs']:g}" for p in PATTERNS)
     if question == "removes_no_syncs":
-        return "stray syncs removed per step: " + ", ".join(f"{p} {saved[p]['stray syncs']:g}" for p in PATTERNS)
+        return ("the answer is the set of every fix whose row reads 0 here; stray syncs removed per step: "
+                + ", ".join(f"{p} {saved[p]['stray syncs']:g}" for p in PATTERNS))
     if question == "cuts_history_reads":
         return "history elements per step saved: " + ", ".join(f"{p} {saved[p]['history elements read']:g}"
                                                                 for p in PATTERNS)

@@ -29,8 +29,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator
 
-import nbformat
-
 from synclab.answer_keys import answer_key
 from synclab.capstone.chapter_fixes import BOOK_FIXES
 from synclab.device import has_cuda
@@ -41,7 +39,7 @@ from synclab.engine.mm_inputs import PlaceholderRangeBaseline
 from synclab.engine.scheduler import SchedulerConfig
 from synclab.engine.tiny_llm import CPU_MODEL, ModelConfig
 from synclab.lab.exercises import EXERCISES
-from synclab.lab.notebook_code import ROOT, load_function
+from synclab.lab.notebook_code import ROOT, load_function, read_notebook
 from synclab.sim import cuda as sim_cuda
 from synclab.sim.pinning import simulated_pinning
 from synclab.syncs import SyncEvent, count_syncs
@@ -301,7 +299,7 @@ def _stamp(folder: Path) -> tuple:
 
 def _stubbed(notebook: Path, names: list[str]) -> bool:
     """Whether a cell defining one of ``names`` still holds a stub (the lab's, or nbgrader's)."""
-    for cell in nbformat.read(notebook, as_version=4).cells:
+    for cell in read_notebook(notebook).cells:
         if cell.cell_type == "code" and any(re.search(rf"^(class|def) {n}\b", cell.source, re.M) for n in names):
             if _STUB.search(cell.source):
                 return True

@@ -138,6 +138,9 @@ def serve(path: Path, run: Callable[[list[str]], int], preload: list[str], idle_
 
     for module in preload:  # imports only: no cell runs here
         importlib.import_module(module)
+    import nbformat.validator  # every check reads a notebook: the schema's validator compiled once, here
+
+    nbformat.validator.get_validator()
     listener.settimeout(idle_s)
     signal.signal(signal.SIGCHLD, lambda signum, frame: reap_children())  # a check that ended leaves no zombie
     while True:

@@ -8,6 +8,8 @@ else takes it from there.
 from __future__ import annotations
 
 import ast
+import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,12 +26,28 @@ def _defines(source: str, name: str) -> bool:
     return any(isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name for node in tree.body)
 
 
+def read_notebook(path: str | Path) -> nbformat.NotebookNode:
+    """The notebook at ``path``, read once per version of its file (its size and time): chapter 6 reads each of
+    chapters 1-5 for every fix it loads, and a lab that has run carries its figures, so a read is not free. The
+    notebook returned is shared: read it, do not change it."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return nbformat.read(path, as_version=4)  # which says what is missing, as it always has
+    return _read(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=16)
+def _read(path: str, mtime_ns: int, size: int) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
 def load_function(notebook: str, name: str, namespace: dict[str, Any] | None = None) -> Callable[..., Any]:
     """Run the notebook's import lines and the cell that defines ``name``; return that function or class.
 
     Pass the same ``namespace`` to load a class and then a subclass defined in a later cell.
     """
-    nb = nbformat.read(ROOT / notebook, as_version=4)
+    nb = read_notebook(ROOT / notebook)
     namespace = {} if namespace is None else namespace
     for cell in nb.cells:
         if cell.cell_type != "code":
