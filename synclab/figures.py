@@ -127,7 +127,7 @@ def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, 
                              marker_color=color, hovertext=variant, text=[compact(y) if by_fix else f"{y:g}" for y in ys],
                              textposition="outside", cliponaxis=False,
                              # not shrunk to the bar's width: upright, a crowded group's numbers stay readable
-                             constraintext="none" if crowded else "both",
+                             constraintext="none" if crowded else None,
                              textangle=-90 if crowded else 0, textfont={"size": 11 if crowded else 12}))
     subtitle = f"counted with {counted_with} (the same on CPU and GPU)"
     if by_fix:
