@@ -159,7 +159,10 @@ def test_chapter_4s_page_states_the_scans_costs_that_were_stored():
     from synclab.engine.input_batch_baseline import InputBatchBaseline
 
     page = " ".join((ROOT / "book" / "04_reverse_placeholder_scans.md").read_text().split())
-    elements = ch4.elements_touched(InputBatchBaseline, 60_000, num_reqs=ch4.PROFILE_REQS)  # the PR's 128 requests
+    # the PR's 128 requests: each request's repair reads the same elements (counted for one and two, which must agree)
+    one, two = (ch4.elements_touched(InputBatchBaseline, 60_000, num_reqs=n) for n in (1, 2))
+    assert two == 2 * one
+    elements = ch4.PROFILE_REQS * one
     assert f"({ch4.PROFILE_REQS} requests, 60,000 tokens each) the lab's own scan reads {elements:,} elements" in page
     solution = (ROOT / "solutions" / "04_reverse_placeholder_scans.ipynb").read_text()
     cpu_us = float(re.search(r"60000\s+([\d.]+) us", solution).group(1))
