@@ -137,6 +137,8 @@ def _ask(range_cls: RangeClass, pattern: str | None, length: int, query: Any, of
     return range_answers(range_cls, pattern, length, offset, [query])[0]
 
 
+_FLOAT_HINT = ("a float mask's running sum (is_embed.float().cumsum(0)) gives floats, and .tolist() keeps the dtype: "
+               "sum the mask as ints (is_embed.cumsum(0) of the bool mask is int64, or .long() first)")
 _BOOL_HINT = ("True and False are bools, not ints: a running sum over the mask's bools (itertools.accumulate) starts "
               "with the first bool itself; sum ints (accumulate(map(int, mask))), or take is_embed.cumsum(0).tolist()")
 
@@ -147,8 +149,8 @@ def _check_fixed(range_cls: RangeClass, rng: random.Random) -> None:
         what = "get_num_embeds()" if query == "num" else f"get_embeds_indices_in_range{query}"
         kinds = {type(x).__name__ for x in (got if isinstance(got, tuple) else (got,))}
         expect(kinds == {"int"}, f"{what} must answer with Python ints", expected="int", got=", ".join(sorted(kinds)),
-               hint=_BOOL_HINT if "bool" in kinds else "a 0-d tensor makes every later + and - in the scheduler a "
-               "torch call", case=case)
+               hint=_BOOL_HINT if "bool" in kinds else _FLOAT_HINT if "float" in kinds else "a 0-d tensor makes every "
+               "later + and - in the scheduler a torch call", case=case)
         edge = query == "num" and not length or isinstance(query, tuple) and 0 in query  # where the guards matter
         expect_equal(got, want, what=what, case=f"{case}: mask {pattern!r}" if pattern is not None else case,
                      hint="guard the two edges: an empty cumsum has no [-1]; index end_idx - 1 only if end_idx > 0"
@@ -162,13 +164,15 @@ def _check_cumsum(range_cls: RangeClass, rng: random.Random) -> None:
     for pattern, want in (("FTFTT", [0, 1, 1, 2, 3]), ("TTT", [1, 2, 3]), ("", [])):
         read = cumsum_of(range_cls, pattern, len(pattern))
         got = read["value"]
-        expect(type(got) is list, "embeds_cumsum must be a Python list", expected="list", got=type(got).__name__,
-               hint="tensor.cumsum(dim=0).tolist(): one conversion when the cache is built", case=f"mask {pattern!r}")
+        # a plain Python sequence: a list, as vLLM's, or a tuple, which the questions read the same way
+        expect(type(got) in (list, tuple), "embeds_cumsum must be a Python list", expected="list",
+               got=type(got).__name__, hint="tensor.cumsum(dim=0).tolist(): one conversion when the cache is built",
+               case=f"mask {pattern!r}")
         kinds = {type(x).__name__ for x in got}
         expect(kinds <= {"int"}, "its items must be Python ints", expected="int", got=", ".join(sorted(kinds)),
-               hint=_BOOL_HINT if "bool" in kinds else "list(tensor) gives 0-d tensors; .tolist() gives ints",
-               case=f"mask {pattern!r}")
-        expect_equal(got, want, what="embeds_cumsum", case=f"mask {pattern!r}")
+               hint=_BOOL_HINT if "bool" in kinds else _FLOAT_HINT if "float" in kinds
+               else "list(tensor) gives 0-d tensors; .tolist() gives ints", case=f"mask {pattern!r}")
+        expect_equal(list(got), want, what="embeds_cumsum", case=f"mask {pattern!r}")
         expect(read["cached"], "embeds_cumsum must be computed once and cached (the same object)",
                hint="@cached_property, as the baseline's", case=f"mask {pattern!r}")
 
@@ -230,7 +234,7 @@ def query_workload(range_cls: RangeClass, num_items: int = 64, length: int = 256
 
 
 # A counted call whose answers differ from the reference: code that took another path because it was counted.
-_COUNTED_HINT = ("the same questions the other checks ask, here counted: the fixed cases' and random masks' messages "
+_COUNTED_HINT = ("the same questions the other checks ask, here counted: the fixed cases' and random cases' messages "
                  "say what is wrong with the answer")
 
 
@@ -406,6 +410,10 @@ FIXED_SCHEDULES: list[tuple[str, list[FeatureSpec], int, int, int, dict, list[in
      {"encoder_cache_size": 12}, [], ([0], 20, 92), "pass the embeddings scheduled so far to can_allocate"),
     ("disable_chunked_mm_input: the window would split the item", [IMG], 0, 14, 100,
      {"disable_chunked_mm_input": True}, [], ([], 10, 100), "roll back to just before the item"),
+    ("disable_chunked_mm_input: the window would split an item whose output is cached", [IMG], 0, 14, 100,
+     {"disable_chunked_mm_input": True}, [0], ([], 14, 100),
+     "a cached item is not encoded, so no window splits it: ask check_and_update_cache (rule d) before rule e "
+     "rolls the window back"),
     ("disable_chunked_mm_input: the window covers the item", [IMG], 0, 18, 100,
      {"disable_chunked_mm_input": True}, [], ([0], 18, 92),
      "a whole item is fine: a window that ends exactly at the item's end does not end inside it (strict <)"),
@@ -711,6 +719,9 @@ CLAUSES = [
     Clause("5.2-rule-e", "the window starts before it and would end inside it", _FIXED_5_2,
            "the window starts at the item's offset", "5.2-rule-e-at-offset", "strict <",
            also=(_RANDOM_5_2,), lab="the window starts before the item and would end in"),
+    Clause("5.2-first-rule", "the first rule that applies decides", _FIXED_5_2,
+           "the window would split an item whose output is cached", "5.2-rule-e-before-cache-hit", "rule d",
+           also=(_RANDOM_5_2, _MIXES_5_2)),
     Clause("5.2-nothing-to-do", "asking no item and not the encoder cache", _FIXED_5_2,
            "no new tokens, the item's output cached", "5.2-no-early-return",
            "check_and_update_cache would claim the freeable entry", also=(_RANDOM_5_2,),
