@@ -197,7 +197,7 @@ def test_a_terminal_learner_gets_their_profile_as_one_offline_page(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("## Exercise 9.1 — a check"),
         nbformat.v4.new_code_cell("check()", outputs=[nbformat.v4.new_output("stream", name="stdout", text="passed\n")]),
-        nbformat.v4.new_markdown_cell("## Profile: time per call"),
+        nbformat.v4.new_markdown_cell("## Profile: time per call\n\nExpect: **one** call per step."),
         nbformat.v4.new_code_cell("fig", outputs=[
             nbformat.v4.new_output("stream", name="stdout", text="n  before  after\n"),
             nbformat.v4.new_output("display_data", data={"application/vnd.plotly.v1+json": {
@@ -207,6 +207,7 @@ def test_a_terminal_learner_gets_their_profile_as_one_offline_page(tmp_path):
     assert write_profile_html(nb, page, "Your profile: lab.ipynb") == 1
     text = page.read_text()
     assert "<h2>Profile: time per call</h2>" in text and "n  before  after" in text
+    assert "<p>Expect: <strong>one</strong> call per step.</p>" in text  # the section's words, beside its figure
     assert "Exercise 9.1" not in text  # a section without a figure is left out
     assert "a <\\/script> title" in text and "http" not in text.split("<body>")[1]  # inlined, nothing fetched
     nb.cells = nb.cells[:2]

@@ -12,17 +12,24 @@ import json
 from pathlib import Path
 from typing import Any
 
+from markdown_it import MarkdownIt
+
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
 def _section_outputs(nb: Any) -> list[tuple[str, list[tuple[str, Any]]]]:
-    """(heading, outputs) per ``##`` section, in order: each output a ("text", str) or ("figure", plotly dict)."""
+    """(heading, outputs) per ``##`` section, in order: each output a ("text", str) or ("figure", plotly dict), or
+    the section's own words ("prose", markdown): what to expect of a figure, and why, read beside it."""
     sections: list[tuple[str, list[tuple[str, Any]]]] = [("", [])]
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            heading = next((line[3:].strip() for line in cell.source.splitlines() if line.startswith("## ")), None)
+            lines = cell.source.splitlines()
+            heading = next((line[3:].strip() for line in lines if line.startswith("## ")), None)
             if heading:
                 sections.append((heading, []))
+            prose = "\n".join(line for line in lines if not line.startswith("## ")).strip()
+            if prose:
+                sections[-1][1].append(("prose", prose))
             continue
         for out in cell.get("outputs", []):
             data = out.get("data", {})
@@ -43,6 +50,9 @@ def write_profile_html(nb: Any, path: Path, title: str) -> int:
         for kind, value in outputs:
             if kind == "text":
                 parts.append(f"<pre>{html.escape(value)}</pre>")
+                continue
+            if kind == "prose":  # the notebook's markdown, rendered here (markdown-it ships with the book's tools)
+                parts.append(MarkdownIt("commonmark").render(value))
                 continue
             figures += 1
             spec = json.dumps({"data": value.get("data", []), "layout": value.get("layout", {}),
