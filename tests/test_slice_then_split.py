@@ -638,6 +638,8 @@ def test_an_off_by_one_at_the_sub_groups_end_is_explained_in_place_of_torchs_wor
     (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
     assert fixed.status == "crashed" and "split_sizes" in fixed.message, str(report)
     assert "last_token_indices_gpu is inclusive" in fixed.hint and not fixed.generic_hint, str(report)
+    # the off-by-one is told as itself: its slice is short of the sizes, not a split of more than the sub-group
+    assert "1 fewer than the sizes" in fixed.hint and "Split only the sub-group" not in fixed.hint, str(report)
 
 
 class SplitsTheWholeBatch(AllPool):  # the sub-group's sizes applied to every row of the batch, never sliced
@@ -646,7 +648,7 @@ class SplitsTheWholeBatch(AllPool):  # the sub-group's sizes applied to every ro
 
 
 def test_splitting_the_whole_batch_is_told_to_slice_the_sub_group_first():
-    """Not the off-by-one's hint alone: the one hint for "split_sizes" names both ways to get the sizes wrong."""
+    """The sizes miss the other way (more rows than they cover): told to slice the sub-group first."""
     report = ch1.check_all_pool(SplitsTheWholeBatch, seed=0)
     (fixed,) = [o for o in report.outcomes if "fixed cases" in o.name]
     assert fixed.status == "crashed", str(report)

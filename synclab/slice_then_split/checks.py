@@ -6,6 +6,7 @@ A room of :mod:`synclab.slice_then_split` (its docstring tells the chapter).
 from __future__ import annotations
 
 import random
+import re
 from typing import Any, Callable
 
 import torch
@@ -337,12 +338,23 @@ def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
 # ----------------------------------------------------------------------------- Exercise 1.1
 
 
-# torch's own words when the split sizes do not add up to the rows sliced: the off-by-one at the sub-group's end.
+def _split_sizes_hint(error: str) -> str:
+    """torch's words when the split sizes do not add up to the rows split, read for which way they miss: a slice one
+    row short is the inclusive end read as exclusive; more rows than the sizes is a split of more than the sub-group."""
+    said = re.search(r"sum exactly to (\d+) .*split_sizes=\[([\d, ]*)\]", error)
+    rows, sizes = (int(said.group(1)), sum(int(n) for n in said.group(2).split(",") if n.strip())) if said else (0, 0)
+    if said and sizes > rows:
+        return (f"your slice has {rows} rows, {sizes - rows} fewer than the sizes: last_token_indices_gpu is inclusive, "
+                "so the slice ends at its last token + 1 (a slice's end is exclusive)")
+    return ("the sizes do not add up to the rows you split. Split only the sub-group's rows: slice them first, from its "
+            "first token (first_token_indices_gpu[0]) to its last token + 1 (last_token_indices_gpu is inclusive), "
+            "then split that slice")
+
+
+# torch's own words when the sizes are a tensor, or do not add up to the rows sliced (which way they miss, said)
 SPLIT_SIZES_HINT = (("must be tuple of ints, not Tensor", "split takes the sizes as Python ints: "
                      "cursor.num_scheduled_tokens_cpu.tolist() (a host tensor: reading it is no sync)"),
-                    ("split_sizes", "the sizes do not add up to the rows you split. Split only the sub-group's rows: "
-                     "slice them first, from its first token (first_token_indices_gpu[0]) to its last token + 1 "
-                     "(last_token_indices_gpu is inclusive), then split that slice"),)
+                    ("split_sizes", _split_sizes_hint))
 
 CHECKS_1_1 = [
     Check("1.1", "same outputs as the reference on fixed cases (sub-groups, chunked prefill)", _fixed_cases(False),
