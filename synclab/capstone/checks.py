@@ -108,10 +108,8 @@ _REMEDIES = {
                       "indices on the host and upload them.",
     SyncKind.BOOL_MASK_INDEX: "Boolean-mask indexing sizes its result by device data: masked_fill_ with the mask "
                               "keeps the shape.",
-    SyncKind.ITEM: "A device value read per request: read it from the step's host copy, in stopped_on_host.",
-    SyncKind.BOOL: "A device value read per request: read it from the step's host copy, in stopped_on_host.",
-    SyncKind.TOLIST: "A device value read back: read it from the step's host copy, in stopped_on_host.",
-    SyncKind.D2H_COPY: "A device value read back: read it from the step's host copy, in stopped_on_host.",
+    **dict.fromkeys((SyncKind.ITEM, SyncKind.BOOL, SyncKind.TOLIST, SyncKind.D2H_COPY),
+                    "A device value read back: read it from the step's host copy, in stopped_on_host."),
 }
 
 _FEATURES_HINT = ("keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; a stop "

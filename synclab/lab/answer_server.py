@@ -13,8 +13,8 @@ own, and stop it (``kill``). A connection that closes (its job ended, or the jud
 process started for it with it. An answer's process so descends from a process that ran no reader's code, holds the
 pipes of its one exercise and nothing of the server's, and answers as a fresh one would.
 
-This module imports only the standard library and :mod:`.worker_server`'s framing: the server's copy of it comes from
-the answers' install.
+This module imports only the standard library and :mod:`.worker_server`'s framing and session setup: the server's
+copy of it comes from the answers' install.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import signal
 import socket
 import sys
 
-from synclab.lab.worker_server import receive, reap_children, send
+from synclab.lab.worker_server import enter_session, receive, reap_children, send
 
 
 def serve(control_fd: int) -> int:
@@ -76,12 +76,7 @@ def _fork_answer(start: dict, fds: list[int], sockets: list[socket.socket]) -> i
         try:
             for sock in sockets:  # the server's connections are not the answer's to use
                 sock.close()
-            os.setsid()
-            os.dup2(stderr, 2)
-            os.close(stderr)
-            os.chdir(start["cwd"])
-            os.environ.clear()
-            os.environ.update(start["env"])
+            enter_session(stderr, start["cwd"], start["env"])
             from synclab.lab.answer_process import serve as answer
 
             with os.fdopen(requests, "r") as into, os.fdopen(replies, "w") as out:

@@ -22,8 +22,9 @@ from typing import Any, Iterator
 from synclab.answer_keys import _RAW
 from synclab.answer_keys.stored import EXPECTED_DIR
 from synclab.lab.chapters import CHAPTERS, PACKAGES
-from synclab.lab.exercises import EXERCISES
-from synclab.lab.notebook_code import ROOT, load_function
+from synclab.lab.exercises import EXERCISES, of_chapter
+from synclab.lab.notebook_cells import defines_any
+from synclab.lab.notebook_code import ROOT, load_function, read_notebook
 from synclab.answer_keys.plain_data import digest, encode
 
 PUBLIC_SEEDS = tuple(range(8))  # the seeds a learner's check in the students' install draws its random cases from
@@ -98,14 +99,9 @@ def _check_call(task: str) -> tuple[Any, list[str]]:
 
 def _earlier_answers_used(notebook: str, task: str) -> list[str]:
     """The names the chapter's other exercises define that ``task``'s answer cells read."""
-    import nbformat
-
-    from synclab.lab.exercises import of_chapter
-    from synclab.lab.notebook_cells import defines_any
-
     own = set(EXERCISES[task].defines)
     read: set[str] = set()
-    for cell in nbformat.read(ROOT / notebook, as_version=4).cells:
+    for cell in read_notebook(ROOT / notebook).cells:
         if cell.cell_type == "code" and defines_any(cell.source, own):
             read |= {node.id for node in ast.walk(ast.parse(cell.source)) if isinstance(node, ast.Name)}
     return [name for exercise in of_chapter(EXERCISES[task].chapter) for name in exercise.defines

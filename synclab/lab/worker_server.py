@@ -83,12 +83,7 @@ def serve(fd: int, prepare: Callable[[dict], None], run_job: Callable[[dict], in
         if pid == 0:  # the job's worker: a session of its own, the job's stderr, folder and environment
             try:
                 sock.close()
-                os.setsid()
-                os.dup2(stderr, 2)
-                os.close(stderr)
-                os.chdir(cwd)
-                os.environ.clear()
-                os.environ.update(env)
+                enter_session(stderr, cwd, env)
                 job["channel_fd"] = channel
                 job["answer_server_fd"] = answers[0] if answers else None
                 code = run_job(job)
@@ -99,6 +94,17 @@ def serve(fd: int, prepare: Callable[[dict], None], run_job: Callable[[dict], in
         for fd in fds:
             os.close(fd)
         send(sock, {"pid": pid})
+
+
+def enter_session(stderr: int, cwd: str, env: dict[str, str]) -> None:
+    """In a child just forked for a job: a session of its own (the judge kills it whole), the job's stderr, folder and
+    environment."""
+    os.setsid()
+    os.dup2(stderr, 2)
+    os.close(stderr)
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
 
 
 def reap_children() -> set[int]:

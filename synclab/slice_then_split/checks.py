@@ -342,12 +342,13 @@ def _split_sizes_hint(error: str) -> str:
     """torch's words when the split sizes do not add up to the rows split, read for which way they miss: a slice one
     row short is the inclusive end read as exclusive; more rows than the sizes is a split of more than the sub-group."""
     said = re.search(r"sum exactly to (\d+) .*split_sizes=\[([\d, ]*)\]", error)
-    rows, sizes = (int(said.group(1)), sum(int(n) for n in said.group(2).split(",") if n.strip())) if said else (0, 0)
-    if said and sizes > rows:
-        return (f"your slice has {rows} rows, {sizes - rows} fewer than the sizes: last_token_indices_gpu is inclusive, "
-                "so the slice ends at its last token + 1 (a slice's end is exclusive)")
-    return ("the sizes do not add up to the rows you split. Split only the sub-group's rows: slice them first, from its "
-            "first token (first_token_indices_gpu[0]) to its last token + 1 (last_token_indices_gpu is inclusive), "
+    rows = int(said.group(1)) if said else 0
+    sizes = sum(int(n) for n in said.group(2).split(",") if n.strip()) if said else 0
+    if sizes > rows:
+        return (f"your slice has {rows} rows, {sizes - rows} fewer than the sizes: last_token_indices_gpu is "
+                "inclusive, so the slice ends at its last token + 1 (a slice's end is exclusive)")
+    return ("the sizes do not add up to the rows you split. Split only the sub-group's rows: slice them first, from "
+            "its first token (first_token_indices_gpu[0]) to its last token + 1 (last_token_indices_gpu is inclusive), "
             "then split that slice")
 
 

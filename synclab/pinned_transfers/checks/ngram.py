@@ -228,7 +228,7 @@ def ngram_steps(update: UpdateFunction, segments: Segments, seed: int, pinning: 
     rng, said = random.Random(seed), []
     with simulated_pinning(pinning), sim_cuda.simulated_cuda() as device:
         try:
-            for steps, case, new_reqs in _plans([tuple(s) for s in segments], rng):
+            for steps, case, new_reqs in _plans(segments, rng):
                 report = run_step(update, steps, new_reqs)
                 said.append({"case": case, "tokens": steps.token_ids_gpu.cpu().tolist(),
                              "lengths": steps.num_tokens_gpu.cpu().tolist(), "syncs": report_data(report)})
