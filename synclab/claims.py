@@ -260,12 +260,15 @@ def validated(id: str, measure: Callable[[], Sweep], attempts: int = ATTEMPTS) -
         raise ClaimContradicted(
             f"figure {id} contradicts its claim after {attempts} measurements: {'; '.join(problems)}. "
             f"The claim: \"{claim.text}\". The machine looks busy: re-run on an idle machine. Nothing was stored.")
-    if problems:
-        shows = f" What a CPU can and cannot show here: {claim.shows.rstrip('.')}." if claim.shows else ""
-        print(f"Note: this run's timings differ from the page's sentence (\"{claim.text}\"): {'; '.join(problems)}.{shows} "
-              "Timings move with whatever else the machine is doing, and with code that does different work: if it "
-              "is your version that differs, look at what it does per call. The page's figure comes from a "
-              "deliberate run on an idle machine (`make solutions`).")
+    if problems:  # one short line each: read beside a figure, in a notebook or the profile page
+        lines = [f"Note: this run's timings differ from the page's sentence (\"{claim.text}\"):",
+                 *(f"  - {problem}" for problem in problems)]
+        if claim.shows:
+            lines.append(f"What a CPU can and cannot show here: {claim.shows.rstrip('.')}.")
+        lines.append("Timings also move with whatever else the machine is doing; the page's figure is a deliberate run "
+                     "on an idle machine (`make solutions`); if it is your version that differs, look at what it does "
+                     "per call.")
+        print("\n".join(lines))
     return sweep
 
 

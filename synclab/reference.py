@@ -236,7 +236,7 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
             continue
         numeric = all(isinstance(v, (int, float)) for v in sweep.values)
         drawn.append(figures.sweep_figure(sweep, f"{title} ({slug})", log_x=numeric, log_y=True,
-                                          yaxis_title=_TIMED.get((chapter, name), "median time per call (us)")
+                                          labelled_ends=True, yaxis_title=_TIMED.get((chapter, name), "median time per call (us)")
                                           ).to_dict())
     return drawn
 

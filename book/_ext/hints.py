@@ -1,7 +1,7 @@
 """``{hints} N.M``: an exercise's ladder on its page: two hints, then the answer in the directive's body.
 
 The hints are the lab's own (``synclab/lab/hints.py``), so a page and its lab cannot disagree. The
-body, vLLM's code after the PR with its ``Source:`` line, is the ladder's last rung. Each rung is
+body, vLLM's code at the PR its ``Source:`` line names, is the ladder's last rung. Each rung is
 a fold the reader opens in turn; the directive sits after the exercise's contract, so no answer
 comes before its exercise in the reading path. Usage::
 
@@ -32,8 +32,8 @@ def ladder_markdown(task: str, answer: str) -> str:
     for number, hint in enumerate(ladder(task), 1):
         parts.append(f"{fence}{{dropdown}} Exercise {task}, hint {number}: {hint.title}\n{hint.text}\n{fence}")
     if answer.strip():
-        parts.append(f"{fence}{{dropdown}} Exercise {task}, the answer: vLLM's code after the PR (open it once "
-                     f"your check passes)\n{answer}\n{fence}")
+        parts.append(f"{fence}{{dropdown}} Exercise {task}, the answer: vLLM's code, at the PR its source line names "
+                     f"(open it once your check passes)\n{answer}\n{fence}")
     return "\n\n".join(parts) + "\n"
 
 

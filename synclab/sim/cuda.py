@@ -192,12 +192,24 @@ class SimEvent:
     """A simulated ``torch.cuda.Event``: remembers the copies queued before ``record()`` on its stream."""
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
-        self.device = _current_device()
+        self._device = _current_device()
         self.blocking = blocking
         self._stream: SimStream | None = None
         self._copies: list[_PendingCopy] = []
         self._uploads: list[_PendingUpload] = []
         self._polls = 0  # query() calls that found the copies still pending
+
+    @property
+    def device(self) -> _SimDevice:
+        return self._on_live_device()
+
+    def _on_live_device(self) -> _SimDevice:
+        """The device it is used on. An event outlives the ``simulated_cuda()`` block it was made in when code keeps
+        it (a module-level event, made once): on a GPU it is the process's for good, so here it serves the device
+        now simulated, and its record and waits are that device's."""
+        if not any(d is self._device for d in _DEVICE):
+            self._device, self._stream, self._copies, self._uploads = _current_device(), None, [], []
+        return self._device
 
     def record(self, stream: SimStream | None = None) -> None:
         self._stream = stream or self.device.current
@@ -212,6 +224,7 @@ class SimEvent:
         as real as ``synchronize()`` (the busy-poll a blocking event avoids). So the second look lands
         the copies and counts that wait.
         """
+        self._on_live_device()
         if self._stream is None or all(c not in self._stream.pending for c in self._copies):
             return True
         self._polls += 1
@@ -227,9 +240,10 @@ class SimEvent:
         (stream or self.device.current).wait_event(self)
 
     def synchronize(self) -> None:
+        device = self.device
         stream = self._stream.name if self._stream else "no stream"
         record_simulated_wait(SyncKind.EVENT_SYNC, f"Event.synchronize ({stream})")
-        self.device.log.add("host waits", stream, "Event.synchronize" + (" (blocking)" if self.blocking else ""))
+        device.log.add("host waits", stream, "Event.synchronize" + (" (blocking)" if self.blocking else ""))
         if self._stream is not None:
             self._stream.land(self._copies, self._uploads)
 

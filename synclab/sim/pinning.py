@@ -68,7 +68,8 @@ class _PinningMode(TorchFunctionMode):
             if not self.available:
                 _refuse(f"torch.{name}(..., pin_memory=True)")
             if self.simulate:
-                return _mark_pinned(func(*args, **{k: v for k, v in kwargs.items() if k != "pin_memory"}))
+                with _warnings_of_the_callers_line():
+                    return _mark_pinned(func(*args, **{k: v for k, v in kwargs.items() if k != "pin_memory"}))
         if name == "pin_memory" and args and isinstance(args[0], torch.Tensor):
             if not self.available:
                 _refuse("tensor.pin_memory()")
@@ -77,6 +78,30 @@ class _PinningMode(TorchFunctionMode):
         if name == "is_pinned" and self.simulate and args and isinstance(args[0], torch.Tensor):
             return is_pinned_host(args[0])
         return func(*args, **kwargs)
+
+
+_WARNED: set[tuple[str, int, str]] = set()
+
+
+@contextmanager
+def _warnings_of_the_callers_line() -> Iterator[None]:
+    """torch's warnings from a call made here for the reader's code (``torch.tensor(a_tensor, pin_memory=True)``
+    warns that a tensor is better cloned), said at the reader's line, as torch says them on a GPU, not at this file's."""
+    import sys
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    frame = sys._getframe(3)  # this generator, contextmanager's __exit__, __torch_function__, then the caller
+    for warning in caught:
+        said = (frame.f_code.co_filename, frame.f_lineno, str(warning.message))
+        if said in _WARNED:  # once per line, as Python's default filter does (catch_warnings resets its registry)
+            continue
+        _WARNED.add(said)
+        warnings.warn_explicit(warning.message, warning.category, frame.f_code.co_filename, frame.f_lineno,
+                               module=frame.f_globals.get("__name__"),
+                               registry=frame.f_globals.setdefault("__warningregistry__", {}))
 
 
 @contextmanager
