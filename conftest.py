@@ -115,7 +115,7 @@ LONGEST_FIRST = ["tests/test_judge.py", "tests/test_nbgrader.py", "tests/test_bo
                  "tests/test_data_parallel.py", "tests/test_cli_labs.py", "tests/test_lazy_streams.py",
                  "tests/test_honest_corpus.py", "tests/test_audit.py", "tests/test_honest_corpus_more.py",
                  "tests/test_cli_fresh_labs.py", "tests/test_answer_scan.py", "tests/test_clauses.py",
-                 "tests/test_wrong_versions.py", "tests/test_judged_apart.py",
+                 "tests/test_wrong_versions.py", "tests/test_judged_apart.py", "tests/test_reverse_scan.py",
                  "solutions/03_pinned_transfers.ipynb", "tests/test_cli.py", "tests/test_learner_check.py",
                  "solutions/01_slice_then_split.ipynb", "tests/test_slice_then_split.py", "tests/test_rank_group.py",
                  "tests/test_checks.py", "solutions/05_list_based_caches.ipynb", "tests/test_notebook_runner.py",
