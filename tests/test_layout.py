@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -147,14 +146,13 @@ def test_the_simulated_device_and_the_lab_machinery_have_rooms_of_their_own():
     assert {p.stem for p in (SYNCLAB / "lab").glob("*.py")} >= {"cli", "labgen", "notebook_runner", "grading"}
 
 
-@pytest.mark.parametrize("old", sorted(synclab.MOVED))
-def test_an_old_import_path_still_works_and_names_the_new_one(old):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(synclab.MOVED[old])
-    assert module.__name__ == synclab.MOVED[old]  # the module keeps its own name
-    assert any(synclab.MOVED[old] in str(w.message) for w in caught), [str(w.message) for w in caught]
+def test_no_import_shim_is_left_for_moved_modules():
+    """The modules that moved answer at their new place only: no finder of ours stands in for an old name."""
+    import sys
+
+    assert not any(type(finder).__module__.startswith("synclab") for finder in sys.meta_path)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("synclab.engine.sim_cuda")  # synclab.sim.cuda since the simulated device's room
 
 
 CORE = ("synclab.engine", "synclab.sim", "synclab.answer_keys")  # and the top-level modules: below the lab's machinery
