@@ -324,7 +324,8 @@ def gpu_loop_figure(result: dict[str, Any], title: str, label: str) -> go.Figure
 def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[float]],
                       published: dict[str, tuple[int, float]], label: str, device_step_us: float,
                       crossings: dict[str, float | None] | None = None) -> go.Figure:
-    """MODEL: loop throughput over output length from measured host costs.
+    """MODEL: loop throughput over output length from measured host costs; a variant's line bends at its crossing
+    (flat while the device step is the longer), not at the measured length before it.
 
     ``published`` (name -> (output length, tokens/s)) is what the PR reported, drawn as a black mark at the one
     length it measured, never as a line across lengths it did not. ``crossings`` (variant -> output length, or None
@@ -333,8 +334,15 @@ def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[f
     """
     fig = go.Figure()
     for color, (variant, ys) in zip(variant_colors(), tokens_per_s.items()):
-        fig.add_trace(go.Scatter(x=list(lengths), y=list(ys), name=variant, mode="lines+markers", line_color=color))
         at = (crossings or {}).get(variant)
+        xs, line, sizes = list(lengths), list(ys), [8] * len(ys)
+        if at is not None and xs[0] < at < xs[-1]:  # the knee: device-bound (flat) up to the crossing, not from the
+            knee = next(i for i, x in enumerate(xs) if x > at)  # last measured length before it
+            xs.insert(knee, at)
+            line.insert(knee, max(ys))  # the device-bound rate, where host = device step
+            sizes.insert(knee, 0)  # a point of the model, not a measurement: no marker
+        fig.add_trace(go.Scatter(x=xs, y=line, name=variant, mode="lines+markers", line_color=color,
+                                 marker={"size": sizes}))
         if at is not None and at > 0:
             fig.add_vline(x=at, line={"color": color, "dash": "dot"})  # a shape takes the value on a log axis
             fig.add_annotation(x=math.log10(at), y=0.04, yref="paper", xanchor="right", showarrow=False, align="right",

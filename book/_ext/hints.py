@@ -32,8 +32,8 @@ def ladder_markdown(task: str, answer: str) -> str:
     for number, hint in enumerate(ladder(task), 1):
         parts.append(f"{fence}{{dropdown}} Exercise {task}, hint {number}: {hint.title}\n{hint.text}\n{fence}")
     if answer.strip():
-        parts.append(f"{fence}{{dropdown}} Exercise {task}, the answer: vLLM's code, at the PR its source line names "
-                     f"(open it once your check passes)\n{answer}\n{fence}")
+        parts.append(f"{fence}{{dropdown}} Exercise {task}, the answer in vLLM's code (its source line names the PR; "
+                     f"open it once your check passes)\n{answer}\n{fence}")
     return "\n\n".join(parts) + "\n"
 
 

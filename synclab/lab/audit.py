@@ -37,9 +37,9 @@ ANSWER_RULES = """**How your answers are graded.** Your answer cells run whole, 
 alike: imports, constants, helpers, prints, whatever your code needs. The checks judge what your code does, never how
 it is written. The grader runs each exercise's cells in a fresh process, with the lab's setup; there your code cannot
 read the course's files (solutions, tests) or start processes. For most exercises the check itself runs in the
-grader's own process: it sends your code each case as data and reads back what your code returned (for code the
-checks must run, a class or an upload, what the chapter's own runner saw when it ran it on that case). For the others
-the check runs beside your code, in that same process.
+grader's own process: it sends your code each case as data and reads back what your code returned. Where your answer
+is code the check drives (a class, an upload), a small runner of the chapter's drives it beside your code and sends
+back what it saw. For the other exercises the check runs beside your code, in that same process.
 `python -m synclab check <this lab> --task N.M` runs the same check cells as this notebook, from a terminal."""
 
 

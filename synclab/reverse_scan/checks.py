@@ -93,6 +93,9 @@ def _shape_hint(before: list[int], row: list[int] | None, got: list) -> str:
     if PLACEHOLDER in row and got == before[:start] + row[:trailing]:
         return ("the row's -1s came along: a sampled row is right-padded with -1 after its valid ids (a rejected "
                 "draft); copy only the ids before the row's first -1")
+    if got == before:
+        return ("this list was not repaired at all, its placeholders still in place: if your update builds a new list, "
+                "the request's state still holds this one; assign into it (lst[start:] = ids)")
     if trailing > 1 and got[:len(before) - 1] == before[:-1]:
         return ("only the last placeholder was replaced: after a speculative step the whole trailing run of -1s is "
                 "in flight; replace it, and let the list shrink when fewer ids were accepted")
