@@ -294,8 +294,19 @@ def bandwidth_figure(result: dict[str, Any], metric: str, title: str, label: str
     for color, (variant, ys) in zip(variant_colors(), result[metric].items()):
         fig.add_trace(go.Scatter(x=sizes, y=ys, name=variant, mode="lines+markers", line_color=color))
     axis = "bandwidth (GB/s)" if metric == "gbps" else "host time inside .to() (us)"
-    return _layout(fig, title, f"measured on {label}", xaxis_title="bytes per copy", yaxis_title=axis,
-                   xaxis_type="log", yaxis_type="log" if metric == "host_us" else None, height=400)
+    # the sizes themselves, in binary units: plotly's own log ticks print minor digits ("5 10k 2 5 100k")
+    xaxis = {"type": "log", "title": "bytes per copy", "tickvals": list(sizes), "ticktext": [_binary_size(n) for n in sizes]}
+    return _layout(fig, title, f"measured on {label}", xaxis=xaxis, yaxis_title=axis,
+                   yaxis_type="log" if metric == "host_us" else None, height=400)
+
+
+def _binary_size(n: int) -> str:
+    """4096 -> "4 KiB", 268435456 -> "256 MiB": a copy's size as the page names it."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:g} {unit}"
+        n /= 1024
+    return f"{n:g} GiB"
 
 
 def gpu_loop_figure(result: dict[str, Any], title: str, label: str) -> go.Figure:
