@@ -127,7 +127,7 @@ def run_here(nb: NotebookNode, tasks: list[str] | None = None, cell_timeout_s: f
         os.environ[REPORT_LOG_ENV] = log
         try:
             for index, source in chosen.cells:
-                filename = f"<cell {index}>"
+                filename = cell_filename(index, source, chosen.chapter)
                 _remember(filename, source)
                 began = time.perf_counter()
                 out = io.StringIO()
@@ -153,6 +153,13 @@ def run_here(nb: NotebookNode, tasks: list[str] | None = None, cell_timeout_s: f
         run.reports = read_reports(log)
     run.seconds = time.perf_counter() - started
     return run
+
+
+def cell_filename(index: int, source: str, chapter: str) -> str:
+    """The name a cell's code runs under, which sync reports and tracebacks quote: the exercise it answers where it
+    defines one's names (``<your Exercise 0.1 cell>:4``: a notebook shows no cell numbers), else its place."""
+    answers = sorted(cells_of.answers_of(source, chapter))
+    return f"<your Exercise {' and '.join(answers)} cell>" if answers else f"<cell {index}>"
 
 
 def _remember(filename: str, source: str) -> None:

@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 
 from synclab.checks import CheckReport
 from synclab.lab.exercises import EXERCISES
-from synclab.lab.learner_check import _remember, plan
+from synclab.lab.learner_check import _remember, cell_filename, plan
 from tests.honest.corpus import Answer, answers, notebook_with
 
 SEEDS = (0, 1, 2)
@@ -35,7 +35,7 @@ def reports_on_seeds(answer: Answer, seeds: tuple[int, ...] = SEEDS,
         for index, source in chosen.cells:
             if index in chosen.checks:
                 continue
-            filename = f"<cell {index}>"
+            filename = cell_filename(index, source, chosen.chapter)
             _remember(filename, source)
             exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # as a kernel: no __future__ of ours
         call = EXERCISES[answer.task].check
