@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from synclab.device import DEVICE_ENV, SIMULATED
-from synclab.timing import CHECK_SERVER_ENV, SMOKE_ENV
+from synclab.run_modes import CHECK_SERVER_ENV, SMOKE_ENV
 
 SANITIZER = Path(__file__).parent / "tests" / "sanitize.cfg"
 
@@ -70,7 +70,7 @@ def pytest_configure(config):
     # Collection (module-level code) sees the simulated device; each test then gets the device its mark names.
     os.environ.setdefault(_ASKED_ENV, os.environ.get(DEVICE_ENV, ""))
     os.environ[DEVICE_ENV] = SIMULATED
-    # Timings under test run their whole path as briefly as it allows (synclab.timing.smoke_run); the
+    # Timings under test run their whole path as briefly as it allows (synclab.run_modes.smoke_run); the
     # kernels nbval and the CLI start inherit it. Tests assert counts, never times.
     os.environ.setdefault(SMOKE_ENV, "1")
     # Every `check` the suite runs, in a fresh Python: no warm check server outlives the tests (one test starts its

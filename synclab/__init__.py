@@ -2,7 +2,8 @@
 
 * the base every chapter uses: :mod:`.device` (which device; CPU tensors standing for device
   memory), :mod:`.syncs` (``count_syncs``, ``gpu_sync_allowed``), :mod:`.dispatch` (torch calls
-  and host work counted), :mod:`.provenance` and :mod:`.timing` (``benchmark``, ``sweep``, the run modes),
+  and host work counted), :mod:`.provenance` and :mod:`.timing` (``benchmark``, ``sweep``), :mod:`.run_modes` (the
+  run modes and the reader's environment, without torch),
   :mod:`.profiling` (``torch.profiler`` timelines), :mod:`.checks` (``run_checks``, what the reader
   finished), :mod:`.claims` (what a timing figure says), :mod:`.figures`, :mod:`.reference`
   (results stored by a GPU run), :mod:`.timeline_model` (chapter 0's host/device model), :mod:`.answer_keys`

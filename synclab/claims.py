@@ -26,7 +26,8 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence, Union
 
-from synclab.timing import Sweep, deliberate_run
+from synclab.timing import Sweep
+from synclab.run_modes import deliberate_run
 
 Variant = Union[int, str]
 ATTEMPTS = 3  # measurements a storing run makes before it refuses a figure

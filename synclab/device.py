@@ -44,11 +44,7 @@ class SimulatedDevice(str):
 SIM_DEVICE = SimulatedDevice("cpu")
 
 
-# ``SYNCLAB_DEVICE=sim`` runs the lab on the simulated device even where a GPU is present: the counts a
-# CPU-only machine reports, on any machine. The test suite sets it for every test not marked ``cuda``
-# (tests/conftest.py), so that no test's outcome depends on whether the machine has a GPU.
-DEVICE_ENV = "SYNCLAB_DEVICE"
-SIMULATED = "sim"
+from synclab.run_modes import DEVICE_ENV, SIMULATED  # noqa: E402  (the variable and its value: synclab.run_modes)
 
 
 def device_is_pinned_to_simulation() -> bool:

@@ -23,7 +23,6 @@ measurement here follows one protocol:
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
@@ -34,47 +33,10 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from synclab.device import DEVICE_ENV, has_cuda, synchronize
+from synclab.device import has_cuda, synchronize
 from synclab.provenance import Provenance
-
-# The three ways a run is told apart, each by an environment variable:
-# * a deliberate run stores figures (`python -m synclab measure` / `bench`): it measures longer, and a
-#   figure that contradicts its claim is refused (synclab.claims);
-# * the book build measures nothing: it shows what a deliberate run stored;
-# * a smoke run is the test suite's (set in conftest.py): every timing runs its whole path (the check
-#   before timing, the interleaving, the figure) with one call per block and two rounds. Its numbers mean
-#   nothing and are never stored; the tests assert counts, never times.
-DELIBERATE_ENV = "SYNCLAB_DELIBERATE"
-BOOK_BUILD_ENV = "SYNCLAB_BOOK_BUILD"
-SMOKE_ENV = "SYNCLAB_SMOKE"
-
-
-def deliberate_run() -> bool:
-    """True in a run that stores figures (``python -m synclab measure`` / ``bench``)."""
-    return bool(os.environ.get(DELIBERATE_ENV))
-
-
-def smoke_run() -> bool:
-    """True under the test suite (and never in a deliberate run): timings run as briefly as they can."""
-    return bool(os.environ.get(SMOKE_ENV)) and not deliberate_run()
-
-
-def refuse_in_book_build(what: str) -> None:
-    """Raise if the book is being built: a figure there comes from a stored run, never from the build."""
-    if os.environ.get(BOOK_BUILD_ENV):
-        raise RuntimeError(f"the book build measures nothing, but a page asked to {what}: show a stored "
-                           "measurement instead (`make solutions` stores them)")
-
-
-CHECK_SERVER_ENV = "SYNCLAB_CHECK_SERVER"  # the reader's choice of a warm check server (synclab.lab.check_server)
-
-
-def reader_environment() -> dict[str, str]:
-    """This process's environment as a reader's fresh run sees it: no mode of ours, except a smoke run's, whether
-    checks may run warm, and the device the person chose (``SYNCLAB_DEVICE=sim`` hides a GPU: a test of the
-    simulated device stays on it)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("SYNCLAB_") or k in (SMOKE_ENV, DEVICE_ENV,
-                                                                                          CHECK_SERVER_ENV)}
+# the run modes (deliberate, book build, smoke), kept where no torch is imported: the grader's processes read them
+from synclab.run_modes import deliberate_run, refuse_in_book_build, smoke_run
 
 
 ROUNDS = 5  # rounds of the round-robin: the statistic is the median of this many per-round medians

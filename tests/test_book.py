@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from synclab.timing import BOOK_BUILD_ENV
+from synclab.run_modes import BOOK_BUILD_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "_build"

@@ -23,7 +23,8 @@ from synclab.lab.chapters import import_all
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
 import_all()  # the chapters declare their claims when imported
-from synclab.timing import DELIBERATE_ENV, Sweep, Timing
+from synclab.timing import Sweep, Timing
+from synclab.run_modes import DELIBERATE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from nbformat import v4
 
-from synclab.timing import reader_environment
+from synclab.run_modes import reader_environment
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from synclab.timing import reader_environment
+from synclab.run_modes import reader_environment
 from tests.test_cli import ROOT, synclab
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)

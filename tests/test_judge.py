@@ -448,7 +448,7 @@ def test_the_worker_judges_on_the_simulated_device_whatever_the_machine(monkeypa
     where the grader's own does not (a GPU machine), and the person's choice reaches the processes the lab starts."""
     from synclab.device import DEVICE_ENV, SIMULATED
     from synclab.lab.judge import _worker_env
-    from synclab.timing import reader_environment
+    from synclab.run_modes import reader_environment
 
     monkeypatch.delenv(DEVICE_ENV, raising=False)
     assert _worker_env()[DEVICE_ENV] == SIMULATED and DEVICE_ENV not in reader_environment()

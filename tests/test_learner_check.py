@@ -23,7 +23,7 @@ from synclab.checks import REPORT_LOG_ENV
 from synclab.lab.check_server import IDLE_ENV, SERVER_ENV
 from synclab.lab.learner_check import plan, read_reports, run_here
 from synclab.lab.notebook_runner import run_notebook
-from synclab.timing import CHECK_SERVER_ENV, reader_environment
+from synclab.run_modes import CHECK_SERVER_ENV, reader_environment
 from tests.honest.corpus import ROOT, answers, notebook_with
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)

@@ -14,7 +14,7 @@ import pytest
 from nbformat import v4
 
 from synclab.lab.notebook_runner import run_notebook
-from synclab.timing import reader_environment
+from synclab.run_modes import reader_environment
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 

@@ -18,7 +18,7 @@ import pytest
 from synclab.lab import labgen
 from synclab.lab.exercises import points_of
 from synclab.lab.student_image import StudentImageError, students_lab, write_student_image
-from synclab.timing import CHECK_SERVER_ENV
+from synclab.run_modes import CHECK_SERVER_ENV
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 

@@ -13,8 +13,8 @@ import torch
 
 from synclab.provenance import Provenance
 from synclab import timing
-from synclab.timing import (BOOK_BUILD_ENV, DELIBERATE_ENV, ROUNDS, SMOKE_ENV, Sweep, Timing, benchmark, compare,
-                            measurement_threads, median, sweep)
+from synclab.timing import ROUNDS, Sweep, Timing, benchmark, compare, measurement_threads, median, sweep
+from synclab.run_modes import BOOK_BUILD_ENV, DELIBERATE_ENV, SMOKE_ENV
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 

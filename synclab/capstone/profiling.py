@@ -287,7 +287,8 @@ def host_time_by_phase(workload: Workload | None = None, configs: list[EngineCon
     configuration's parts.
     """
     from synclab.reference import record
-    from synclab.timing import Sweep, Timing, deliberate_run, measurement_threads, smoke_run
+    from synclab.timing import Sweep, Timing, measurement_threads
+    from synclab.run_modes import deliberate_run, smoke_run
 
     fixes = components or current_fixes()
     workload = workload or capstone_workload()
@@ -355,7 +356,8 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, steps: int = GPU_ABL
     from synclab.claims import ClaimContradicted
     from synclab.engine.tiny_llm import CPU_MODEL, gpu_model
     from synclab.reference import record
-    from synclab.timing import Progress, deliberate_run
+    from synclab.timing import Progress
+    from synclab.run_modes import deliberate_run
 
     fixes = current_fixes()
     configs = configs or ablation_configs()

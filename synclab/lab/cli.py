@@ -473,7 +473,7 @@ def bench_notebook(chapter: str, notebook: Path, timeout: int, out_root: Path | 
     from synclab.lab.notebook_runner import run_notebook
     from synclab.provenance import Provenance
     from synclab.reference import BENCH_DIR_ENV, REFERENCE_DIR
-    from synclab.timing import DELIBERATE_ENV
+    from synclab.run_modes import DELIBERATE_ENV
 
     prov = Provenance.here()
     if out_root is None:  # a CPU run is useful to look at, never a reference
@@ -510,7 +510,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     import nbformat
 
     from synclab.lab.notebook_runner import run_notebook
-    from synclab.timing import DELIBERATE_ENV
+    from synclab.run_modes import DELIBERATE_ENV
 
     chosen = chosen_chapters(args.chapters)
     if chosen is None:

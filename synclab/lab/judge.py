@@ -432,11 +432,9 @@ def sandbox_problem(sandbox: tuple[str, ...]) -> str | None:
 def _worker_env(seed: int | None = None) -> dict[str, str]:
     """The reader's code must not tell it is graded, nor find the course: no nbgrader or report variables. ``seed``:
     the one every check draws its cases from (a run that is verified against a right answer's uses the same)."""
-    from synclab.timing import reader_environment
-
     from synclab.checks import TIME_SCALE_ENV
-    from synclab.device import DEVICE_ENV, SIMULATED
     from synclab.lab.judge_worker import SEED_ENV
+    from synclab.run_modes import DEVICE_ENV, SIMULATED, reader_environment  # no torch: nbgrader's process needs none
 
     env = reader_environment()
     # nor the harness it runs under (pytest names the test running: a warm worker is kept per environment)

@@ -24,7 +24,7 @@ import nbformat
 
 from synclab.lab.judge import GRADING_SEED_ENV, REFERENCE_CACHE_ENV
 from synclab.lab.nbgrader_source import write_course
-from synclab.timing import reader_environment
+from synclab.run_modes import reader_environment
 
 GRADING_DIR = Path(__file__).resolve().parents[2] / "data" / "grading"
 Scores = dict[str, tuple[float, float]]  # grade cell id -> (score, max score)
