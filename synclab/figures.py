@@ -827,11 +827,13 @@ class _PlotlyBundle:
 
 def token_lists_figure(rows: Sequence[tuple[str, Sequence[int], int]], title: str) -> go.Figure:
     """Chapter 4: lists of token ids as rows of boxes, ``(label, ids, history)``: the first ``history`` ids grey
-    (tokens out before the step), a placeholder (-1) orange, a token this step brought blue."""
+    (tokens out before the step), a placeholder (-1) orange, a token this step brought blue. A row with no history is
+    the device's row of sampled ids, where a -1 pads a rejected draft: dark grey, not a placeholder's orange."""
     fig = go.Figure()
     for y, (label, ids, history) in enumerate(rows):
         for x, token in enumerate(ids):
-            color = "#ff9800" if token == -1 else ("#bdbdbd" if x < history else "#1f77b4")
+            placeholder = "#ff9800" if history else "#616161"  # a list's placeholder, or the device row's padding
+            color = placeholder if token == -1 else ("#bdbdbd" if x < history else "#1f77b4")
             fig.add_shape(type="rect", x0=x, x1=x + 0.9, y0=-y, y1=-y + 0.8, fillcolor=color,
                           line={"color": "white"})
             fig.add_annotation(x=x + 0.45, y=-y + 0.4, text=str(token), showarrow=False,
@@ -839,7 +841,8 @@ def token_lists_figure(rows: Sequence[tuple[str, Sequence[int], int]], title: st
         fig.add_annotation(x=max(len(r[1]) for r in rows) + 0.3, y=-y + 0.4, showarrow=False, xanchor="left",
                            text="<br>".join(textwrap.wrap(label, 40)), align="left", font={"size": 13})  # fits 1280px
     width = max(len(r[1]) for r in rows)
-    return _layout(fig, title, "grey: the history · orange: a placeholder (-1) · blue: what this step brought",
+    return _layout(fig, title, "grey: the history · orange: a placeholder (-1) · blue: what this step brought · "
+                   "dark grey: padding (-1) in the device's row",
                    xaxis={"visible": False, "range": [-0.2, width + 9]}, height=120 + 70 * len(rows),
                    yaxis={"visible": False, "range": [-len(rows) + 0.6, 1.0]}, showlegend=False)
 
