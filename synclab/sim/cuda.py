@@ -144,7 +144,9 @@ class SimStream:
 
     def wait_event(self, event: SimEvent) -> None:
         """Later work on ``self`` waits for what ``event`` recorded (CUDA's ``cudaStreamWaitEvent``): an edge
-        ``self <- the event's stream``. An event never recorded is no wait at all, as on CUDA."""
+        ``self <- the event's stream``. An event never recorded is no wait at all, as on CUDA (nor is one recorded
+        only on an earlier simulated device: what it covered there has run)."""
+        event._on_live_device()
         if event._stream is None:
             self.device.log.add("wait_event", self.name, "an event never recorded: no wait")
             return
