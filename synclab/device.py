@@ -21,6 +21,8 @@ from typing import Callable, Union
 
 import torch
 
+from synclab.run_modes import DEVICE_ENV, SIMULATED  # the variable and its value, read here by many
+
 DeviceLike = Union[str, torch.device]
 
 _MARK = "_synclab_on_device"
@@ -42,9 +44,6 @@ class SimulatedDevice(str):
 
 
 SIM_DEVICE = SimulatedDevice("cpu")
-
-
-from synclab.run_modes import DEVICE_ENV, SIMULATED  # noqa: E402  (the variable and its value: synclab.run_modes)
 
 
 def device_is_pinned_to_simulation() -> bool:

@@ -302,8 +302,8 @@ def bandwidth_figure(result: dict[str, Any], metric: str, title: str, label: str
 
 def _binary_size(n: int) -> str:
     """4096 -> "4 KiB", 268435456 -> "256 MiB": a copy's size as the page names it."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:g} {unit}"
         n /= 1024
     return f"{n:g} GiB"

@@ -143,14 +143,19 @@ _BOOL_HINT = ("True and False are bools, not ints: a running sum over the mask's
               "with the first bool itself; sum ints (accumulate(map(int, mask))), or take is_embed.cumsum(0).tolist()")
 
 
+def _not_ints_hint(kinds: set[str], otherwise: str) -> str:
+    """What answering with ``kinds`` instead of Python ints says: bools from a running sum, floats from a float mask."""
+    return _BOOL_HINT if "bool" in kinds else _FLOAT_HINT if "float" in kinds else otherwise
+
+
 def _check_fixed(range_cls: RangeClass, rng: random.Random) -> None:
     for case, pattern, length, query, want in FIXED_QUERIES:
         got = _ask(range_cls, pattern, length, query)
         what = "get_num_embeds()" if query == "num" else f"get_embeds_indices_in_range{query}"
         kinds = {type(x).__name__ for x in (got if isinstance(got, tuple) else (got,))}
         expect(kinds == {"int"}, f"{what} must answer with Python ints", expected="int", got=", ".join(sorted(kinds)),
-               hint=_BOOL_HINT if "bool" in kinds else _FLOAT_HINT if "float" in kinds else "a 0-d tensor makes every "
-               "later + and - in the scheduler a torch call", case=case)
+               hint=_not_ints_hint(kinds, "a 0-d tensor makes every later + and - in the scheduler a torch call"),
+               case=case)
         edge = query == "num" and not length or isinstance(query, tuple) and 0 in query  # where the guards matter
         expect_equal(got, want, what=what, case=f"{case}: mask {pattern!r}" if pattern is not None else case,
                      hint="guard the two edges: an empty cumsum has no [-1]; index end_idx - 1 only if end_idx > 0"
@@ -170,8 +175,8 @@ def _check_cumsum(range_cls: RangeClass, rng: random.Random) -> None:
                case=f"mask {pattern!r}")
         kinds = {type(x).__name__ for x in got}
         expect(kinds <= {"int"}, "its items must be Python ints", expected="int", got=", ".join(sorted(kinds)),
-               hint=_BOOL_HINT if "bool" in kinds else _FLOAT_HINT if "float" in kinds
-               else "list(tensor) gives 0-d tensors; .tolist() gives ints", case=f"mask {pattern!r}")
+               hint=_not_ints_hint(kinds, "list(tensor) gives 0-d tensors; .tolist() gives ints"),
+               case=f"mask {pattern!r}")
         expect_equal(list(got), want, what="embeds_cumsum", case=f"mask {pattern!r}")
         expect(read["cached"], "embeds_cumsum must be computed once and cached (the same object)",
                hint="@cached_property, as the baseline's", case=f"mask {pattern!r}")

@@ -155,16 +155,15 @@ def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
         case = f"{num_reqs} requests"  # named before the call: a hang reports it
         batch = make_batch(num_reqs, rng=rng)
         report = _same_step(impl, batch, f"the counted call, {num_reqs} requests", counted=True)
-        expect(report.count <= 1, f"{report.count} syncs in one step of {num_reqs} request{'' if num_reqs == 1 else 's'}",
-               expected="at most 1",
+        requests = f"{num_reqs} request{'s' * (num_reqs != 1)}"
+        expect(report.count <= 1, f"{report.count} syncs in one step of {requests}", expected="at most 1",
                got=f"{report.count}: " + "; ".join(f"{e.kind.value} at {e.where}" for e in report.events[:4]),
                case=case,
                hint="compute argmax and the NaN test for the whole batch on the device, bring them back in ONE "
                     ".tolist(), and use seq_lens_cpu (the host already knows the lengths)")
         budget = READ_BACK_BYTES_PER_REQUEST * (num_reqs + 1)  # a few values per request, never a row of logits
         expect(report.bytes_to_host <= budget, f"{report.bytes_to_host} bytes read back to the host",
-               expected=f"at most {budget} bytes for {num_reqs} request{'' if num_reqs == 1 else 's'}: eight 8-byte "
-                        f"values per request, and room for one request more (a row of logits alone is "
+               expected=f"at most {budget} bytes for {requests}: eight 8-byte values per request, and room for one request more (a row of logits alone is "
                         f"{batch.logits.shape[-1] * batch.logits.element_size()} bytes)",
                got=report.bytes_to_host, case=case,
                hint="one sync, but not a copy of the logits: reduce on the device (argmax) before reading back, and "

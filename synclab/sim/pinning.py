@@ -27,6 +27,8 @@ On a GPU machine ``available=True`` changes nothing (pinning is real), and
 
 from __future__ import annotations
 
+import sys
+import warnings
 from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterator
 
@@ -68,7 +70,7 @@ class _PinningMode(TorchFunctionMode):
             if not self.available:
                 _refuse(f"torch.{name}(..., pin_memory=True)")
             if self.simulate:
-                with _warnings_of_the_callers_line():
+                with _warnings_said_at(sys._getframe(1)):  # the frame that called torch: the reader's
                     return _mark_pinned(func(*args, **{k: v for k, v in kwargs.items() if k != "pin_memory"}))
         if name == "pin_memory" and args and isinstance(args[0], torch.Tensor):
             if not self.available:
@@ -84,16 +86,12 @@ _WARNED: set[tuple[str, int, str]] = set()
 
 
 @contextmanager
-def _warnings_of_the_callers_line() -> Iterator[None]:
+def _warnings_said_at(frame: Any) -> Iterator[None]:
     """torch's warnings from a call made here for the reader's code (``torch.tensor(a_tensor, pin_memory=True)``
-    warns that a tensor is better cloned), said at the reader's line, as torch says them on a GPU, not at this file's."""
-    import sys
-    import warnings
-
+    warns that a tensor is better cloned), said at ``frame``'s line, as torch says them on a GPU, not at this file's."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield
-    frame = sys._getframe(3)  # this generator, contextmanager's __exit__, __torch_function__, then the caller
     for warning in caught:
         said = (frame.f_code.co_filename, frame.f_lineno, str(warning.message))
         if said in _WARNED:  # once per line, as Python's default filter does (catch_warnings resets its registry)
