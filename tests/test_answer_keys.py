@@ -181,8 +181,9 @@ DELEGATIONS: list[tuple[str, Callable[..., Any], str, str, str]] = [
     ("5.2", ch5.check_encoder_scheduler, """
         class EncoderScheduler(scheduler.Scheduler):
             def _try_schedule_encoder_inputs(self, request, num_computed_tokens, num_new_tokens, budget):
-                return c5._try_schedule_reference(self, request, num_computed_tokens, num_new_tokens, budget)
-     """, "EncoderScheduler", "_try_schedule_reference"),
+                return c5._SchedulerReference._try_schedule_encoder_inputs(self, request, num_computed_tokens,
+                                                                           num_new_tokens, budget)
+     """, "EncoderScheduler", "_SchedulerReference._try_schedule_encoder_inputs"),
     ("6.2", ch6.check_ablation_row, """
         def ablation_row(config, workload, fixes):
             return c6._ablation_row_reference(config, workload, fixes)

@@ -187,36 +187,45 @@ def test_a_class_body_that_rewrites_the_checks_and_an_int_that_equals_anything_s
     assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
     assert any(re.search(r"changes the package's primer\.CHECKS_0_1", f) for f in by_task["0.1"]["review"])
     assert any("class _Yes defines __eq__" in f for f in by_task["0.2"]["review"])
-    # the grader's process saw it too: the checks' table was not the one it started with
-    assert any("changed the grader's machinery or tables: " in f and "synclab.primer.checks.CHECKS_0_1" in f
-               for f in by_task["0.1"]["review"]), by_task["0.1"]["review"]
+    # 0.1 is judged apart: the class body rewrote a table in the answer's process, where no check runs
 
 
 def _judged(tmp_path: Path, answers: dict[str, str], capsys: pytest.CaptureFixture,
-            stem: str = "00_primer") -> dict[str, dict]:
-    """``check --json`` on the solution ``stem`` with the answer cells of ``answers``' exercises replaced."""
+            stem: str = "00_primer", task: str | None = None) -> dict[str, dict]:
+    """``check --json`` on the solution ``stem`` with the answer cells of ``answers``' exercises replaced (of
+    exercise ``task`` alone, where one is named)."""
     nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
     roles = cell_roles(nb)
     for cell in nb.cells:
-        role, task = roles.get(cell.get("id", ""), ("other", ""))
+        role, tasks = roles.get(cell.get("id", ""), ("other", ""))
+        task = tasks.split(",")[0]  # a cell of several solution blocks names its task for each
         if role == "exercise" and task in answers:
             cell.source = answers[task]
     path = tmp_path / f"cheat_{stem}.ipynb"
     nbformat.write(nb, path)
-    cli.main(["grade", str(path), "--json"])
+    cli.main(["grade", str(path), "--json", *(["--task", task] if task else [])])
     return {e["task"]: e for e in json.loads(capsys.readouterr().out)["exercises"]}
 
 
 @pytest.mark.slow
 def test_the_guard_turned_off_and_code_disguised_as_the_package_are_seen_when_they_run(tmp_path, capsys):
-    """Past the reading, the grader's tracer sees both while the checks run. GAP: the reference called around its
-    guard gives right results, so 0.1 earns the checks of results (11.2 of 14); the disguised caller earns 0."""
+    """Past the reading, the grader's tracer sees both while the checks run, where it runs beside the answer (2.1).
+    Judged apart (0.1), the guard turned off in the answer's process guards nothing: the reference is not there, so
+    the answer earns 0 (it earned the checks of results, 11.2 of 14, while judged beside its checks); the disguised
+    caller earns 0."""
     by_task = _judged(tmp_path, {
         "0.1": GUARD_OFF + "\n\ndef decode_step(batch):\n    return _unguarded(_pc._decode_step_reference, batch)\n",
         "0.2": DISGUISED_CALLER + "\n\ndef my_predictions():\n    return _trampoline()(_pc._measure_snippet_syncs)\n",
     }, capsys)
-    assert by_task["0.1"]["earned"] == 11.2 and by_task["0.2"]["earned"] == 0, by_task
-    assert "changed the answer guard's record of which checks are running" in by_task["0.1"]["review"]
+    assert by_task["0.1"]["earned"] == 0 and by_task["0.2"]["earned"] == 0, by_task
+    assert any("reaches _pc.answer_key, the grader's own machinery" in f for f in by_task["0.1"]["review"])
+    row = _judged(tmp_path, {"2.1": GUARD_OFF + "\n\nclass AsyncPoolingOutput:\n    pass\n\n\n"
+                                             "class AsyncOutputRunner(PoolingModelRunner):\n"
+                                             "    def _pool(self, hidden_states, num_scheduled_tokens, batch):\n"
+                                             "        from synclab.lazy_streams import checks as _c2\n"
+                                             "        return _unguarded(_c2._pool_reference, self.model, batch)\n"},
+                  capsys, "02_lazy_streams", "2.1")["2.1"]
+    assert "changed the answer guard's record of which checks are running" in row["review"], row
     # the audit refuses the disguise's compile before the tracer sees it run
     assert any(f == "ran code disguised as the package's: call (util.py)" or f.startswith("the grader's sandbox")
                for f in by_task["0.2"]["review"]), by_task["0.2"]["review"]
@@ -260,6 +269,27 @@ def decode_step(batch):
         raise ValueError("NaN in logits")
     return box[0]
 '''
+# The same two at an exercise judged beside its checks (2.1): the check call shadowed, the step run on a thread.
+SHADOWS_THE_CHECK_2_1 = '''import dataclasses
+class AsyncPoolingOutput:
+    pass
+class AsyncOutputRunner(PoolingModelRunner):
+    pass
+class ch2:
+    def check_runner(impl, real=ch2):
+        r = real.check_runner(impl)
+        return type(r)(r.title, [dataclasses.replace(o, status="passed") for o in r.outcomes], r.seed)
+'''
+THREAD_RUNS_THE_POOL = '''from threading import Thread
+class AsyncPoolingOutput:
+    pass
+class AsyncOutputRunner(PoolingModelRunner):
+    def _pool(self, *args):
+        box = []
+        t = Thread(target=lambda: box.append(PoolingModelRunner._pool(self, *args)))
+        t.start(); t.join()
+        return box[0]
+'''
 A_HELPER_CALLS_THE_REFERENCE = '''from synclab.timing import benchmark
 class Got(Exception):
     pass
@@ -296,20 +326,25 @@ def test_the_checks_machinery_by_another_name_is_named():
 
 @pytest.mark.slow
 def test_a_shadowed_check_a_thread_and_a_helper_calling_the_answer_are_named(tmp_path, capsys):
-    """The check call reaches the chapter's own checks; a thread of the reader's is seen and refused its answer;
-    a package helper that calls what it is handed cannot call an answer for the reader."""
-    by_task = _judged(tmp_path, {"0.1": SHADOWS_THE_CHECK, "0.2": "def my_predictions():\n    return {}\n"}, capsys)
-    assert by_task["0.1"]["earned"] == 0
-    assert any("rebinds primer, which the check call uses" in line for line in by_task["0.1"]["review"])
+    """The check call reaches the chapter's own checks; a thread of the reader's is seen; a package helper that
+    calls what it is handed cannot call an answer for the reader. Beside the checks (2.1), the tracer names the first
+    two; judged apart (0.1), the shadow never meets the checks, and the baseline the thread and the helper call is
+    not in the answer's process: the step never sees a result of its own."""
+    lazy = "02_lazy_streams"
+    row = _judged(tmp_path, {"2.1": SHADOWS_THE_CHECK_2_1}, capsys, lazy, "2.1")["2.1"]
+    assert row["earned"] == 0 and any("rebinds ch2, which the check call uses" in f for f in row["review"]), row
+    row = _judged(tmp_path, {"2.1": THREAD_RUNS_THE_POOL}, capsys, lazy, "2.1")["2.1"]
+    assert any("started a thread while its checks ran" in f for f in row["review"]), row
+    none = "def my_predictions():\n    return {}\n"
+    by_task = _judged(tmp_path, {"0.1": SHADOWS_THE_CHECK, "0.2": none}, capsys)
+    assert by_task["0.1"]["earned"] == 0, by_task["0.1"]
     by_task = _judged(tmp_path, {"0.1": THREAD_CALLS_THE_BASELINE.replace("import torch.storage\n", "")
                                  .replace("torch.storage.threading.Thread", "Thread") + "\n\nfrom threading "
-                                 "import Thread\n", "0.2": "def my_predictions():\n    return {}\n"}, capsys)
-    review = by_task["0.1"]["review"]  # GAP: the baseline's syncs, on a thread of its own, are counted by nothing
-    assert by_task["0.1"]["earned"] == 2.8 and any("started a thread while its checks ran" in f for f in review), review
-    by_task = _judged(tmp_path, {"0.1": A_HELPER_CALLS_THE_REFERENCE,
-                                 "0.2": "def my_predictions():\n    return {}\n"}, capsys)
+                                 "import Thread\n", "0.2": none}, capsys)
+    # GAP: the step that only raises passes the NaN check (2.8 of 14), as it did beside the checks
+    assert by_task["0.1"]["earned"] == 2.8 and any("imports threading" in f for f in by_task["0.1"]["review"])
+    by_task = _judged(tmp_path, {"0.1": A_HELPER_CALLS_THE_REFERENCE, "0.2": none}, capsys)
     assert by_task["0.1"]["earned"] == 0, by_task["0.1"]
-    assert any("decode_step_baseline" in f for f in by_task["0.1"]["review"]), by_task["0.1"]["review"]
 
 
 # A third red team's, as they wrote them: 20 of 20 past the grader above.
@@ -350,9 +385,7 @@ def test_a_checks_helper_and_the_checks_as_an_oracle_earn_nothing(tmp_path, caps
     by_task = _judged(tmp_path, {"0.1": A_CHECKS_HELPER_CALLS_THE_BASELINE, "0.2": ASKS_THE_CHECKS}, capsys)
     assert by_task["0.1"]["earned"] == 0, by_task
     assert by_task["0.2"]["earned"] == _all_zeros_earn() < points_of("0.2"), by_task
-    assert any("called or handed in primer.decode_step_baseline" in f for f in by_task["0.1"]["review"]), \
-        by_task["0.1"]["review"]
-    assert any("unmark_device" in f for f in by_task["0.1"]["review"])
+    assert any("unmark_device" in f for f in by_task["0.1"]["review"]), by_task["0.1"]["review"]
 
 
 def test_an_instance_whose_call_is_an_answer_is_an_answer_handed_in():
@@ -449,8 +482,9 @@ DOES_NOTHING = """class ReverseScanBatch(InputBatch):
 @pytest.mark.slow
 def test_a_lent_method_a_number_that_subtracts_to_zero_and_a_method_that_does_nothing_earn_nothing(tmp_path,
                                                                                                    capsys):
+    # judged apart, the scheduler the profile lends is not in the answer's process: nothing to lend, nothing earned
     by_task = _judged(tmp_path, {"5.2": LENDS_THE_REFERENCE}, capsys, "05_list_based_caches")
-    assert by_task["5.2"]["earned"] == 0 and by_task["5.2"]["review"], by_task["5.2"]
+    assert by_task["5.2"]["earned"] == 0 and by_task["5.2"]["status"] == "failed", by_task["5.2"]
     by_task = _judged(tmp_path, {"4.1": DOES_NOTHING, "4.2": SUBTRACTS_TO_ZERO}, capsys,
                       "04_reverse_placeholder_scans")
     assert by_task["4.2"]["earned"] == 0 and any("a number of its own kind" in f for f in by_task["4.2"]["review"])

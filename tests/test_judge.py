@@ -66,17 +66,17 @@ STUB_0_1 = '''def decode_step(batch):
     raise NotImplementedError("Exercise 0.1")
 '''
 
+REBINDS_RUN_ONE = ("import synclab.checks as c\nfrom synclab.checks import Outcome\n"
+                   "c._run_one = lambda check, *a: Outcome(check.task, check.name, 'passed')\n")
+
 GAP = "earns what its honest version would not, until the checks run apart from the answer"
 
 # Each cheat: (what it does, the answer cell of 0.1, a phrase of its review line, the points it earns today).
 CHEATS_0_1 = [
     ("rebinds graded() at top level", "import synclab.lab.grading as g\ng.graded = lambda *a, **k: 14.0\n" + STUB_0_1,
      "names the grader's parts", 0),
-    # the checks are not run on machinery the cells rebound (a rebinding inside the answer's own calls: next test)
-    ("rebinds _run_one at top level",
-     "import synclab.checks as c\nfrom synclab.checks import Outcome\n"
-     "c._run_one = lambda check, *a: Outcome(check.task, check.name, 'passed')\n" + STUB_0_1,
-     "rebound or changed the grader's machinery or tables: synclab.checks._run_one", 0),
+    # judged apart: the checks run in the grader's process, the rebinding in the answer's (which holds no check)
+    ("rebinds _run_one at top level", REBINDS_RUN_ONE + STUB_0_1, "changes the package's c._run_one", 0),
     ("forges the report log", "import os, json\nlog = os.environ.get('SYNCLAB_CHECK_LOG')\n" + STUB_0_1,
      "names the grader's parts", 0),
     ("calls the reference through __wrapped__",
@@ -94,17 +94,29 @@ def test_a_cheat_written_in_an_answer_cell_is_named_for_the_instructor(tmp_path,
     assert exercise["earned"] == earned, (what, exercise)
 
 
+LAZY_STREAMS = "02_lazy_streams"
+
+
+def _solution_cell(stem: str, name: str) -> str:
+    """The solution's cell that defines ``name`` (a class or a function), its answers' markers left out."""
+    nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
+    source = next(c.source for c in nb.cells if c.cell_type == "code" and re.search(rf"^(class|def) {name}\b",
+                                                                                       c.source, re.M))
+    return "\n".join(line for line in source.splitlines() if "### " not in line) + "\n"
+
+
 def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_named(tmp_path, capsys):
-    """No line names the checks; the static reading names importlib and the computed setattr, and the fingerprint
-    after the check names what was rebound. The rebound machinery breaks the checks: nothing is earned."""
-    answer = _solution_source(PRIMER, "decode_step").replace(
-        "def decode_step(batch", "import importlib\n\ndef _hide():\n"
+    """At an exercise judged in the checks' process (2.1): no line names the checks; the static reading names
+    importlib and the computed setattr, and the fingerprint after the check names what was rebound. The rebound
+    machinery breaks the checks: nothing is earned."""
+    answer = _solution_cell(LAZY_STREAMS, "AsyncPoolingOutput").replace(
+        "class AsyncPoolingOutput", "import importlib\n\ndef _hide():\n"
         "    m = importlib.import_module('synclab.' + 'che' + 'cks')\n"
-        "    setattr(m, '_run' + '_one', lambda check, *a: None)\n\n\ndef decode_step(batch", 1)
-    # call it on the first step: the first line of the body
-    body = answer.index(":\n", answer.index("def decode_step(batch")) + 2
-    answer = answer[:body] + "    _hide()\n" + answer[body:]
-    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys, "0.1"))["0.1"]
+        "    setattr(m, '_run' + '_one', lambda check, *a: None)\n\n\nclass AsyncPoolingOutput", 1)
+    # call it as the first output is made: the first line of the constructor's body
+    body = answer.index("self._model_runner_output = ")
+    answer = answer[:body] + "_hide()\n        " + answer[body:]
+    exercise = _by_task(_graded(_submission(tmp_path, LAZY_STREAMS, {"2.1": answer}), capsys, "2.1"))["2.1"]
     assert exercise["earned"] == 0
     assert any("rebound or changed the grader's machinery or tables: synclab.checks._run_one" in f
                for f in exercise["review"]), exercise
@@ -122,24 +134,35 @@ def _dig_out(module: str, reference: str, signature: str) -> str:
 
 
 def test_the_reference_dug_out_of_its_guard_is_seen_when_it_runs(tmp_path, capsys):
-    """An exercise judged in the checks' process (0.1): the tracer sees the reference's own code called by the
-    answer. GAP: the reference's answers are right, so the checks of its results pass them (it fails one of the
-    syncs: a plain reference reads the logits back)."""
-    answer = _dig_out("synclab.primer.checks", "_decode_step_reference", "decode_step(batch)")
-    exercise = _by_task(_graded(_submission(tmp_path, "00_primer", {"0.1": answer}), capsys, "0.1"))["0.1"]
-    assert exercise["earned"] > 0, exercise
-    assert any("around its guard" in f and "_decode_step_reference" in f for f in exercise["review"]), exercise
+    """An exercise judged in the checks' process (2.1): the tracer sees the reference's own code called by the
+    answer."""
+    answer = ("import importlib\n\nclass AsyncPoolingOutput:\n    pass\n\n\n"
+              "class AsyncOutputRunner(PoolingModelRunner):\n"
+              "    def _pool(self, hidden_states, num_scheduled_tokens, batch):\n"
+              "        module = importlib.import_module('synclab.lazy_streams.checks')\n"
+              "        guard = getattr(module, '_pool_' + 'reference')\n"
+              "        cells = getattr(guard, '__clo' + 'sure__')\n"
+              "        raw = [c.cell_contents for c in cells if callable(c.cell_contents)]\n"
+              "        return raw[0](self.model, batch)\n")
+    exercise = _by_task(_graded(_submission(tmp_path, LAZY_STREAMS, {"2.1": answer}), capsys, "2.1"))["2.1"]
+    assert any("around its guard" in f and "_pool_reference" in f for f in exercise["review"]), exercise
 
 
-def test_an_exercise_judged_apart_has_no_reference_to_dig_out(tmp_path, capsys):
-    """The same cheat at an exercise judged apart (4.2): its answer's process imports the students' install, where
-    the reference's body is not shipped, so the raw function only raises; the checks, in the grader's process,
-    never see the reference's answers."""
-    answer = _dig_out("synclab.reverse_scan.checks", "_bottleneck_reference",
-                      "host_bottleneck_length(costs_us, device_step_us, max_length)")
-    summary = _graded(_submission(tmp_path, "04_reverse_placeholder_scans", {"4.2": answer}), capsys, "4.2")
-    assert _by_task(summary)["4.2"]["earned"] == 0, summary
-    checks = [c for c in summary["checks"] if c["task"] == "4.2"]
+DUG_OUT_APART = [("4.2", "synclab.reverse_scan.checks", "_bottleneck_reference",
+                  "host_bottleneck_length(costs_us, device_step_us, max_length)", "04_reverse_placeholder_scans"),
+                 ("0.1", "synclab.primer.checks", "_decode_step_reference", "decode_step(batch)", PRIMER)]
+
+
+@pytest.mark.parametrize("task, module, reference, signature, stem", DUG_OUT_APART, ids=[d[0] for d in DUG_OUT_APART])
+def test_an_exercise_judged_apart_has_no_reference_to_dig_out(tmp_path, capsys, task, module, reference, signature,
+                                                             stem):
+    """The same cheat at an exercise judged apart: its answer's process imports the students' install, where the
+    reference's body is not shipped, so the raw function only raises; the checks, in the grader's process, never see
+    the reference's answers."""
+    answer = _dig_out(module, reference, signature)
+    summary = _graded(_submission(tmp_path, stem, {task: answer}), capsys, task)
+    assert _by_task(summary)[task]["earned"] == 0, summary
+    checks = [c for c in summary["checks"] if c["task"] == task]
     assert checks and all(c["status"] == "crashed" and "NotShipped" in c["message"] for c in checks), checks
 
 
@@ -160,10 +183,22 @@ def test_a_baseline_handed_in_earns_nothing(tmp_path, capsys):
     assert checks and all("AllPoolBaseline" in c["message"] for c in checks), checks
 
 
+EXITS = "getattr(os, '_ex' + 'it')(0)"
+
+
 def test_a_process_that_ends_during_its_checks_earns_nothing_and_is_named(tmp_path, capsys):
-    answer = ("import os\n\ndef decode_step(batch):\n    getattr(os, '_ex' + 'it')(0)\n")
-    exercise = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": answer}), capsys, "0.1"))["0.1"]
+    """At an exercise judged in the checks' process (2.1), the process ends with the checks: named for the
+    instructor. Judged apart (0.1), the answer's own process ends: each check that asks it crashes, saying so."""
+    answer = ("import os\n\nclass AsyncPoolingOutput:\n    pass\n\n\nclass AsyncOutputRunner(PoolingModelRunner):\n"
+              f"    def _pool(self, *args):\n        {EXITS}\n")
+    exercise = _by_task(_graded(_submission(tmp_path, LAZY_STREAMS, {"2.1": answer}), capsys, "2.1"))["2.1"]
     assert exercise["earned"] == 0 and any("ended its process" in f for f in exercise["review"]), exercise
+    answer = f"import os\n\ndef decode_step(batch):\n    {EXITS}\n"
+    summary = _graded(_submission(tmp_path, PRIMER, {"0.1": answer}, "apart"), capsys, "0.1")
+    assert _by_task(summary)["0.1"]["earned"] == 0, summary
+    checks = [c for c in summary["checks"] if c["task"] == "0.1"]
+    assert checks and "the answer's process ended" in checks[0]["message"], checks
+    assert not any(c["passed"] for c in checks), checks
 
 
 def test_an_answer_cell_runs_whole_in_the_grader_as_in_the_notebook(tmp_path, capsys):
@@ -348,18 +383,19 @@ def test_the_worker_imports_a_package_with_no_answer_beside_it(tmp_path):
     """No oracle in the grader's reach: the package's own notebook loader, asked for the solution by the path
     relative to the package, finds the students' tree (labs as generated, no solutions/), and the answer that
     leans on it earns nothing. The audit hook plays no part here (the path is not the course's)."""
-    from synclab.lab.judge import grading_install, judge_notebook
+    from synclab.lab.judge import answer_install, grading_install, judge_notebook
 
     install = grading_install()
     assert (install / "synclab" / "__init__.py").exists() and (install / "labs").is_dir()
-    assert not (install / "solutions").exists()
+    assert not (install / "solutions").exists() and not (answer_install() / "solutions").exists()
     answer = ("from synclab.capstone.workloads import load_function\n\n\n"
               "def decode_step(batch):\n"
               "    return load_function('solutions/00_primer.ipynb', 'decode_step', {})(batch)\n")
     nb = nbformat.read(_submission(tmp_path, PRIMER, {"0.1": answer}), as_version=4)
     verdict = judge_notebook(nb, ["0.1"], scan=False)["0.1"]
     assert verdict.report is not None and verdict.report.earned == 0, verdict
-    assert "FileNotFoundError" in str(verdict.report) and str(install) in str(verdict.report), verdict
+    # 0.1 is judged apart: its answer runs in a process of its own, on the install without the answers
+    assert "FileNotFoundError" in str(verdict.report), verdict
     assert not any("sandbox" in line for line in verdict.review), verdict
 
 
@@ -490,7 +526,8 @@ class _Memo:  # copy.deepcopy's memo, whose lookup runs whatever it is handed
 
     def __setitem__(self, key, value):
         pass
-
+'''
+HIDES_IN_A_DEEPCOPY_0_1 = HIDES_IN_A_DEEPCOPY + '''
 
 def decode_step(batch):
     """The baseline's per-request reads, run inside Tensor.__deepcopy__, whose body the counters set aside."""
@@ -501,16 +538,26 @@ def decode_step(batch):
 def test_the_readers_code_run_inside_a_torch_function_the_counters_set_aside_is_named(tmp_path):
     """Red team, third round (20 of 20 on 1.1, 12 of 12 on 6.1, 14 of 14 on 4.1): a counting mode runs a torch
     function's own body with the modes set aside, so code a memo runs inside Tensor.__deepcopy__ is counted by
-    nothing. The grader's tracer sees the reader's code start there, with the syntax scan off. GAP: the syncs it
-    hid are not counted, so it earns the sync check too (a count is the answer process's word)."""
+    nothing. At an exercise judged in the checks' process (1.1), the grader's tracer sees the reader's code start
+    there, with the syntax scan off. GAP: the syncs it hid are not counted, so it earns the sync check too (a count
+    is the answer process's word). Judged apart (0.1), no tracer runs where the answer runs: the same trick earns
+    the sync check and no review line, which the instructors' page says of every count."""
     from synclab.lab.judge import judge_notebook
 
+    right = _solution_cell("01_slice_then_split", "AllPool").replace("class AllPool(", "class _RightPool(")
+    answer = right + HIDES_IN_A_DEEPCOPY + (
+        "\n\nclass AllPool(_RightPool):\n    def split_hidden_states(self, hidden_states, cursor):\n"
+        "        return copy.deepcopy(hidden_states, _Memo(id(hidden_states), "
+        "lambda: _RightPool.split_hidden_states(self, hidden_states, cursor)))\n")
+    nb = nbformat.read(_submission(tmp_path, "01_slice_then_split", {"1.1": answer}), as_version=4)
+    verdict = judge_notebook(nb, ["1.1"], scan=False)["1.1"]
+    assert any("where the counters do not look" in f and "__deepcopy__" in f for f in verdict.review), verdict
     slow = _solution_source(PRIMER, "decode_step").replace("def decode_step(", "def _right(")
     answer = slow + "\n\ndef _slow(batch):\n    batch.logits.tolist()\n    return _right(batch)\n\n" + \
-        HIDES_IN_A_DEEPCOPY
-    nb = nbformat.read(_submission(tmp_path, PRIMER, {"0.1": answer}), as_version=4)
+        HIDES_IN_A_DEEPCOPY_0_1
+    nb = nbformat.read(_submission(tmp_path, PRIMER, {"0.1": answer}, "apart"), as_version=4)
     verdict = judge_notebook(nb, ["0.1"], scan=False)["0.1"]
-    assert any("where the counters do not look" in f and "__deepcopy__" in f for f in verdict.review), verdict
+    assert verdict.report is not None and verdict.report.passed and not verdict.review, verdict
 
 
 def test_one_warm_worker_serves_a_process_and_no_job_changes_the_next(tmp_path, capsys):
@@ -519,16 +566,16 @@ def test_one_warm_worker_serves_a_process_and_no_job_changes_the_next(tmp_path, 
     another environment gets a server of its own, and the seed (a job's own) does not start one."""
     from synclab.lab import worker_server
 
-    rebinds = CHEATS_0_1[1][1]  # rebinds synclab.checks._run_one at top level
-    cheat = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": rebinds}, "cheat"), capsys, "0.1"))["0.1"]
+    rebinds = REBINDS_RUN_ONE + _solution_cell(LAZY_STREAMS, "AsyncPoolingOutput")  # at an exercise judged here
+    cheat = _by_task(_graded(_submission(tmp_path, LAZY_STREAMS, {"2.1": rebinds}, "cheat"), capsys, "2.1"))["2.1"]
     assert cheat["earned"] == 0 and any("synclab.checks._run_one" in line for line in cheat["review"]), cheat
     def workers() -> dict[str, int]:  # beside them, one answers' server for the exercises judged apart
         return {key: server._proc.pid for key, server in worker_server._SERVERS.items() if "judge_worker" in key}
 
     servers = workers()
     assert len(servers) == 1, servers
-    honest = _by_task(_graded(ROOT / "solutions" / f"{PRIMER}.ipynb", capsys, "0.1"))["0.1"]
-    assert honest["earned"] == points_of("0.1") and not honest["review"], honest
+    honest = _by_task(_graded(ROOT / "solutions" / f"{LAZY_STREAMS}.ipynb", capsys, "2.1"))["2.1"]
+    assert honest["earned"] == points_of("2.1") and not honest["review"], honest
     assert workers() == servers  # the same one
     from synclab.lab.judge_worker import SEED_ENV
 

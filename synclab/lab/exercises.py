@@ -39,7 +39,8 @@ class Exercise:
 
 
 EXERCISES: dict[str, Exercise] = {e.task: e for e in [
-    Exercise("0.1", "ch0", 14, ("decode_step",), "primer.check_decode_step(decode_step)"),
+    Exercise("0.1", "ch0", 14, ("decode_step",), "primer.check_decode_step(decode_step)",
+             judged_apart=True),  # its checks run the reader's step through runners (step_outcome, ...)
     Exercise("0.2", "ch0", 6, ("my_predictions",), "primer.check_predictions(my_predictions)", judged_apart=True),
     Exercise("1.1", "ch1", 20, ("AllPool",), "ch1.check_all_pool(AllPool)"),
     Exercise("1.2", "ch1", 5, ("AllPoolNoSync",), "ch1.check_all_pool_no_sync(AllPoolNoSync)", stretch=True,
@@ -71,8 +72,8 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     Exercise("5.1", "ch5", 10, ("ListCachedRange",), "ch5.check_placeholder_range(ListCachedRange)",
              judged_apart=True),  # its checks ask the reader's class through runners that run in the answer's process
     Exercise("5.2", "ch5", 5, ("EncoderScheduler",), "ch5.check_encoder_scheduler(EncoderScheduler)",
-             stretch=True),  # the loop around 5.1's question: its eight rules are the scheduler's policy, not the
-    #                          pattern, and learners put the core at 110 minutes with it
+             stretch=True, judged_apart=True),  # the loop around 5.1's question: its eight rules are the scheduler's
+    #      policy, not the pattern, and learners put the core at 110 minutes with it; runners: scheduled_call, mix_steps
     Exercise("6.1", "ch6", 12, ("clean_runner",), "ch6.check_sync_hunt(clean_runner)"),
     Exercise("6.2", "ch6", 3, ("ablation_row",), "ch6.check_ablation_row(ablation_row)",
              stretch=True),  # 6.3 reads the counts the lab prints: the core fits a learner's 75 minutes without it

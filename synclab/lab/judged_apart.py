@@ -161,7 +161,7 @@ def _exception(raised: dict) -> BaseException:
         except Exception:  # noqa: BLE001 - a built-in exception that wants other arguments
             pass
     if (module, name) == ("synclab.checks", "CheckFailed"):
-        return CheckFailed(message)
+        return CheckFailed(message, **{k: decode(v) for k, v in raised.get("check", {}).items()})
     safe = name if name.isidentifier() else "AnswerError"
     return type(safe, (Exception,), {"__module__": module})(message)
 
@@ -198,6 +198,8 @@ class RemoteFunction:
     def _answer(self, request: dict) -> Any:
         reply = self._process.ask(request)
         if "raised" in reply:
+            if "check" in reply["raised"]:  # a check's failure, raised by the package's code there: raised here
+                raise _exception(reply["raised"])
             _raise_from_the_readers_line(_exception(reply["raised"]), reply["raised"])
         return decode(reply["returned"])
 

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from synclab.answer_keys.runners import runs_with_the_answer
+from synclab.checks import CheckFailed
 from synclab.engine.mm_inputs import PlaceholderRange, make_mask
 from synclab.engine.scheduler import Scheduler
 
@@ -49,6 +50,43 @@ def framed(length: int) -> str:
 def pattern_of(mask: torch.Tensor | None) -> str | None:
     """A mask as its pattern, ``"T"`` or ``"F"`` per position (None: no mask): how a case crosses as data."""
     return None if mask is None else "".join("T" if b else "F" for b in mask.tolist())
+
+
+def running_counts(pattern: str | None, length: int) -> list[int]:
+    """``counts[i]``: the embeddings among an item's first ``i`` positions (``length + 1`` of them, from 0)."""
+    counts = [0]
+    for i in range(length):
+        counts.append(counts[-1] + (pattern is None or pattern[i] == "T"))
+    return counts
+
+
+class GivenCountsRange(PlaceholderRange):
+    """An item whose questions are answered from running counts handed to it as data (:func:`running_counts`).
+
+    Exercise 5.2's collaborator: the scheduler's checks build their requests of these, with the counts worked out by
+    whoever built the case, so that they run wherever the scheduler runs, the grader's answer process included, where
+    no answer of 5.1 is shipped. Its questions make no torch call, and it holds its caller to vLLM's contract: a
+    window not clamped to the item fails the check that made it (vLLM's list raises IndexError past the end and
+    reads from the back on a negative index).
+    """
+
+    def __init__(self, offset: int, length: int, is_embed: torch.Tensor | None, counts: list[int]) -> None:
+        super().__init__(offset, length, is_embed)
+        object.__setattr__(self, "counts", counts)  # the dataclass is frozen
+
+    def get_num_embeds(self) -> int:
+        return self.counts[-1]
+
+    def get_embeds_indices_in_range(self, start_idx: int, end_idx: int) -> tuple[int, int]:
+        if not (isinstance(start_idx, int) and isinstance(end_idx, int) and 0 <= start_idx <= end_idx <= self.length):
+            raise CheckFailed(
+                f"get_embeds_indices_in_range({start_idx!r}, {end_idx!r}) asked of an item of length {self.length}",
+                expected=f"Python ints with 0 <= start_idx <= end_idx <= {self.length} (positions inside the item)",
+                got=f"({start_idx!r}, {end_idx!r})",
+                hint="clamp the window to the item before asking: start_idx = max(num_computed_tokens - "
+                     "offset, 0), end_idx = min(num_computed_tokens + num_new_tokens - offset, length); vLLM's "
+                     "list cumsum raises IndexError past the end and reads from the back on a negative index")
+        return self.counts[start_idx], self.counts[end_idx]
 
 
 @runs_with_the_answer
