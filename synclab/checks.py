@@ -185,7 +185,7 @@ class Check:
     points: int = 1  # what passing it is worth when graded (python -m synclab check --json, nbgrader)
     random: bool = True  # whether it draws random cases (a failure then prints the seed that replays them)
     names_fault: bool = False  # its failure names the fault itself (not only a wrong value): read it first
-    # (text in the error, hint): a crash torch explains badly, explained; a hint may be a function of the error's text
+    # (text in the error, its kind included, hint): a crash explained; a hint may be a function of the error's text
     crash_hints: tuple[tuple[str, str | Callable[[str], str]], ...] = ()
     # the check whose pass this one's points wait for: a property (in place, few syncs, little work) that an
     # answer doing nothing has too counts once the answer is right
@@ -439,8 +439,9 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
     except Exception as exc:  # the reader's code raised: one line, not a traceback
         where = _where_in_user_code(exc)
         message = f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
+        said = f"{type(exc).__name__}: {exc}"  # a crash hint may name the exception's kind (an AssertionError)
         explained = next((hint(str(exc)) if callable(hint) else hint
-                          for text, hint in check.crash_hints if text in str(exc)), "")
+                          for text, hint in check.crash_hints if text in said), "")
         return Outcome(**base, status="crashed", message=message, hint=explained or check.hint,
                        case=_case_of(exc, check), generic_hint=not explained)
     return Outcome(**base, status="passed")

@@ -211,12 +211,21 @@ def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = Fa
         medians = [t.median_us for timings in sweep.timings.values() for t in timings]
         ticks = log_ticks(min(medians), max(medians))
         yaxis.update(type="log", tickvals=ticks, ticktext=[f"{t:,g}" for t in ticks])
-        if labelled_ends:
-            below = [t for t in ticks if t <= min(medians)] or ticks[:1]
-            above = [t for t in ticks if t >= max(medians)] or ticks[-1:]
-            yaxis["range"] = [math.log10(below[-1]) - 0.02, math.log10(above[0]) + 0.02]
+        if labelled_ends:  # a label at or below the lowest point and one at or above the highest, added if need be
+            low_end = max([t for t in ticks if t <= min(medians)], default=_one_two_five(min(medians), below=True))
+            high_end = min([t for t in ticks if t >= max(medians)], default=_one_two_five(max(medians), below=False))
+            ticks = sorted({low_end, *ticks, high_end})
+            yaxis.update(tickvals=ticks, ticktext=[f"{t:,g}" for t in ticks],
+                         range=[math.log10(low_end) - 0.02, math.log10(high_end) + 0.02])
     return _layout(fig, title, f"measured on {sweep.provenance.label}; median of {_rounds(sweep)} interleaved rounds",
                    height=420, xaxis=xaxis, yaxis=yaxis)
+
+
+def _one_two_five(value: float, below: bool) -> float:
+    """The nearest of 1, 2 and 5 times a power of ten at or below ``value`` (``below``), else at or above it."""
+    power = 10.0 ** math.floor(math.log10(value))
+    candidates = [m * power for m in (0.5, 1, 2, 5, 10)]
+    return max(c for c in candidates if c <= value) if below else min(c for c in candidates if c >= value)
 
 
 def log_ticks(low: float, high: float) -> list[float]:

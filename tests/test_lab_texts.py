@@ -490,3 +490,14 @@ def test_no_task_line_or_stub_docstring_names_a_pr():
                                               nbformat.v4.new_code_cell('def f():\n    """After #39113."""\n'
                                                                         '    raise NotImplementedError("Exercise 1.1")')])
     assert len(_task_lines_and_stub_docstrings(planted)) == 2  # the test can fail
+
+
+def test_chapter_1_states_its_models_step_times_as_the_model_plays_them():
+    """The page's model figure: 60 us of host work against 35 us, 40 us of device work, two syncs; the page says what
+    the model's subtitle shows per step, and the model agrees."""
+    from synclab.timeline_model import simulate
+
+    before, after = (round(simulate(host_us=h, device_us=40, syncs=2, steps=4).step_time_us) for h in (60, 35))
+    page = " ".join((ROOT / "book" / "01_slice_then_split.md").read_text().split())
+    assert "simulate(host_us=60, device_us=40, syncs=2, steps=4)" in page
+    assert f"{before} us per step before, {after} us after" in page, (before, after)

@@ -252,3 +252,29 @@ def test_no_stored_solution_says_no_gpu_run_is_recorded_where_one_is():
         chapter = f"ch{int(notebook.name[:2])}"
         if any(REFERENCE_DIR.glob(f"*/{chapter}.json")):
             assert "No GPU run of this lab is recorded yet" not in notebook.read_text(), notebook.name
+
+
+def test_every_gpu_reference_sweep_shows_every_point_inside_its_labelled_axis():
+    """A learner found the H200's stretch at one request (about 4 us) below the first label of chapter 1's GPU figure,
+    and drawn off the axis: a log axis with labelled ends now adds a label below the lowest point (and above the
+    highest) where its ticks had none, for every stored GPU sweep."""
+    import math
+
+    from synclab import figures
+    from synclab.reference import REFERENCE_DIR, load
+    from synclab.timing import Sweep
+
+    drawn = 0
+    for chapter in ("ch0", "ch1", "ch2", "ch3", "ch4", "ch5", "ch6"):
+        for slug, data in load(chapter, REFERENCE_DIR).items():
+            for name, result in data["results"].items():
+                if not (isinstance(result, dict) and "timings" in result and "values" in result):
+                    continue
+                sweep = Sweep.from_dict(result)
+                yaxis = figures.sweep_figure(sweep, name, log_y=True, labelled_ends=True).to_dict()["layout"]["yaxis"]
+                low, high = yaxis["range"]
+                medians = [t.median_us for timings in sweep.timings.values() for t in timings]
+                assert low <= math.log10(min(medians)) and math.log10(max(medians)) <= high, (chapter, slug, name)
+                assert min(yaxis["tickvals"]) <= min(medians) and max(yaxis["tickvals"]) >= max(medians)
+                drawn += 1
+    assert drawn >= 10

@@ -552,6 +552,23 @@ def test_every_check_is_shown_to_fail(task):
     assert_every_check_shown_to_fail(checks, wrongs)
 
 
+class NoSyncAsserts(AllPoolNoSync):  # the invariant held by an assert, not the contract's ValueError
+    def split_hidden_states(self, hidden_states, cursor):
+        sizes = cursor.num_scheduled_tokens_cpu.tolist()
+        assert hidden_states.shape[0] == sum(sizes), "rows do not match sizes"
+        return list(hidden_states.split(sizes))
+
+
+def test_an_assert_for_the_valueerror_is_told_so():
+    """A learner's honest mistake: the invariant checked with an assert. The crash names the AssertionError and the
+    hint says why it is not the contract's ValueError."""
+    report = ch1.check_all_pool_no_sync(NoSyncAsserts, seed=0)
+    (rejects,) = [o for o in report.outcomes if "do not match the sizes" in o.name]
+    assert rejects.status == "crashed" and "AssertionError" in rejects.message, str(report)
+    assert "an assert is not the contract's ValueError" in rejects.hint, str(report)
+    assert all(o.ok for o in report.outcomes if o is not rejects), str(report)  # the rest is right
+
+
 def test_a_stub_reports_not_implemented():
     class Stub(AllPool):
         def split_hidden_states(self, hidden_states, cursor):

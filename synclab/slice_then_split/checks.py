@@ -262,7 +262,8 @@ def _sync_bound(limit: int, slice_groups: bool) -> Callable[[AllPoolClass, rando
             values = report.bytes_to_host // 8  # the cursor's indices are int64
             expect(values <= limit, f"{values} values read back from the device for {num_reqs} requests",
                    expected=f"at most {limit} (where the sub-group starts and where it ends)",
-                   got=f"{report.bytes_to_host} bytes: {where}", case=f"{num_reqs} requests",
+                   got=f"{values} values ({report.bytes_to_host} bytes of int64): {where}",
+                   case=f"{num_reqs} requests",
                    hint="each sync should bring back one number, not a whole index tensor: the sub-group's first "
                         "row is the first entry of one index tensor, its last row the last entry of the other")
 
@@ -429,7 +430,9 @@ CHECKS_1_2 = [
     Check("1.2", "a finished request's cache is cleaned", _check_cleaned(True)),
     Check("1.2", "chunks kept across steps survive the next step's forward", _check_buffer_reuse(True)),
     Check("1.2", "no needless copies, with and without async scheduling", _check_no_needless_copies(True)),
-    Check("1.2", "rows that do not match the sizes raise ValueError", _check_rejects_unsliced, random=False),
+    Check("1.2", "rows that do not match the sizes raise ValueError", _check_rejects_unsliced, random=False,
+          crash_hints=(("AssertionError", "an assert is not the contract's ValueError (and `python -O` drops it): "
+                                          "raise ValueError naming the rows and the sizes' sum"),)),
     Check("1.2", "0 syncs per call", _sync_bound(0, True), timeout_s=60),
     Check("1.2", "host work per call does not grow with the requests (one split)", _host_work_flat, random=False),
 ]
