@@ -252,18 +252,17 @@ def _sync_bound(limit: int, slice_groups: bool) -> Callable[[AllPoolClass, rando
             dispatcher = make_dispatcher(all_pool, chunked=True, async_scheduling=False, slice_groups=slice_groups)
             with count_syncs() as report:
                 outputs = dispatcher(step.hidden_states, step.metadata)
-            _expect_outputs(outputs, step, f"the counted call, {num_reqs} requests", "its first step")
+            requests_said = f"{num_reqs} request{'' if num_reqs == 1 else 's'}"
+            _expect_outputs(outputs, step, f"the counted call, {requests_said}", "its first step")
             where = "; ".join(f"{e.kind.value} at {e.where}" for e in report.events[:4])
-            expect(report.count <= limit, f"{report.count} sync{'' if report.count == 1 else 's'} in one call for {num_reqs} "
-                   f"request{'' if num_reqs == 1 else 's'}",
-                   expected=f"at most {limit}", got=f"{report.count}: {where}", case=f"{num_reqs} requests",
+            expect(report.count <= limit, f"{report.count} sync{'' if report.count == 1 else 's'} in one call for "
+                   f"{requests_said}", expected=f"at most {limit}", got=f"{report.count}: {where}", case=requests_said,
                    hint="read the sub-group's two bounds once, then split by num_scheduled_tokens_cpu (host)"
                    if limit else "the sizes are on the host (num_scheduled_tokens_cpu): split by them alone")
             values = report.bytes_to_host // 8  # the cursor's indices are int64
-            expect(values <= limit, f"{values} values read back from the device for {num_reqs} requests",
+            expect(values <= limit, f"{values} values read back from the device for {requests_said}",
                    expected=f"at most {limit} (where the sub-group starts and where it ends)",
-                   got=f"{values} values ({report.bytes_to_host} bytes of int64): {where}",
-                   case=f"{num_reqs} requests",
+                   got=f"{values} values ({report.bytes_to_host} bytes of int64): {where}", case=requests_said,
                    hint="each sync should bring back one number, not a whole index tensor: the sub-group's first "
                         "row is the first entry of one index tensor, its last row the last entry of the other")
 
@@ -574,6 +573,6 @@ CLAUSES = [
     Clause("1.1-one-value", "2 syncs per call, whatever the batch size", _SYNCS_1_1, "16 requests",
            "1.1-bounds-read-whole", "each sync should bring back one number"),
     # the counted calls are of 1, 16 and 64 requests; a first chunked step may schedule none of the single one's rows
-    Clause("1.2-zero-syncs", "0 syncs", "0 syncs per call", "requests", "1.2-invariant-from-device-indices",
+    Clause("1.2-zero-syncs", "0 syncs", "0 syncs per call", "request", "1.2-invariant-from-device-indices",
            "the sizes are on the host (num_scheduled_tokens_cpu): split by them alone", lab="with 0 syncs"),
 ]
