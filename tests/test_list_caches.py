@@ -564,3 +564,26 @@ def test_the_busy_share_is_drawn_from_the_stored_gpu_runs_with_their_provenance(
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "ch5.json").write_text(json.dumps(cpu))
     assert headline_figures("ch5", "gpu_loops", "t", root=tmp_path) == []
+
+
+class AsksLate(EncoderScheduler):
+    """A right 5.2 that asks get_num_embeds() only of the items it goes on to schedule (the page's pitfalls: a step the
+    checks accept); in a decode step it asks nothing."""
+
+    def _try_schedule_encoder_inputs(self, request, num_computed_tokens, num_new_tokens, encoder_compute_budget):
+        if all(f.mm_position.offset + f.mm_position.length <= num_computed_tokens for f in request.mm_features):
+            return [], num_new_tokens, encoder_compute_budget  # every item computed: nothing asked
+        return super()._try_schedule_encoder_inputs(request, num_computed_tokens, num_new_tokens,
+                                                    encoder_compute_budget)
+
+
+def test_the_profile_runs_a_scheduler_that_asks_its_questions(capsys, monkeypatch):
+    """A learner's 5.2 that asked late passed its checks, then profiled both caches alike (1.00x, 0 torch calls): the
+    profile runs the lab's scheduler in its place and says why; a 5.2 that asks in vLLM's order is profiled as it is."""
+    import synclab.checks
+
+    monkeypatch.setattr(synclab.checks, "unfinished", lambda task: None)  # as if 5.2 had passed
+    assert ch5.check_encoder_scheduler(AsksLate, seed=0).passed
+    assert ch5.scheduler_to_profile(EncoderScheduler) is EncoderScheduler and capsys.readouterr().out == ""
+    assert ch5.scheduler_to_profile(AsksLate) is not AsksLate
+    assert "asks get_num_embeds() only of the items it schedules" in capsys.readouterr().out

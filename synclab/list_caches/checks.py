@@ -408,8 +408,8 @@ FIXED_SCHEDULES: list[tuple[str, list[FeatureSpec], int, int, int, dict, list[in
      "a whole item is fine: a window that ends exactly at the item's end does not end inside it (strict <)"),
     ("disable_chunked_mm_input: the window starts at the item's offset", [IMG], 10, 4, 100,
      {"disable_chunked_mm_input": True}, [], ([0], 4, 92),
-     "rule e stops only a window that starts before the item (strict <): one that starts at its offset already "
-     "splits it, and schedules it"),
+     "rule e rolls back only a window that starts before the item (num_computed_tokens < offset, strict <): a "
+     "window that starts at the item's offset is not rolled back, and the item is scheduled"),
 ]
 
 

@@ -11,7 +11,7 @@ import torch
 
 from synclab.claims import Faster, Grows, declare, validated
 from synclab.dispatch import count_torch_calls
-from synclab.engine.mm_inputs import make_mask
+from synclab.engine.mm_inputs import PlaceholderRangeBaseline, make_mask
 from synclab.engine.scheduler import SchedulerConfig
 from synclab.list_caches.checks import _SchedulerReference, make_request
 from synclab.list_caches.workloads import RangeClass, SchedulerClass, framed
@@ -111,14 +111,31 @@ def step_sweep(variants: dict[str, tuple[SchedulerClass, RangeClass]], grid: tup
 
 
 def scheduler_to_profile(reader_scheduler: SchedulerClass) -> SchedulerClass:
-    """The reader's scheduler once Exercise 5.2 passed its checks; until then the lab's reference, with a line."""
+    """The reader's scheduler once Exercise 5.2 passed its checks and asks the items of a decode step their
+    questions; until then the lab's reference, with a line that says why.
+
+    A 5.2 that asks ``get_num_embeds()`` only of the items it schedules passes the checks (the page's pitfalls say
+    so), but in a decode step it schedules no item, asks nothing, and both caches would count and time alike."""
     from synclab.checks import unfinished
 
     reason = unfinished("5.2")
-    if reason is None:
+    if reason is None and _asks_in_a_decode_step(reader_scheduler):
         return reader_scheduler
+    if reason is None:
+        reason = ("your 5.2 asks get_num_embeds() only of the items it schedules, and a decode step schedules none: "
+                  "it asks no question, so both caches would count and time alike (vLLM's loop at #40143 asks every "
+                  "item it reaches, the workload the PR measured)")
     print(f"the scheduler steps below run the lab's reference scheduler: {reason}.")
     return _SchedulerReference
+
+
+def _asks_in_a_decode_step(scheduler_cls: SchedulerClass) -> bool:
+    """Whether ``scheduler_cls`` asks the tensor cache anything (a torch call) in a small decode step."""
+    step = decode_step(scheduler_cls, PlaceholderRangeBaseline, num_reqs=2, images=2)
+    step()  # build the caches first
+    with count_torch_calls() as calls:
+        step()
+    return calls.count > 0
 
 
 def calls_per_step(variants: dict[str, tuple[SchedulerClass, RangeClass]], num_reqs: int = 128,
