@@ -1036,3 +1036,19 @@ def test_a_min_tokens_count_off_by_one_fails_on_every_seed(seed):
     first = report.outcomes[0]
     assert first.status == "failed" and "differ" in first.message, str(report)
     assert "min_tokens" in first.hint and "keep every feature" not in first.hint, first.hint  # the stop's boundary
+
+
+def test_a_dropped_bias_with_no_min_tokens_is_told_to_look_at_the_bias():
+    """A learner's 6.1 that dropped the logit bias drew a request with min_tokens 0 and a stop token: the same tokens,
+    other logprobs from position 0 on, and the hint blamed min_tokens' boundary. A bias moves the logprobs step after
+    step, a ban one token off only at the boundary: the hint now tells them apart."""
+    from types import SimpleNamespace
+
+    from synclab.capstone.checks import _feature_hint
+
+    spec = SimpleNamespace(request_id="r", sampling=SimpleNamespace(stop_token_ids=(5,), min_tokens=0))
+    want = {"r": ([1, 2, 3], [-1.0, -2.0, -3.0])}
+    bias_dropped = {"r": ([1, 2, 3], [-1.5, -2.5, -3.5])}  # every position moved
+    banned_at_zero = {"r": ([1, 2, 3], [-1.5, -2.0, -3.0])}  # `<=`: the stop token banned at position 0 alone
+    assert "look at the logit bias" in _feature_hint(spec, bias_dropped, want)
+    assert "min_tokens' boundary (0)" in _feature_hint(spec, banned_at_zero, want)

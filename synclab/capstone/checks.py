@@ -140,9 +140,11 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
         return ("other tokens from output position " + str(at) + ": look at the logit bias (each request's own "
                 "pairs, its float values, added to its row)")
     mine_lp, right_lp = got[spec.request_id][1], want[spec.request_id][1]  # per output position, the logprobs asked
-    at = next((k for k, (m, r) in enumerate(zip(mine_lp, right_lp)) if m != r), None)
-    if at is not None and stops and at in (min_tokens - 1, min_tokens):
-        # a ban one token too long or too short moves the logprobs first right at min_tokens' boundary
+    differ = [k for k, (m, r) in enumerate(zip(mine_lp, right_lp)) if m != r]
+    at = differ[0] if differ else None
+    if at is not None and stops and set(differ) <= {min_tokens - 1, min_tokens}:
+        # a ban one token too long or too short moves the logprobs at min_tokens' boundary alone; a bias dropped or
+        # misapplied moves them wherever the biased tokens are asked, step after step
         return (f"the same tokens, other logprobs from output position {at}, min_tokens' boundary ({min_tokens}): "
                 f"min_tokens {_MIN_TOKENS_RULE}")
     if at is not None:
