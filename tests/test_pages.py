@@ -129,3 +129,16 @@ def test_a_chapters_first_box_points_to_its_lab(page: Path) -> None:
     first_box = page.read_text().split("```{admonition}", 1)[1].split("```", 1)[0]
     assert f"labs/{page.stem}.ipynb" in first_box, page.name
     assert "solutions/" not in flow.split("\n## ", 1)[0], f"{page.name}: the opening links to the solution"
+
+
+def test_no_directive_fence_holds_a_backtick_in_its_title() -> None:
+    """CommonMark: the info string of a backtick fence may not hold a backtick, so such a fence is no fence at all.
+    Chapter 3's table of sync kinds, titled with `count_syncs` in backticks, rendered as a raw paragraph, and the
+    3.6 hints after it as a code block (a learner's screenshot)."""
+    import re
+
+    fence = re.compile(r"^(`{3,})\{[a-z-]+\}(.*)$")
+    found = [f"{page.name}:{n}: {line}" for page in sorted((ROOT / "book").glob("*.md"))
+             for n, line in enumerate(page.read_text().splitlines(), 1)
+             if (m := fence.match(line)) and "`" in m.group(2)]
+    assert not found, "a directive fence whose title holds a backtick renders as text: " + "; ".join(found)

@@ -184,6 +184,21 @@ def test_a_staging_buffer_kept_across_calls_fails_3_1_not_3_8():
     assert "a new pinned tensor" in str(report)
 
 
+def h2d_keeps_the_arrays_dtype(data, device, dtype=None):  # dtype honoured for lists only
+    from synclab.device import is_pin_memory_available
+
+    host = torch.tensor(data, dtype=dtype) if isinstance(data, list) else torch.as_tensor(data)
+    return (host.pin_memory() if is_pin_memory_available() else host).to(device, non_blocking=True)
+
+
+def test_an_arrays_dtype_kept_against_the_callers_is_told_to_convert():
+    """A learner's 3.1 that ignored dtype for arrays and tensors was told about np.asarray and Python floats, a call it
+    never made: the hint names the caller's dtype and the conversion."""
+    report = ch3.check_async_tensor_h2d(h2d_keeps_the_arrays_dtype, seed=0)
+    assert outcome(report, "same values") == "failed", str(report)
+    assert "the caller asked for dtype float32" in str(report) and "np.asarray" not in str(report), str(report)
+
+
 def test_python_floats_made_float64_through_numpy_are_told_about_the_dtype():
     report = ch3.check_async_tensor_h2d(h2d_through_numpy, seed=0)
     assert outcome(report, "same values") == "failed", str(report)

@@ -119,9 +119,13 @@ def _same_upload(got: dict[str, Any], spec: dict[str, Any], dtype: str | None, c
     expect(got["tensor"] and got["on_device"], "the result must be a device tensor",
            got=got["type"] if not got["tensor"] else "a host tensor",
            hint="return the tensor that .to(device, non_blocking=True) gives back", case=case)
-    float64_hint = ("torch.tensor(data) makes Python floats float32, torch's default dtype; np.asarray makes them "
-                    "float64: build a list with torch.tensor") if (got["dtype"], want["dtype"]) == (
-        "torch.float64", "torch.float32") else ""
+    float64_hint = ""
+    if (got["dtype"], want["dtype"]) == ("torch.float64", "torch.float32"):
+        float64_hint = (f"the caller asked for dtype {dtype}: a NumPy array or a tensor keeps its own dtype (float64 "
+                        "here) until you convert it (torch.as_tensor(data, dtype=dtype), or .to(dtype))"
+                        if dtype is not None and spec["kind"] != "list" else
+                        "torch.tensor(data) makes Python floats float32, torch's default dtype; np.asarray makes them "
+                        "float64: build a list with torch.tensor")
     kept_hint = ("with dtype None the result keeps the input's own dtype (a NumPy int32 array gives int32): a "
                  ".tolist() drops it; build from the array or tensor itself (torch.as_tensor, .pin_memory())"
                  ) if dtype is None and spec["kind"] != "list" else ""
