@@ -438,8 +438,8 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
                        case=_case_of(exc, check), generic_hint=not exc.hint)
     except Exception as exc:  # the reader's code raised: one line, not a traceback
         where = _where_in_user_code(exc)
-        message = f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
         said = f"{type(exc).__name__}: {exc}"  # a crash hint may name the exception's kind (an AssertionError)
+        message = said + (f" ({where})" if where else "")
         explained = next((hint(str(exc)) if callable(hint) else hint
                           for text, hint in check.crash_hints if text in said), "")
         return Outcome(**base, status="crashed", message=message, hint=explained or check.hint,

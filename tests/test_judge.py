@@ -57,8 +57,10 @@ def _by_task(summary: dict) -> dict[str, dict]:
 
 
 def _solution_source(stem: str, name: str) -> str:
+    """The solution's cell that defines ``name`` (a function or a class) at its top level."""
     nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
-    return next(c.source for c in nb.cells if c.cell_type == "code" and f"def {name}(" in c.source)
+    return next(c.source for c in nb.cells
+                if c.cell_type == "code" and re.search(rf"^(class|def) {name}\b", c.source, re.M))
 
 
 PRIMER = "00_primer"
@@ -97,19 +99,11 @@ def test_a_cheat_written_in_an_answer_cell_is_named_for_the_instructor(tmp_path,
 LAZY_STREAMS = "02_lazy_streams"
 
 
-def _solution_cell(stem: str, name: str) -> str:
-    """The solution's cell that defines ``name`` (a class or a function), its answers' markers left out."""
-    nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
-    source = next(c.source for c in nb.cells if c.cell_type == "code" and re.search(rf"^(class|def) {name}\b",
-                                                                                       c.source, re.M))
-    return "\n".join(line for line in source.splitlines() if "### " not in line) + "\n"
-
-
 def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_named(tmp_path, capsys):
     """At an exercise judged in the checks' process (2.1): no line names the checks; the static reading names
     importlib and the computed setattr, and the fingerprint after the check names what was rebound. The rebound
     machinery breaks the checks: nothing is earned."""
-    answer = _solution_cell(LAZY_STREAMS, "AsyncPoolingOutput").replace(
+    answer = _solution_source(LAZY_STREAMS, "AsyncPoolingOutput").replace(
         "class AsyncPoolingOutput", "import importlib\n\ndef _hide():\n"
         "    m = importlib.import_module('synclab.' + 'che' + 'cks')\n"
         "    setattr(m, '_run' + '_one', lambda check, *a: None)\n\n\nclass AsyncPoolingOutput", 1)
@@ -544,8 +538,8 @@ def test_the_readers_code_run_inside_a_torch_function_the_counters_set_aside_is_
     the sync check and no review line, which the instructors' page says of every count."""
     from synclab.lab.judge import judge_notebook
 
-    right = _solution_cell("01_slice_then_split", "AllPool").replace("class AllPool(", "class _RightPool(")
-    answer = right + HIDES_IN_A_DEEPCOPY + (
+    right = _solution_source("01_slice_then_split", "AllPool").replace("class AllPool(", "class _RightPool(")
+    answer = right + "\n" + HIDES_IN_A_DEEPCOPY + (
         "\n\nclass AllPool(_RightPool):\n    def split_hidden_states(self, hidden_states, cursor):\n"
         "        return copy.deepcopy(hidden_states, _Memo(id(hidden_states), "
         "lambda: _RightPool.split_hidden_states(self, hidden_states, cursor)))\n")
@@ -566,7 +560,7 @@ def test_one_warm_worker_serves_a_process_and_no_job_changes_the_next(tmp_path, 
     another environment gets a server of its own, and the seed (a job's own) does not start one."""
     from synclab.lab import worker_server
 
-    rebinds = REBINDS_RUN_ONE + _solution_cell(LAZY_STREAMS, "AsyncPoolingOutput")  # at an exercise judged here
+    rebinds = REBINDS_RUN_ONE + _solution_source(LAZY_STREAMS, "AsyncPoolingOutput")  # at an exercise judged here
     cheat = _by_task(_graded(_submission(tmp_path, LAZY_STREAMS, {"2.1": rebinds}, "cheat"), capsys, "2.1"))["2.1"]
     assert cheat["earned"] == 0 and any("synclab.checks._run_one" in line for line in cheat["review"]), cheat
     def workers() -> dict[str, int]:  # beside them, one answers' server for the exercises judged apart

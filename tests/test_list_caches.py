@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import random
 from pathlib import Path
 from functools import cached_property
@@ -16,7 +15,7 @@ from synclab.engine.encoder_cache_manager import EncoderCacheManager
 from synclab.engine.mm_inputs import MultiModalFeatureSpec, PlaceholderRange, PlaceholderRangeBaseline, make_mask
 from synclab.list_caches.checks import _PlaceholderRangeReference
 from synclab.engine.scheduler import Request, SchedulerConfig
-from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, outcome, witnesses
+from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, outcome, right_witnesses
 from tests.notebook_code import load_function
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -195,7 +194,7 @@ def test_5_1_checks_catch_wrong_versions(wrong, failing_check):
     """Each wrong version fails its check; every check it passes witnesses what the solution's does."""
     report = ch5.check_placeholder_range(wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
-    right = _right_witnesses(ch5.check_placeholder_range, ListCachedRange)
+    right = right_witnesses(ch5.check_placeholder_range, ListCachedRange)
     assert_passes_witness_as(report, right)
 
 
@@ -365,7 +364,7 @@ def test_5_2_checks_catch_wrong_versions(wrong, failing_check):
     """Each wrong version fails its check; every check it passes witnesses what the solution's does."""
     report = ch5.check_encoder_scheduler(wrong, seed=0)
     assert outcome(report, failing_check) in ("failed", "crashed"), str(report)
-    right = _right_witnesses(ch5.check_encoder_scheduler, EncoderScheduler)
+    right = right_witnesses(ch5.check_encoder_scheduler, EncoderScheduler)
     assert_passes_witness_as(report, right)
 
 
@@ -473,12 +472,6 @@ def test_chapter_5s_worked_cases_are_the_checks_own():
     assert "encode [0], budget left 4" in str(figure.to_dict()["layout"]["annotations"])
 
 
-@functools.cache
-def _right_witnesses(check, right) -> dict[str, str]:
-    """Each check's witness for a right answer on seed 0 (computed once for every wrong version)."""
-    return witnesses(check(right, seed=0))
-
-
 @pytest.mark.parametrize("check, right, wrong", [(ch5.check_placeholder_range, ListCachedRange, ShortcutWhenCounted),
                                                   (ch5.check_encoder_scheduler, EncoderScheduler,
                                                    SchedulesNothingWhenCounted)],
@@ -487,7 +480,7 @@ def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wron
     """The grader verifies each passed check of 5.1 and 5.2 but the timed one by its witness against a right
     answer's on the same seed: a shortcut taken only while counted must not change another check's witness (the
     wrong versions' witnesses are checked where each is shown to fail)."""
-    mine = _right_witnesses(check, right)
+    mine = right_witnesses(check, right)
     assert all(w for name, w in mine.items() if "timed" not in name)  # every check but the timing is verified
     report = check(wrong, seed=0)
     assert_passes_witness_as(report, mine)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 
 import json
 import math
@@ -22,7 +21,8 @@ from synclab.engine.input_batch import PLACEHOLDER
 from synclab.engine.input_batch_baseline import InputBatchBaseline
 from synclab.reverse_scan.checks import _bottleneck_reference, _update_reference as update_reference
 from synclab.reverse_scan.workloads import step_outcome
-from tests.check_reports import assert_every_check_shown_to_fail, assert_passes_witness_as, copied, outcome, witnesses
+from tests.check_reports import (assert_every_check_shown_to_fail, assert_passes_witness_as, copied, outcome,
+                                 right_witnesses, witnesses)
 from tests.notebook_code import load_function
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -638,19 +638,13 @@ def test_no_call_escapes_the_count_nor_can_tell_it_is_counted(wrong):
         assert any(o.status == "failed" and "fixed cases" in o.name for o in report.outcomes), str(report)
 
 
-@functools.cache
-def _right_witnesses_4_1() -> dict[str, str]:
-    """Each check's witness for the solution of 4.1 on seed 0 (computed once for every wrong version)."""
-    return witnesses(ch4.check_update_async_output_token_ids(ReverseScanBatch, seed=0))
-
-
 @pytest.mark.parametrize("wrong", sorted({w for w, _ in WRONG_4_1} | {WrapsPastTheStart}, key=lambda w: w.__name__),
                          ids=lambda w: w.__name__)
 def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wrong(wrong):
     """The grader verifies each passed check of 4.1 by its witness against a right answer's on the same seed: a bug
     that one check names must not change another check's witness (a 0-d tensor in a list compares equal to its int,
     so the new-request check passes it and must witness what a right answer does)."""
-    right = _right_witnesses_4_1()
+    right = right_witnesses(ch4.check_update_async_output_token_ids, ReverseScanBatch)
     assert all(right.values())  # every check of 4.1 is verified
     report = ch4.check_update_async_output_token_ids(wrong, seed=0)
     assert_passes_witness_as(report, right)
