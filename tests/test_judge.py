@@ -532,19 +532,20 @@ def decode_step(batch):
 def test_the_readers_code_run_inside_a_torch_function_the_counters_set_aside_is_named(tmp_path):
     """Red team, third round (20 of 20 on 1.1, 12 of 12 on 6.1, 14 of 14 on 4.1): a counting mode runs a torch
     function's own body with the modes set aside, so code a memo runs inside Tensor.__deepcopy__ is counted by
-    nothing. At an exercise judged in the checks' process (1.1), the grader's tracer sees the reader's code start
+    nothing. At an exercise judged in the checks' process (2.1), the grader's tracer sees the reader's code start
     there, with the syntax scan off. GAP: the syncs it hid are not counted, so it earns the sync check too (a count
     is the answer process's word). Judged apart (0.1), no tracer runs where the answer runs: the same trick earns
     the sync check and no review line, which the instructors' page says of every count."""
     from synclab.lab.judge import judge_notebook
 
-    right = _solution_source("01_slice_then_split", "AllPool").replace("class AllPool(", "class _RightPool(")
+    right = _solution_source(LAZY_STREAMS, "AsyncOutputRunner").replace("class AsyncOutputRunner(",
+                                                                        "class _RightRunner(")
     answer = right + "\n" + HIDES_IN_A_DEEPCOPY + (
-        "\n\nclass AllPool(_RightPool):\n    def split_hidden_states(self, hidden_states, cursor):\n"
+        "\n\nclass AsyncOutputRunner(_RightRunner):\n    def _pool(self, hidden_states, num_scheduled_tokens, batch):\n"
         "        return copy.deepcopy(hidden_states, _Memo(id(hidden_states), "
-        "lambda: _RightPool.split_hidden_states(self, hidden_states, cursor)))\n")
-    nb = nbformat.read(_submission(tmp_path, "01_slice_then_split", {"1.1": answer}), as_version=4)
-    verdict = judge_notebook(nb, ["1.1"], scan=False)["1.1"]
+        "lambda: _RightRunner._pool(self, hidden_states, num_scheduled_tokens, batch)))\n")
+    nb = nbformat.read(_submission(tmp_path, LAZY_STREAMS, {"2.1": answer}), as_version=4)
+    verdict = judge_notebook(nb, ["2.1"], scan=False)["2.1"]
     assert any("where the counters do not look" in f and "__deepcopy__" in f for f in verdict.review), verdict
     slow = _solution_source(PRIMER, "decode_step").replace("def decode_step(", "def _right(")
     answer = slow + "\n\ndef _slow(batch):\n    batch.logits.tolist()\n    return _right(batch)\n\n" + \

@@ -62,9 +62,9 @@ def test_what_is_not_plain_crosses_as_its_name():
 
 
 def test_the_exercises_judged_apart_are_those_whose_answers_are_data_or_run_by_a_runner():
-    assert {t for t, e in EXERCISES.items() if e.judged_apart} == {"0.1", "0.2", "2.2", "3.1", "3.2", "3.3", "3.4",
-                                                                    "3.5", "3.6", "3.8", "4.1", "4.2", "5.1", "5.2",
-                                                                    "6.3"}
+    assert {t for t, e in EXERCISES.items() if e.judged_apart} == {"0.1", "0.2", "1.1", "1.2", "2.2", "3.1", "3.2",
+                                                                    "3.3", "3.4", "3.5", "3.6", "3.8", "4.1", "4.2",
+                                                                    "5.1", "5.2", "6.3"}
 
 
 # An answer that also looks through its own process for what the checks keep: the answers of the exercises judged
@@ -212,6 +212,27 @@ def test_a_function_judged_apart_is_called_there_not_here(fresh):
         process.end()
 
 
+def _same_but_rounding(written: object, stored: object) -> bool:
+    """The same plain data (as JSON), floats equal to a rounding: a log-softmax's last bit differs from CPU to CPU
+    (the checks compare such values with a tolerance; these files are written on one CPU and read on others)."""
+    if isinstance(written, dict) and isinstance(stored, dict):
+        if written.keys() != stored.keys():
+            return False
+        if written.keys() == {"f"} and not isinstance(written["f"], str) and not isinstance(stored["f"], str):
+            return math.isclose(written["f"], stored["f"], rel_tol=1e-12, abs_tol=1e-15)
+        return all(_same_but_rounding(written[k], stored[k]) for k in written)
+    if isinstance(written, list) and isinstance(stored, list):
+        return len(written) == len(stored) and all(map(_same_but_rounding, written, stored))
+    return written == stored
+
+
+def test_stored_answers_are_compared_to_a_rounding_and_no_further():
+    assert _same_but_rounding({"f": -0.4375529974762047}, {"f": -0.4375529974762045})
+    assert not _same_but_rounding({"f": -0.43755299747}, {"f": -0.43755299748})
+    assert not _same_but_rounding({"list": [{"f": 1.0}]}, {"list": [{"f": 1.0}, {"f": 1.0}]})
+    assert not _same_but_rounding({"f": "nan"}, {"f": "inf"}) and _same_but_rounding({"f": "-inf"}, {"f": "-inf"})
+
+
 @pytest.mark.parametrize("task", ["0.1", "0.2", "2.2", "3.1", "3.2", "3.3", "3.4", "3.5", "3.6", "3.8", "4.1", "4.2"])
 def test_the_stored_answers_are_the_answers_written_again(task):
     """data/expected/ is what `python -m synclab expected` writes from the real answers (6.3's: test_capstone.py).
@@ -221,7 +242,7 @@ def test_the_stored_answers_are_the_answers_written_again(task):
     stored = json.loads((ROOT / "data" / "expected" / f"{task}.json").read_text())
     stale = f"data/expected/{task}.json is stale: run python -m synclab expected"
     if task != "4.1":
-        assert expected_results(task) == stored, stale
+        assert _same_but_rounding(expected_results(task), stored), stale
         return
     again = expected_results(task, seeds=(0,))
     assert stored["seeds"] == list(range(8)) and again["answers"].keys() == stored["answers"].keys(), stale
@@ -345,9 +366,11 @@ def test_an_image_stores_the_answers_it_does_not_ship(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     said = json.loads(proc.stdout.strip().splitlines()[-1])
-    # 5.1's and 5.2's references are classes that chapter 5's profile and chapter 6 run: the students' install ships
-    # them (the answer's process does not: test_an_answers_process_holds_no_reference_and_no_expected_result)
-    assert said["not shipped"] == sorted(t for t, e in EXERCISES.items() if e.judged_apart and t not in ("5.1", "5.2"))
+    # 1.1's, 1.2's, 5.1's and 5.2's references are classes that chapter 5's profile and chapter 6 run: the students'
+    # install ships them (the answer's process does not: test_an_answers_process_holds_no_reference_and_no_expected_
+    # result); chapter 1's checks need none of them (a pooler's expected rows are its requests' prompts)
+    classes = ("1.1", "1.2", "5.1", "5.2")
+    assert said["not shipped"] == sorted(t for t, e in EXERCISES.items() if e.judged_apart and t not in classes)
     assert said["seeds"] == list(range(8)) and said["right"] == [True, said["right"][1]], said
     assert said["right"][1] in said["seeds"]  # the install's check drew a stored seed
     assert said["wrong"] == ["failed", "failed"], said  # a wrong answer fails on its merits

@@ -437,8 +437,8 @@ def test_a_clone_before_or_after_torch_cat_is_named(wrong, async_sched, needless
 def test_the_copy_count_allows_what_must_outlive_the_step():
     """The solution's clones, counted over chunked runs: exactly the chunks that must own their storage."""
     for async_sched in (False, True):
-        ch1_checks._copies_per_step(AllPool, ch1.make_requests([6, 2, 5, 1, 9]), async_scheduling=async_sched,
-                             slice_groups=False, token_budget=4, case="", rng=random.Random(1))
+        ch1_checks._copies_per_step(AllPool, {"lens": [6, 2, 5, 1, 9]}, async_scheduling=async_sched,
+                                    slice_groups=False, token_budget=4, case="", schedule_seed=1)
 
 
 def test_failure_messages_point_at_the_buffer_hazard():

@@ -145,3 +145,37 @@ def decode(data: Any) -> Any:
     if "opaque" in data:
         return _opaque_class(str(data["opaque"]))(str(data["opaque"]), str(data.get("repr", "")))
     raise ValueError(f"not plain data: {data!r:.80}")
+
+
+# Tensors cross only when a runner says so (chapter 1's poolers return rows of their input, which the checks compare
+# value for value): its dtype, shape and bytes, read back as a host tensor of the same values. Never by encode().
+_TENSOR_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
+def tensor_as_data(t: Any) -> dict:
+    """A tensor's values as plain data (its dtype, shape and bytes in base64), wherever it lives; TypeError for a
+    dtype outside the common ones (a complex tensor)."""
+    import base64
+
+    import torch
+
+    values = t.detach().to("cpu").contiguous()  # [...] host
+    dtype = str(values.dtype).removeprefix("torch.")
+    if dtype not in _TENSOR_DTYPES:
+        raise TypeError(f"a {dtype} tensor does not cross as data")
+    raw = values.reshape(-1).view(torch.uint8).numpy().tobytes() if values.numel() else b""
+    return {"dtype": dtype, "shape": list(values.shape), "bytes": base64.b64encode(raw).decode("ascii")}
+
+
+def tensor_from_data(data: dict) -> Any:
+    """The host tensor :func:`tensor_as_data` describes."""
+    import base64
+
+    import torch
+
+    if data.get("dtype") not in _TENSOR_DTYPES:
+        raise ValueError(f"not a tensor's dtype: {data.get('dtype')!r:.40}")
+    dtype, shape = getattr(torch, data["dtype"]), [int(n) for n in data["shape"]]
+    raw = bytearray(base64.b64decode(data["bytes"]))
+    flat = torch.frombuffer(raw, dtype=torch.uint8) if raw else torch.zeros(0, dtype=torch.uint8)
+    return flat.view(dtype).reshape(shape).clone()

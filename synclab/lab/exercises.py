@@ -42,9 +42,11 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     Exercise("0.1", "ch0", 14, ("decode_step",), "primer.check_decode_step(decode_step)",
              judged_apart=True),  # its checks run the reader's step through runners (step_outcome, ...)
     Exercise("0.2", "ch0", 6, ("my_predictions",), "primer.check_predictions(my_predictions)", judged_apart=True),
-    Exercise("1.1", "ch1", 20, ("AllPool",), "ch1.check_all_pool(AllPool)"),
+    Exercise("1.1", "ch1", 20, ("AllPool",), "ch1.check_all_pool(AllPool)",
+             judged_apart=True),  # runners (pooling_outcomes, ...) run the reader's pooler and send its outputs back
     Exercise("1.2", "ch1", 5, ("AllPoolNoSync",), "ch1.check_all_pool_no_sync(AllPoolNoSync)", stretch=True,
-             builds_on=("1.1",), stand_in=(("AllPool", "synclab.capstone.chapter_fixes:_AllPoolReference"),)),
+             builds_on=("1.1",), stand_in=(("AllPool", "synclab.capstone.chapter_fixes:_AllPoolReference"),),
+             judged_apart=True),  # with 1.1 failed, its answer's process is sent the package's 1.1 as source
     Exercise("2.1", "ch2", 14, ("AsyncPoolingOutput", "AsyncOutputRunner"), "ch2.check_runner(AsyncOutputRunner)"),
     Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)", judged_apart=True),
     Exercise("3.1", "ch3", 4, ("async_tensor_h2d",), "ch3.check_async_tensor_h2d(async_tensor_h2d)",

@@ -375,19 +375,16 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     before, state_before = fingerprint(), state_fingerprint()
     used = used_names([c["source"] for c in exercise["cells"]] + [exercise["check"]])
     if exercise.get("judged_apart"):
-        return _judge_apart(exercise, job, verdict, used)
+        return _judge_apart(exercise, job, verdict, used, _failed_before(exercise, passed, verdict))
     for n, source in enumerate(job["setup"], start=1):
         # nbgrader's locked cells or the lab as generated run whole; the notebook's own, definitions only;
         # a line that raised is said only to the exercises that read what it would have bound
         verdict["notes"] += [note for note, bound in run_setup(source, f"<setup cell {n}>", namespace)
                              if bound & used]
-    failed = [dep for dep in exercise["builds_on"] if not passed.get(dep)]
-    for dep in failed:  # judged on the package's version of it: its bugs cost it alone
-        for name, target in exercise["stand_in"]:
-            module, attr = target.split(":")
-            namespace[name] = getattr(importlib.import_module(module), attr)
-        verdict["notes"].append(f"Exercise {dep} did not pass its own checks, so Exercise {task} was judged on the "
-                                f"package's {dep} in its place: a bug in {dep} costs {dep}'s points only")
+    failed = _failed_before(exercise, passed, verdict)
+    for name, target in exercise["stand_in"] if failed else ():  # judged on the package's version of it
+        module, attr = target.split(":")
+        namespace[name] = getattr(importlib.import_module(module), attr)
     cells = [c for c in exercise["cells"] if not set(c["answers"]) & set(failed)]
     roots, readable = tuple(job["course_roots"]), tuple(job["readable"])
     refused = arm(roots, readable)
@@ -441,14 +438,41 @@ def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
     return verdict
 
 
-def _judge_apart(exercise: dict, job: dict, verdict: dict[str, Any], used: set[str]) -> dict:
+def _failed_before(exercise: dict, passed: dict[str, bool], verdict: dict[str, Any]) -> list[str]:
+    """The exercises ``exercise`` builds on that failed their own checks: it is judged on the package's version of
+    them (its ``stand_in``), so that their bugs cost them alone; said in the verdict's notes."""
+    task = exercise["task"]
+    failed = [dep for dep in exercise["builds_on"] if not passed.get(dep)]
+    for dep in failed:
+        verdict["notes"].append(f"Exercise {dep} did not pass its own checks, so Exercise {task} was judged on the "
+                                f"package's {dep} in its place: a bug in {dep} costs {dep}'s points only")
+    return failed
+
+
+def _stand_in_sources(exercise: dict) -> list[dict[str, str]]:
+    """The package's versions of the exercises ``exercise`` builds on, as source for the answer's process, whose
+    install does not ship them: each class's module, its source, and the name the reader's cells give it."""
+    stand_ins = []
+    for name, target in exercise["stand_in"]:
+        module, attr = target.split(":")
+        source = inspect.getsource(getattr(importlib.import_module(module), attr))
+        stand_ins.append({"name": name, "module": module, "defines": attr, "source": source})
+    return stand_ins
+
+
+def _judge_apart(exercise: dict, job: dict, verdict: dict[str, Any], used: set[str], failed: list[str]) -> dict:
     """Judge one exercise whose answer runs in a process of its own (:mod:`synclab.lab.judged_apart`): this process
-    runs the checks and none of the reader's code."""
+    runs the checks and none of the reader's code. Where an exercise it builds on failed (``failed``), the answer's
+    process is sent the package's version of it in place of the reader's cells that define it: a 1.2 whose 1.1 is
+    wrong runs on the package's 1.1, which that answer then holds (1.1's points are lost already)."""
     from synclab.checks import CheckReport, attach_observer
     from synclab.lab import judged_apart
     from synclab.lab.witnesses import WitnessRecorder
 
     task = exercise["task"]
+    if failed:
+        exercise = {**exercise, "cells": [c for c in exercise["cells"] if not set(c["answers"]) & set(failed)],
+                    "stand_ins": _stand_in_sources(exercise)}
     # no seed of the grader's; the install without the answers judged apart, in the grading install's place
     env = judged_apart.answer_environment(dict(os.environ), job["grading_install"], job["answer_install"],
                                           drop=(SEED_ENV,))

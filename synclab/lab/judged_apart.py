@@ -230,6 +230,7 @@ def start(exercise: dict, job: dict, setup: list[str], reads: set[str], env: dic
     as the check call will see them (None and {} when it could not load: ``verdict`` then says why)."""
     process = AnswerProcess(env, job.get("answer_server_fd"), tuple(job.get("imports", ())))
     load = {"task": exercise["task"], "setup": setup, "cells": exercise["cells"], "names": exercise["defines"],
+            "stand_ins": exercise.get("stand_ins", []),
             "reads": sorted(reads), "course_roots": job["course_roots"], "readable": job["readable"]}
     try:
         loaded = process.ask(load, limit_s=ANSWER_START_S)

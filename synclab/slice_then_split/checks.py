@@ -1,26 +1,213 @@
 """Chapter 1 (slice-then-split): the checks of the chapter's exercises, each a Check that names the reader's fault.
 
-A room of :mod:`synclab.slice_then_split` (its docstring tells the chapter).
+A room of :mod:`synclab.slice_then_split` (its docstring tells the chapter). The checks reach the reader's pooler
+through runners (:func:`pooling_outcomes` and its kind), which run it where it lives and send back what it gave as
+data, so that the grader judges 1.1 and 1.2 apart (:mod:`synclab.answer_keys.runners`).
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections import Counter
+from contextlib import nullcontext
 from typing import Any, Callable
 
 import torch
 
+from synclab.answer_keys.plain_data import tensor_as_data, tensor_from_data
+from synclab.answer_keys.runners import runs_with_the_answer
 from synclab.checks import (Clause, Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right,
                             found_right_tensor)
 from synclab.device import to_device
 from synclab.dispatch import TorchCalls, count_torch_calls
-from synclab.engine.pooler import PoolerOutput
-from synclab.slice_then_split.workloads import (AllPoolClass, HOST_WORK_RATIO, POISON, PoolingRequest, PoolingRun,
-                                                PoolingStep, SEQ_TASK, TOKEN_TASKS, build_metadata, handed_to,
-                                                make_dispatcher, make_requests, pr_benchmark_batch, random_requests,
+from synclab.slice_then_split.workloads import (AllPoolClass, HOST_WORK_RATIO, POISON, PoolingRun, PoolingStep,
+                                                SEQ_TASK, TOKEN_TASKS, build_metadata, handed_to, make_dispatcher,
+                                                make_requests, pr_benchmark_batch, random_request_spec, requests_of,
                                                 PR_GROUP_OFFSET, PR_TOKENS)
-from synclab.syncs import count_syncs
+from synclab.syncs import SyncReport, count_syncs
+
+
+# ----------------------------------------------------------------------------- runners: the pooler, where it lives
+# The checks reach the reader's class through these (synclab.answer_keys.runners): in a notebook they run here; in
+# the grader they run in the answer's process, and what comes back is data: each output's values, whether it views
+# the hidden-states buffer, what the step copied and counted. The checks replay the same run (its requests and
+# schedule are data too) to know what each step must give, without the reader's code.
+
+
+def run_spec(requests: dict, *, chunked: bool, slice_groups: bool, async_scheduling: bool = False,
+             overwrite: bool = False, budget: int | None = None, schedule_seed: int = 0, steps: int | None = None,
+             counted: bool = False, copies: bool = False) -> dict:
+    """One run of the engine loop, as data: ``requests`` (:func:`random_request_spec`'s shape), the scheduler's
+    settings and seed, whether the next forward overwrites the buffer, how many steps (None: until every prompt is
+    done), and what to count: the first step's syncs (``counted``), every step's copies (``copies``)."""
+    return {"requests": requests, "chunked": chunked, "slice_groups": slice_groups, "async": async_scheduling,
+            "overwrite": overwrite, "budget": budget, "schedule_seed": schedule_seed, "steps": steps,
+            "counted": counted, "copies": copies}
+
+
+def _engine(run: dict) -> PoolingRun:
+    """The run's engine loop, the same in every process: its requests, its schedule."""
+    return PoolingRun(requests_of(run["requests"]), chunked=run["chunked"], rng=random.Random(run["schedule_seed"]),
+                      token_budget=run["budget"])
+
+
+def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def _item_as_data(item: Any, hidden_states: torch.Tensor) -> dict | None:
+    """One output as data: None, a tensor's values and whether it views the buffer, or what else it was."""
+    if item is None:
+        return None
+    if isinstance(item, torch.Tensor):
+        try:
+            return {"tensor": tensor_as_data(item), "views": _shares_storage(item, hidden_states)}
+        except TypeError:  # a dtype that does not cross (complex): named, not compared
+            return {"other": f"{_describe(item)} of {item.dtype}"}
+    return {"other": _describe(item)}
+
+
+def _outputs_as_data(outputs: Any, hidden_states: torch.Tensor, sequence: type | tuple = list) -> dict:
+    """What a check reads of a call's result: each item (:func:`_item_as_data`), or what the result was instead."""
+    if not isinstance(outputs, sequence):
+        return {"not_list": type(outputs).__name__}
+    return {"items": [_item_as_data(item, hidden_states) for item in outputs]}
+
+
+class _NotATensor:
+    """An output that was neither None nor a tensor, as the runner described it (its reports say what it was)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _NotAList(_NotATensor):
+    """A call's result that was not a list."""
+
+
+def _outputs_back(seen: dict) -> Any:
+    """:func:`_outputs_as_data` read back: a list of host tensors, Nones and :class:`_NotATensor`, or a
+    :class:`_NotAList`."""
+    if "not_list" in seen:
+        return _NotAList(seen["not_list"])
+    return [None if item is None else tensor_from_data(item["tensor"]) if "tensor" in item else
+            _NotATensor(item["other"]) for item in seen["items"]]
+
+
+class _CopySpy(torch.overrides.TorchFunctionMode):
+    """Records the source of every copy made in the block (``clone``, ``copy_``): what was copied, not how often."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: list[torch.Tensor] = []
+
+    def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None):
+        name = getattr(func, "__name__", "")
+        if name == "clone" and args and isinstance(args[0], torch.Tensor):
+            self.sources.append(args[0])
+        elif name == "copy_" and len(args) > 1 and isinstance(args[1], torch.Tensor):
+            self.sources.append(args[1])
+        return func(*args, **(kwargs or {}))
+
+
+def _copied_request(source: torch.Tensor, step: PoolingStep, ends: list[int]) -> int | None:
+    """The batch position of the request whose rows of ``step.hidden_states`` ``source`` views; None: other memory."""
+    buffer = step.hidden_states
+    if source.numel() == 0 or not _shares_storage(source, buffer):
+        return None
+    row = (source.storage_offset() - buffer.storage_offset()) // max(buffer.stride(0), 1)
+    return next((pos for pos, end in enumerate(ends) if row < end), None)
+
+
+def _syncs_as_data(report: SyncReport) -> dict:
+    """What the checks read of a count: the syncs, the first four of them (kind, reader's line) and the bytes read."""
+    return {"count": report.count, "where": [f"{e.kind.value} at {e.where}" for e in report.events[:4]],
+            "bytes_to_host": report.bytes_to_host}
+
+
+@runs_with_the_answer
+def pooling_outcomes(all_pool: AllPoolClass, run: dict, catch: bool = True) -> dict:
+    """``all_pool`` driven through ``run`` (:func:`run_spec`) by the dispatcher: per step, its outputs as data, read
+    when the runner reads them (before the next forward; under async scheduling, after it), the cache each request
+    holds after the step, and what ``run`` asks counted. A step whose call raises ends the run, said as
+    ``crashed`` (``catch=False``: raised, so that a check reports it from the reader's line)."""
+    engine = _engine(run)
+    dispatcher = make_dispatcher(all_pool, chunked=run["chunked"], async_scheduling=run["async"],
+                                 slice_groups=run["slice_groups"])
+    steps: list[dict] = []
+    for step in engine.steps():
+        spy = _CopySpy() if run["copies"] else nullcontext()
+        try:
+            with count_syncs() if run["counted"] and not steps else nullcontext() as report, spy:
+                outputs = dispatcher(step.hidden_states, step.metadata)
+        except Exception:
+            if not catch:
+                raise
+            return {"steps": steps, "crashed": True}
+        seen: dict[str, Any] = {} if run["async"] else {"outputs": _outputs_as_data(outputs, step.hidden_states)}
+        if run["overwrite"]:
+            engine.overwrite_buffer()
+        if run["async"]:
+            seen["outputs"] = _outputs_as_data(outputs, step.hidden_states)
+        seen["caches"] = [len(req.state.hidden_states_cache) for req in step.requests]
+        if report is not None:
+            seen["syncs"] = _syncs_as_data(report)
+        if isinstance(spy, _CopySpy):
+            sizes = step.metadata.get_pooling_cursor().num_scheduled_tokens_cpu.tolist()  # host tensor
+            ends = [sum(sizes[:i + 1]) for i in range(len(sizes))]
+            seen["copied"] = [_copied_request(source, step, ends) for source in spy.sources]
+        steps.append(seen)
+        if run["steps"] is not None and len(steps) == run["steps"]:
+            break
+    return {"steps": steps, "crashed": False}
+
+
+@runs_with_the_answer
+def empty_outcome(all_pool: AllPoolClass, chunked: bool) -> dict:
+    """``all_pool``'s output for a sub-group of no request, as data."""
+    meta = build_metadata([], torch.zeros(0, dtype=torch.int64))
+    hidden = to_device(torch.zeros(0, 8))  # [0, hidden] device
+    return _outputs_as_data(all_pool(enable_chunked_prefill=chunked)(hidden, meta), hidden)
+
+
+@runs_with_the_answer
+def host_work_outcome(all_pool: AllPoolClass, group_size: int, chunked: bool) -> dict:
+    """One counted ``forward`` on PR #41163's batch (:func:`host_calls_per_call`): its torch calls by name, and its
+    outputs as data."""
+    whole_batch, group = pr_benchmark_batch(group_size, hidden_size=8)
+    hidden_states, group = handed_to(all_pool, whole_batch, group)
+    pool = all_pool(enable_chunked_prefill=chunked)
+    with count_torch_calls() as calls:
+        outputs = pool(hidden_states, group)
+    return {"calls": dict(calls.by_name), "outputs": _outputs_as_data(outputs, hidden_states)}
+
+
+@runs_with_the_answer
+def unsliced_outcome(all_pool: AllPoolClass) -> dict:
+    """``all_pool`` handed the whole batch's rows for a sub-group of fewer (1.2's invariant): what it raised (a
+    ValueError, or torch's RuntimeError), or how many outputs it gave. Any other exception is the reader's crash."""
+    requests = make_requests([2, 3, 4], tasks=[SEQ_TASK, "token_embed", "token_embed"])
+    step = next(PoolingRun(requests, chunked=False).steps())
+    group = step.metadata[1:]  # the ALL-pooling sub-group, handed the WHOLE batch's rows (9, not 7)
+    try:
+        outputs = all_pool(enable_chunked_prefill=False)(step.hidden_states, group)
+    except ValueError:
+        return {"raised": "ValueError"}
+    except NotImplementedError:
+        raise
+    except RuntimeError as exc:
+        return {"raised": "RuntimeError", "message": str(exc)[:300]}
+    return {"outputs": len(outputs) if isinstance(outputs, list) else type(outputs).__name__}
+
+
+@runs_with_the_answer
+def split_outcome(all_pool: AllPoolClass, requests: dict) -> dict:
+    """``split_hidden_states`` alone on one whole step of ``requests``: its chunks as data."""
+    step = next(PoolingRun(requests_of(requests), chunked=False).steps())
+    chunks = all_pool(enable_chunked_prefill=False).split_hidden_states(step.hidden_states,
+                                                                        step.metadata.get_pooling_cursor())
+    return _outputs_as_data(chunks, step.hidden_states, (list, tuple))
 
 
 # ----------------------------------------------------------------------------- running a workload under check
@@ -30,13 +217,17 @@ def _describe(t: Any) -> str:
     """What an output is, whatever the reader returned: a tensor's shape, else its type and value."""
     if t is None:
         return "None"
+    if isinstance(t, _NotAList):
+        return f"{t.text} (not a list)"
+    if isinstance(t, _NotATensor):
+        return t.text
     if isinstance(t, torch.Tensor):
         return f"tensor of shape {list(t.shape)}"
     text = repr(t)
     return f"{type(t).__name__} {text if len(text) <= 60 else text[:57] + '...'} (not a tensor)"
 
 
-def _same(got: torch.Tensor | None, want: torch.Tensor | None) -> bool:
+def _same(got: Any, want: torch.Tensor | None) -> bool:
     if got is None or want is None:
         return got is None and want is None
     if not isinstance(got, torch.Tensor) or got.shape != want.shape:
@@ -55,9 +246,10 @@ def _rows_elsewhere(got: torch.Tensor, hidden_states: torch.Tensor) -> str | Non
     return None
 
 
-def _expect_outputs(outputs: PoolerOutput, step: PoolingStep, case: str, when: str) -> None:
-    expect(isinstance(outputs, list), "forward must return a list (one item per request)",
-           got=type(outputs).__name__, case=case)
+def _expect_outputs(outputs: Any, step: PoolingStep, case: str, when: str) -> None:
+    """``outputs`` (:func:`_outputs_back`) are the step's: one per request, its rows once its prompt is complete."""
+    expect(not isinstance(outputs, _NotAList), "forward must return a list (one item per request)",
+           got=outputs.text if isinstance(outputs, _NotAList) else "", case=case)
     expect_equal(len(outputs), len(step.requests), what="number of outputs", case=case,
                  hint="one item per request of the batch, in batch order")
     for pos, (got, req) in enumerate(zip(outputs, step.requests)):
@@ -100,44 +292,49 @@ def _expect_outputs(outputs: PoolerOutput, step: PoolingStep, case: str, when: s
                           case=case, hint=hint)
 
 
-def run_workload(all_pool: AllPoolClass, requests: list[PoolingRequest], *, chunked: bool, async_scheduling: bool,
-                 slice_groups: bool, overwrite: bool, case: str, rng: random.Random,
-                 token_budget: int | None = None, check_clean: bool = False, check_outputs: bool = True) -> None:
-    """Drive ``requests`` through the engine loop with the reader's pooler, checking every step's outputs.
 
-    Without async scheduling the runner reads the outputs before the next forward,
-    so they are checked right away; with it, only after the buffer was overwritten.
-    ``check_outputs=False`` checks only the caches (``check_clean``): one check, one fault.
+def run_workload(all_pool: AllPoolClass, run: dict, *, case: str, check_clean: bool = False,
+                 check_outputs: bool = True) -> list[dict]:
+    """Drive ``run`` (:func:`run_spec`) through the engine loop with the reader's pooler, checking every step's
+    outputs against the requests' prompts; what each step gave, as data.
+
+    Without async scheduling the runner reads the outputs before the next forward; with it, only after the buffer
+    was overwritten (:func:`pooling_outcomes` reads them when the runner would). ``check_outputs=False`` checks only
+    the caches (``check_clean``): one check, one fault.
     """
-    dispatcher = make_dispatcher(all_pool, chunked=chunked, async_scheduling=async_scheduling,
-                                 slice_groups=slice_groups)
-    run = PoolingRun(requests, chunked=chunked, rng=rng, token_budget=token_budget)
-    for step_no, step in enumerate(run.steps()):
-        outputs = dispatcher(step.hidden_states, step.metadata)
-        if check_outputs and not async_scheduling:
-            _expect_outputs(outputs, step, case, f"step {step_no}")
-        if overwrite:
-            run.overwrite_buffer()
-        if async_scheduling and check_outputs:
-            _expect_outputs(outputs, step, case, f"step {step_no}, read after the next step's forward")
+    got = pooling_outcomes(all_pool, run)
+    for step_no, (step, seen) in enumerate(zip(_engine(run).steps(), got["steps"])):
+        if check_outputs:
+            when = f"step {step_no}, read after the next step's forward" if run["async"] else f"step {step_no}"
+            _expect_outputs(_outputs_back(seen["outputs"]), step, case, when)
         for pos, req in enumerate(step.requests if check_clean else []):
             if req.finished and req.task in TOKEN_TASKS:
-                expect_equal(len(req.state.hidden_states_cache), 0,
-                             what=f"cached chunks of request {pos} after it finished", case=f"{case}, step {step_no}",
+                expect_equal(seen["caches"][pos], 0, what=f"cached chunks of request {pos} after it finished",
+                             case=f"{case}, step {step_no}",
                              hint="call state.clean() once a finished request's output is built: the cache "
                                   "would otherwise grow with every request the engine ever served")
+    if got["crashed"]:  # every step before it was right: run it again to raise from the reader's line
+        pooling_outcomes(all_pool, run, False)
+        raise CheckFailed("your pooler raised on this run once, and not when it ran again", case=case,
+                          hint="an answer that depends on something outside its inputs (a global, the time) cannot "
+                               "be checked: make forward a function of its arguments and the request states")
+    return got["steps"]
 
 
 # ----------------------------------------------------------------------------- checks shared by 1.1 and 1.2
+
+
+def _given(lens: list[int], tasks: list[str] | None = None, seed: int = 0) -> dict:
+    """Requests of fixed lengths (and tasks), as data."""
+    return {"lens": lens, "tasks": tasks, "seed": seed}
 
 
 def _fixed_cases(slice_groups: bool) -> Callable[[AllPoolClass, random.Random], None]:
     def run(all_pool: AllPoolClass, rng: random.Random) -> None:
         def go(lens: list[int], case: str, *, tasks: list[str] | None = None, chunked: bool = False,
                budget: int | None = None) -> None:
-            run_workload(all_pool, make_requests(lens, tasks=tasks), chunked=chunked, async_scheduling=False,
-                         slice_groups=slice_groups, overwrite=False, case=case, rng=random.Random(0),
-                         token_budget=budget)
+            run_workload(all_pool, run_spec(_given(lens, tasks), chunked=chunked, slice_groups=slice_groups,
+                                            budget=budget), case=case)
 
         go([5], "one request of 5 tokens")
         go([1, 5, 2], "three requests of 1, 5 and 2 tokens")
@@ -157,12 +354,13 @@ def _random_cases(slice_groups: bool) -> Callable[[AllPoolClass, random.Random],
         for trial in range(30):
             num_reqs = rng.choice([0, 1, 2, rng.randrange(1, 20), rng.randrange(1, 257)])
             chunked, mixed, async_sched = rng.random() < 0.6, rng.random() < 0.5, rng.random() < 0.3
-            requests = random_requests(rng, num_reqs, mixed_tasks=mixed)
+            requests = random_request_spec(rng, num_reqs, mixed_tasks=mixed)
             budget = rng.randrange(1, 64) if chunked else None
             case = (f"random batch #{trial}: {num_reqs} requests, chunked prefill {chunked}, mixed tasks {mixed}, "
                     f"async scheduling {async_sched}")
-            run_workload(all_pool, requests, chunked=chunked, async_scheduling=async_sched,
-                         slice_groups=slice_groups, overwrite=False, case=case, rng=rng, token_budget=budget)
+            run_workload(all_pool, run_spec(requests, chunked=chunked, slice_groups=slice_groups,
+                                            async_scheduling=async_sched, budget=budget,
+                                            schedule_seed=rng.randrange(2**31)), case=case)
 
     return run
 
@@ -172,69 +370,67 @@ _EMPTY_HINT = "there is no first request to read a bound from: return [] before 
 
 def _check_empty(all_pool: AllPoolClass, rng: random.Random) -> None:
     for chunked in (False, True):
-        meta = build_metadata([], torch.zeros(0, dtype=torch.int64))
-        hidden = to_device(torch.zeros(0, 8))  # [0, hidden] device
         case = f"0 requests, chunked prefill {chunked}"  # named before the call: a crash reports it
-        out = all_pool(enable_chunked_prefill=chunked)(hidden, meta)
+        out = _outputs_back(empty_outcome(all_pool, chunked))
         pieces = isinstance(out, list) and bool(out) and all(isinstance(o, torch.Tensor) and not len(o) for o in out)
+        got = _describe(out) if not isinstance(out, list) else "[" + ", ".join(map(_describe, out[:3])) + (
+            ", ...]" if len(out) > 3 else "]")
         expect(isinstance(out, list) and out == [], "an empty batch must give an empty list",
-               expected=[], got=out, case=case,
+               expected=[], got=got, case=case,
                hint="no request, no item: splitting 0 rows at no offsets still gives one (empty) piece, so return "
                     "[] when the sub-group has no request" if pieces else _EMPTY_HINT)
-        found_right(out)
+        found_right([])
 
 
 def _check_buffer_reuse(slice_groups: bool) -> Callable[[AllPoolClass, random.Random], None]:
     def run(all_pool: AllPoolClass, rng: random.Random) -> None:
-        run_workload(all_pool, make_requests([9, 4, 7]), chunked=True, async_scheduling=False,
-                     slice_groups=slice_groups, overwrite=True, rng=random.Random(0), token_budget=5,
-                     case="chunked prefill, the buffer overwritten after every step")
-        run_workload(all_pool, make_requests([3, 1, 4]), chunked=False, async_scheduling=True,
-                     slice_groups=slice_groups, overwrite=True, rng=random.Random(0),
-                     case="async scheduling: outputs read after the next step's forward (no chunking)")
-        run_workload(all_pool, make_requests([6, 2, 5]), chunked=True, async_scheduling=True,
-                     slice_groups=slice_groups, overwrite=True, rng=random.Random(0), token_budget=4,
-                     case="async scheduling with chunked prefill")
+        def go(requests: dict, case: str, *, chunked: bool, async_scheduling: bool, budget: int | None = None,
+               schedule_seed: int = 0) -> None:
+            run_workload(all_pool, run_spec(requests, chunked=chunked, slice_groups=slice_groups,
+                                            async_scheduling=async_scheduling, overwrite=True, budget=budget,
+                                            schedule_seed=schedule_seed), case=case)
+
+        go(_given([9, 4, 7]), "chunked prefill, the buffer overwritten after every step", chunked=True,
+           async_scheduling=False, budget=5)
+        go(_given([3, 1, 4]), "async scheduling: outputs read after the next step's forward (no chunking)",
+           chunked=False, async_scheduling=True)
+        go(_given([6, 2, 5]), "async scheduling with chunked prefill", chunked=True, async_scheduling=True, budget=4)
         for trial in range(10):
             async_sched = rng.random() < 0.5
-            run_workload(all_pool, random_requests(rng, rng.randrange(1, 40), mixed_tasks=True), chunked=True,
-                         async_scheduling=async_sched, slice_groups=slice_groups, overwrite=True, rng=rng,
-                         token_budget=rng.randrange(1, 32),
-                         case=f"random chunked run #{trial} with the buffer overwritten, async scheduling {async_sched}")
+            requests = random_request_spec(rng, rng.randrange(1, 40), mixed_tasks=True)
+            go(requests, f"random chunked run #{trial} with the buffer overwritten, async scheduling {async_sched}",
+               chunked=True, async_scheduling=async_sched, budget=rng.randrange(1, 32),
+               schedule_seed=rng.randrange(2**31))
 
     return run
 
 
 def _check_cleaned(slice_groups: bool) -> Callable[[AllPoolClass, random.Random], None]:
     def run(all_pool: AllPoolClass, rng: random.Random) -> None:
-        run_workload(all_pool, make_requests([6, 3, 5]), chunked=True, async_scheduling=False,
-                     slice_groups=slice_groups, overwrite=False, rng=random.Random(0), token_budget=5,
+        run_workload(all_pool, run_spec(_given([6, 3, 5]), chunked=True, slice_groups=slice_groups, budget=5),
                      check_clean=True, check_outputs=False,
                      case="chunked prefill: 14 tokens through a budget of 5 per step")
         for trial in range(5):
-            run_workload(all_pool, random_requests(rng, rng.randrange(1, 30), mixed_tasks=True), chunked=True,
-                         async_scheduling=rng.random() < 0.5, slice_groups=slice_groups, overwrite=False, rng=rng,
-                         token_budget=rng.randrange(1, 32), check_clean=True, check_outputs=False,
-                         case=f"random chunked run #{trial}")
+            requests = random_request_spec(rng, rng.randrange(1, 30), mixed_tasks=True)
+            run_workload(all_pool, run_spec(requests, chunked=True, slice_groups=slice_groups,
+                                            async_scheduling=rng.random() < 0.5, budget=rng.randrange(1, 32),
+                                            schedule_seed=rng.randrange(2**31)),
+                         check_clean=True, check_outputs=False, case=f"random chunked run #{trial}")
 
     return run
-
-
-def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def _check_no_needless_copies(slice_groups: bool) -> Callable[[AllPoolClass, random.Random], None]:
     def run(all_pool: AllPoolClass, rng: random.Random) -> None:
         for chunked in (False, True):
-            step = next(PoolingRun(make_requests([3, 1, 4]), chunked=chunked).steps())
-            dispatcher = make_dispatcher(all_pool, chunked=chunked, async_scheduling=False, slice_groups=slice_groups)
-            outputs = dispatcher(step.hidden_states, step.metadata)
-            copied = [i for i, o in enumerate(outputs)
-                      if isinstance(o, torch.Tensor) and not _shares_storage(o, step.hidden_states)]
-            expect(not copied, f"outputs {copied} are copies", case=f"one step, chunked prefill {chunked}, "
-                   "no async scheduling", expected="views into hidden_states (the runner copies them to the host "
-                   "before the next forward)", got=f"{len(copied)} of {len(outputs)} outputs in new memory",
+            case = f"one step, chunked prefill {chunked}, no async scheduling"
+            (seen,) = run_workload(all_pool, run_spec(_given([3, 1, 4]), chunked=chunked, slice_groups=slice_groups,
+                                                      steps=1), case=case, check_outputs=False)
+            items = seen["outputs"].get("items", [])
+            copied = [i for i, item in enumerate(items) if item is not None and "tensor" in item and not item["views"]]
+            expect(not copied, f"outputs {copied} are copies", case=case, expected="views into hidden_states (the "
+                   "runner copies them to the host before the next forward)",
+                   got=f"{len(copied)} of {len(items)} outputs in new memory",
                    hint="clone only what must outlive the step: unfinished chunks, and finished outputs under "
                         "async scheduling; a single chunk is returned as it is, not through torch.cat")
         _copies_over_chunked_runs(all_pool, slice_groups, rng)  # a step's clones, as requests finish after chunks
@@ -245,24 +441,25 @@ def _check_no_needless_copies(slice_groups: bool) -> Callable[[AllPoolClass, ran
 def _sync_bound(limit: int, slice_groups: bool) -> Callable[[AllPoolClass, random.Random], None]:
     def run(all_pool: AllPoolClass, rng: random.Random) -> None:
         for num_reqs in (1, 16, 64):
-            lens = [r.prompt_len for r in random_requests(rng, num_reqs + 1, mixed_tasks=False)]
+            lens = random_request_spec(rng, num_reqs + 1, mixed_tasks=False)["lens"]
             # a classify request first: the ALL-pooling sub-group's rows do not start at row 0
-            requests = make_requests(lens, tasks=[SEQ_TASK] + ["token_embed"] * num_reqs, seed=rng.randrange(1000))
-            step = next(PoolingRun(requests, chunked=True, rng=rng, token_budget=10 * num_reqs).steps())
-            dispatcher = make_dispatcher(all_pool, chunked=True, async_scheduling=False, slice_groups=slice_groups)
-            with count_syncs() as report:
-                outputs = dispatcher(step.hidden_states, step.metadata)
+            requests = _given(lens, [SEQ_TASK] + ["token_embed"] * num_reqs, seed=rng.randrange(1000))
             requests_said = f"{num_reqs} request{'' if num_reqs == 1 else 's'}"
-            _expect_outputs(outputs, step, f"the counted call, {requests_said}", "its first step")
-            where = "; ".join(f"{e.kind.value} at {e.where}" for e in report.events[:4])
-            expect(report.count <= limit, f"{report.count} sync{'' if report.count == 1 else 's'} in one call for "
-                   f"{requests_said}", expected=f"at most {limit}", got=f"{report.count}: {where}", case=requests_said,
-                   hint="read the sub-group's two bounds once, then split by num_scheduled_tokens_cpu (host)"
-                   if limit else "the sizes are on the host (num_scheduled_tokens_cpu): split by them alone")
-            values = report.bytes_to_host // 8  # the cursor's indices are int64
+            case = f"the counted call, {requests_said}"
+            (seen,) = run_workload(all_pool, run_spec(requests, chunked=True, slice_groups=slice_groups,
+                                                      budget=10 * num_reqs, schedule_seed=rng.randrange(2**31),
+                                                      steps=1, counted=True), case=case)
+            syncs = seen["syncs"]
+            where = "; ".join(syncs["where"])
+            expect(syncs["count"] <= limit, f"{syncs['count']} sync{'' if syncs['count'] == 1 else 's'} in one call "
+                   f"for {requests_said}", expected=f"at most {limit}", got=f"{syncs['count']}: {where}",
+                   case=requests_said, hint="read the sub-group's two bounds once, then split by "
+                   "num_scheduled_tokens_cpu (host)" if limit else
+                   "the sizes are on the host (num_scheduled_tokens_cpu): split by them alone")
+            values = syncs["bytes_to_host"] // 8  # the cursor's indices are int64
             expect(values <= limit, f"{values} values read back from the device for {requests_said}",
                    expected=f"at most {limit} (where the sub-group starts and where it ends)",
-                   got=f"{values} values ({report.bytes_to_host} bytes of int64): {where}", case=requests_said,
+                   got=f"{values} values ({syncs['bytes_to_host']} bytes of int64): {where}", case=requests_said,
                    hint="each sync should bring back one number, not a whole index tensor: the sub-group's first "
                         "row is the first entry of one index tensor, its last row the last entry of the other")
 
@@ -271,20 +468,14 @@ def _sync_bound(limit: int, slice_groups: bool) -> Callable[[AllPoolClass, rando
 
 def host_calls_per_call(all_pool: AllPoolClass, group_size: int, *, chunked: bool = False) -> TorchCalls:
     """The torch calls one ``forward`` makes on a sub-group of ``group_size`` whole prompts (PR #41163's batch)."""
-    return _counted_call(all_pool, group_size, chunked=chunked)[0]
+    return TorchCalls(Counter(host_work_outcome(all_pool, group_size, chunked)["calls"]))
 
 
-def _counted_call(all_pool: AllPoolClass, group_size: int, *,
-                  chunked: bool) -> tuple[TorchCalls, PoolerOutput, list[torch.Tensor]]:
-    """One counted ``forward`` on PR #41163's batch: its torch calls, its outputs, and the rows each must be."""
-    whole_batch, group = pr_benchmark_batch(group_size, hidden_size=8)
-    hidden_states, group = handed_to(all_pool, whole_batch, group)
-    pool = all_pool(enable_chunked_prefill=chunked)
-    with count_torch_calls() as calls:
-        outputs = pool(hidden_states, group)
+def _wanted_rows(group_size: int) -> list[torch.Tensor]:
+    """The rows each request of PR #41163's sub-group of ``group_size`` must get: its prompt's, whole."""
+    whole_batch, _ = pr_benchmark_batch(group_size, hidden_size=8)
     start = PR_GROUP_OFFSET * PR_TOKENS  # every prompt is whole: request i of the sub-group owns PR_TOKENS rows
-    wanted = [whole_batch[start + i * PR_TOKENS:start + (i + 1) * PR_TOKENS] for i in range(group_size)]
-    return calls, outputs, wanted
+    return [whole_batch[start + i * PR_TOKENS:start + (i + 1) * PR_TOKENS].cpu() for i in range(group_size)]
 
 
 # Reads of the finished flags as #41163 left them (``cursor.is_finished()``, a host bool tensor, iterated): one
@@ -293,16 +484,17 @@ def _counted_call(all_pool: AllPoolClass, group_size: int, *,
 FLAG_READS = ("__bool__", "__iter__")
 
 
-def _without_flag_reads(calls: TorchCalls) -> dict[str, int]:
-    return {name: n for name, n in calls.by_name.items() if name not in FLAG_READS}
+def _without_flag_reads(calls: dict[str, int]) -> dict[str, int]:
+    return {name: n for name, n in calls.items() if name not in FLAG_READS}
 
 
 def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
     small, large = 8, 48
     for chunked in (False, True):
-        counted = {n: _counted_call(all_pool, n, chunked=chunked) for n in (small, large)}
-        for n, (_, outputs, wanted) in counted.items():  # the calls counted are calls whose results count
+        counted = {n: host_work_outcome(all_pool, n, chunked) for n in (small, large)}
+        for n, seen in counted.items():  # the calls counted are calls whose results count
             case = f"the counted call: a sub-group of {n} whole prompts, chunked prefill {chunked}"
+            outputs, wanted = _outputs_back(seen["outputs"]), _wanted_rows(n)
             expect(isinstance(outputs, list) and len(outputs) == n, "the counted call's outputs are not one per "
                    "request", case=case, expected=f"a list of {n} tensors", got=_describe(outputs))
             bad = [i for i, (got, want) in enumerate(zip(outputs, wanted)) if not _same(got, want)]
@@ -311,8 +503,8 @@ def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
                    hint="the call whose host work is counted must also be right: same code path as every other")
             for want in wanted:
                 found_right_tensor(want)
-        few = _without_flag_reads(counted[small][0])
-        many = _without_flag_reads(counted[large][0])
+        few = _without_flag_reads(counted[small]["calls"])
+        many = _without_flag_reads(counted[large]["calls"])
         n_few, n_many = sum(few.values()), sum(many.values())
         grew = sorted((name for name in many if many[name] > few.get(name, 0)), key=lambda n: few.get(n, 0) - many[n])
         slices = "__getitem__" in grew
@@ -333,6 +525,7 @@ def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
                     if grew and grew[0] == "cat" else
                     f"{grew[0] if grew else 'a call'} runs once per request: that is host work that grows with the "
                     "batch. Find the loop that makes it and do the work in one call for the whole sub-group")
+
 
 
 # ----------------------------------------------------------------------------- Exercise 1.1
@@ -378,27 +571,22 @@ def check_all_pool(all_pool: AllPoolClass, seed: int | None = None) -> CheckRepo
     return run_checks("Exercise 1.1 — AllPool.forward (slice, then split)", CHECKS_1_1, all_pool, seed=seed)
 
 
+
 # ----------------------------------------------------------------------------- Exercise 1.2 (stretch)
 
 
 def _check_rejects_unsliced(all_pool: AllPoolClass, rng: random.Random) -> None:
-    requests = make_requests([2, 3, 4], tasks=[SEQ_TASK, "token_embed", "token_embed"])
-    step = next(PoolingRun(requests, chunked=False).steps())
-    group = step.metadata[1:]  # the ALL-pooling sub-group, handed the WHOLE batch's rows (9, not 7)
-    try:
-        outputs = all_pool(enable_chunked_prefill=False)(step.hidden_states, group)
-    except ValueError:
+    case = "9 rows for a sub-group of 7 tokens"
+    seen = unsliced_outcome(all_pool)
+    if seen.get("raised") == "ValueError":
         return
-    except NotImplementedError:
-        raise
-    except RuntimeError as exc:
+    if seen.get("raised") == "RuntimeError":
         raise CheckFailed("torch raised before your code did", expected="ValueError naming the invariant",
-                          got=f"RuntimeError: {exc}", case="9 rows for a sub-group of 7 tokens",
+                          got=f"RuntimeError: {seen['message']}", case=case,
                           hint="compare hidden_states.shape[0] with the sizes' sum yourself: shapes are host "
-                               "metadata, so the test costs no sync") from None
+                               "metadata, so the test costs no sync")
     raise CheckFailed("hidden states whose rows do not match the sizes were split anyway",
-                      expected="ValueError", got=f"{len(outputs)} outputs, silently misaligned",
-                      case="9 rows for a sub-group of 7 tokens",
+                      expected="ValueError", got=f"{seen['outputs']} outputs, silently misaligned", case=case,
                       hint="splitting by host sizes is only right when the caller sliced the sub-group's rows; "
                            "check rows == sum(sizes) and raise ValueError otherwise")
 
@@ -406,21 +594,21 @@ def _check_rejects_unsliced(all_pool: AllPoolClass, rng: random.Random) -> None:
 def _check_split_alone(all_pool: AllPoolClass, rng: random.Random) -> None:
     for trial in range(10):
         num_reqs = rng.choice([1, 2, rng.randrange(1, 65)])
-        requests = random_requests(rng, num_reqs, mixed_tasks=False)
-        step = next(PoolingRun(requests, chunked=False, rng=rng).steps())
-        case = f"split_hidden_states alone, {num_reqs} requests of {[r.prompt_len for r in requests][:6]}... tokens"
-        chunks = all_pool(enable_chunked_prefill=False).split_hidden_states(
-            step.hidden_states, step.metadata.get_pooling_cursor())
+        spec = random_request_spec(rng, num_reqs, mixed_tasks=False)
+        requests = requests_of(spec)
+        case = f"split_hidden_states alone, {num_reqs} requests of {spec['lens'][:6]}... tokens"
+        seen = split_outcome(all_pool, spec)
+        chunks = _outputs_back(seen)
+        expect(not isinstance(chunks, _NotAList), "split_hidden_states must return a list (one view per request)",
+               got=_describe(chunks), case=case)
         expect_equal(len(chunks), num_reqs, what="number of chunks", case=case)
-        for i, (chunk, req) in enumerate(zip(chunks, requests)):
+        for i, (chunk, item, req) in enumerate(zip(chunks, seen["items"], requests)):
             expect(_same(chunk, req.prompt_hidden), f"chunk {i} is not request {i}'s rows", case=case,
                    expected=_describe(req.prompt_hidden), got=_describe(chunk),
                    hint="split by cursor.num_scheduled_tokens_cpu, in batch order")
-            expect(_shares_storage(chunk, step.hidden_states), f"chunk {i} is a copy", case=case,
+            expect(item["views"], f"chunk {i} is a copy", case=case,
                    hint="split() returns views; copying is forward()'s decision, not the split's")
             found_right_tensor(req.prompt_hidden)
-
-
 CHECKS_1_2 = [
     Check("1.2", "split_hidden_states alone: one view per request", _check_split_alone),
     Check("1.2", "same outputs on fixed cases, through the slicing dispatcher", _fixed_cases(True), random=False),
@@ -442,64 +630,38 @@ def check_all_pool_no_sync(all_pool: AllPoolClass, seed: int | None = None) -> C
     return run_checks("Exercise 1.2 — AllPool with 0 syncs", CHECKS_1_2, all_pool, seed=seed)
 
 
+
 # ----------------------------------------------------------------------------- counting copies (1.1 and 1.2)
 
 
-class _CopySpy(torch.overrides.TorchFunctionMode):
-    """Records the source of every copy made in the block (``clone``, ``copy_``): what was copied, not how often."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sources: list[torch.Tensor] = []
-
-    def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None):
-        name = getattr(func, "__name__", "")
-        if name == "clone" and args and isinstance(args[0], torch.Tensor):
-            self.sources.append(args[0])
-        elif name == "copy_" and len(args) > 1 and isinstance(args[1], torch.Tensor):
-            self.sources.append(args[1])
-        return func(*args, **(kwargs or {}))
-
-
-def _copied_request(source: torch.Tensor, step: PoolingStep, ends: list[int]) -> int | None:
-    """The batch position of the request whose rows of ``step.hidden_states`` ``source`` views; None: other memory."""
-    buffer = step.hidden_states
-    if source.numel() == 0 or not _shares_storage(source, buffer):
-        return None
-    row = (source.storage_offset() - buffer.storage_offset()) // max(buffer.stride(0), 1)
-    return next((pos for pos, end in enumerate(ends) if row < end), None)
-
-
-def _copies_per_step(all_pool: AllPoolClass, requests: list[PoolingRequest], *, async_scheduling: bool,
-                     slice_groups: bool, token_budget: int, case: str, rng: random.Random) -> None:
+def _copies_per_step(all_pool: AllPoolClass, requests: dict, *, async_scheduling: bool, slice_groups: bool,
+                     token_budget: int, case: str, schedule_seed: int) -> None:
     """A chunked run of token tasks: each step may copy only the chunks that must outlive it, once each.
 
     Those are the unfinished requests' chunks (kept for later steps) and, under async scheduling, a finished
     request's only chunk (returned, and read after the next forward). A request finishing after earlier chunks
     is returned through ``torch.cat``, which makes new storage: its last chunk needs no copy.
     """
-    dispatcher = make_dispatcher(all_pool, chunked=True, async_scheduling=async_scheduling, slice_groups=slice_groups)
-    run = PoolingRun(requests, chunked=True, rng=rng, token_budget=token_budget)
-    for step_no, step in enumerate(run.steps()):
+    run = run_spec(requests, chunked=True, slice_groups=slice_groups, async_scheduling=async_scheduling,
+                   budget=token_budget, schedule_seed=schedule_seed, copies=True)
+    seen_steps = run_workload(all_pool, run, case=case, check_outputs=False)
+    for step_no, (step, seen) in enumerate(zip(_engine(run).steps(), seen_steps)):
         sizes = step.metadata.get_pooling_cursor().num_scheduled_tokens_cpu.tolist()  # host tensor
-        ends = [sum(sizes[:i + 1]) for i in range(len(sizes))]
         sole = [req.finished and size == req.prompt_len for req, size in zip(step.requests, sizes)]
         must_own = {pos for pos, req in enumerate(step.requests)
                     if not req.finished or (async_scheduling and sole[pos])}
-        with _CopySpy() as spy:
-            dispatcher(step.hidden_states, step.metadata)
-        copied = [_copied_request(src, step, ends) for src in spy.sources]
+        copied = seen["copied"]
         needless: list[str] = []
-        seen: set[int] = set()
+        once: set[int] = set()
         for pos in copied:
             if pos is None:
                 needless.append("a tensor outside the hidden-states buffer (a concatenation, or a copy of a copy)")
             elif pos not in must_own:
                 chunks = "its only chunk" if sole[pos] else "its last chunk, after earlier ones"
                 needless.append(f"request {pos}'s chunk (finished this step: {chunks})")
-            elif pos in seen:
+            elif pos in once:
                 needless.append(f"request {pos}'s chunk a second time")
-            seen.add(pos)
+            once.add(pos)
         if not needless:
             continue
         after_cat = [pos for pos in copied if pos is not None and pos not in must_own and not sole[pos]]
@@ -531,14 +693,14 @@ def _copies_over_chunked_runs(all_pool: AllPoolClass, slice_groups: bool, rng: r
     is never cloned, whatever the scheduling.
     """
     for async_sched in (False, True):
-        _copies_per_step(all_pool, make_requests([6, 2, 5]), async_scheduling=async_sched,
-                         slice_groups=slice_groups, token_budget=4, rng=random.Random(0),
+        _copies_per_step(all_pool, _given([6, 2, 5]), async_scheduling=async_sched, slice_groups=slice_groups,
+                         token_budget=4, schedule_seed=0,
                          case=f"chunked prefill, 13 tokens through a budget of 4, async scheduling {async_sched}")
     for trial in range(4):
         async_sched = trial % 2 == 1
-        _copies_per_step(all_pool, random_requests(rng, rng.randrange(1, 24), mixed_tasks=False),
+        _copies_per_step(all_pool, random_request_spec(rng, rng.randrange(1, 24), mixed_tasks=False),
                          async_scheduling=async_sched, slice_groups=slice_groups,
-                         token_budget=rng.randrange(2, 24), rng=rng,
+                         token_budget=rng.randrange(2, 24), schedule_seed=rng.randrange(2**31),
                          case=f"random chunked run #{trial}, async scheduling {async_sched}")
 
 

@@ -57,10 +57,21 @@ def make_requests(
             for i, (n, task) in enumerate(zip(prompt_lens, tasks))]
 
 
-def random_requests(rng: random.Random, num_reqs: int, *, mixed_tasks: bool, hidden_size: int = 8) -> list[PoolingRequest]:
+def random_request_spec(rng: random.Random, num_reqs: int, *, mixed_tasks: bool) -> dict:
+    """What :func:`random_requests` draws, as data: the prompts' lengths, their tasks and the seed of their hidden
+    states (:func:`requests_of` makes the requests again, in any process)."""
     lens = [rng.choice([1, 1, 2, 3, rng.randrange(1, 40)]) for _ in range(num_reqs)]
     tasks = [rng.choice((*TOKEN_TASKS, SEQ_TASK)) if mixed_tasks else "token_embed" for _ in range(num_reqs)]
-    return make_requests(lens, hidden_size, tasks=tasks, seed=rng.randrange(2**31))
+    return {"lens": lens, "tasks": tasks, "seed": rng.randrange(2**31)}
+
+
+def requests_of(spec: dict, hidden_size: int = 8) -> list[PoolingRequest]:
+    """The requests a spec of :func:`random_request_spec`'s shape names (``tasks`` None: all ``token_embed``)."""
+    return make_requests(spec["lens"], hidden_size, tasks=spec.get("tasks"), seed=spec.get("seed", 0))
+
+
+def random_requests(rng: random.Random, num_reqs: int, *, mixed_tasks: bool, hidden_size: int = 8) -> list[PoolingRequest]:
+    return requests_of(random_request_spec(rng, num_reqs, mixed_tasks=mixed_tasks), hidden_size)
 
 
 @dataclass
