@@ -190,6 +190,13 @@ def test_a_class_body_that_rewrites_the_checks_and_an_int_that_equals_anything_s
     # 0.1 is judged apart: the class body rewrote a table in the answer's process, where no check runs
 
 
+def _solution_source(stem: str, name: str) -> str:
+    """The solution's cell that defines ``name`` at its top level."""
+    nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
+    return next(c.source for c in nb.cells
+                if c.cell_type == "code" and re.search(rf"^(class|def) {name}\b", c.source, re.M))
+
+
 def _judged(tmp_path: Path, answers: dict[str, str], capsys: pytest.CaptureFixture,
             stem: str = "00_primer", task: str | None = None) -> dict[str, dict]:
     """``check --json`` on the solution ``stem`` with the answer cells of ``answers``' exercises replaced (of
@@ -209,7 +216,7 @@ def _judged(tmp_path: Path, answers: dict[str, str], capsys: pytest.CaptureFixtu
 
 @pytest.mark.slow
 def test_the_guard_turned_off_and_code_disguised_as_the_package_are_seen_when_they_run(tmp_path, capsys):
-    """Past the reading, the grader's tracer sees both while the checks run, where it runs beside the answer (2.1).
+    """Past the reading, the grader's tracer sees both while the checks run, where it runs beside the answer (6.2).
     Judged apart (0.1), the guard turned off in the answer's process guards nothing: the reference is not there, so
     the answer earns 0 (it earned the checks of results, 11.2 of 14, while judged beside its checks); the disguised
     caller earns 0."""
@@ -219,12 +226,11 @@ def test_the_guard_turned_off_and_code_disguised_as_the_package_are_seen_when_th
     }, capsys)
     assert by_task["0.1"]["earned"] == 0 and by_task["0.2"]["earned"] == 0, by_task
     assert any("reaches _pc.answer_key, the grader's own machinery" in f for f in by_task["0.1"]["review"])
-    row = _judged(tmp_path, {"2.1": GUARD_OFF + "\n\nclass AsyncPoolingOutput:\n    pass\n\n\n"
-                                             "class AsyncOutputRunner(PoolingModelRunner):\n"
-                                             "    def _pool(self, hidden_states, num_scheduled_tokens, batch):\n"
-                                             "        from synclab.lazy_streams import checks as _c2\n"
-                                             "        return _unguarded(_c2._pool_reference, self.model, batch)\n"},
-                  capsys, "02_lazy_streams", "2.1")["2.1"]
+    row = _judged(tmp_path, {"6.2": GUARD_OFF + "\n\ndef ablation_row(config, workload, fixes):\n"
+                                             "    from synclab.capstone import checks as _c6\n"
+                                             "    return _unguarded(_c6._ablation_row_reference, config, workload, "
+                                             "fixes)\n"},
+                  capsys, "06_capstone_engine_step", "6.2")["6.2"]
     assert "changed the answer guard's record of which checks are running" in row["review"], row
     # the audit refuses the disguise's compile before the tracer sees it run
     assert any(f == "ran code disguised as the package's: call (util.py)" or f.startswith("the grader's sandbox")
@@ -269,26 +275,21 @@ def decode_step(batch):
         raise ValueError("NaN in logits")
     return box[0]
 '''
-# The same two at an exercise judged beside its checks (2.1): the check call shadowed, the step run on a thread.
-SHADOWS_THE_CHECK_2_1 = '''import dataclasses
-class AsyncPoolingOutput:
-    pass
-class AsyncOutputRunner(PoolingModelRunner):
-    pass
-class ch2:
-    def check_runner(impl, real=ch2):
-        r = real.check_runner(impl)
+# The same two at an exercise judged beside its checks (6.2): the check call shadowed, the row run on a thread.
+SHADOWS_THE_CHECK_6_2 = '''import dataclasses
+def ablation_row(config, workload, fixes):
+    raise NotImplementedError("Exercise 6.2")
+class ch6:
+    def check_ablation_row(impl, real=ch6):
+        r = real.check_ablation_row(impl)
         return type(r)(r.title, [dataclasses.replace(o, status="passed") for o in r.outcomes], r.seed)
 '''
-THREAD_RUNS_THE_POOL = '''from threading import Thread
-class AsyncPoolingOutput:
-    pass
-class AsyncOutputRunner(PoolingModelRunner):
-    def _pool(self, *args):
-        box = []
-        t = Thread(target=lambda: box.append(PoolingModelRunner._pool(self, *args)))
-        t.start(); t.join()
-        return box[0]
+THREAD_RUNS_THE_ROW = '''from threading import Thread
+def ablation_row(config, workload, fixes):
+    box = []
+    t = Thread(target=lambda: box.append(_right_row(config, workload, fixes)))
+    t.start(); t.join()
+    return box[0]
 '''
 A_HELPER_CALLS_THE_REFERENCE = '''from synclab.timing import benchmark
 class Got(Exception):
@@ -327,13 +328,14 @@ def test_the_checks_machinery_by_another_name_is_named():
 @pytest.mark.slow
 def test_a_shadowed_check_a_thread_and_a_helper_calling_the_answer_are_named(tmp_path, capsys):
     """The check call reaches the chapter's own checks; a thread of the reader's is seen; a package helper that
-    calls what it is handed cannot call an answer for the reader. Beside the checks (2.1), the tracer names the first
+    calls what it is handed cannot call an answer for the reader. Beside the checks (6.2), the tracer names the first
     two; judged apart (0.1), the shadow never meets the checks, and the baseline the thread and the helper call is
     not in the answer's process: the step never sees a result of its own."""
-    lazy = "02_lazy_streams"
-    row = _judged(tmp_path, {"2.1": SHADOWS_THE_CHECK_2_1}, capsys, lazy, "2.1")["2.1"]
-    assert row["earned"] == 0 and any("rebinds ch2, which the check call uses" in f for f in row["review"]), row
-    row = _judged(tmp_path, {"2.1": THREAD_RUNS_THE_POOL}, capsys, lazy, "2.1")["2.1"]
+    capstone = "06_capstone_engine_step"
+    row = _judged(tmp_path, {"6.2": SHADOWS_THE_CHECK_6_2}, capsys, capstone, "6.2")["6.2"]
+    assert row["earned"] == 0 and any("rebinds ch6, which the check call uses" in f for f in row["review"]), row
+    right = _solution_source(capstone, "ablation_row").replace("def ablation_row(", "def _right_row(")
+    row = _judged(tmp_path, {"6.2": right + "\n\n" + THREAD_RUNS_THE_ROW}, capsys, capstone, "6.2")["6.2"]
     assert any("started a thread while its checks ran" in f for f in row["review"]), row
     none = "def my_predictions():\n    return {}\n"
     by_task = _judged(tmp_path, {"0.1": SHADOWS_THE_CHECK, "0.2": none}, capsys)

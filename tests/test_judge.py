@@ -96,21 +96,19 @@ def test_a_cheat_written_in_an_answer_cell_is_named_for_the_instructor(tmp_path,
     assert exercise["earned"] == earned, (what, exercise)
 
 
-LAZY_STREAMS = "02_lazy_streams"
+CAPSTONE = "06_capstone_engine_step"
 
 
 def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_named(tmp_path, capsys):
-    """At an exercise judged in the checks' process (2.1): no line names the checks; the static reading names
-    importlib and the computed setattr, and the fingerprint after the check names what was rebound. The rebound
-    machinery breaks the checks: nothing is earned."""
-    answer = _solution_source(LAZY_STREAMS, "AsyncPoolingOutput").replace(
-        "class AsyncPoolingOutput", "import importlib\n\ndef _hide():\n"
-        "    m = importlib.import_module('synclab.' + 'che' + 'cks')\n"
-        "    setattr(m, '_run' + '_one', lambda check, *a: None)\n\n\nclass AsyncPoolingOutput", 1)
-    # call it as the first output is made: the first line of the constructor's body
-    body = answer.index("self._model_runner_output = ")
-    answer = answer[:body] + "_hide()\n        " + answer[body:]
-    exercise = _by_task(_graded(_submission(tmp_path, LAZY_STREAMS, {"2.1": answer}), capsys, "2.1"))["2.1"]
+    """At an exercise judged in the checks' process (6.1, whose checks each ask clean_runner() for the class): no
+    line names the checks; the static reading names importlib and the computed setattr, and the fingerprint after the
+    check names what was rebound. The rebound machinery breaks the checks: nothing is earned."""
+    right = _solution_source(CAPSTONE, "clean_runner").replace("def clean_runner(", "def _right_runner(")
+    answer = (right + "\n\nimport importlib\n\ndef _hide():\n"
+              "    m = importlib.import_module('synclab.' + 'che' + 'cks')\n"
+              "    setattr(m, '_run' + '_one', lambda check, *a: None)\n\n\n"
+              "def clean_runner():\n    _hide()\n    return _right_runner()\n")
+    exercise = _by_task(_graded(_submission(tmp_path, CAPSTONE, {"6.1": answer}), capsys, "6.1"))["6.1"]
     assert exercise["earned"] == 0
     assert any("rebound or changed the grader's machinery or tables: synclab.checks._run_one" in f
                for f in exercise["review"]), exercise
@@ -128,18 +126,11 @@ def _dig_out(module: str, reference: str, signature: str) -> str:
 
 
 def test_the_reference_dug_out_of_its_guard_is_seen_when_it_runs(tmp_path, capsys):
-    """An exercise judged in the checks' process (2.1): the tracer sees the reference's own code called by the
+    """An exercise judged in the checks' process (6.2): the tracer sees the reference's own code called by the
     answer."""
-    answer = ("import importlib\n\nclass AsyncPoolingOutput:\n    pass\n\n\n"
-              "class AsyncOutputRunner(PoolingModelRunner):\n"
-              "    def _pool(self, hidden_states, num_scheduled_tokens, batch):\n"
-              "        module = importlib.import_module('synclab.lazy_streams.checks')\n"
-              "        guard = getattr(module, '_pool_' + 'reference')\n"
-              "        cells = getattr(guard, '__clo' + 'sure__')\n"
-              "        raw = [c.cell_contents for c in cells if callable(c.cell_contents)]\n"
-              "        return raw[0](self.model, batch)\n")
-    exercise = _by_task(_graded(_submission(tmp_path, LAZY_STREAMS, {"2.1": answer}), capsys, "2.1"))["2.1"]
-    assert any("around its guard" in f and "_pool_reference" in f for f in exercise["review"]), exercise
+    answer = _dig_out("synclab.capstone.checks", "_ablation_row_reference", "ablation_row(config, workload, fixes)")
+    exercise = _by_task(_graded(_submission(tmp_path, CAPSTONE, {"6.2": answer}), capsys, "6.2"))["6.2"]
+    assert any("around its guard" in f and "_ablation_row_reference" in f for f in exercise["review"]), exercise
 
 
 DUG_OUT_APART = [("4.2", "synclab.reverse_scan.checks", "_bottleneck_reference",
@@ -181,11 +172,10 @@ EXITS = "getattr(os, '_ex' + 'it')(0)"
 
 
 def test_a_process_that_ends_during_its_checks_earns_nothing_and_is_named(tmp_path, capsys):
-    """At an exercise judged in the checks' process (2.1), the process ends with the checks: named for the
+    """At an exercise judged in the checks' process (6.2), the process ends with the checks: named for the
     instructor. Judged apart (0.1), the answer's own process ends: each check that asks it crashes, saying so."""
-    answer = ("import os\n\nclass AsyncPoolingOutput:\n    pass\n\n\nclass AsyncOutputRunner(PoolingModelRunner):\n"
-              f"    def _pool(self, *args):\n        {EXITS}\n")
-    exercise = _by_task(_graded(_submission(tmp_path, LAZY_STREAMS, {"2.1": answer}), capsys, "2.1"))["2.1"]
+    answer = f"import os\n\ndef ablation_row(config, workload, fixes):\n    {EXITS}\n"
+    exercise = _by_task(_graded(_submission(tmp_path, CAPSTONE, {"6.2": answer}), capsys, "6.2"))["6.2"]
     assert exercise["earned"] == 0 and any("ended its process" in f for f in exercise["review"]), exercise
     answer = f"import os\n\ndef decode_step(batch):\n    {EXITS}\n"
     summary = _graded(_submission(tmp_path, PRIMER, {"0.1": answer}, "apart"), capsys, "0.1")
@@ -532,20 +522,20 @@ def decode_step(batch):
 def test_the_readers_code_run_inside_a_torch_function_the_counters_set_aside_is_named(tmp_path):
     """Red team, third round (20 of 20 on 1.1, 12 of 12 on 6.1, 14 of 14 on 4.1): a counting mode runs a torch
     function's own body with the modes set aside, so code a memo runs inside Tensor.__deepcopy__ is counted by
-    nothing. At an exercise judged in the checks' process (2.1), the grader's tracer sees the reader's code start
-    there, with the syntax scan off. GAP: the syncs it hid are not counted, so it earns the sync check too (a count
+    nothing. At an exercise judged in the checks' process (6.1, whose runner's hooks run inside the counted engine
+    steps), the grader's tracer sees the reader's code start there, with the syntax scan off. GAP: the syncs it hid are not counted, so it earns the sync check too (a count
     is the answer process's word). Judged apart (0.1), no tracer runs where the answer runs: the same trick earns
     the sync check and no review line, which the instructors' page says of every count."""
     from synclab.lab.judge import judge_notebook
 
-    right = _solution_source(LAZY_STREAMS, "AsyncOutputRunner").replace("class AsyncOutputRunner(",
-                                                                        "class _RightRunner(")
+    right = _solution_source(CAPSTONE, "clean_runner").replace("def clean_runner(", "def _right_runner(")
     answer = right + "\n" + HIDES_IN_A_DEEPCOPY + (
-        "\n\nclass AsyncOutputRunner(_RightRunner):\n    def _pool(self, hidden_states, num_scheduled_tokens, batch):\n"
-        "        return copy.deepcopy(hidden_states, _Memo(id(hidden_states), "
-        "lambda: _RightRunner._pool(self, hidden_states, num_scheduled_tokens, batch)))\n")
-    nb = nbformat.read(_submission(tmp_path, LAZY_STREAMS, {"2.1": answer}), as_version=4)
-    verdict = judge_notebook(nb, ["2.1"], scan=False)["2.1"]
+        "\n\ndef clean_runner():\n    right = _right_runner()\n\n    class Hidden(right):\n"
+        "        def _apply_sampling_extras(self, logits, reqs):\n"
+        "            return copy.deepcopy(logits, _Memo(id(logits), "
+        "lambda: right._apply_sampling_extras(self, logits, reqs)))\n\n    return Hidden\n")
+    nb = nbformat.read(_submission(tmp_path, CAPSTONE, {"6.1": answer}), as_version=4)
+    verdict = judge_notebook(nb, ["6.1"], scan=False)["6.1"]
     assert any("where the counters do not look" in f and "__deepcopy__" in f for f in verdict.review), verdict
     slow = _solution_source(PRIMER, "decode_step").replace("def decode_step(", "def _right(")
     answer = slow + "\n\ndef _slow(batch):\n    batch.logits.tolist()\n    return _right(batch)\n\n" + \
@@ -561,16 +551,16 @@ def test_one_warm_worker_serves_a_process_and_no_job_changes_the_next(tmp_path, 
     another environment gets a server of its own, and the seed (a job's own) does not start one."""
     from synclab.lab import worker_server
 
-    rebinds = REBINDS_RUN_ONE + _solution_source(LAZY_STREAMS, "AsyncPoolingOutput")  # at an exercise judged here
-    cheat = _by_task(_graded(_submission(tmp_path, LAZY_STREAMS, {"2.1": rebinds}, "cheat"), capsys, "2.1"))["2.1"]
+    rebinds = REBINDS_RUN_ONE + _solution_source(CAPSTONE, "ablation_row")  # at an exercise judged here
+    cheat = _by_task(_graded(_submission(tmp_path, CAPSTONE, {"6.2": rebinds}, "cheat"), capsys, "6.2"))["6.2"]
     assert cheat["earned"] == 0 and any("synclab.checks._run_one" in line for line in cheat["review"]), cheat
     def workers() -> dict[str, int]:  # beside them, one answers' server for the exercises judged apart
         return {key: server._proc.pid for key, server in worker_server._SERVERS.items() if "judge_worker" in key}
 
     servers = workers()
     assert len(servers) == 1, servers
-    honest = _by_task(_graded(ROOT / "solutions" / f"{LAZY_STREAMS}.ipynb", capsys, "2.1"))["2.1"]
-    assert honest["earned"] == points_of("2.1") and not honest["review"], honest
+    honest = _by_task(_graded(ROOT / "solutions" / f"{CAPSTONE}.ipynb", capsys, "6.2"))["6.2"]
+    assert honest["earned"] == points_of("6.2") and not honest["review"], honest
     assert workers() == servers  # the same one
     from synclab.lab.judge_worker import SEED_ENV
 

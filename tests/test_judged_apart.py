@@ -62,9 +62,9 @@ def test_what_is_not_plain_crosses_as_its_name():
 
 
 def test_the_exercises_judged_apart_are_those_whose_answers_are_data_or_run_by_a_runner():
-    assert {t for t, e in EXERCISES.items() if e.judged_apart} == {"0.1", "0.2", "1.1", "1.2", "2.2", "3.1", "3.2",
-                                                                    "3.3", "3.4", "3.5", "3.6", "3.8", "4.1", "4.2",
-                                                                    "5.1", "5.2", "6.3"}
+    assert {t for t, e in EXERCISES.items() if e.judged_apart} == {"0.1", "0.2", "1.1", "1.2", "2.1", "2.2", "3.1",
+                                                                    "3.2", "3.3", "3.4", "3.5", "3.6", "3.8", "4.1",
+                                                                    "4.2", "5.1", "5.2", "6.3"}
 
 
 # An answer that also looks through its own process for what the checks keep: the answers of the exercises judged
@@ -366,10 +366,11 @@ def test_an_image_stores_the_answers_it_does_not_ship(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     said = json.loads(proc.stdout.strip().splitlines()[-1])
-    # 1.1's, 1.2's, 5.1's and 5.2's references are classes that chapter 5's profile and chapter 6 run: the students'
-    # install ships them (the answer's process does not: test_an_answers_process_holds_no_reference_and_no_expected_
-    # result); chapter 1's checks need none of them (a pooler's expected rows are its requests' prompts)
-    classes = ("1.1", "1.2", "5.1", "5.2")
+    # 1.1's, 1.2's, 5.1's and 5.2's references are classes that chapter 5's profile and chapter 6 run, and 2.1's
+    # are chapter 6's and the pooled values (scope="checks"): the students' install ships them (the answer's process
+    # does not: test_an_answers_process_holds_no_reference_and_no_expected_result); chapters 1's and 2's checks need
+    # no stored answer (a pooler's expected rows are its requests' prompts; a runner's, the model's last tokens)
+    classes = ("1.1", "1.2", "2.1", "5.1", "5.2")
     assert said["not shipped"] == sorted(t for t, e in EXERCISES.items() if e.judged_apart and t not in classes)
     assert said["seeds"] == list(range(8)) and said["right"] == [True, said["right"][1]], said
     assert said["right"][1] in said["seeds"]  # the install's check drew a stored seed

@@ -56,6 +56,9 @@ _PROCESSES = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", 
               "pty.spawn")
 _FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}  # how a frame is reached without _getframe
 _CODE_ATTRIBUTES = {"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__"}
+# The simulated device (synclab.sim.cuda.names_bound_before) rebinds the code of torch's CUDA names while a block runs,
+# and back: a chapter 6 run the reader's row starts does it, as the lab's own engine; never a review line.
+_SIMULATION = ("synclab.sim",)
 # Callers that take a frame for their own bookkeeping and hand none back.
 _FRAME_USERS = ("warnings", "collections", "typing", "enum", "abc", "dataclasses", "functools", "logging",
                 "threading", "torch", "synclab")  # the package names lines and phases; it returns no frame
@@ -137,6 +140,8 @@ class _Policy:
             target, attr = args[0], args[1]
             owner = str(getattr(target, "__module__", "") or "")
             own = caller.f_code.co_filename.startswith(READER_FILES)
+            if _in(module, _SIMULATION):  # the simulated device binds torch's names for a block: its own doing
+                return None
             if attr in _CODE_ATTRIBUTES or own and (owner == "synclab" or owner.startswith("synclab.")):
                 return f"{event}: {attr} of {getattr(target, '__qualname__', type(target).__name__)}"
             # a dataclass naming its methods, functools.wraps, a module of the package imported from a cell

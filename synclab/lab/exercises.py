@@ -47,7 +47,8 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     Exercise("1.2", "ch1", 5, ("AllPoolNoSync",), "ch1.check_all_pool_no_sync(AllPoolNoSync)", stretch=True,
              builds_on=("1.1",), stand_in=(("AllPool", "synclab.capstone.chapter_fixes:_AllPoolReference"),),
              judged_apart=True),  # with 1.1 failed, its answer's process is sent the package's 1.1 as source
-    Exercise("2.1", "ch2", 14, ("AsyncPoolingOutput", "AsyncOutputRunner"), "ch2.check_runner(AsyncOutputRunner)"),
+    Exercise("2.1", "ch2", 14, ("AsyncPoolingOutput", "AsyncOutputRunner"), "ch2.check_runner(AsyncOutputRunner)",
+             judged_apart=True),  # runners (cuda_path_outcomes, ...) run the reader's runner on the simulated device
     Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)", judged_apart=True),
     Exercise("3.1", "ch3", 4, ("async_tensor_h2d",), "ch3.check_async_tensor_h2d(async_tensor_h2d)",
              judged_apart=True),  # its checks call the reader's upload through runners (upload_outcome, ...)

@@ -13,7 +13,10 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from synclab.checks import Check, Clause, CheckReport, expect, expect_equal, run_checks, found_right, found_right_tensor
+from synclab.answer_keys.plain_data import tensor_as_data, tensor_from_data
+from synclab.answer_keys.runners import runs_with_the_answer
+from synclab.checks import (Check, CheckFailed, Clause, CheckReport, expect, expect_equal, run_checks, found_right,
+                            found_right_tensor)
 from synclab.device import SIM_DEVICE, is_pinned_host
 from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, TinyPoolingModel, make_pooling_batch
 from synclab.answer_keys import answer_key
@@ -27,9 +30,13 @@ from synclab.syncs import count_syncs
 
 
 # ----------------------------------------------------------------------------- checks of Exercise 2.1
+# The checks reach the reader's runner through runners (synclab.answer_keys.runners): each builds its case where
+# the runner class lives (in a notebook, here; in the grader, the answer's process), runs it on the simulated
+# device, and sends back what it saw as data: the outputs' values, the stream log, the waits, what stayed alive.
+# The checks compute the pooled values themselves, from the same batches drawn from the same seed.
 
 
-@answer_key("2.1")
+@answer_key("2.1", role="the pooled values (what every right answer hands back)", scope="checks")
 def _pool_reference(model: TinyPoolingModel, batch: PoolingBatch) -> list[torch.Tensor | None]:
     """A plain reference: everything brought to the host first, then each finished request's last token."""
     hidden = model.forward(batch.input_ids).cpu()  # [num_tokens, hidden] host
@@ -70,8 +77,101 @@ def _found_right_outputs(want: list[torch.Tensor | None]) -> None:
         found_right_tensor(t)
 
 
-def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _checked_model()
+# ----------------------------------------------------------------------------- what a runner sends back
+
+
+def _outputs_as_data(outputs: Any) -> dict:
+    """A step's ``pooler_output`` as data: each entry's values (and whether its buffer is pinned), None, or its
+    type's name; or what the whole was, when it is no list."""
+    if not isinstance(outputs, (list, tuple)):
+        return {"not_list": type(outputs).__name__}
+    items: list[dict | None] = []
+    for t in outputs:
+        if t is None:
+            items.append(None)
+        elif isinstance(t, torch.Tensor):
+            try:
+                items.append({"tensor": tensor_as_data(t), "pinned": is_pinned_host(t)})
+            except TypeError:  # a dtype that does not cross (complex): named, not compared
+                items.append({"other": f"tensor_of_{str(t.dtype).removeprefix('torch.')}"})
+        else:
+            items.append({"other": type(t).__name__})
+    return {"items": items}
+
+
+class _NotATensor:
+    """An entry that was neither None nor a tensor: an instance of a class named as the entry's type was (reports
+    name it so)."""
+
+    def __repr__(self) -> str:
+        return type(self).__name__
+
+
+def _not_a_tensor(name: str) -> _NotATensor:
+    return type(name if name.isidentifier() else "value", (_NotATensor,), {})()
+
+
+def _outputs_back(seen: dict) -> list:
+    """:func:`_outputs_as_data` read back: host tensors, Nones and :class:`_NotATensor` (a whole that was no list:
+    one :class:`_NotATensor` naming it, which matches no batch)."""
+    if "not_list" in seen:
+        return [_not_a_tensor(seen["not_list"])]
+    return [None if item is None else tensor_from_data(item["tensor"]) if "tensor" in item else
+            _not_a_tensor(item["other"]) for item in seen["items"]]
+
+
+def _log_as_data(device: Any, start: int = 0) -> list[list[str]]:
+    """The simulated device's log from entry ``start``: (operation, stream, detail) each."""
+    return [list(entry) for entry in device.log.entries[start:]]
+
+
+def _log_text(entries: list[list[str]]) -> str:
+    """A stream log as the simulated device prints it (``SimLog.__str__``)."""
+    return "\n".join(f"{i:>3}  {stream:<14} {op:<18} {detail}" for i, (op, stream, detail)
+                     in enumerate(entries)) or "(nothing)"
+
+
+def _syncs_as_data(report: Any) -> dict:
+    return {"count": report.count, "events": [[e.kind.value, e.op, e.where] for e in report.events]}
+
+
+class _Seen(dict):
+    """What a runner saw, read by a check in its order. A key the runner never reached, because the reader's code
+    raised first (``crashed``), runs the runner again uncaught: the exception then reaches the check from the
+    reader's line, as it would have in the notebook."""
+
+    def __init__(self, data: dict, again: Callable[[], Any]) -> None:
+        super().__init__(data)
+        self._again = again
+
+    def __missing__(self, key: str) -> Any:
+        if self.get("crashed"):
+            self._again()
+            raise CheckFailed("your runner raised on this case once, and not when it ran again",
+                              hint="an answer that depends on something outside its inputs cannot be checked: make "
+                                   "the runner a function of the model and the batches it is handed")
+        raise KeyError(key)
+
+    def case(self, i: int) -> "_Seen":
+        """The ``i``-th case's observations (``cases``), run again uncaught where the runner stopped before it."""
+        cases = self["cases"]
+        return _Seen(cases[i] if i < len(cases) else {"crashed": True}, self._again)
+
+
+def _cpu_cases(rng: random.Random) -> Iterator[tuple[str, PoolingBatch]]:
+    yield ("a fixed batch of 3 requests, all finished",  # a copy on every seed: the platform's path is taken
+           make_pooling_batch(3, rng=random.Random(3), partial_fraction=0.0, device=SIM_DEVICE))
+    yield from _batches(rng, 10)
+
+
+# ----------------------------------------------------------------------------- runners: the reader's runner, where it lives
+
+
+@runs_with_the_answer
+def cpu_platform_outcomes(runner_cls: RunnerClass, seed: int, catch: bool = True) -> dict:
+    """The reader's runner on a CPU platform, over :func:`_cpu_cases` of ``seed``: per case its result's type, its
+    outputs and how often it called ``_sync_device()``; the CUDA streams it tried to create."""
+    model, cases = _checked_model(), []
     with cpu_platform() as spy:
         runner = runner_cls(model)
         synced, sync_device = [0], runner._sync_device
@@ -81,39 +181,216 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
             sync_device()
 
         runner._sync_device = counted_sync_device  # type: ignore[method-assign]
-        fixed = ("a fixed batch of 3 requests, all finished",  # a copy on every seed: the platform's path is taken
-                 make_pooling_batch(3, rng=random.Random(3), partial_fraction=0.0, device=SIM_DEVICE))
-        for case, batch in [fixed, *_batches(rng, 10)]:
+        for _, batch in _cpu_cases(random.Random(seed)):
             synced[0] = 0
             try:
                 result = runner.execute_model(batch)
             except RuntimeError as exc:
-                if "CUDA" not in str(exc):
+                if "CUDA" not in str(exc) and not catch:
                     raise
-                expect(False, "the CPU platform tried to create a CUDA stream", case=case,
-                       got=f"RuntimeError: {exc}", hint="only the CUDA-like path needs the side stream: check "
-                       "current_platform.is_cuda_alike() before asking for it, as vLLM's _pool does after "
-                       "#39113")
-            expect(isinstance(result, ModelRunnerOutput), "on a CPU platform _pool returns a ModelRunnerOutput",
-                   case=case, got=type(result).__name__, hint="CPU and XPU runners copy synchronously and return "
-                   "the output itself; there is no event to wait on")
-            want = _pool_reference(model, batch)
-            expect(_same(result.pooler_output, want), "wrong pooler_output", case=case,
-                   expected=_describe(want), got=_describe(result.pooler_output))
-            _found_right_outputs(want)
-            if any(t is not None for t in want):
-                expect(synced[0] >= 1, "the CPU path copied without self._sync_device()", case=case,
-                       expected="a call of self._sync_device() after the copy", got="none",
-                       hint="on a CPU or XPU platform _pool copies the finished outputs and then calls "
-                            "self._sync_device(), as vLLM's does: on XPU the copy is not done until then")
-    expect_equal(spy.created, 0, what="CUDA streams created on a CPU platform", case="10 steps")
+                cases.append({"cuda_error": str(exc)} if "CUDA" in str(exc) else {"crashed": True})
+                break
+            except Exception:
+                if not catch:
+                    raise
+                cases.append({"crashed": True})
+                break
+            is_output = isinstance(result, ModelRunnerOutput)
+            cases.append({"type": type(result).__name__, "is_output": is_output, "synced": synced[0],
+                          "outputs": _outputs_as_data(result.pooler_output) if is_output else None})
+    return {"cases": cases, "streams_created": spy.created}
 
 
-def _early_read_hint(device: Any) -> str:
+@runs_with_the_answer
+def cuda_path_outcomes(runner_cls: RunnerClass, seed: int, catch: bool = True) -> dict:
+    """The reader's runner on the simulated CUDA path, over 15 random batches of ``seed``, each output collected:
+    per case what ``get_output()`` returned, and the stream log it added."""
+    model, cases = _checked_model(), []
+    with sim_cuda.simulated_cuda() as device:
+        runner = runner_cls(model)
+        for _, batch in _batches(random.Random(seed), 15):
+            start = len(device.log.entries)
+            try:
+                output = resolve(runner.execute_model(batch))
+            except Exception:
+                if not catch:
+                    raise
+                cases.append({"crashed": True})
+                break
+            is_output = isinstance(output, ModelRunnerOutput)
+            cases.append({"type": type(output).__name__, "is_output": is_output, "log": _log_as_data(device, start),
+                          "req_ids": list(output.req_ids) if is_output else None,
+                          "outputs": _outputs_as_data(output.pooler_output) if is_output else None})
+    return {"cases": cases}
+
+
+@runs_with_the_answer
+def lazy_stream_outcome(runner_cls: RunnerClass, seed: int, catch: bool = True) -> dict:
+    """A runner built, then 5 steps of 4 requests: the streams created after each, whether the getter returns the
+    one stream it keeps, and the streams the copies ran on."""
+    seen: dict[str, Any] = {}
+    try:
+        with sim_cuda.simulated_cuda() as device:
+            runner = runner_cls(_checked_model())
+            seen["by_constructor"] = device.streams_created
+            rng, seen["after"] = random.Random(seed), []
+            for _ in range(5):
+                resolve(runner.execute_model(make_pooling_batch(4, rng=rng, device=SIM_DEVICE)))
+                seen["after"].append(device.streams_created)
+            first = runner._get_or_create_async_output_copy_stream()  # type: ignore[attr-defined]
+            seen["same_twice"] = first is runner._get_or_create_async_output_copy_stream()  # type: ignore
+            seen["kept"] = first is runner.async_output_copy_stream
+            seen["name"] = str(getattr(first, "name", first))
+            seen["copy_streams"] = sorted({stream for op, stream, _ in device.log.entries if op == "copy to host"})
+    except Exception:
+        if not catch:
+            raise
+        seen["crashed"] = True
+    return seen
+
+
+@runs_with_the_answer
+def sync_outcomes(runner_cls: RunnerClass, seed: int, catch: bool = True) -> dict:
+    """Steps of 1, 16 and 64 requests (some unfinished chunks): the syncs inside ``execute_model``, what the result
+    was, the waits inside ``get_output()`` and the host waits logged, the outputs, the log."""
+    model, cases, rng = _checked_model(), [], random.Random(seed)
+    with sim_cuda.simulated_cuda() as device:
+        runner = runner_cls(model)
+        for num_reqs in (1, 16, 64):
+            batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=0.3 if num_reqs > 1 else 0.0,
+                                       device=SIM_DEVICE)
+            seen: dict[str, Any] = {}
+            cases.append(seen)
+            try:
+                with count_syncs(simulate=True) as in_pool:
+                    result = runner.execute_model(batch)
+                seen.update(in_pool=_syncs_as_data(in_pool), type=type(result).__name__,
+                            has_get_output=hasattr(result, "get_output"))
+                if not seen["has_get_output"]:
+                    break
+                with count_syncs(simulate=True) as in_get:
+                    output = result.get_output()
+            except Exception:
+                if not catch:
+                    raise
+                seen["crashed"] = True
+                break
+            is_output = isinstance(output, ModelRunnerOutput)
+            seen.update(get_ops=[e.op for e in in_get.events], log=_log_as_data(device), is_output=is_output,
+                        output_type=type(output).__name__,
+                        waits=[detail for op, _, detail in device.log.entries if op == "host waits"],
+                        outputs=_outputs_as_data(output.pooler_output) if is_output else None)
+    return {"cases": cases}
+
+
+@runs_with_the_answer
+def ordering_outcome(runner_cls: RunnerClass, seed: int) -> dict:
+    """One step of 6 requests, its output collected: the stream log and each ``wait_stream`` (waiter, waited for,
+    the log entry it came at)."""
+    with sim_cuda.simulated_cuda() as device:
+        runner = runner_cls(_checked_model())
+        resolve(runner.execute_model(make_pooling_batch(6, rng=random.Random(seed), device=SIM_DEVICE)))
+        return {"log": _log_as_data(device), "edges": [[e.waiter, e.waits_for, e.at] for e in device.edges]}
+
+
+@runs_with_the_answer
+def engine_order_outcome(runner_cls: RunnerClass, seed: int) -> dict:
+    """As the engine runs it: step 0 queued, step 1 queued, then step 0's output collected, then step 1's. What was
+    recorded when, which of step 1's copies had landed by step 0's wait, the waits, both outputs and the log."""
+    with sim_cuda.simulated_cuda() as device:
+        runner = runner_cls(_checked_model())
+        rng = random.Random(seed)
+        batches = [make_pooling_batch(n, rng=rng, device=SIM_DEVICE) for n in (5, 3)]
+        first = runner.execute_model(batches[0])
+        recorded_in_pool = any(op == "record event" for op, _, _ in device.log.entries)
+        queued_by_first = {id(c) for stream in device.streams for c in stream.pending}
+        second = runner.execute_model(batches[1])
+        queued_by_second = {id(c) for stream in device.streams for c in stream.pending} - queued_by_first
+        # an event that covers no copy (recorded on the compute stream, after leaving the side stream's block)
+        empty_events = [detail for op, _, detail in device.log.entries if op == "record event"
+                        and detail.startswith("after 0 queued copies")]
+        logged = len(device.log.entries)
+        outputs = [resolve(first)]
+        first_waits = [detail for op, _, detail in device.log.entries[logged:] if op == "host waits"]
+        # step 0's wait covers step 0's copies alone: an event shared between steps, recorded again by step 1, covers
+        # step 1's copies too, and the host waits for step 1's forward as in the synchronous runner
+        landed_early = queued_by_second - {id(c) for stream in device.streams for c in stream.pending}
+        outputs.append(resolve(second))
+        return {"asynchronous": hasattr(first, "get_output"), "recorded_in_pool": recorded_in_pool,
+                "recorded_anywhere": any(op == "record event" for op, _, _ in device.log.entries),
+                "queued_by_second": len(queued_by_second), "landed_early": len(landed_early),
+                "empty_events": bool(empty_events), "first_waits": first_waits, "log": _log_as_data(device),
+                "outputs": [_outputs_as_data(o.pooler_output) for o in outputs]}
+
+
+@runs_with_the_answer
+def nothing_finished_outcome(runner_cls: RunnerClass, seed: int) -> dict:
+    """A first step where no request finishes: the side streams it created, its syncs, its outputs."""
+    with sim_cuda.simulated_cuda() as device:
+        runner = runner_cls(_checked_model())
+        before = device.streams_created  # a stream the constructor made is the lazy-stream check's to name
+        batch = _unfinished_batch(random.Random(seed))  # built before counting: its upload is the engine's
+        with count_syncs(simulate=True) as report:
+            output = resolve(runner.execute_model(batch))
+        return {"streams": device.streams_created - before, "syncs": [e.op for e in report.events],
+                "outputs": _outputs_as_data(output.pooler_output)}
+
+
+@runs_with_the_answer
+def memory_outcome(runner_cls: RunnerClass, seed: int) -> dict:
+    """One step of 8 requests: whether the device tensors the copies read were alive until ``get_output()``, how
+    many still are after it (and which stream's ``record_stream`` holds them), and which host buffers are pinned."""
+    model = _checked_model()
+    with _collecting_what_the_case_makes(), sim_cuda.simulated_cuda() as device:
+        runner = runner_cls(model)
+        batch = make_pooling_batch(8, rng=random.Random(seed), device=SIM_DEVICE)
+        with watch_pooler_outputs(model) as raw_refs:
+            result = runner.execute_model(batch)
+        gc.collect()
+        kept = all(r() is not None for r in raw_refs)
+        output = result.get_output()
+        gc.collect()
+        alive = [r() for r in raw_refs if r() is not None]
+        held_by = sorted({stream.name for stream in device.streams for t in stream.in_use
+                          if any(t is a for a in alive)})
+        return {"kept": kept, "alive": len(alive), "held_by": held_by,
+                "outputs": _outputs_as_data(output.pooler_output)}
+
+
+# ----------------------------------------------------------------------------- the checks
+
+
+def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
+    seed = rng.randrange(2**31)
+    seen = _Seen(cpu_platform_outcomes(runner_cls, seed), lambda: cpu_platform_outcomes(runner_cls, seed, False))
+    model = _model()
+    for i, (case, batch) in enumerate(_cpu_cases(random.Random(seed))):
+        got = seen.case(i)
+        if "cuda_error" in got:
+            expect(False, "the CPU platform tried to create a CUDA stream", case=case,
+                   got=f"RuntimeError: {got['cuda_error']}", hint="only the CUDA-like path needs the side stream: "
+                   "check current_platform.is_cuda_alike() before asking for it, as vLLM's _pool does after #39113")
+        expect(got["is_output"], "on a CPU platform _pool returns a ModelRunnerOutput",
+               case=case, got=got["type"], hint="CPU and XPU runners copy synchronously and return "
+               "the output itself; there is no event to wait on")
+        want = _pool_reference(model, batch)
+        outputs = _outputs_back(got["outputs"])
+        expect(_same(outputs, want), "wrong pooler_output", case=case, expected=_describe(want),
+               got=_describe(outputs))
+        _found_right_outputs(want)
+        if any(t is not None for t in want):
+            expect(got["synced"] >= 1, "the CPU path copied without self._sync_device()", case=case,
+                   expected="a call of self._sync_device() after the copy", got="none",
+                   hint="on a CPU or XPU platform _pool copies the finished outputs and then calls "
+                        "self._sync_device(), as vLLM's does: on XPU the copy is not done until then")
+    expect_equal(seen["streams_created"], 0, what="CUDA streams created on a CPU platform", case="10 steps")
+
+
+def _early_read_hint(entries: list[list[str]]) -> str:
     """Why the host read the buffers before the copy landed, from the stream log: which stream recorded the event
     the host waited on, and which ran the copies."""
-    copies = {stream for op, stream, _ in device.log.entries if op == "copy to host"}
-    records = [stream for op, stream, _ in device.log.entries if op == "record event"]
+    copies = {stream for op, stream, _ in entries if op == "copy to host"}
+    records = [stream for op, stream, _ in entries if op == "record event"]
     if records and copies and records[-1] not in copies:
         return (f"the event was recorded on the {records[-1]} stream, but the copies ran on "
                 f"{', '.join(sorted(copies))}: an event covers only the work of the stream it is recorded on. Record "
@@ -125,20 +402,21 @@ def _early_read_hint(device: Any) -> str:
 
 
 def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _checked_model()
-    with sim_cuda.simulated_cuda() as device:
-        runner = runner_cls(model)
-        for case, batch in _batches(rng, 15):
-            output = resolve(runner.execute_model(batch))
-            want = _pool_reference(model, batch)
-            expect(isinstance(output, ModelRunnerOutput), "get_output() must return the ModelRunnerOutput",
-                   case=case, got=type(output).__name__)
-            expect_equal(output.req_ids, batch.req_ids, what="req_ids", case=case)
-            right = _same(output.pooler_output, want)
-            expect(right, "wrong pooler_output after get_output()", case=case,
-                   expected=_describe(want), got=_describe(output.pooler_output),
-                   hint="" if right else _wrong_output_hint(output.pooler_output, want, device))
-            _found_right_outputs(want)
+    seed = rng.randrange(2**31)
+    seen = _Seen(cuda_path_outcomes(runner_cls, seed), lambda: cuda_path_outcomes(runner_cls, seed, False))
+    model, log = _model(), []
+    for i, (case, batch) in enumerate(_batches(random.Random(seed), 15)):
+        got = seen.case(i)
+        log += got["log"]
+        want = _pool_reference(model, batch)
+        expect(got["is_output"], "get_output() must return the ModelRunnerOutput", case=case, got=got["type"])
+        expect_equal(got["req_ids"], batch.req_ids, what="req_ids", case=case)
+        outputs = _outputs_back(got["outputs"])
+        right = _same(outputs, want)
+        expect(right, "wrong pooler_output after get_output()", case=case,
+               expected=_describe(want), got=_describe(outputs),
+               hint="" if right else _wrong_output_hint(outputs, want, log))
+        _found_right_outputs(want)
 
 
 def _holds_garbage(outputs: Any) -> bool:
@@ -146,183 +424,163 @@ def _holds_garbage(outputs: Any) -> bool:
     return any(bool((t == sim_cuda.GARBAGE).any()) for t in (outputs or []) if isinstance(t, torch.Tensor))
 
 
-def _wrong_output_hint(got: Any, want: list, device: Any) -> str:
+def _wrong_output_hint(got: Any, want: list, log: list[list[str]]) -> str:
     """Why the outputs are wrong: read too early (the buffers hold the simulation's garbage), or shaped wrong."""
     if _holds_garbage(got):
-        return _early_read_hint(device)
+        return _early_read_hint(log)
     if not isinstance(got, (list, tuple)) or len(got) != len(want):
         return "pooler_output has one entry per request: its pooled vector, or None for a request that did not finish"
     return "compare each entry with the request's: a pooled vector where it finished, None where it did not"
 
 
 def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _checked_model()
-    with sim_cuda.simulated_cuda() as device:
-        case = "a runner built, then 5 steps of 4 requests"  # named before the call: a crash reports it
-        runner = runner_cls(model)
-        expect_equal(device.streams_created, 0, what="streams created by the constructor", case=case,
-                     hint="create the side stream on first use, in _get_or_create_async_output_copy_stream()")
-        for step in range(5):
-            resolve(runner.execute_model(make_pooling_batch(4, rng=rng, device=SIM_DEVICE)))
-            expect_equal(device.streams_created, 1, what=f"streams created after {step + 1} step(s)", case=case,
-                         hint="create it once, keep it in self.async_output_copy_stream, reuse it")
-        first = runner._get_or_create_async_output_copy_stream()  # type: ignore[attr-defined]
-        expect(first is runner._get_or_create_async_output_copy_stream(),  # type: ignore[attr-defined]
-               "_get_or_create_async_output_copy_stream() returned a different stream on a second call")
-        expect(first is runner.async_output_copy_stream, "the stream must be kept in self.async_output_copy_stream")
-        copy_streams = {stream for op, stream, _ in device.log.entries if op == "copy to host"}
-        # No asynchronous copy at all (a .cpu(), a pageable buffer) is the business of the sync and ordering
-        # checks, which name it; this one is about where the copies that were queued ran.
-        expect(copy_streams <= {first.name}, "the copies must run on the side stream", expected=first.name,
-               got=sorted(copy_streams), hint="queue the copies inside `with torch.cuda.stream(side_stream):`")
+    seed = rng.randrange(2**31)
+    case = "a runner built, then 5 steps of 4 requests"  # named before the call: a crash reports it
+    seen = _Seen(lazy_stream_outcome(runner_cls, seed), lambda: lazy_stream_outcome(runner_cls, seed, False))
+    expect_equal(seen["by_constructor"], 0, what="streams created by the constructor", case=case,
+                 hint="create the side stream on first use, in _get_or_create_async_output_copy_stream()")
+    after = seen["after"]
+    for step in range(5):
+        if step == len(after):  # the runner raised in this step: run again, to raise from the reader's line
+            seen["kept"]
+        expect_equal(after[step], 1, what=f"streams created after {step + 1} step(s)", case=case,
+                     hint="create it once, keep it in self.async_output_copy_stream, reuse it")
+    expect(seen["same_twice"], "_get_or_create_async_output_copy_stream() returned a different stream on a second call")
+    expect(seen["kept"], "the stream must be kept in self.async_output_copy_stream")
+    # No asynchronous copy at all (a .cpu(), a pageable buffer) is the business of the sync and ordering
+    # checks, which name it; this one is about where the copies that were queued ran.
+    expect(set(seen["copy_streams"]) <= {seen["name"]}, "the copies must run on the side stream",
+           expected=seen["name"], got=seen["copy_streams"],
+           hint="queue the copies inside `with torch.cuda.stream(side_stream):`")
 
 
 def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _checked_model()
-    with sim_cuda.simulated_cuda() as device:
-        runner = runner_cls(model)
-        for num_reqs in (1, 16, 64):
-            case = f"{num_reqs} requests"  # named before the call: a hang reports it
-            # unfinished chunks among the finished ones (never all of them: a step must copy something here)
-            batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=0.3 if num_reqs > 1 else 0.0,
-                                       device=SIM_DEVICE)
-            want = _pool_reference(model, batch)  # before the runner's step: the stream log stays the runner's
-            unfinished = sum(t is None for t in want)
-            counted = f"the counted step: {num_reqs} requests, {unfinished} of them unfinished chunks"
-            with count_syncs(simulate=True) as in_pool:
-                result = runner.execute_model(batch)
-            expect(in_pool.count == 0, f"{in_pool.count} sync(s) inside execute_model/_pool", expected=0,
-                   got="; ".join(f"{e.kind.value} ({e.op}) at {e.where}" for e in in_pool.events[:3]),
-                   case=case, hint="on the CUDA path _pool only queues work and returns: no "
-                   "_sync_device(), no .cpu(), and no device-to-host copy into pageable memory (a non_blocking copy "
-                   "to the host is asynchronous only into pinned memory)")
-            expect(hasattr(result, "get_output"), "the CUDA path returns an object with get_output()",
-                   got=type(result).__name__, case=case)
-            with count_syncs(simulate=True) as in_get:
-                output = result.get_output()
-            ops = [e.op for e in in_get.events]
-            expect(not any(op.startswith("Event.query") for op in ops), "get_output() polls event.query() in a loop",
-                   got=ops, case=case,
-                   hint="a loop on query() keeps the host spinning until the copy lands: the busy-poll a blocking "
-                        "event avoids (vLLM since #47081). Wait with event.synchronize() on a "
-                        "torch.cuda.Event(blocking=True): the host sleeps instead")
-            if not ops:
-                wait_hint = ("nothing waited: get_output() must wait for the copies before it hands the host their "
-                             "buffers; wait on the event recorded after them")
-            elif all(op.startswith("Event.synchronize") for op in ops):
-                wait_hint = ("the event's copies have landed after the first wait: a second wait on it is one wait too "
-                             "many (on a GPU, a call into the driver each); wait once")
-            else:
-                wait_hint = ("torch.cuda.synchronize() (or a stream's) would also wait for the NEXT step's forward; "
-                             "wait on the event recorded after the copies, once")
-            expect(len(ops) == 1 and ops[0].startswith("Event.synchronize"),
-                   "get_output() must wait exactly once, on the copy's event", expected="1 x Event.synchronize",
-                   got=ops or "no wait", case=case, hint=wait_hint)
-            waits = [detail for op, _, detail in device.log.entries if op == "host waits"]
-            expect(bool(waits) and waits[-1].endswith("(blocking)"), "the event waited on is not a blocking one",
-                   expected="torch.cuda.Event(blocking=True)", got="torch.cuda.Event()", case=case,
-                   hint="a default event's synchronize() spins on the driver, holding a core while the host waits; "
-                        "create it with torch.cuda.Event(blocking=True), as vLLM does since #47081: the host sleeps")
-            # the step whose syncs count is a step whose outputs count: a shortcut taken only while counted fails here
-            right = isinstance(output, ModelRunnerOutput) and _same(output.pooler_output, want)
-            expect(right, "wrong pooler_output from the counted step", expected=_describe(want),
-                   got=_describe(output.pooler_output) if isinstance(output, ModelRunnerOutput) else
-                   type(output).__name__, case=counted,
-                   hint="" if right else _early_read_hint(device))
-            _found_right_outputs(want)
+    seed = rng.randrange(2**31)
+    seen = _Seen(sync_outcomes(runner_cls, seed), lambda: sync_outcomes(runner_cls, seed, False))
+    model, batches = _model(), random.Random(seed)
+    for i, num_reqs in enumerate((1, 16, 64)):
+        case = f"{num_reqs} requests"  # named before the call: a hang reports it
+        # unfinished chunks among the finished ones (never all of them: a step must copy something here)
+        batch = make_pooling_batch(num_reqs, rng=batches, partial_fraction=0.3 if num_reqs > 1 else 0.0,
+                                   device=SIM_DEVICE)
+        want = _pool_reference(model, batch)
+        unfinished = sum(t is None for t in want)
+        counted = f"the counted step: {num_reqs} requests, {unfinished} of them unfinished chunks"
+        got = seen.case(i)
+        in_pool = got["in_pool"]
+        expect(in_pool["count"] == 0, f"{in_pool['count']} sync(s) inside execute_model/_pool", expected=0,
+               got="; ".join(f"{kind} ({op}) at {where}" for kind, op, where in in_pool["events"][:3]),
+               case=case, hint="on the CUDA path _pool only queues work and returns: no "
+               "_sync_device(), no .cpu(), and no device-to-host copy into pageable memory (a non_blocking copy "
+               "to the host is asynchronous only into pinned memory)")
+        expect(got["has_get_output"], "the CUDA path returns an object with get_output()", got=got["type"], case=case)
+        ops = got["get_ops"]
+        expect(not any(op.startswith("Event.query") for op in ops), "get_output() polls event.query() in a loop",
+               got=ops, case=case,
+               hint="a loop on query() keeps the host spinning until the copy lands: the busy-poll a blocking "
+                    "event avoids (vLLM since #47081). Wait with event.synchronize() on a "
+                    "torch.cuda.Event(blocking=True): the host sleeps instead")
+        if not ops:
+            wait_hint = ("nothing waited: get_output() must wait for the copies before it hands the host their "
+                         "buffers; wait on the event recorded after them")
+        elif all(op.startswith("Event.synchronize") for op in ops):
+            wait_hint = ("the event's copies have landed after the first wait: a second wait on it is one wait too "
+                         "many (on a GPU, a call into the driver each); wait once")
+        else:
+            wait_hint = ("torch.cuda.synchronize() (or a stream's) would also wait for the NEXT step's forward; "
+                         "wait on the event recorded after the copies, once")
+        expect(len(ops) == 1 and ops[0].startswith("Event.synchronize"),
+               "get_output() must wait exactly once, on the copy's event", expected="1 x Event.synchronize",
+               got=ops or "no wait", case=case, hint=wait_hint)
+        waits = got["waits"]
+        expect(bool(waits) and waits[-1].endswith("(blocking)"), "the event waited on is not a blocking one",
+               expected="torch.cuda.Event(blocking=True)", got="torch.cuda.Event()", case=case,
+               hint="a default event's synchronize() spins on the driver, holding a core while the host waits; "
+                    "create it with torch.cuda.Event(blocking=True), as vLLM does since #47081: the host sleeps")
+        # the step whose syncs count is a step whose outputs count: a shortcut taken only while counted fails here
+        outputs = _outputs_back(got["outputs"]) if got["is_output"] else None
+        right = outputs is not None and _same(outputs, want)
+        expect(right, "wrong pooler_output from the counted step", expected=_describe(want),
+               got=_describe(outputs) if outputs is not None else got["output_type"], case=counted,
+               hint="" if right else _early_read_hint(got["log"]))
+        _found_right_outputs(want)
 
 
 def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _checked_model()
-    with sim_cuda.simulated_cuda() as device:
-        runner = runner_cls(model)
-        case = "one step of 6 requests, its copies queued"  # named before the call: a crash reports it
-        resolve(runner.execute_model(make_pooling_batch(6, rng=rng, device=SIM_DEVICE)))
-        ops = device.log.ops()
-        copies = [i for i, op in enumerate(ops) if op == "copy to host"]
-        expect(bool(copies), "no asynchronous copy to the host was queued on a stream",
-               hint="a copy into pageable memory, or a blocking one (.cpu(), .to('cpu')), runs at once and queues "
-                    "nothing: copy into pinned host memory with non_blocking=True, as _copy_pooler_output_to_cpu(raw, "
-                    "finished) does", case=case)
-        side = {stream for op, stream, _ in device.log.entries if op == "copy to host"}
-        itself = [e for e in device.edges if e.waiter == e.waits_for]
-        expect(not itself, "the side stream waited on itself, so the copies are not ordered after the forward",
-               got=f"{itself[0].waiter}.wait_stream({itself[0].waits_for})" if itself else "",
-               hint="inside `with torch.cuda.stream(side):`, torch.cuda.current_stream() IS the side stream: capture "
-                    "the compute stream before you enter the side stream (compute = torch.cuda.current_stream()), "
-                    "then side.wait_stream(compute) inside", case=case)
-        waits = [e.at for e in device.edges if e.waiter in side and e.waits_for == "default"]
-        backwards = [e for e in device.edges if e.waiter == "default" and e.waits_for in side]
-        expect(not (backwards and not waits), "the compute stream waits for the side stream: the wrong way round",
-               got=f"{backwards[0].waiter}.wait_stream({backwards[0].waits_for})" if backwards else "",
-               hint="the side stream waits for the compute stream: compute = torch.cuda.current_stream() before "
-                    "`with torch.cuda.stream(side):` (inside it the current stream is the side stream), then "
-                    "side.wait_stream(compute)",
-               case=case)
-        expect(bool(waits) and waits[0] < copies[0], "the side stream must wait for the compute stream before "
-               "copying", got=str(device.log), hint="compute = torch.cuda.current_stream() before entering the side "
-               "stream, then side.wait_stream(compute) before the copies: otherwise they may read hidden states the "
-               "forward has not written yet", case=case)
-        records = [i for i, op in enumerate(ops) if op == "record event"]
-        expect(bool(records) and records[-1] > copies[-1], "the event must be recorded after the copies",
-               got=str(device.log), hint="record the event on the side stream after queueing the copies, so "
-               "waiting on it waits for them", case=case)
-        on = device.log.entries[records[-1]][1]
-        expect(on in side, f"the event was recorded on the {on} stream, but the copies ran on {', '.join(sorted(side))}",
-               got=str(device.log), hint="an event covers only the work queued on the stream it is recorded on: "
-               "record it inside the `with torch.cuda.stream(side):` block, after the copies (event.record() "
-               "records on the current stream)", case=case)
+    case = "one step of 6 requests, its copies queued"  # named before the call: a crash reports it
+    seen = ordering_outcome(runner_cls, rng.randrange(2**31))
+    entries, log = seen["log"], _log_text(seen["log"])
+    edges = [(waiter, waits_for, at) for waiter, waits_for, at in seen["edges"]]
+    ops = [op for op, _, _ in entries]
+    copies = [i for i, op in enumerate(ops) if op == "copy to host"]
+    expect(bool(copies), "no asynchronous copy to the host was queued on a stream",
+           hint="a copy into pageable memory, or a blocking one (.cpu(), .to('cpu')), runs at once and queues "
+                "nothing: copy into pinned host memory with non_blocking=True, as _copy_pooler_output_to_cpu(raw, "
+                "finished) does", case=case)
+    side = {stream for op, stream, _ in entries if op == "copy to host"}
+    itself = [e for e in edges if e[0] == e[1]]
+    expect(not itself, "the side stream waited on itself, so the copies are not ordered after the forward",
+           got=f"{itself[0][0]}.wait_stream({itself[0][1]})" if itself else "",
+           hint="inside `with torch.cuda.stream(side):`, torch.cuda.current_stream() IS the side stream: capture "
+                "the compute stream before you enter the side stream (compute = torch.cuda.current_stream()), "
+                "then side.wait_stream(compute) inside", case=case)
+    waits = [at for waiter, waits_for, at in edges if waiter in side and waits_for == "default"]
+    backwards = [e for e in edges if e[0] == "default" and e[1] in side]
+    expect(not (backwards and not waits), "the compute stream waits for the side stream: the wrong way round",
+           got=f"{backwards[0][0]}.wait_stream({backwards[0][1]})" if backwards else "",
+           hint="the side stream waits for the compute stream: compute = torch.cuda.current_stream() before "
+                "`with torch.cuda.stream(side):` (inside it the current stream is the side stream), then "
+                "side.wait_stream(compute)",
+           case=case)
+    expect(bool(waits) and waits[0] < copies[0], "the side stream must wait for the compute stream before "
+           "copying", got=log, hint="compute = torch.cuda.current_stream() before entering the side "
+           "stream, then side.wait_stream(compute) before the copies: otherwise they may read hidden states the "
+           "forward has not written yet", case=case)
+    records = [i for i, op in enumerate(ops) if op == "record event"]
+    expect(bool(records) and records[-1] > copies[-1], "the event must be recorded after the copies",
+           got=log, hint="record the event on the side stream after queueing the copies, so "
+           "waiting on it waits for them", case=case)
+    on = entries[records[-1]][1]
+    expect(on in side, f"the event was recorded on the {on} stream, but the copies ran on {', '.join(sorted(side))}",
+           got=log, hint="an event covers only the work queued on the stream it is recorded on: "
+           "record it inside the `with torch.cuda.stream(side):` block, after the copies (event.record() "
+           "records on the current stream)", case=case)
 
 
 def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
     """As the engine runs it: step 0 queued, step 1 queued, then step 0's output collected, then step 1's."""
-    model = _checked_model()
-    with sim_cuda.simulated_cuda() as device:
-        runner = runner_cls(model)
-        batches = [make_pooling_batch(n, rng=rng, device=SIM_DEVICE) for n in (5, 3)]
-        first = runner.execute_model(batches[0])
-        recorded_in_pool = any(op == "record event" for op, _, _ in device.log.entries)
-        queued_by_first = {id(c) for stream in device.streams for c in stream.pending}
-        second = runner.execute_model(batches[1])
-        queued_by_second = {id(c) for stream in device.streams for c in stream.pending} - queued_by_first
-        # an event that covers no copy (recorded on the compute stream, after leaving the side stream's block)
-        empty_events = [detail for op, _, detail in device.log.entries if op == "record event"
-                        and detail.startswith("after 0 queued copies")]
-        case = "step 0 queued, step 1 queued, then step 0's get_output(), then step 1's"
-        logged = len(device.log.entries)
-        outputs = [resolve(first)]
-        first_waits = [detail for op, _, detail in device.log.entries[logged:] if op == "host waits"]
-        # step 0's wait covers step 0's copies alone: an event shared between steps, recorded again by step 1, covers
-        # step 1's copies too, and the host waits for step 1's forward as in the synchronous runner
-        landed_early = queued_by_second - {id(c) for stream in device.streams for c in stream.pending}
-        outputs.append(resolve(second))
-        # no event recorded at all: the wait-once check names that fault, not this one
-        recorded_anywhere = any(op == "record event" for op, _, _ in device.log.entries)
-    if hasattr(first, "get_output") and recorded_anywhere:
-        expect(recorded_in_pool, "the event is recorded in get_output(), not when step 0's copies are queued",
+    seed = rng.randrange(2**31)
+    case = "step 0 queued, step 1 queued, then step 0's get_output(), then step 1's"
+    seen = engine_order_outcome(runner_cls, seed)
+    batches_rng = random.Random(seed)
+    batches = [make_pooling_batch(n, rng=batches_rng, device=SIM_DEVICE) for n in (5, 3)]
+    if seen["asynchronous"] and seen["recorded_anywhere"]:  # no event recorded at all: the wait-once check says so
+        expect(seen["recorded_in_pool"], "the event is recorded in get_output(), not when step 0's copies are queued",
                case=case, got="no event recorded while step 0 was queued",
                hint="an event recorded in get_output() comes after step 1's forward and copies were queued: waiting "
                     "on it waits for them too, and the overlap is lost. Record it in _pool (in the async output's "
                     "constructor), on the side stream, right after the copies")
+    first_waits = seen["first_waits"]
     wide = [detail for detail in first_waits if not detail.startswith("Event.")]
-    expect(not landed_early, "step 0's get_output() also waited for step 1's copies", case=case,
+    expect(not seen["landed_early"], "step 0's get_output() also waited for step 1's copies", case=case,
            expected="step 1's copies still in flight after step 0's get_output()",
-           got=f"{len(landed_early)} of step 1's {len(queued_by_second)} copies landed by step 0's wait "
+           got=f"{seen['landed_early']} of step 1's {seen['queued_by_second']} copies landed by step 0's wait "
                f"({', '.join(first_waits) or 'no wait'})",
            hint=f"{wide[0]} waits for all the work queued so far, step 1's copies too, not only this step's: wait on "
                 "the event this step recorded after its own copies" if wide else
                 "each step's output records its own event (torch.cuda.Event(blocking=True) in the constructor): an "
                 "event kept and recorded again by the next step (one made once, on the runner, the stream or the "
                 "module) moves forward, and waiting on it waits for that step's work too")
-    for n, (batch, output) in enumerate(zip(batches, outputs)):
+    model = _model()
+    for n, (batch, output) in enumerate(zip(batches, map(_outputs_back, seen["outputs"]))):
         want = _pool_reference(model, batch)
         cause = ("the event the host waited on covers no copy (it was recorded after 0 queued copies): record it "
-                 "inside the side stream's block, right after the copies" if empty_events else
-                 _early_read_hint(device) if _holds_garbage(output.pooler_output) else  # read before the wait
+                 "inside the side stream's block, right after the copies" if seen["empty_events"] else
+                 _early_read_hint(seen["log"]) if _holds_garbage(output) else  # read before the wait
                  "each step's output holds its own copies: buffers shared between steps are overwritten by the "
                  "next step before the first is collected")
-        expect(_same(output.pooler_output, want), f"wrong pooler_output of step {n}", case=case,
-               expected=_describe(want), got=_describe(output.pooler_output), hint=cause)
+        expect(_same(output, want), f"wrong pooler_output of step {n}", case=case,
+               expected=_describe(want), got=_describe(output), hint=cause)
         _found_right_outputs(want)
 
 
@@ -335,22 +593,15 @@ def _unfinished_batch(rng: random.Random) -> PoolingBatch:
 
 
 def _check_nothing_finished(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _checked_model()
-    with sim_cuda.simulated_cuda() as device:
-        runner = runner_cls(model)
-        # a stream the constructor made is the lazy-stream check's to name: this one counts the step's own
-        before = device.streams_created
-        case = "a first step where no request finishes (4 unfinished chunks)"
-        batch = _unfinished_batch(rng)  # built before counting: its inputs' upload is the engine's, not _pool's
-        with count_syncs(simulate=True) as report:
-            output = resolve(runner.execute_model(batch))
-        expect_equal(device.streams_created - before, 0, what="side streams created for a step with nothing to copy",
-                     case=case, hint="a step where nothing finished returns its output at once, [None] per request, "
-                                     "before asking for the side stream: there is nothing to copy or wait for")
-        expect(report.count == 0, "a step with nothing to copy waited", case=case, expected="no wait",
-               got="; ".join(e.op for e in report.events),
-               hint="return the ModelRunnerOutput itself (pooler_output [None] per request) when nothing finished")
-        expect_equal(list(output.pooler_output), [None] * 4, what="pooler_output", case=case)
+    case = "a first step where no request finishes (4 unfinished chunks)"
+    seen = nothing_finished_outcome(runner_cls, rng.randrange(2**31))
+    expect_equal(seen["streams"], 0, what="side streams created for a step with nothing to copy",
+                 case=case, hint="a step where nothing finished returns its output at once, [None] per request, "
+                                 "before asking for the side stream: there is nothing to copy or wait for")
+    expect(not seen["syncs"], "a step with nothing to copy waited", case=case, expected="no wait",
+           got="; ".join(seen["syncs"]),
+           hint="return the ModelRunnerOutput itself (pooler_output [None] per request) when nothing finished")
+    expect_equal(_outputs_back(seen["outputs"]), [None] * 4, what="pooler_output", case=case)
 
 
 @contextlib.contextmanager
@@ -366,39 +617,30 @@ def _collecting_what_the_case_makes() -> Iterator[None]:
 
 
 def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
-    model = _checked_model()
-    with _collecting_what_the_case_makes(), sim_cuda.simulated_cuda() as device:
-        runner = runner_cls(model)
-        case = "one step of 8 requests, its output collected"  # named before the call: a crash reports it
-        batch = make_pooling_batch(8, rng=rng, device=SIM_DEVICE)
-        with watch_pooler_outputs(model) as raw_refs:
-            result = runner.execute_model(batch)
-        gc.collect()
-        expect(all(r() is not None for r in raw_refs), "the device tensors were freed while the copy reads them",
-               hint="keep a reference to the raw pooler output in the async output until get_output() has "
-                    "waited, or mark it with raw.record_stream(side_stream): the caching allocator would otherwise "
-                    "hand their memory to the next step", case=case)
-        output = result.get_output()
-        gc.collect()
-        alive = [r() for r in raw_refs if r() is not None]
-        held_by = sorted({stream.name for stream in device.streams for t in stream.in_use
-                          if any(t is a for a in alive)})
-        if alive and held_by:
-            expect(False, f"record_stream kept {len(alive)} device tensor(s) for the {held_by[0]} stream",
-                   case=case,
-                   hint="record_stream marks a block as in use by the stream you pass, until that stream's queued work "
-                        "is done: pass the side stream that runs the copy (raw.record_stream(side_stream)), not the "
-                        "compute stream, which the next step keeps busy")
-        # the buffers first: a host tensor made from a device row (a .to("cpu") of it) may hold that row itself
-        unpinned = [i for i, t in enumerate(output.pooler_output) if t is not None and not is_pinned_host(t)]
-        early = _holds_garbage(output.pooler_output)
-        expect(not unpinned, f"host buffers {unpinned} are not pinned",
-               hint="these are not the buffers the copies filled: a copy of them made before the wait (a .clone() "
-                    "in get_output() before synchronize()) holds what they held then; hand back the helper's "
-                    "buffers after the wait" if early else "a non-blocking copy to pageable memory is synchronous; "
-                    "let _copy_pooler_output_to_cpu allocate pinned buffers", case=case)
-        expect(not alive, f"{len(alive)} device tensor(s) still referenced after get_output()",
-               hint="drop the reference (del self._raw...) once the copy has landed", case=case)
+    case = "one step of 8 requests, its output collected"  # named before the call: a crash reports it
+    seen = memory_outcome(runner_cls, rng.randrange(2**31))
+    expect(seen["kept"], "the device tensors were freed while the copy reads them",
+           hint="keep a reference to the raw pooler output in the async output until get_output() has "
+                "waited, or mark it with raw.record_stream(side_stream): the caching allocator would otherwise "
+                "hand their memory to the next step", case=case)
+    alive, held_by = seen["alive"], seen["held_by"]
+    if alive and held_by:
+        expect(False, f"record_stream kept {alive} device tensor(s) for the {held_by[0]} stream",
+               case=case,
+               hint="record_stream marks a block as in use by the stream you pass, until that stream's queued work "
+                    "is done: pass the side stream that runs the copy (raw.record_stream(side_stream)), not the "
+                    "compute stream, which the next step keeps busy")
+    # the buffers first: a host tensor made from a device row (a .to("cpu") of it) may hold that row itself
+    items = seen["outputs"].get("items", [])
+    unpinned = [i for i, item in enumerate(items) if item is not None and not item.get("pinned", False)]
+    early = _holds_garbage(_outputs_back(seen["outputs"]))
+    expect(not unpinned, f"host buffers {unpinned} are not pinned",
+           hint="these are not the buffers the copies filled: a copy of them made before the wait (a .clone() "
+                "in get_output() before synchronize()) holds what they held then; hand back the helper's "
+                "buffers after the wait" if early else "a non-blocking copy to pageable memory is synchronous; "
+                "let _copy_pooler_output_to_cpu allocate pinned buffers", case=case)
+    expect(not alive, f"{alive} device tensor(s) still referenced after get_output()",
+           hint="drop the reference (del self._raw...) once the copy has landed", case=case)
 
 
 CHECKS_2_1 = [
