@@ -156,9 +156,9 @@ def _rank_answer(statements: str) -> str:
 
 
 def test_the_ranks_run_the_readers_code_under_the_same_audit():
-    """Chapter 3's checks run the reader's 3.7 on ranks, processes of their own: the hook is armed there too, before
-    any of the reader's code runs, and what it refuses on a rank is a review line of the exercise (scan off), even
-    when the answer catches the refusal. (An honest 3.7 passes under the same hook: the solutions' checks in the grader,
+    """Chapter 3's checks run the reader's 3.7 on ranks, processes of their own (started by the answer's process, where
+    the grader runs 3.7's runner): the hook is armed there too, before any of the reader's code runs, and what it
+    refuses on a rank is a review line of the exercise (scan off), even when the answer catches the refusal. (An honest 3.7 passes under the same hook: the solutions' checks in the grader,
     tests/test_cli_solutions.py.)"""
     nb = nbformat.read(PINNED, as_version=4)
     chapter, exercises, setup, _ = jobs_for(nb, ["3.7"])

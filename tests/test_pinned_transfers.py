@@ -272,6 +272,29 @@ def test_a_mask_one_short_is_told_the_slice_is_one_short():
     assert "one more than the ids" in failed.hint, str(report)
 
 
+class MaskOneLong(PinnedSampler):  # a learner's mask[r, :len(ids) + 2]: the first padded slot is left a value
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        out = super().gather_specific_token_logprobs(logits, logprob_token_ids, sampled)
+        if out is None:
+            return out
+        values = out.logprobs.clone()  # [batch, max_ids + 1]
+        full = compute_token_logprobs(logits, out.logprob_token_ids.long())  # [batch, max_ids + 1], unmasked
+        for row in range(values.shape[0]):
+            n = len(logprob_token_ids.get(row, []))
+            if n + 1 < values.shape[1]:
+                values[row, n + 1] = full[row, n + 1]
+        return out._replace(logprobs=values)
+
+
+def test_a_mask_one_long_is_told_where_the_padding_starts():
+    """A learner's mask one slot too long was told to "mask the padded slots after the gather", which they had
+    done; the hint now names the one slot and where padding starts."""
+    report = ch3.check_gather_specific_token_logprobs(MaskOneLong, seed=0)
+    failed = next(o for o in report.outcomes if o.status == "failed")
+    assert "the first slot past the request's ids, was left unmasked" in failed.hint, str(report)
+    assert "padding starts at len(ids) + 1" in failed.hint
+
+
 class RankCountsTies(PinnedSampler):  # >= counts the sampled token itself
     def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
         out = super().gather_specific_token_logprobs(logits, logprob_token_ids, sampled)

@@ -1,7 +1,7 @@
 """Runners: the one way a check reaches an answer that is not a function of data, wherever the answer lives.
 
 Used by the checks of the exercises judged apart whose answer is code the checks run (0.1's step, 1.1's and 1.2's
-pooler, 2.1's runner, 3.1's upload, 3.2's sampler, 3.3's and 3.4's runner, 3.5's bincount, 3.8's update and ban, 4.1's batch,
+pooler, 2.1's runner, 3.1's upload, 3.2's sampler, 3.3's and 3.4's runner, 3.5's bincount, 3.7's ranks, 3.8's update and ban, 4.1's batch,
 5.1's range, 5.2's scheduler; introduced with chapter 4's checks). A runner is a function of the chapter's (in its
 ``workloads`` room, or beside the checks that use it) that takes the reader's answer and plain data, builds the case, runs the
 answer on it, and returns what the check compares, as plain data

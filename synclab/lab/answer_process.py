@@ -24,8 +24,8 @@ import traceback
 from typing import Any
 
 from synclab.answer_keys import answer_in, checking, refuse
-from synclab.checks import CheckFailed
-from synclab.lab.audit import READER_FILES, arm
+from synclab.checks import CheckFailed, attach_observer
+from synclab.lab.audit import READER_FILES, ChildAudit, ChildrenAudited, arm
 from synclab.lab.cell_runner import load_cells, run_setup
 from synclab.answer_keys.plain_data import decode, encode
 
@@ -108,6 +108,8 @@ def serve(requests: Any, replies: Any) -> None:
     for stand_in in job.get("stand_ins", []):
         _bind_stand_in(namespace, stand_in)
     refused = arm(tuple(job["course_roots"]), tuple(job["readable"]))
+    # the processes a runner starts (3.7's ranks) run under the same hook; what it records there is recorded here
+    attach_observer(ChildrenAudited(ChildAudit(tuple(job["course_roots"]), tuple(job["readable"]), refused)))
     error = load_cells(namespace, job["cells"], job["task"], notes)
     reply({"notes": notes, "error": error or "", "names": _describe(namespace, job["names"])})
     for line in requests:

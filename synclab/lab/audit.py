@@ -237,3 +237,30 @@ class ChildAudit:
 
     def child_saw(self, lines: list[str]) -> None:
         self._refused.extend(lines)
+
+
+class ChildrenAudited:
+    """An answer's process's one observer of the checks' kind (:class:`synclab.checks.CheckObserver`): no checks run
+    there, but a runner may start processes (3.7's ranks), and those run under the same hook, what it records there
+    joining this process's record (:class:`ChildAudit`). It keeps nothing else."""
+
+    def __init__(self, audit: ChildAudit) -> None:
+        self._audit = audit
+
+    def seed(self) -> int | None:
+        return None
+
+    def check_started(self, check: Any) -> None:
+        pass
+
+    def found_right(self, value: Any, exact_tensor: bool) -> None:
+        pass
+
+    def check_ended(self, check: Any, outcome: Any) -> None:
+        pass
+
+    def for_child(self) -> Callable[[], Callable[[], list[str]]]:
+        return self._audit.for_child()
+
+    def child_saw(self, lines: list[str]) -> None:
+        self._audit.child_saw(lines)

@@ -64,7 +64,8 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     Exercise("3.6", "ch3", 3, ("my_predictions",), "ch3.check_sync_predictions(my_predictions)",
              stretch=True, judged_apart=True),  # a self-test of the kinds: learners put the core at 85 minutes with it
     Exercise("3.7", "ch3", 3, ("_run_ar", "_synchronize_dp_ranks"),
-             "ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks)", stretch=True),
+             "ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks)", stretch=True,
+             judged_apart=True),  # a runner (rank_replies) starts the ranks in the answer's process; replies come back
     Exercise("3.8", "ch3", 3, ("update_ngram_gpu_tensors_incremental", "_apply_bad_words_single_batch"),
              "ch3.check_ngram_and_bad_words(update_ngram_gpu_tensors_incremental, _apply_bad_words_single_batch)",
              stretch=True, judged_apart=True),  # runners: ngram_steps (the truth replayed here), banned_outcome

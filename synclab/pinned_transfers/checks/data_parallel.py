@@ -8,10 +8,15 @@ compares what each rank got with the plain-Python reference. Each rank also watc
 where gloo would let them pass) and any ``non_blocking`` read-back no wait covered. A rank that
 returns without joining the all-reduce is named as such within seconds. The group is started
 once per ``check_dp_sync`` call and always stopped, however the reader's code ends.
+
+The checks reach the ranks through one runner, :func:`rank_replies` (:mod:`synclab.answer_keys.runners`): in a
+notebook it runs here, on that group; in the grader it runs in the answer's process, which starts its own group on
+first use, and only the ranks' replies come back, as data.
 """
 
 from __future__ import annotations
 
+import atexit
 import linecache
 import os
 import random
@@ -22,6 +27,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from synclab.answer_keys.runners import runs_with_the_answer
 from synclab.checks import Check, CheckFailed, CheckReport, CheckTimeout, expect, run_checks, found_right
 from synclab.device import has_cuda, is_device_tensor, unmark_device
 from synclab.pinned_transfers.ranks import RankError, RankGroup, RankTimeout
@@ -62,12 +68,42 @@ STRAGGLER_S = 3.0  # how long the other ranks get once one has returned without 
 
 @dataclass
 class DPImpl:
-    """What the checks run: the reader's two functions, and the ranks to run them on."""
+    """What the checks run: the reader's two functions, and the ranks to run them on (None: where the functions
+    live, in an answer's own process, which starts its own)."""
 
     run_ar: RunArFunction
     synchronize_dp_ranks: SyncRanksFunction
-    ranks: RankGroup
+    ranks: RankGroup | None
     call_timeout_s: float = RANK_CALL_TIMEOUT_S
+
+
+_GROUPS: list[RankGroup] = []  # the group the checks (or a profile) run on in this process, innermost last
+_OWN: list[RankGroup] = []  # an answer's process's own group, started on first use, stopped as the process ends
+
+
+@contextmanager
+def _running_on(ranks: RankGroup | None) -> Iterator[None]:
+    """:func:`rank_replies` runs on ``ranks`` in the block (None: on the group it finds)."""
+    if ranks is not None:
+        _GROUPS.append(ranks)
+    try:
+        yield
+    finally:
+        if ranks is not None:
+            _GROUPS.pop()
+
+
+def _ranks(timeout_s: float) -> RankGroup:
+    """The ranks to run on: the checks' group in this process; else, in an answer's own process (where the grader
+    runs :func:`rank_replies`), a group of its own, started again after a time-out stopped it."""
+    if _GROUPS:
+        return _GROUPS[-1]
+    if not _OWN or not _OWN[-1].running:
+        group = RankGroup(WORLD_SIZE, call_timeout_s=timeout_s)
+        group.start()
+        atexit.register(group.close)
+        _OWN.append(group)
+    return _OWN[-1]
 
 
 # ----------------------------------------------------------------------------- on each rank
@@ -177,6 +213,26 @@ def _tensor_summary(t: Any) -> dict[str, Any]:
             "values": t.cpu().tolist()}
 
 
+# ----------------------------------------------------------------------------- the runner: the ranks, where the answer is
+
+
+@runs_with_the_answer
+def rank_replies(fn: Callable[..., Any], what: str, contributions: list, num_ubatches: int, cpu_group: bool,
+                 pinning: bool, timeout_s: float) -> dict[str, Any]:
+    """``fn`` (the reader's ``_run_ar``, or ``_synchronize_dp_ranks`` for ``what="sync"``) called on every rank by
+    :func:`rank_call`, with these contributions: each rank's reply, or the time-out or the error that stopped them,
+    as data (a runner: the checks reach the reader's functions by it)."""
+    sources = {f: linecache.getlines(f) for f in _source_files(fn)}
+    try:
+        return {"replies": _ranks(timeout_s).run(rank_call, fn, what, [tuple(c) for c in contributions], num_ubatches,
+                                                 cpu_group, pinning, sources, timeout_s=timeout_s,
+                                                 straggler_s=_straggler_s)}
+    except RankTimeout as exc:  # the ranks were stopped; the exercise's other checks are skipped
+        return {"timeout": str(exc), "replies": dict(exc.replies), "missing": list(exc.missing)}
+    except RankError as exc:
+        return {"error": exc.detail, "rank": exc.rank}
+
+
 # ----------------------------------------------------------------------------- in the checking process
 
 
@@ -184,25 +240,26 @@ def _on_ranks(impl: DPImpl, what: str, contributions: Sequence[Contribution], ca
               cpu_group: bool = False, pinning: bool = True) -> list[dict[str, Any]]:
     fn = impl.run_ar if what == "run_ar" else impl.synchronize_dp_ranks
     name = "_run_ar" if what == "run_ar" else "_synchronize_dp_ranks"  # as the reader wrote it
-    try:
-        sources = {f: linecache.getlines(f) for f in _source_files(fn)}
-        results = impl.ranks.run(rank_call, fn, what, list(contributions), num_ubatches, cpu_group, pinning, sources,
-                                 timeout_s=impl.call_timeout_s, straggler_s=_straggler_s)
-    except RankTimeout as exc:  # the ranks were stopped; the exercise's other checks are skipped
-        skipped = sorted(rank for rank, reply in exc.replies.items() if _skipped_all_reduce(reply))
+    with _running_on(impl.ranks):
+        seen = rank_replies(fn, what, [list(c) for c in contributions], num_ubatches, cpu_group, pinning,
+                            impl.call_timeout_s)
+    if "timeout" in seen:
+        replies = seen["replies"]
+        skipped = sorted(rank for rank, reply in replies.items() if _skipped_all_reduce(reply))
         if skipped:
-            others = ", ".join(str(r) for r in exc.missing)
+            others = ", ".join(str(r) for r in seen["missing"])
             raise CheckTimeout(f"{name}: rank {', '.join(map(str, skipped))} never reached dist.all_reduce (it "
                                f"returned without calling it), so rank {others} waited in all_reduce for it "
-                               f"({case}). {exc}", hint=SKIPPED_HINT) from None
+                               f"({case}). {seen['timeout']}", hint=SKIPPED_HINT)
         done = "; ".join(f"rank {rank} returned after {len(reply['all_reduces'])} all_reduce call(s)"
-                         for rank, reply in sorted(exc.replies.items())
+                         for rank, reply in sorted(replies.items())
                          if isinstance(reply, dict) and "all_reduces" in reply)
-        raise CheckTimeout(f"{name} did not return on every rank ({case}): {exc}" + (f" ({done})" if done else ""),
-                           hint=COLLECTIVE_HINT) from None
-    except RankError as exc:
-        raise CheckFailed(f"{name} raised on rank {exc.rank}", got=exc.detail.strip().splitlines()[-1],
-                          hint="the full traceback:\n" + exc.detail, case=case) from None
+        raise CheckTimeout(f"{name} did not return on every rank ({case}): {seen['timeout']}"
+                           + (f" ({done})" if done else ""), hint=COLLECTIVE_HINT)
+    if "error" in seen:
+        raise CheckFailed(f"{name} raised on rank {seen['rank']}", got=seen["error"].strip().splitlines()[-1],
+                          hint="the full traceback:\n" + seen["error"], case=case)
+    results = seen["replies"]
     for rank, result in enumerate(results):
         if "not_implemented" in result:  # a stub: say so, as the other exercises' checks do
             raise NotImplementedError(result["not_implemented"])
@@ -427,10 +484,13 @@ def check_dp_sync(run_ar: RunArFunction, synchronize_dp_ranks: SyncRanksFunction
     A call that does not return on every rank within ``timeout_s`` (below a check's own limit, so the
     report names the collective, not an endless loop) stops the ranks and the remaining checks; so does
     a rank that returns without joining the all-reduce, after :data:`STRAGGLER_S`.
-    ``ranks``: a running group to use (and leave running); by default one is started and stopped here.
+    ``ranks``: a running group to use (and leave running); by default one is started and stopped here (in the grader,
+    where the functions live in the answer's process, :func:`rank_replies` starts one there).
     """
     title = "Exercise 3.7 — _run_ar on a process group"
-    if ranks is not None:
+    there = getattr(run_ar, "run_there", None)
+    held_elsewhere = callable(there) and not isinstance(run_ar, type)  # the grader's: the ranks start where it is
+    if ranks is not None or held_elsewhere:
         return run_checks(title, CHECKS_3_7, DPImpl(run_ar, synchronize_dp_ranks, ranks, timeout_s), seed=seed,
                           skip_after_timeout=True)
     with RankGroup(WORLD_SIZE, call_timeout_s=timeout_s) as own:  # a hang stops the ranks: nothing left to run on

@@ -294,8 +294,13 @@ def _same_logprobs(got: dict[str, Any], spec: dict[str, Any], case: str) -> None
         row = int(wrong_pad.any(dim=1).nonzero()[0])  # the first request whose padding is wrong: show that one
         masked = (torch.isinf(got_values[row]) & ~padded[row]).nonzero().flatten().tolist()  # real slots masked
         real = int((~padded[row]).sum())  # column 0 and the request's ids
-        if not masked:
-            hint = "mask the padded slots after the gather"
+        left = (padded[row] & ~torch.isinf(got_values[row])).nonzero().flatten().tolist()  # padding not masked
+        if not masked and left == [real]:  # only the first slot past the ids: a slice one long
+            hint = (f"column {real}, the first slot past the request's ids, was left unmasked: its ids fill columns 1 "
+                    f"to len(ids) inclusive, so the real slots are [:len(ids) + 1] and padding starts at len(ids) + 1")
+        elif not masked:
+            hint = ("the padded slots must be -inf: mask them after the gather (every column past the request's "
+                    "ids, in every row)")
         elif masked == [0]:  # the sampled token's column: real in every row
             hint = ("column 0 (the sampled token) was masked as padding: it is real in every row, also in a request "
                     "that asked for no ids (one not in logprob_token_ids): mark it for every row, not only in the "
