@@ -423,7 +423,8 @@ def busy_model_figure(values: Sequence[Any], step_us: dict[str, Sequence[float]]
                                 "pad": {"t": 60}}])
     return _layout(fig, "MODEL: device busy share of an async loop, step = max(host, device)",
                    f"host: scheduler step measured on {label}; the device step is assumed (slider)",
-                   xaxis_title=parameter, yaxis_title="device busy share", yaxis_range=[0, 1.05], height=430)
+                   xaxis_title=parameter, yaxis_title="device busy share", yaxis_range=[0, 1.05],
+                   yaxis_tickformat=".0%", height=430)  # in percent, as the page and the GPU's figure say it
 
 
 # The parts of a step in chapter 6's host events: the part a fix works on in that fix's colour, the others in greys.

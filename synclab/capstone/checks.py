@@ -301,7 +301,8 @@ READING_QUESTIONS = {
     "cuts_torch_calls": "the one fix that cuts the host's torch calls per step the most",
     "saving_grows_with": "for each of those two fixes, what its saving grows with: 'output length' or 'images' "
                          "(a dict whose keys are the two fixes' names)",
-    "one_fix_alone": "why one sync fix alone buys little on a GPU: a letter of ch6.ALONE_REASONS",
+    "one_fix_alone": "why one sync fix alone buys little while the device has work queued (the MODEL at 2 ms of device "
+                     "work per step): a letter of ch6.ALONE_REASONS",
 }
 ALONE_REASONS = {
     "a": "its code is slower on a GPU than the code before its PR",
