@@ -447,6 +447,8 @@ GRADER_WARM_UP: dict[str, Callable[[], Any]] = {"6.3": _measured_reading}
 CLAUSES = [
     Clause("6.1-outputs", "every feature kept, every token the same", NO_STRAY, "random mix",
            "6.1-min-tokens-at-or-below", "min_tokens"),
+    Clause("6.1-bias", "a per-request logit bias", NO_STRAY, "min_tokens at its boundary",
+           "6.1-bias-uploaded-as-integers", "its float values"),
     Clause("6.1-no-stray", "0 stray syncs per step", NO_STRAY, "random mix", "6.1-one-tolist-per-step",
            "rewrite each without the wait"),
     Clause("6.1-planned", "one planned wait at most", NO_STRAY, "random mix", "6.1-marks-its-syncs-allowed",

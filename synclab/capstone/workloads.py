@@ -110,7 +110,8 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL) -> Workload:
     """The stop rule's boundary, fixed (6.1's checks): every token but one is a stop token, so each request samples
     that one token until it has generated ``min_tokens`` (stops banned) and then stops at once; one request resumed
     with output already out (only this run's tokens count), one with ``min_tokens`` 0. An off-by-one in the count
-    shifts where each stops."""
+    shifts where each stops. Beside them a free request with a fractional logit bias on a token whose logprob it asks:
+    a bias that loses its fraction (uploaded as integers) shifts that logprob."""
     vocab = model.vocab_size
 
     def stops_but(kept: int) -> tuple[int, ...]:
@@ -121,7 +122,9 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL) -> Workload:
              RequestSpec("gen-resumed-min2", (4, 6), SamplingParams(max_tokens=8, stop_token_ids=stops_but(7),
                                                                     min_tokens=2), (), tuple(range(10, 20))),
              RequestSpec("gen-min0", (8, 9), SamplingParams(max_tokens=8, stop_token_ids=stops_but(11))),
-             RequestSpec("gen-free", (2, 4), SamplingParams(max_tokens=5)))
+             # a bias with a fraction, its token's logprob asked: a bias uploaded as integers shows on every seed
+             RequestSpec("gen-free", (2, 4), SamplingParams(max_tokens=5, logprob_token_ids=(3,),
+                                                            logit_bias=((3, 1.75),))))
     return Workload(specs, SchedulerConfig(max_num_batched_tokens=64, max_num_encoder_input_tokens=64,
                                            encoder_cache_size=128), model)
 
@@ -129,6 +132,8 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL) -> Workload:
 def _hunt_params(rng: random.Random, vocab: int) -> dict[str, Any]:
     params: dict[str, Any] = {}
     if rng.random() < 0.6:
+        # a bias that forces or bans a token; a fractional one is the fixed case's (min_tokens_mix), which reaches it
+        # on every seed
         params["logit_bias"] = tuple((rng.randrange(vocab), rng.choice((-30.0, 30.0))) for _ in range(rng.randint(1, 3)))
     if rng.random() < 0.7:
         params["stop_token_ids"] = tuple(rng.sample(range(vocab), vocab // 6))  # a stop is likely within a few tokens
