@@ -16,7 +16,10 @@ BOOK_FLAGS ?= -W -n --keep-going --all
 
 # _build/html is removed first: Sphinx never deletes the page of a document that left
 # the toc. The execution cache (_build/.jupyter_cache) stays.
+# The book shows what the solution notebooks stored (figures, counts, tables): without solutions/ (a students' install,
+# a learner's clone that removed it) there is nothing to show, said plainly rather than as 32 Sphinx warnings.
 book: $(VENV)/.installed
+	@[ -d solutions ] && ls solutions/*.ipynb >/dev/null 2>&1 || { echo "make book: the book is built from solutions/*.ipynb (it shows the figures and counts they stored), and this checkout has none: restore them (git checkout -- solutions) or read the published book"; exit 1; }
 	rm -rf _build/html
 	SYNCLAB_BOOK_BUILD=1 $(JB) build . $(BOOK_FLAGS)
 

@@ -241,6 +241,25 @@ def slope_before_intercept(costs_us, device_step_us, max_length):  # a flat line
     return _answer(a, b, device_step_us, max_length)
 
 
+def polyfit_read_backwards(costs_us, device_step_us, max_length):  # a, b = np.polyfit(...) read as intercept, slope
+    slope, intercept = np.polyfit(list(costs_us), list(costs_us.values()), 1)
+    a, b = slope, intercept  # the learner's reading: a the intercept, b the slope
+    if a >= device_step_us:
+        return 0.0
+    crossing = (device_step_us - a) / b if b > 0 else None
+    return crossing if crossing is not None and crossing <= max_length else None
+
+
+def test_slope_and_intercept_swapped_are_named():
+    """A learner's a, b = np.polyfit(x, y, 1) read as intercept, slope got the generic hint "fit host_us = a + b *
+    length"; the hint now names the order polyfit returns."""
+    report = ch4.check_bottleneck_model(polyfit_read_backwards, seed=0)
+    assert not report.passed, str(report)
+    assert any(ch4_checks._SWAPPED_HINT in o.hint for o in report.outcomes if o.status == "failed"), str(report)
+    right = ch4.check_bottleneck_model(RIGHT_4_2[0], seed=0)
+    assert right.passed and all(ch4_checks._SWAPPED_HINT not in o.hint for o in right.outcomes)
+
+
 def ignores_max_length(costs_us, device_step_us, max_length):  # extrapolates the noise: ~7e8 tokens
     return _answer(*_fit(costs_us), device_step_us, max_length, at_max=lambda c, m: True)
 
@@ -533,7 +552,7 @@ def test_4_2_answers_of_0_and_none_alone_earn_nothing():
     """0 and None answer most clauses: a guess that fits no line (2.25 of 6 before) earns no share of them."""
     report = ch4.check_bottleneck_model(guesses_the_edges, seed=0)
     fixed = next(o for o in report.outcomes if "fixed cost tables" in o.name)
-    assert fixed.status == "failed" and fixed.earned == 0 and "beside a crossing found" in fixed.message, report
+    assert fixed.status == "failed" and fixed.earned == 0 and "only once a crossing is found" in fixed.message, report
     assert report.earned == 0, report
 
 

@@ -197,11 +197,11 @@ READ_BACK_BYTES_PER_REQUEST = 64  # the contract's budget: a few int64 values pe
 
 def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
     for num_reqs in (1, 16, 64):
-        case = f"{num_reqs} requests"  # named before the call: a hang reports it
-        batch = _case(num_reqs, rng.randrange(10**6))
-        report = _same_step(impl, batch, f"the counted call, {num_reqs} requests", counted=True)
-        assert report is not None
         requests = f"{num_reqs} request{'s' * (num_reqs != 1)}"
+        case = requests  # named before the call: a hang reports it
+        batch = _case(num_reqs, rng.randrange(10**6))
+        report = _same_step(impl, batch, f"the counted call, {requests}", counted=True)
+        assert report is not None
         expect(report["count"] <= 1, f"{report['count']} syncs in one step of {requests}", expected="at most 1",
                got=f"{report['count']}: " + "; ".join(report["first"]), case=case,
                hint="compute argmax and the NaN test for the whole batch on the device, bring them back in ONE "
@@ -209,8 +209,8 @@ def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
         budget = READ_BACK_BYTES_PER_REQUEST * (num_reqs + 1)  # a few values per request, never a row of logits
         row_bytes = 4 * batch["vocab"]  # float32 logits
         expect(report["bytes_to_host"] <= budget, f"{report['bytes_to_host']} bytes read back to the host",
-               expected=f"at most {budget} bytes for {requests}: eight 8-byte values per request, and room for one "
-                        f"request more (a row of logits alone is {row_bytes} bytes)",
+               expected=f"at most {budget} bytes for {requests}: 64 per request (eight int64 values) and 64 more for "
+                        f"the batch (a row of logits alone is {row_bytes} bytes)",
                got=report["bytes_to_host"], case=case,
                hint="one sync, but not a copy of the logits: reduce on the device (argmax) before reading back, and "
                     "read back a few values per request")
@@ -335,7 +335,7 @@ CLAUSES = [
            "0.1-appends-before-nan-test", "raise before changing any state", also=(_SYNCS_0_1,)),
     Clause("0.1-empty", "the empty one included", "empty batch", "empty batch (0 requests)",
            "0.1-nan-flag-from-first-row", "no row to read", also=(_RANDOM_0_1,), lab="the empty batch included"),
-    Clause("0.1-one-sync", "at most one sync per step, whatever the batch size", _SYNCS_0_1, "1 requests",
+    Clause("0.1-one-sync", "at most one sync per step, whatever the batch size", _SYNCS_0_1, "1 request",
            "0.1-item-then-tolist", "in ONE .tolist()"),
     Clause("0.2-counts", "predict how many times the host must wait", "predicted sync counts match count_syncs",
            "the 8 snippets, each counted", "0.2-tensor-slice-one-read",
@@ -346,6 +346,6 @@ CLAUSES = [
     Clause("0.1-both-lengths", "both copies of the lengths one longer", _FIXED_0_1, "fixed batch of 1",
            "0.1-host-lengths-left-behind", "the host's is the one the finish rule reads",
            also=(_RANDOM_0_1, _SYNCS_0_1), lab="both seq_lens_gpu and seq_lens_cpu grow by one"),
-    Clause("0.1-no-logits", "never the logits", _SYNCS_0_1, "1 requests", "0.1-logits-read-back",
+    Clause("0.1-no-logits", "never the logits", _SYNCS_0_1, "1 request", "0.1-logits-read-back",
            "not a copy of the logits", lab="never the logits themselves"),
 ]

@@ -177,7 +177,8 @@ def _check_syncs(batch_cls: BatchClass, rng: random.Random) -> None:
     found_right(step["outputs"])  # counted only once the values are right (after=)
     expect(step["syncs"] <= 1 and step["waits"] <= 1, "wait for the sampled ids at most once per step",
            expected="<= 1 wait", got=f"{step['syncs']} sync(s), {step['waits']} wait(s)",
-           hint="synchronize the event and call .tolist() once, before the loop needs them", case="64 requests")
+           hint="synchronize the event and call .tolist() once, the first time the loop needs the ids (not once per "
+                "request)", case="64 requests")
     cases = [("no request has a placeholder", [[1, 2], [3]], [[7], [8]], [0, 1], True),
              ("no sampler feature needs the history", [[1, -1], [3, -1]], [[7], [8]], [0, 1], False)]
     for case, outs, samp, rws, needed in cases:
@@ -365,10 +366,30 @@ def _two_point_answers(costs: dict[int, float], device_us: float, max_length: in
     return answers
 
 
+def _swapped_answer(costs: dict[int, float], device_us: float) -> float | None:
+    """The crossing of a line whose slope and intercept were read the wrong way round (``a, b = numpy.polyfit(x, y,
+    1)`` taken as intercept, slope: polyfit gives the highest power first); None where that line never crosses."""
+    xs, ys = list(costs), list(costs.values())
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    intercept = my - slope * mx
+    start, rise = slope, intercept  # swapped
+    if start >= device_us:
+        return 0.0
+    return (device_us - start) / rise if rise > 0 else None
+
+
+_SWAPPED_HINT = ("your line has its slope and intercept the wrong way round: numpy.polyfit(x, y, 1) returns the "
+                 "coefficients highest power first, [slope, intercept]")
+
+
 def _hint_for(got: Any, want: float | None, costs: dict[int, float], device_us: float, max_length: int,
               hint: str) -> str:
     if got is not None and not _is_real_number(got):
         return f"return a number (an int, a float, a numpy float) or None, not a {type(got).__name__}"
+    swapped = _swapped_answer(costs, device_us) if len(costs) > 1 else None
+    if _is_real_number(got) and swapped and not _same_length(swapped, want) and _same_length(got, swapped):
+        return _SWAPPED_HINT
     if len(costs) > 2 and any(_same_length(got, two) for two in _two_point_answers(costs, device_us, max_length)):
         return _TWO_POINT_HINT
     if _is_real_number(got) and got > max_length:
@@ -398,7 +419,7 @@ def _check_model_fixed(model: Callable[..., Any], rng: random.Random) -> None:
         # every right answer, rounded or not
         found_right([a[5] for a in answers])
     for case, costs, device_us, max_length, hint, want, got in wrong[:1]:
-        unearned = "" if found else "; the clauses answered 0 or None earn their share beside a crossing found"
+        unearned = "" if found else "; an answer of 0 or None earns its clause's share only once a crossing is found too"
         expect(False, f"output length where the host becomes the bottleneck ({len(wrong)} of {len(answers)} "
                       f"clauses off{unearned})",
                expected=repr(want if want is None else round(want, 1)), got=repr(got),
