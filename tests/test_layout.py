@@ -232,3 +232,20 @@ def test_the_run_modes_and_the_judges_setup_import_no_torch():
             "assert 'torch' not in sys.modules, 'torch was imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_readmes_layout_names_every_folder_of_the_repository():
+    """README's layout is the map a newcomer reads first: every tracked top-level folder is in it, and so is every
+    room of the package that is no chapter."""
+    import subprocess
+
+    root = Path(synclab.__file__).resolve().parent.parent
+    tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    folders = {path.split("/")[0] for path in tracked if "/" in path}
+    readme = (root / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):readme.index("## Commands")]
+    missing = sorted(f for f in folders if f"{f}/" not in layout)
+    assert not missing, f"README's layout names no {missing}"
+    chapters = {p.split(".")[-1] for p in PACKAGES.values()}
+    rooms = {p.name for p in (root / "synclab").iterdir() if (p / "__init__.py").exists()} - chapters
+    assert not sorted(r for r in rooms if f"{r}/" not in layout), rooms
