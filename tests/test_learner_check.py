@@ -180,3 +180,23 @@ def test_ctrl_c_stops_a_checks_cells_fresh_or_served(tmp_path, short_tmp, served
         time.sleep(0.2)
     else:
         raise AssertionError("the check's process outlived its Ctrl-C")
+
+
+@pytest.mark.parametrize("served", [False, True], ids=["fresh", "served"])
+def test_a_check_piped_into_a_reader_that_stops_early_ends_quietly(short_tmp, served):
+    """A learner's `check --json | head` ended in a BrokenPipeError traceback and "the check server ended before the
+    check did" (which it had not): it now ends as a shell's pipe ends a command, quietly, with SIGPIPE's status."""
+    env = _served_env(short_tmp)
+    args = ["--task", "0.2", "--json", "solutions/00_primer.ipynb"]
+    if served:  # warmed by a run that says who ran it (its JSON does not)
+        assert "run by the warm check server" in _served_once_warm(env, "--task", "0.2", args[-1]).stdout
+    else:
+        env[SERVER_ENV] = "0"
+    proc = subprocess.Popen([sys.executable, "-m", "synclab", "check", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader goes away before the report comes, as `head` does once it has its lines
+    err = proc.stderr.read() if proc.stderr is not None else ""
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "ended before the check did" not in err, err
+    assert proc.returncode in (0, 128 + signal.SIGPIPE), (proc.returncode, err)

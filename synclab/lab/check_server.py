@@ -198,6 +198,8 @@ def _run_check(connection: socket.socket, request: dict, fds: list[int], run: Ca
         code = run(request["argv"])
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:  # its reader went away (`check --json | head`): as a shell's pipe ends a command
+        code = 128 + signal.SIGPIPE
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException as exc:  # noqa: BLE001 - said in the check's terminal, as a fresh Python would say it
@@ -207,8 +209,16 @@ def _run_check(connection: socket.socket, request: dict, fds: list[int], run: Ca
         code = 1
     finally:
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            _flush_what_is_read()
             send(connection, {"exit": code})
         finally:
             os._exit(0)
+
+
+def _flush_what_is_read() -> None:
+    """Flush the check's streams; one whose reader went away is let go (its output has nowhere to go)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
