@@ -139,8 +139,8 @@ def test_chapter_2s_page_states_the_models_own_costs_and_numbers():
 
     page = " ".join((ROOT / "book" / "02_lazy_streams.md").read_text().split())
     assert "ch2.opening_model_figure()" in page  # the opening picture is the same model
-    assert (f"host {ch2.MODEL_HOST_US:g} us, launch {ch2.MODEL_LAUNCH_US:g} us, forward {ch2.MODEL_FORWARD_US:g} us, "
-            f"copy {ch2.MODEL_COPY_US:g} us per step") in page
+    assert (f"{ch2.MODEL_HOST_US:g} us for the host to queue a step, {ch2.MODEL_LAUNCH_US:g} us to launch it, a "
+            f"{ch2.MODEL_FORWARD_US:g} us forward and a {ch2.MODEL_COPY_US:g} us output copy") in page
     before = ch2.model_run(wait_in_step=True, wait_in_get_output=False)
     after = ch2.model_run(wait_in_step=False, wait_in_get_output=True)
     assert f"a step takes {before.steady_step_us:g} us, and the host waits {before.steady_host_wait_us:g} us of it" in page

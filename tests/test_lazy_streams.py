@@ -716,3 +716,20 @@ def test_labels_matched_by_elimination_fail_on_the_runner_that_shares_a_mistake(
     text = str(report)
     assert not report.passed and "F: you said 'unordered', but the evidence shows no such thing" in text, text
     assert "early read" not in text.split("F: you said")[1].split(";")[0], text  # never the right label
+
+
+class DropsTheLastOutput(AsyncOutputRunner):  # the last finished request's vector lost after the wait
+    def execute_model(self, batch):
+        result = super().execute_model(batch)
+        output = result.get_output() if hasattr(result, "get_output") else result
+        if output.pooler_output:
+            output.pooler_output = [*output.pooler_output[:-1], None]
+        return output
+
+
+def test_a_wrong_output_in_a_long_batch_names_the_first_request_it_differs_at():
+    """A learner's report for a batch of 49 requests showed `[None, None, None, None, ...]` twice: the difference
+    was past the first four. The message now names the first request whose entry differs."""
+    report = ch2.check_runner(DropsTheLastOutput, seed=0)
+    failed = next(o for o in report.outcomes if o.status == "failed")
+    assert "(first at request" in failed.message and "got None" in failed.message, str(report)

@@ -375,7 +375,7 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
                "the output itself; there is no event to wait on")
         want = _pool_reference(model, batch)
         outputs = _outputs_back(got["outputs"])
-        expect(_same(outputs, want), "wrong pooler_output", case=case, expected=_describe(want),
+        expect(_same(outputs, want), "wrong pooler_output" + _first_wrong(outputs, want), case=case, expected=_describe(want),
                got=_describe(outputs))
         _found_right_outputs(want)
         if any(t is not None for t in want):
@@ -383,7 +383,7 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
                    expected="a call of self._sync_device() after the copy", got="none",
                    hint="on a CPU or XPU platform _pool copies the finished outputs and then calls "
                         "self._sync_device(), as vLLM's does: on XPU the copy is not done until then")
-    expect_equal(seen["streams_created"], 0, what="CUDA streams created on a CPU platform", case="10 steps")
+    expect_equal(seen["streams_created"], 0, what="the number of CUDA streams created on a CPU platform", case="10 steps")
 
 
 def _early_read_hint(entries: list[list[str]]) -> str:
@@ -413,10 +413,18 @@ def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
         expect_equal(got["req_ids"], batch.req_ids, what="req_ids", case=case)
         outputs = _outputs_back(got["outputs"])
         right = _same(outputs, want)
-        expect(right, "wrong pooler_output after get_output()", case=case,
+        expect(right, "wrong pooler_output after get_output()" + ("" if right else _first_wrong(outputs, want)), case=case,
                expected=_describe(want), got=_describe(outputs),
                hint="" if right else _wrong_output_hint(outputs, want, log))
         _found_right_outputs(want)
+
+
+def _first_wrong(got: list, want: list) -> str:
+    """Where two outputs part: the first request whose entry differs (a long batch shows only its first entries)."""
+    for i, (g, w) in enumerate(zip(got, want)):
+        if not _same([g], [w]):
+            return f" (first at request {i} of {len(want)}: expected {_describe([w])[1:-1]}, got {_describe([g])[1:-1]})"
+    return f" ({len(got)} entries for {len(want)} requests)" if len(got) != len(want) else ""
 
 
 def _holds_garbage(outputs: Any) -> bool:
@@ -437,13 +445,13 @@ def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:
     seed = rng.randrange(2**31)
     case = "a runner built, then 5 steps of 4 requests"  # named before the call: a crash reports it
     seen = _Seen(lazy_stream_outcome(runner_cls, seed), lambda: lazy_stream_outcome(runner_cls, seed, False))
-    expect_equal(seen["by_constructor"], 0, what="streams created by the constructor", case=case,
+    expect_equal(seen["by_constructor"], 0, what="the number of streams created by the constructor", case=case,
                  hint="create the side stream on first use, in _get_or_create_async_output_copy_stream()")
     after = seen["after"]
     for step in range(5):
         if step == len(after):  # the runner raised in this step: run again, to raise from the reader's line
             seen["kept"]
-        expect_equal(after[step], 1, what=f"streams created after {step + 1} step(s)", case=case,
+        expect_equal(after[step], 1, what=f"the number of streams created after {step + 1} step(s)", case=case,
                      hint="create it once, keep it in self.async_output_copy_stream, reuse it")
     expect(seen["same_twice"], "_get_or_create_async_output_copy_stream() returned a different stream on a second call")
     expect(seen["kept"], "the stream must be kept in self.async_output_copy_stream")
@@ -595,7 +603,7 @@ def _unfinished_batch(rng: random.Random) -> PoolingBatch:
 def _check_nothing_finished(runner_cls: RunnerClass, rng: random.Random) -> None:
     case = "a first step where no request finishes (4 unfinished chunks)"
     seen = nothing_finished_outcome(runner_cls, rng.randrange(2**31))
-    expect_equal(seen["streams"], 0, what="side streams created for a step with nothing to copy",
+    expect_equal(seen["streams"], 0, what="the number of side streams created for a step with nothing to copy",
                  case=case, hint="a step where nothing finished returns its output at once, [None] per request, "
                                  "before asking for the side stream: there is nothing to copy or wait for")
     expect(not seen["syncs"], "a step with nothing to copy waited", case=case, expected="no wait",
