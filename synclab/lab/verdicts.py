@@ -48,6 +48,12 @@ class Verdict:
             lines.append(f"Exercise {self.task}: not checked: {self.error}")
         if self.report is not None:
             lines.append(str(self.report))
+            if "points)" in self.report.summary:  # in the checks' own weights: said in the exercise's points too
+                from synclab.lab.exercises import EXERCISES
+
+                if self.task in EXERCISES:
+                    worth = EXERCISES[self.task].points
+                    lines.append(f"  Exercise {self.task} earns {self.earned(worth):g} of its {worth} points")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)  # the review lines are the instructor's: ``grade`` prints them apart
 
