@@ -174,7 +174,7 @@ class Claim:
         missing = self.missing(sweep)
         if missing:
             return [f"the measurement lacks variant(s) {', '.join(missing)} that the claim speaks of"]
-        return [p for rule in self.rules for p in rule.problems(sweep)]
+        return _one_line_a_point([p for rule in self.rules for p in rule.problems(sweep)])
 
     def problems_with_headroom(self, sweep: Sweep) -> list[str]:
         """What a storing run refuses: on a CPU, the rules made stricter by :data:`HEADROOM` (see there)."""
@@ -217,6 +217,26 @@ def all_claims() -> list[Claim]:
     chapter first: ``synclab.lab.chapters.import_all()``.
     """
     return list(REGISTRY.values())
+
+
+def _one_line_a_point(problems: list[str]) -> list[str]:
+    """Two thresholds missed at one point (1.5x from 16 up, 2x from 64 up, both missed at 64): one line, naming the
+    first threshold and the others after it ("not at least 1.5x faster (nor 2x)"), not the same point twice."""
+    merged: dict[str, list[str]] = {}
+    for problem in problems:
+        head, sep, missed = problem.partition(", not at least ")
+        merged.setdefault(head if sep else problem, []).append(missed if sep else "")
+    lines = []
+    for head, missed in merged.items():
+        if not all(missed):  # a line of another kind (said once)
+            lines.append(head)
+            continue
+        if len(missed) == 1:
+            lines.append(f"{head}, not at least {missed[0]}")
+            continue
+        more = " nor ".join(m.split(" ")[0] for m in missed[1:])
+        lines.append(f"{head}, not at least {missed[0]} (nor {more})")
+    return lines
 
 
 class ClaimContradicted(RuntimeError):

@@ -290,3 +290,16 @@ def test_headroom_refuses_a_figure_that_only_just_holds(toy_claim, monkeypatch):
     assert Within(0, 1, 1.25).strict().problems(made_up({"a": [10] * 3, "b": [11.3] * 3}))  # half the allowance
     results = iter([just, made_up({"a": [30] * 3, "b": [10] * 3})])
     assert validated("toy.sweep", lambda: next(results)).claim["holds"] is True  # measured again, stored the second
+
+
+def test_a_point_that_misses_two_thresholds_is_said_once():
+    """A learner's note listed the same 64-request point twice, once against 1.5x and once against 2x."""
+    from synclab.claims import _one_line_a_point
+
+    said = _one_line_a_point(["at requests=16, 'a' is 1.40x as fast as 'b', not at least 1.5x faster",
+                              "at requests=64, 'a' is 1.20x as fast as 'b', not at least 1.5x faster",
+                              "at requests=64, 'a' is 1.20x as fast as 'b', not at least 2x faster",
+                              "the measurement lacks variant(s) x", "the measurement lacks variant(s) x"])
+    assert said == ["at requests=16, 'a' is 1.40x as fast as 'b', not at least 1.5x faster",
+                    "at requests=64, 'a' is 1.20x as fast as 'b', not at least 1.5x faster (nor 2x)",
+                    "the measurement lacks variant(s) x"]
