@@ -707,3 +707,18 @@ def _right_witnesses(task: str) -> dict[str, str]:
     """Each check's witness for the solution of ``task`` on seed 0 (computed once for every wrong version)."""
     check = EXERCISES[task][0]
     return witnesses(check(AllPool if task == "1.1" else AllPoolNoSync, seed=0))
+
+
+def test_a_1_2_inheriting_a_broken_1_1_is_told_the_fault_is_1_1s():
+    """A learner's 1.2 (right split) inherited their 1.1's forward, which never cleaned the cache: the check's hint
+    pointed at state.clean(), which their 1.2 cell does not hold, while the grader kept 1.2's points (it judges 1.2 on
+    the package's 1.1). The hint now says the failure is forward's, inherited from 1.1."""
+    class NoSyncOnANeverCleaner(NeverCleans):
+        receives_group_rows = True
+        split_hidden_states = AllPoolNoSync.split_hidden_states
+
+    report = ch1.check_all_pool_no_sync(NoSyncOnANeverCleaner, seed=0)
+    failed = [o for o in report.outcomes if o.status == "failed"]
+    assert failed and all("inherits forward from your AllPool (Exercise 1.1)" in o.hint for o in failed), str(report)
+    right = ch1.check_all_pool_no_sync(AllPoolNoSync, seed=0)
+    assert right.passed, str(right)
