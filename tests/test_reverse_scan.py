@@ -722,11 +722,12 @@ def test_the_gpu_loop_is_measured_on_a_gpu_only_and_drawn_from_what_a_gpu_run_st
 
 def test_the_terminals_text_says_the_points_its_json_says():
     """A learner read "(1.77/2 points)" in the terminal's text (the checks' weights) and 5.31/6 in its JSON (the
-    exercise's points): the text now says the exercise's points too, the number the JSON gives."""
+    exercise's points): the text now gives the exercise's points, the number the JSON gives, and no other scale."""
     from synclab.lab.cli import json_report
     from synclab.lab.verdicts import Verdict
 
     verdict = Verdict("4.2", ch4.check_bottleneck_model(strict_bound, seed=0))
     (exercise,) = json_report(Path("lab.ipynb"), {"4.2": verdict}, [], "4.2", 0.0)["exercises"]
     assert 0 < exercise["earned"] < exercise["points"], exercise
-    assert f"Exercise 4.2 earns {exercise['earned']:g} of its {exercise['points']} points" in str(verdict), str(verdict)
+    assert f"({exercise['earned']:g}/{exercise['points']} points)" in str(verdict), str(verdict)
+    assert f"/{verdict.report.points} points)" not in str(verdict), str(verdict)  # the checks' weights: 2

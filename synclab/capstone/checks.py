@@ -261,8 +261,8 @@ def _check_row(fn: AblationRow, rng: random.Random) -> None:
                 theirs = _ablation_row_reference(config, workload, others)
                 expect(got.get("stray_per_step") != theirs["stray_per_step"] or theirs == want,
                        "the row ignores the fixes it is handed", case=config.label,
-                       expected=f"{want['stray_per_step']:.2f} stray syncs per step (the {held_back} fix handed to "
-                                f"it is not written: it runs the code before its PR)",
+                       expected=f"{want['stray_per_step']:.2f} stray syncs per step (the check holds the {held_back} "
+                                f"fix back on purpose: it runs the code before its PR)",
                        got=f"{got.get('stray_per_step'):.2f}, what {whose} count",
                        hint="run the configuration with the fixes in the third argument: "
                             "ch6.run_engine(workload, config, fixes, each_step=...)")
@@ -270,7 +270,7 @@ def _check_row(fn: AblationRow, rng: random.Random) -> None:
                expected=list(ROW_KEYS), got=sorted(got) if isinstance(got, dict) else type(got).__name__)
         as_stray = want["planned_per_step"] > 0 and abs(  # whatever it says of the planned ones
             got["stray_per_step"] - want["stray_per_step"] - want["planned_per_step"]) < 1e-9
-        case = f"{config.label} (the {held_back} fix handed in is not written: it runs the code before its PR)"
+        case = f"{config.label} (the check holds the {held_back} fix back on purpose: it runs the code before its PR)"
         expect(not as_stray, "your stray count includes the planned waits", case=case,
                expected=f"{want['stray_per_step']:.2f} stray and {want['planned_per_step']:.2f} planned per step",
                got=f"{got['stray_per_step']:.2f} stray and {got['planned_per_step']:.2f} planned per step",

@@ -47,15 +47,21 @@ class Verdict:
         if self.error:
             lines.append(f"Exercise {self.task}: not checked: {self.error}")
         if self.report is not None:
-            lines.append(str(self.report))
-            if "points)" in self.report.summary:  # in the checks' own weights: said in the exercise's points too
-                from synclab.lab.exercises import EXERCISES
-
-                if self.task in EXERCISES:
-                    worth = EXERCISES[self.task].points
-                    lines.append(f"  Exercise {self.task} earns {self.earned(worth):g} of its {worth} points")
+            lines.append(self._in_the_exercises_points(str(self.report)))
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)  # the review lines are the instructor's: ``grade`` prints them apart
+
+    def _in_the_exercises_points(self, text: str) -> str:
+        """The report with its summary's points (the checks' own weights) in the exercise's points, the scale the
+        JSON and the grade give: one scale in a terminal."""
+        from synclab.lab.exercises import EXERCISES
+
+        assert self.report is not None
+        weights = f"({self.report.earned:.3g}/{self.report.points} points)"
+        if self.task not in EXERCISES or weights not in text:
+            return text
+        worth = EXERCISES[self.task].points
+        return text.replace(weights, f"({self.earned(worth):g}/{worth} points)", 1)
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "status": self.status(), "share": round(self.share, 4), "notes": self.notes,
