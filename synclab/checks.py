@@ -268,9 +268,13 @@ class CheckReport:
     def summary(self) -> str:
         n_ok = sum(o.ok for o in self.outcomes)
         partial = any(o.earned and not o.ok for o in self.outcomes)
-        points = "" if self.points == len(self.outcomes) and not partial else \
-            f" ({self.earned:.3g}/{self.points} points)"
+        points = "" if self.points == len(self.outcomes) and not partial else f" {self.points_said()}"
         return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed{points}"
+
+    def points_said(self) -> str:
+        """``(3/5 points)``: what the summary says of the points, in the checks' own weights (a grader's report says
+        them in the exercise's points, :class:`synclab.lab.verdicts.Verdict`)."""
+        return f"({self.earned:.3g}/{self.points} points)"
 
     @property
     def lead(self) -> Outcome | None:

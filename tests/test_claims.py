@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from synclab import claims
-from synclab.claims import (ClaimContradicted, Faster, Flat, Grows, Within, all_claims, check_stored, stored_figures,
-                            stored_problems, validated)
+from synclab.claims import (Claim, ClaimContradicted, Faster, Flat, Grows, Within, all_claims, check_stored,
+                            stored_figures, stored_problems, validated)
 from synclab.provenance import Provenance
 from synclab.reference import REFERENCE_DIR
 from synclab.lab.chapters import import_all
@@ -294,12 +294,10 @@ def test_headroom_refuses_a_figure_that_only_just_holds(toy_claim, monkeypatch):
 
 def test_a_point_that_misses_two_thresholds_is_said_once():
     """A learner's note listed the same 64-request point twice, once against 1.5x and once against 2x."""
-    from synclab.claims import _one_line_a_point
-
-    said = _one_line_a_point(["at requests=16, 'a' is 1.40x as fast as 'b', not at least 1.5x faster",
-                              "at requests=64, 'a' is 1.20x as fast as 'b', not at least 1.5x faster",
-                              "at requests=64, 'a' is 1.20x as fast as 'b', not at least 2x faster",
-                              "the measurement lacks variant(s) x", "the measurement lacks variant(s) x"])
-    assert said == ["at requests=16, 'a' is 1.40x as fast as 'b', not at least 1.5x faster",
-                    "at requests=64, 'a' is 1.20x as fast as 'b', not at least 1.5x faster (nor 2x)",
-                    "the measurement lacks variant(s) x"]
+    thresholds = (Faster(fast="b", slow="a", by=1.5, from_value=16), Faster(fast="b", slow="a", by=2.0, from_value=256))
+    claim = Claim("ch0.x", "cpu", "b is at least 1.5x faster than a from 16 up, and at least 2x from 256 up", thresholds)
+    sweep = made_up({"a": [10, 14, 120], "b": [10, 10, 100]})
+    said = claim.problems(sweep)
+    assert said == ["at n=16, 'b' is 1.40x as fast as 'a', not at least 1.5x faster",
+                    "at n=256, 'b' is 1.20x as fast as 'a', not at least 1.5x faster (nor 2x)"], said
+    assert thresholds[1].problems(sweep) == ["at n=256, 'b' is 1.20x as fast as 'a', not at least 2x faster"]

@@ -179,3 +179,34 @@ def tensor_from_data(data: dict) -> Any:
     raw = bytearray(base64.b64decode(data["bytes"]))
     flat = torch.frombuffer(raw, dtype=torch.uint8) if raw else torch.zeros(0, dtype=torch.uint8)
     return flat.view(dtype).reshape(shape).clone()
+
+
+def tensors_as_data(items: Any, facts: Any, other: Any, sequence: type | tuple = list) -> dict:
+    """A result that should be a ``sequence`` of tensors and Nones (chapter 1's pooler outputs, chapter 2's
+    ``pooler_output``), as data: each tensor's values (:func:`tensor_as_data`) and what ``facts(tensor)`` reads of it
+    (a dict: whether it views a buffer, whether it is pinned), None as None, anything else, a tensor of a dtype that
+    does not cross included, as ``other(item)``'s words; ``{"not_list": its type's name}`` when it is no sequence."""
+    import torch
+
+    if not isinstance(items, sequence):
+        return {"not_list": type(items).__name__}
+    out: list[dict | None] = []
+    for item in items:
+        if item is None:
+            out.append(None)
+            continue
+        try:
+            out.append({"tensor": tensor_as_data(item), **facts(item)} if isinstance(item, torch.Tensor) else
+                       {"other": other(item)})
+        except TypeError:  # a dtype that does not cross (complex): named, not compared
+            out.append({"other": other(item)})
+    return {"items": out}
+
+
+def tensors_from_data(seen: dict, other: Any) -> list | None:
+    """:func:`tensors_as_data` read back: host tensors, Nones and ``other(words)`` for the rest; None where the result
+    was no sequence (``seen["not_list"]`` names what it was)."""
+    if "not_list" in seen:
+        return None
+    return [None if item is None else tensor_from_data(item["tensor"]) if "tensor" in item else other(item["other"])
+            for item in seen["items"]]

@@ -209,14 +209,15 @@ def _run_check(connection: socket.socket, request: dict, fds: list[int], run: Ca
         code = 1
     finally:
         try:
-            _flush_what_is_read()
+            flush_what_is_read()
             send(connection, {"exit": code})
         finally:
             os._exit(0)
 
 
-def _flush_what_is_read() -> None:
-    """Flush the check's streams; one whose reader went away is let go (its output has nowhere to go)."""
+def flush_what_is_read() -> None:
+    """Flush the standard streams; one whose reader went away (``check --json | head``) is let go: pointed at
+    /dev/null, so that nothing later tries to write to it (``python -m synclab`` ends the same way)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -57,7 +57,7 @@ class Verdict:
         from synclab.lab.exercises import EXERCISES
 
         assert self.report is not None
-        weights = f"({self.report.earned:.3g}/{self.report.points} points)"
+        weights = self.report.points_said()
         if self.task not in EXERCISES or weights not in text:
             return text
         worth = EXERCISES[self.task].points

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from synclab.answer_keys.plain_data import tensor_as_data, tensor_from_data
+from synclab.answer_keys.plain_data import tensors_as_data, tensors_from_data
 from synclab.answer_keys.runners import runs_with_the_answer
 from synclab.checks import (Check, CheckFailed, Clause, CheckReport, expect, expect_equal, run_checks, found_right,
                             found_right_tensor)
@@ -83,20 +83,9 @@ def _found_right_outputs(want: list[torch.Tensor | None]) -> None:
 def _outputs_as_data(outputs: Any) -> dict:
     """A step's ``pooler_output`` as data: each entry's values (and whether its buffer is pinned), None, or its
     type's name; or what the whole was, when it is no list."""
-    if not isinstance(outputs, (list, tuple)):
-        return {"not_list": type(outputs).__name__}
-    items: list[dict | None] = []
-    for t in outputs:
-        if t is None:
-            items.append(None)
-        elif isinstance(t, torch.Tensor):
-            try:
-                items.append({"tensor": tensor_as_data(t), "pinned": is_pinned_host(t)})
-            except TypeError:  # a dtype that does not cross (complex): named, not compared
-                items.append({"other": f"tensor_of_{str(t.dtype).removeprefix('torch.')}"})
-        else:
-            items.append({"other": type(t).__name__})
-    return {"items": items}
+    return tensors_as_data(outputs, lambda t: {"pinned": is_pinned_host(t)},
+                           lambda item: f"tensor_of_{str(item.dtype).removeprefix('torch.')}"
+                           if isinstance(item, torch.Tensor) else type(item).__name__, (list, tuple))
 
 
 class _NotATensor:
@@ -114,10 +103,8 @@ def _not_a_tensor(name: str) -> _NotATensor:
 def _outputs_back(seen: dict) -> list:
     """:func:`_outputs_as_data` read back: host tensors, Nones and :class:`_NotATensor` (a whole that was no list:
     one :class:`_NotATensor` naming it, which matches no batch)."""
-    if "not_list" in seen:
-        return [_not_a_tensor(seen["not_list"])]
-    return [None if item is None else tensor_from_data(item["tensor"]) if "tensor" in item else
-            _not_a_tensor(item["other"]) for item in seen["items"]]
+    outputs = tensors_from_data(seen, _not_a_tensor)
+    return [_not_a_tensor(seen["not_list"])] if outputs is None else outputs
 
 
 def _log_as_data(device: Any, start: int = 0) -> list[list[str]]:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from synclab.answer_keys.plain_data import tensor_as_data, tensor_from_data
+from synclab.answer_keys.plain_data import tensors_as_data, tensors_from_data
 from synclab.answer_keys.runners import runs_with_the_answer
 from synclab.checks import (Clause, Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right,
                             found_right_tensor)
@@ -57,23 +57,13 @@ def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
-def _item_as_data(item: Any, hidden_states: torch.Tensor) -> dict | None:
-    """One output as data: None, a tensor's values and whether it views the buffer, or what else it was."""
-    if item is None:
-        return None
-    if isinstance(item, torch.Tensor):
-        try:
-            return {"tensor": tensor_as_data(item), "views": _shares_storage(item, hidden_states)}
-        except TypeError:  # a dtype that does not cross (complex): named, not compared
-            return {"other": f"{_describe(item)} of {item.dtype}"}
-    return {"other": _describe(item)}
-
-
 def _outputs_as_data(outputs: Any, hidden_states: torch.Tensor, sequence: type | tuple = list) -> dict:
-    """What a check reads of a call's result: each item (:func:`_item_as_data`), or what the result was instead."""
-    if not isinstance(outputs, sequence):
-        return {"not_list": type(outputs).__name__}
-    return {"items": [_item_as_data(item, hidden_states) for item in outputs]}
+    """What a check reads of a call's result: each output's values and whether it views the buffer, or what else it
+    was (:func:`synclab.answer_keys.plain_data.tensors_as_data`)."""
+    def words(item: Any) -> str:  # anything but a tensor that crosses: a complex one says its dtype too
+        return _describe(item) + (f" of {item.dtype}" if isinstance(item, torch.Tensor) else "")
+
+    return tensors_as_data(outputs, lambda t: {"views": _shares_storage(t, hidden_states)}, words, sequence)
 
 
 class _NotATensor:
@@ -90,10 +80,8 @@ class _NotAList(_NotATensor):
 def _outputs_back(seen: dict) -> Any:
     """:func:`_outputs_as_data` read back: a list of host tensors, Nones and :class:`_NotATensor`, or a
     :class:`_NotAList`."""
-    if "not_list" in seen:
-        return _NotAList(seen["not_list"])
-    return [None if item is None else tensor_from_data(item["tensor"]) if "tensor" in item else
-            _NotATensor(item["other"]) for item in seen["items"]]
+    outputs = tensors_from_data(seen, _NotATensor)
+    return _NotAList(seen["not_list"]) if outputs is None else outputs
 
 
 class _CopySpy(torch.overrides.TorchFunctionMode):
