@@ -2,8 +2,9 @@
 
 The cheats below are red teams' submissions, as written; each earned points before :mod:`synclab.lab.answer_scan`.
 The end-to-end tests judge them as ``grade --json`` does: each is named in the review lines, and the score is the
-checks' alone. Where a cheat earns what its honest version would not, the test pins it and says ``GAP``: code in the
-process the checks run in can reach them, and only running the checks apart from the answer closes it.
+checks' alone. Every exercise is judged apart (the checks in the grader's process, the answer in its own), so a cheat
+that reaches for the checks finds none; where one still earns what its honest version would not, the test pins it and
+says ``GAP``.
 """
 
 from __future__ import annotations
@@ -216,10 +217,9 @@ def _judged(tmp_path: Path, answers: dict[str, str], capsys: pytest.CaptureFixtu
 
 @pytest.mark.slow
 def test_the_guard_turned_off_and_code_disguised_as_the_package_are_seen_when_they_run(tmp_path, capsys):
-    """Past the reading, the grader's tracer sees both while the checks run, where it runs beside the answer (6.2).
-    Judged apart (0.1), the guard turned off in the answer's process guards nothing: the reference is not there, so
-    the answer earns 0 (it earned the checks of results, 11.2 of 14, while judged beside its checks); the disguised
-    caller earns 0."""
+    """Judged apart, the guard turned off in the answer's process guards nothing: the reference is not there, so the
+    answer earns 0 (0.1 earned the checks of results, 11.2 of 14, while judged beside its checks; 6.2 earned 3 of 3);
+    the disguised caller earns 0."""
     by_task = _judged(tmp_path, {
         "0.1": GUARD_OFF + "\n\ndef decode_step(batch):\n    return _unguarded(_pc._decode_step_reference, batch)\n",
         "0.2": DISGUISED_CALLER + "\n\ndef my_predictions():\n    return _trampoline()(_pc._measure_snippet_syncs)\n",
@@ -228,13 +228,11 @@ def test_the_guard_turned_off_and_code_disguised_as_the_package_are_seen_when_th
     assert any("reaches _pc.answer_key, the grader's own machinery" in f for f in by_task["0.1"]["review"])
     row = _judged(tmp_path, {"6.2": GUARD_OFF + "\n\ndef ablation_row(config, workload, fixes):\n"
                                              "    from synclab.capstone import checks as _c6\n"
-                                             "    return _unguarded(_c6._ablation_row_reference, config, workload, "
-                                             "fixes)\n"},
+                                             "    return _unguarded(_c6._ablation_row_reference, config)\n"},
                   capsys, "06_capstone_engine_step", "6.2")["6.2"]
-    assert "changed the answer guard's record of which checks are running" in row["review"], row
-    # the audit refuses the disguise's compile before the tracer sees it run
-    assert any(f == "ran code disguised as the package's: call (util.py)" or f.startswith("the grader's sandbox")
-               for f in by_task["0.2"]["review"]), by_task["0.2"]["review"]
+    assert row["earned"] == 0, row
+    # the audit sees the disguise's compile
+    assert any(f.startswith("the grader's sandbox") for f in by_task["0.2"]["review"]), by_task["0.2"]["review"]
 
 
 ALL_PASS = WALKS_THE_STACK.replace("def decode_step(batch):", """def _all_pass():
@@ -275,7 +273,7 @@ def decode_step(batch):
         raise ValueError("NaN in logits")
     return box[0]
 '''
-# The same two at an exercise judged beside its checks (6.2): the check call shadowed, the row run on a thread.
+# The same two at 6.2, whose checks asked the answer's own process until every exercise was judged apart.
 SHADOWS_THE_CHECK_6_2 = '''import dataclasses
 def ablation_row(config, workload, fixes):
     raise NotImplementedError("Exercise 6.2")
@@ -328,15 +326,15 @@ def test_the_checks_machinery_by_another_name_is_named():
 @pytest.mark.slow
 def test_a_shadowed_check_a_thread_and_a_helper_calling_the_answer_are_named(tmp_path, capsys):
     """The check call reaches the chapter's own checks; a thread of the reader's is seen; a package helper that
-    calls what it is handed cannot call an answer for the reader. Beside the checks (6.2), the tracer names the first
-    two; judged apart (0.1), the shadow never meets the checks, and the baseline the thread and the helper call is
-    not in the answer's process: the step never sees a result of its own."""
+    calls what it is handed cannot call an answer for the reader. Judged apart, the shadow never meets the checks (6.2
+    and 0.1 earn 0); a right row run on a thread earns what the right row earns, no more; and the baseline the thread
+    and the helper call is not in 0.1's answer's process: the step never sees a result of its own."""
     capstone = "06_capstone_engine_step"
     row = _judged(tmp_path, {"6.2": SHADOWS_THE_CHECK_6_2}, capsys, capstone, "6.2")["6.2"]
-    assert row["earned"] == 0 and any("rebinds ch6, which the check call uses" in f for f in row["review"]), row
+    assert row["earned"] == 0, row
     right = _solution_source(capstone, "ablation_row").replace("def ablation_row(", "def _right_row(")
     row = _judged(tmp_path, {"6.2": right + "\n\n" + THREAD_RUNS_THE_ROW}, capsys, capstone, "6.2")["6.2"]
-    assert any("started a thread while its checks ran" in f for f in row["review"]), row
+    assert row["earned"] == points_of("6.2"), row
     none = "def my_predictions():\n    return {}\n"
     by_task = _judged(tmp_path, {"0.1": SHADOWS_THE_CHECK, "0.2": none}, capsys)
     assert by_task["0.1"]["earned"] == 0, by_task["0.1"]

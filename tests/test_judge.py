@@ -2,9 +2,10 @@
 
 Each submission is a solution notebook with its answer cells changed, judged by ``python -m synclab grade --json``
 (the grader's verdicts; nbgrader's autograding uses the same, see test_nbgrader.py). The score is the checks' alone:
-what the grader's reading, tracer and hook find are review lines. Where a cheat still earns what its honest version
-would not, the test says so (``GAP``): the answer runs in the process that holds the checks, and only moving the
-checks out of it closes those (the instructors' page, "What the grades are good for").
+what the grader's reading and the answer's process's audit hook find are review lines. Every exercise is judged
+apart: the checks run in the grader's process, the answer in its own. Where a cheat still earns what its honest
+version would not, the test says so (``GAP``): each is a count, which the answer's process reports (the instructors'
+page, "What the grades are good for").
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from synclab.capstone.checks import NO_STRAY
 from synclab.lab import cli
 from synclab.lab.exercises import EXERCISES, of_chapter, points_of
 from synclab.lab.judge import sandbox_problem
@@ -71,8 +73,6 @@ STUB_0_1 = '''def decode_step(batch):
 REBINDS_RUN_ONE = ("import synclab.checks as c\nfrom synclab.checks import Outcome\n"
                    "c._run_one = lambda check, *a: Outcome(check.task, check.name, 'passed')\n")
 
-GAP = "earns what its honest version would not, until the checks run apart from the answer"
-
 # Each cheat: (what it does, the answer cell of 0.1, a phrase of its review line, the points it earns today).
 CHEATS_0_1 = [
     ("rebinds graded() at top level", "import synclab.lab.grading as g\ng.graded = lambda *a, **k: 14.0\n" + STUB_0_1,
@@ -99,52 +99,50 @@ def test_a_cheat_written_in_an_answer_cell_is_named_for_the_instructor(tmp_path,
 CAPSTONE = "06_capstone_engine_step"
 
 
-def test_machinery_rebound_from_inside_the_answer_while_the_checks_run_is_named(tmp_path, capsys):
-    """At an exercise judged in the checks' process (6.1, whose checks each ask clean_runner() for the class): no
-    line names the checks; the static reading names importlib and the computed setattr, and the fingerprint after the
-    check names what was rebound. The rebound machinery breaks the checks: nothing is earned."""
+def test_machinery_rebound_from_inside_the_answers_process_changes_no_verdict(tmp_path, capsys):
+    """6.1 judged apart: an answer that rebinds the checks' _run_one in its own process reaches no check (they run in
+    the grader's). A right runner earns what its honest version earns, no more and no less; a runner that removes no
+    sync earns no more than its honest version either (the sync check); the static reading names importlib."""
     right = _solution_source(CAPSTONE, "clean_runner").replace("def clean_runner(", "def _right_runner(")
-    answer = (right + "\n\nimport importlib\n\ndef _hide():\n"
-              "    m = importlib.import_module('synclab.' + 'che' + 'cks')\n"
-              "    setattr(m, '_run' + '_one', lambda check, *a: None)\n\n\n"
-              "def clean_runner():\n    _hide()\n    return _right_runner()\n")
+    hide = ("\n\nimport importlib\n\ndef _hide():\n"
+            "    m = importlib.import_module('synclab.' + 'che' + 'cks')\n"
+            "    setattr(m, '_run' + '_one', lambda check, *a: None)\n\n\n")
+    answer = right + hide + "def clean_runner():\n    _hide()\n    return _right_runner()\n"
     exercise = _by_task(_graded(_submission(tmp_path, CAPSTONE, {"6.1": answer}), capsys, "6.1"))["6.1"]
-    assert exercise["earned"] == 0
-    assert any("rebound or changed the grader's machinery or tables: synclab.checks._run_one" in f
-               for f in exercise["review"]), exercise
+    assert exercise["earned"] == points_of("6.1"), exercise
     assert any("imports importlib" in f for f in exercise["review"]), exercise
+    lazy = hide + "def clean_runner():\n    _hide()\n    return type('Lazy', (PlantedRunner,), {})\n"
+    summary = _graded(_submission(tmp_path, CAPSTONE, {"6.1": lazy}, "lazy"), capsys, "6.1")
+    checks = {c["name"]: c for c in summary["checks"] if c["task"] == "6.1"}
+    assert not checks[NO_STRAY]["passed"] and "stray sync" in checks[NO_STRAY]["message"], checks
 
 
-def _dig_out(module: str, reference: str, signature: str) -> str:
-    """An answer that takes the raw reference out of its guard's closure and calls it, naming no grader's part."""
+def _dig_out(module: str, reference: str, signature: str, arguments: str = "") -> str:
+    """An answer that takes the raw reference out of its guard's closure and calls it (with ``arguments``, else the
+    answer's own), naming no grader's part."""
     return (f"from synclab import {module.rsplit('.', 1)[0].split('.', 1)[1]}\n"
             f"import importlib\n\n"
             f"def {signature}:\n"
             f"    guard = getattr(importlib.import_module('{module}'), '{reference[:6]}' + '{reference[6:]}')\n"
             f"    raw = [c.cell_contents for c in getattr(guard, '__clo' + 'sure__') if callable(c.cell_contents)][0]\n"
-            f"    return raw({signature.split('(', 1)[1]}\n")
-
-
-def test_the_reference_dug_out_of_its_guard_is_seen_when_it_runs(tmp_path, capsys):
-    """An exercise judged in the checks' process (6.2): the tracer sees the reference's own code called by the
-    answer."""
-    answer = _dig_out("synclab.capstone.checks", "_ablation_row_reference", "ablation_row(config, workload, fixes)")
-    exercise = _by_task(_graded(_submission(tmp_path, CAPSTONE, {"6.2": answer}), capsys, "6.2"))["6.2"]
-    assert any("around its guard" in f and "_ablation_row_reference" in f for f in exercise["review"]), exercise
+            f"    return raw({arguments or signature.split('(', 1)[1][:-1]})\n")
 
 
 DUG_OUT_APART = [("4.2", "synclab.reverse_scan.checks", "_bottleneck_reference",
                   "host_bottleneck_length(costs_us, device_step_us, max_length)", "04_reverse_placeholder_scans"),
-                 ("0.1", "synclab.primer.checks", "_decode_step_reference", "decode_step(batch)", PRIMER)]
+                 ("0.1", "synclab.primer.checks", "_decode_step_reference", "decode_step(batch)", PRIMER),
+                 ("6.2", "synclab.capstone.checks", "_ablation_row_reference", "ablation_row(config, workload, fixes)",
+                  CAPSTONE, "config")]
 
 
-@pytest.mark.parametrize("task, module, reference, signature, stem", DUG_OUT_APART, ids=[d[0] for d in DUG_OUT_APART])
+@pytest.mark.parametrize("task, module, reference, signature, stem, arguments",
+                         [(*d, "")[:6] for d in DUG_OUT_APART], ids=[d[0] for d in DUG_OUT_APART])
 def test_an_exercise_judged_apart_has_no_reference_to_dig_out(tmp_path, capsys, task, module, reference, signature,
-                                                             stem):
+                                                             stem, arguments):
     """The same cheat at an exercise judged apart: its answer's process imports the students' install, where the
     reference's body is not shipped, so the raw function only raises; the checks, in the grader's process, never see
     the reference's answers."""
-    answer = _dig_out(module, reference, signature)
+    answer = _dig_out(module, reference, signature, arguments)
     summary = _graded(_submission(tmp_path, stem, {task: answer}), capsys, task)
     assert _by_task(summary)[task]["earned"] == 0, summary
     checks = [c for c in summary["checks"] if c["task"] == task]
@@ -172,11 +170,11 @@ EXITS = "getattr(os, '_ex' + 'it')(0)"
 
 
 def test_a_process_that_ends_during_its_checks_earns_nothing_and_is_named(tmp_path, capsys):
-    """At an exercise judged in the checks' process (6.2), the process ends with the checks: named for the
-    instructor. Judged apart (0.1), the answer's own process ends: each check that asks it crashes, saying so."""
+    """Judged apart, the answer's own process ends: each check that asks it crashes, saying so (6.2, 0.1)."""
     answer = f"import os\n\ndef ablation_row(config, workload, fixes):\n    {EXITS}\n"
-    exercise = _by_task(_graded(_submission(tmp_path, CAPSTONE, {"6.2": answer}), capsys, "6.2"))["6.2"]
-    assert exercise["earned"] == 0 and any("ended its process" in f for f in exercise["review"]), exercise
+    summary = _graded(_submission(tmp_path, CAPSTONE, {"6.2": answer}), capsys, "6.2")
+    checks = [c for c in summary["checks"] if c["task"] == "6.2"]
+    assert _by_task(summary)["6.2"]["earned"] == 0 and "the answer's process ended" in checks[0]["message"], checks
     answer = f"import os\n\ndef decode_step(batch):\n    {EXITS}\n"
     summary = _graded(_submission(tmp_path, PRIMER, {"0.1": answer}, "apart"), capsys, "0.1")
     assert _by_task(summary)["0.1"]["earned"] == 0, summary
@@ -333,34 +331,6 @@ def test_a_correct_answer_that_reads_or_sets_the_environment_earns_its_points(tm
     row = _by_task(_graded(_submission(tmp_path, PRIMER, {"0.1": sets}, "sets"), capsys, "0.1"))["0.1"]
     assert row["status"] == "passed" and row["earned"] == row["points"], row
     assert any("os.putenv" in line for line in row["review"]), row
-
-
-def test_a_patch_undone_before_the_checks_end_is_seen_at_the_next_look():
-    """The fingerprints are taken again as each counting block opens and closes, not only after the checks."""
-    import torch
-
-    from synclab.lab.judge_worker import ReferenceTracer, fingerprint, state_fingerprint
-    from synclab.syncs import count_syncs
-
-    split = torch.Tensor.split
-    tracer = ReferenceTracer((fingerprint(), state_fingerprint()))
-    try:
-        with tracer:
-            torch.Tensor.split = lambda self, *a, **k: split(self, *a, **k)  # the same behaviour, another function
-            with count_syncs():
-                pass
-            torch.Tensor.split = split  # undone before the checks end: the last fingerprint alone would miss it
-    finally:
-        torch.Tensor.split = split
-    assert tracer.tampered_during == ["torch.Tensor.split (seen at a count_syncs block)"]
-    assert not tampered_after_all()
-
-
-def tampered_after_all() -> list[str]:
-    from synclab.lab.judge_worker import fingerprint, tampered
-
-    first = fingerprint()
-    return tampered(first, fingerprint())
 
 
 def test_the_worker_imports_a_package_with_no_answer_beside_it(tmp_path):
@@ -522,21 +492,23 @@ def decode_step(batch):
 def test_the_readers_code_run_inside_a_torch_function_the_counters_set_aside_is_named(tmp_path):
     """Red team, third round (20 of 20 on 1.1, 12 of 12 on 6.1, 14 of 14 on 4.1): a counting mode runs a torch
     function's own body with the modes set aside, so code a memo runs inside Tensor.__deepcopy__ is counted by
-    nothing. At an exercise judged in the checks' process (6.1, whose runner's hooks run inside the counted engine
-    steps), the grader's tracer sees the reader's code start there, with the syntax scan off. GAP: the syncs it hid are not counted, so it earns the sync check too (a count
-    is the answer process's word). Judged apart (0.1), no tracer runs where the answer runs: the same trick earns
-    the sync check and no review line, which the instructors' page says of every count."""
+    nothing. At 6.1, whose runner's hooks run on the simulated device inside the counted engine steps, the device is
+    set aside with the counters: one hook's planted syncs hidden so cannot run at all, and the sync check crashes.
+    GAP, said on the instructors' page: at 0.1, whose baseline reads host data, the trick earns the sync check and no
+    review line (a count is the answer process's word, and nothing watches it there)."""
     from synclab.lab.judge import judge_notebook
 
     right = _solution_source(CAPSTONE, "clean_runner").replace("def clean_runner(", "def _right_runner(")
-    answer = right + "\n" + HIDES_IN_A_DEEPCOPY + (
-        "\n\ndef clean_runner():\n    right = _right_runner()\n\n    class Hidden(right):\n"
-        "        def _apply_sampling_extras(self, logits, reqs):\n"
-        "            return copy.deepcopy(logits, _Memo(id(logits), "
-        "lambda: right._apply_sampling_extras(self, logits, reqs)))\n\n    return Hidden\n")
+    planted = "\n\ndef clean_runner():\n    class Hidden(_right_runner()):  # the planted syncs of one hook, hidden\n" \
+        "        def _apply_sampling_extras(self, logits, reqs):\n" \
+        "            return copy.deepcopy(logits, _Memo(id(logits), " \
+        "lambda: PlantedRunner._apply_sampling_extras(self, logits, reqs)))\n\n    return Hidden\n"
+    answer = right + "\n" + HIDES_IN_A_DEEPCOPY + planted
     nb = nbformat.read(_submission(tmp_path, CAPSTONE, {"6.1": answer}), as_version=4)
     verdict = judge_notebook(nb, ["6.1"], scan=False)["6.1"]
-    assert any("where the counters do not look" in f and "__deepcopy__" in f for f in verdict.review), verdict
+    assert verdict.report is not None and not verdict.review, verdict
+    syncs = next(o for o in verdict.report.outcomes if o.name == NO_STRAY)
+    assert syncs.status == "crashed" and "accelerator" in syncs.message, syncs
     slow = _solution_source(PRIMER, "decode_step").replace("def decode_step(", "def _right(")
     answer = slow + "\n\ndef _slow(batch):\n    batch.logits.tolist()\n    return _right(batch)\n\n" + \
         HIDES_IN_A_DEEPCOPY_0_1
@@ -547,13 +519,14 @@ def test_the_readers_code_run_inside_a_torch_function_the_counters_set_aside_is_
 
 def test_one_warm_worker_serves_a_process_and_no_job_changes_the_next(tmp_path, capsys):
     """The grader's worker is kept warm per process (synclab.lab.worker_server): one server forks every job's worker,
-    and a job that rewrites the checks' machinery leaves the next job's checks as the package wrote them; a job with
+    and a job whose answer rewrites the checks' machinery (in its own process) leaves the next job's as written; a job with
     another environment gets a server of its own, and the seed (a job's own) does not start one."""
     from synclab.lab import worker_server
 
-    rebinds = REBINDS_RUN_ONE + _solution_source(CAPSTONE, "ablation_row")  # at an exercise judged here
+    rebinds = REBINDS_RUN_ONE + _solution_source(CAPSTONE, "ablation_row")
     cheat = _by_task(_graded(_submission(tmp_path, CAPSTONE, {"6.2": rebinds}, "cheat"), capsys, "6.2"))["6.2"]
-    assert cheat["earned"] == 0 and any("synclab.checks._run_one" in line for line in cheat["review"]), cheat
+    # judged apart: the rebinding is the answer's process's own; the row is right, so it earns what the honest row does
+    assert cheat["earned"] == points_of("6.2"), cheat
     def workers() -> dict[str, int]:  # beside them, one answers' server for the exercises judged apart
         return {key: server._proc.pid for key, server in worker_server._SERVERS.items() if "judge_worker" in key}
 

@@ -61,11 +61,6 @@ def test_what_is_not_plain_crosses_as_its_name():
         decode({"enum": "os:path", "name": "sep"})  # nothing outside the package is looked up
 
 
-def test_the_exercises_judged_apart_are_those_whose_answers_are_data_or_run_by_a_runner():
-    assert {t for t, e in EXERCISES.items() if e.judged_apart} == {"0.1", "0.2", "1.1", "1.2", "2.1", "2.2", "3.1",
-                                                                    "3.2", "3.3", "3.4", "3.5", "3.6", "3.7", "3.8",
-                                                                    "4.1", "4.2", "5.1", "5.2", "6.3"}
-
 
 # An answer that also looks through its own process for what the checks keep: the answers of the exercises judged
 # apart (whose raw functions sit in their guards' closures) and the 4.2 reference's crossings, anywhere in memory.
@@ -155,10 +150,40 @@ def test_an_answers_process_holds_no_reference_and_no_expected_result():
         inputs = {v for _, costs, d, m, _ in _MODEL_CASES for v in (*costs, *costs.values(), d, m)}
         crossings = [c for c in (_bottleneck_reference(costs, d, m) for _, costs, d, m, _ in _MODEL_CASES)
                      if c and c not in inputs]  # what only the reference (or a right answer) computes
-        found = bound["probe"](sorted(t for t, e in EXERCISES.items() if e.judged_apart), crossings)
+        found = bound["probe"](sorted(EXERCISES), crossings)
     finally:
         process.end()
     assert found == {"shipped": [], "crossings seen": [], "seed": False}, found
+
+
+def test_chapter_6s_answer_processes_hold_none_of_chapter_6s_answers():
+    """6.1's and 6.2's runners run the engine with the book's fixes of chapters 1-5, so their answer's process keeps
+    those (and 6.1's, the step counter that answers 6.2); neither holds an answer of its own exercise or of 6.3, and
+    the 6.2 row's answer cannot call the lab's counter."""
+    import synclab.capstone as ch6
+
+    row_source = (ROOT / "tests" / "honest" / "right" / "6.2-counter-generator.py").read_text()
+    for task, own in (("6.1", ["6.1", "6.3"]), ("6.2", ["6.2", "6.3"])):
+        keeps = EXERCISES[task].answer_process_keeps
+        env = answer_environment(judge._worker_env(), str(judge.grading_install()), str(judge.answer_install(keeps)))
+        exercise = {"task": task, "cells": [{"source": row_source + PROBE.replace("def host_bottleneck_length",
+                                                                                   "def _unused"),
+                                             "answers": [task]}], "defines": ["ablation_row", "probe"]}
+        verdict: dict = {"notes": [], "error": ""}
+        process, bound = start(exercise, {"course_roots": [str(ROOT)], "readable": judge._readable(), "imports": []},
+                               ["from synclab import capstone as ch6", "from synclab.syncs import count_syncs",
+                                "from synclab.engine.engine_core import Components, EngineConfig"], set(), env, verdict)
+        assert process is not None, verdict
+        try:
+            if task == "6.2":
+                report = ch6.check_ablation_row(bound["ablation_row"], seed=3)
+                assert report.passed, str(report)
+            found = bound["probe"](own, [])
+            step_syncs = bound["probe"](["6.2"], [])["shipped"]
+        finally:
+            process.end()
+        assert found == {"shipped": [], "crossings seen": [], "seed": False}, (task, found)
+        assert (step_syncs == []) == (task == "6.2"), (task, step_syncs)  # 6.1's hunt counts with it; 6.2's has none
 
 
 WRONG_4_2 = {
@@ -372,8 +397,9 @@ def test_an_image_stores_the_answers_it_does_not_ship(tmp_path):
     # are chapter 6's and the pooled values (scope="checks"): the students' install ships them (the answer's process
     # does not: test_an_answers_process_holds_no_reference_and_no_expected_result); chapters 1's and 2's checks need
     # no stored answer (a pooler's expected rows are its requests' prompts; a runner's, the model's last tokens)
-    classes = ("1.1", "1.2", "2.1", "5.1", "5.2")
-    assert said["not shipped"] == sorted(t for t, e in EXERCISES.items() if e.judged_apart and t not in classes)
+    # 6.1 has no answer in the package at all (its checks compare with the planted runner's outputs)
+    classes = ("1.1", "1.2", "2.1", "5.1", "5.2", "6.1")
+    assert said["not shipped"] == sorted(t for t in EXERCISES if t not in classes)
     assert said["seeds"] == list(range(8)) and said["right"] == [True, said["right"][1]], said
     assert said["right"][1] in said["seeds"]  # the install's check drew a stored seed
     assert said["wrong"] == ["failed", "failed"], said  # a wrong answer fails on its merits

@@ -158,10 +158,9 @@ def _guard(function: Callable[..., T], key: Key) -> Callable[..., T]:
 
     guarded.__answer_key__ = key  # type: ignore[attr-defined]
     # No __wrapped__: inspect.unwrap and a reader's curiosity would hand out the answer unguarded. The raw
-    # function stays reachable all the same (its closure holds it); what its code runs for is what the grader
-    # watches (:data:`GUARDED_CODE`, :func:`bypassed_by`).
+    # function stays reachable all the same (its closure holds it): the grader keeps the answers judged apart out of
+    # an answer's process altogether (synclab.lab.student_image.write_answer_install).
     del guarded.__wrapped__  # type: ignore[attr-defined]
-    GUARDED_CODE[function.__code__] = key
     _RAW[guarded] = function
     return guarded
 
@@ -186,32 +185,13 @@ def _borrowed(function: Callable[..., Any], receiver: Any) -> bool:
     return owner is not None and not isinstance(receiver, owner)
 
 
-# The code of every marked function, as written, and its key: a call of it that did not come through its guard
-# (a raw function dug out of the guard's closure) is one the grader's tracer sees (synclab.lab.judge_worker).
-GUARDED_CODE: dict[Any, Key] = {}
+# Every marked function's guard, and the function as written (the stored answers are recorded from it).
 _RAW: dict[Callable[..., Any], Callable[..., Any]] = {}
 
 
 def unguarded(function: Callable[..., T]) -> Callable[..., T]:
     """The marked ``function`` as written (for the package's tests: a copy a reader pasted runs this code)."""
     return _RAW.get(function, function)
-
-
-def bypassed_by(frame: FrameType) -> Key | None:
-    """The key of the marked code ``frame`` runs, if its caller reached it around the guard and would be refused.
-
-    The guard's own call comes from this module; any other caller called the raw function (it was dug out of
-    the guard) and is judged as the guard would have judged it.
-    """
-    key = GUARDED_CODE.get(frame.f_code)
-    if key is None:
-        return None
-    caller = frame.f_back
-    if caller is not None and caller.f_code.co_filename == os.path.abspath(__file__):
-        return None  # through the guard
-    if key.scope == "checks" and not _RUNNING:
-        return None
-    return key if _refuses(key, _caller(caller), caller) else None
 
 
 # Methods of the code before a PR (``scope="checks"``), as written: what :func:`as_written` puts back.

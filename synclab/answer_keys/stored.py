@@ -1,7 +1,7 @@
 """Stored answers: what the students' install holds in place of the answers it does not ship.
 
-Used by the checks of the exercises judged apart (0.1, 0.2, 1.1, 1.2, 2.1, 2.2, 3.1 to 3.8, 4.1, 4.2, 5.1, 5.2, 6.3:
-:mod:`synclab.lab.judged_apart`), in a students' install only. There, each answer those checks compare with
+Used by the checks of the exercises, all judged apart (:mod:`synclab.lab.judged_apart`), in a students' install
+only. There, each answer those checks compare with
 (``_bottleneck_reference``, a prediction measurer, an answer key) is not shipped: its body is one call of
 :func:`stored_answer`, which returns the result stored for the same arguments in ``data/expected/<task>.json``.
 Those files hold the answers of the **public** cases alone: the fixed cases, and the random cases of a few seeds

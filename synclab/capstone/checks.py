@@ -20,7 +20,9 @@ from synclab.checks import Check, CheckReport, Clause, expect, found_right, run_
 from synclab.capstone.planted import PlantedRunner
 from synclab.engine.engine_core import PATTERNS, Components, EngineConfig, EngineRunner
 from synclab.answer_keys import answer_in, answer_key, refuse
-from synclab.syncs import SyncKind
+from synclab.answer_keys.runners import runs_with_the_answer
+from synclab.answer_keys.stored import AnswerNotStored
+from synclab.syncs import SyncEvent, SyncKind
 
 
 FLAT_BOUND = 1.5  # host work may grow by at most this factor while outputs grow 16x or images 8x
@@ -31,10 +33,18 @@ FLAT_BOUND = 1.5  # host work may grow by at most this factor while outputs grow
 HUNT_CASES = 3
 
 
-def _hunt_mixes(rng: random.Random) -> list[Workload]:
-    """Random mixes, then the stop rule's boundary fixed (min_tokens_mix): a clause random draws reach by chance."""
-    return [random_mix(rng, num_requests=rng.randint(3, 7), hunt_features=True) for _ in range(HUNT_CASES)] + [
-        min_tokens_mix()]
+def _hunt_mixes(rng: random.Random) -> list[dict]:
+    """Random mixes, then the stop rule's boundary fixed (min_tokens_mix): a clause random draws reach by chance.
+    Each as data (:func:`hunt_mix` builds it), so that the process holding the runner builds the same mix."""
+    return [{"seed": rng.getrandbits(32), "num_requests": rng.randint(3, 7)} for _ in range(HUNT_CASES)] + [
+        {"fixed": "min_tokens"}]
+
+
+def hunt_mix(mix: dict) -> Workload:
+    """The hunt's mix that ``mix`` names: a random one by its seed and size, or the stop rule's fixed boundary."""
+    if mix.get("fixed") == "min_tokens":
+        return min_tokens_mix()
+    return random_mix(random.Random(mix["seed"]), num_requests=mix["num_requests"], hunt_features=True)
 
 
 def _runner(factory: Callable[[], RunnerClass]) -> RunnerClass:
@@ -49,6 +59,38 @@ def _runner(factory: Callable[[], RunnerClass]) -> RunnerClass:
     return runner_cls
 
 
+# ----------------------------------------------------------------------------- runners: the reader's runner, where it lives
+# The checks reach the reader's runner class through these (synclab.answer_keys.runners): in a notebook they run here;
+# in the grader they run in the answer's process, which runs the engine with it and sends back what the run gave as
+# data: its tokens, each step's syncs, the host work of a decode step. Those counts are that process's word (the
+# grader's report says so). The planted runner's outputs, which the run's must equal, the checks compute themselves.
+
+
+def _events(steps: list[list[SyncEvent]]) -> list[list[dict]]:
+    """Each step's sync events as data: the kind, where, the line."""
+    return [[{"kind": e.kind, "where": e.where, "code": e.code} for e in step] for step in steps]
+
+
+@runs_with_the_answer
+def hunt_outcome(clean_runner: Callable[[], RunnerClass], mix: dict) -> dict:
+    """The reader's runner over the hunt's ``mix`` (:func:`hunt_mix`) with the book's fixes, each step counted: its
+    outputs (:func:`comparable`) and, per step, its stray syncs, its staging copies, the waits the reader's code
+    marked allowed, and its planned waits."""
+    syncs, results = step_syncs(hunt_mix(mix), EngineConfig(), _runner(clean_runner), book_fixes())
+    return {"outputs": comparable(results), "stray": _events(syncs.stray), "staged": _events(syncs.staged),
+            "marked": _events(syncs.marked_by_reader), "planned": list(syncs.planned)}
+
+
+@runs_with_the_answer
+def host_work_outcome(clean_runner: Callable[[], RunnerClass], output_len: int, images: int,
+                      decode_tokens: int) -> dict:
+    """The host work of one decode step of the reader's runner (:func:`host_work_in_decode_step`, the hunt's
+    features on): its total and what dominated it."""
+    work = host_work_in_decode_step(_runner(clean_runner), EngineConfig(), output_len, images, book_fixes(),
+                                    hunt_features=True, decode_tokens=decode_tokens)
+    return {"total": work.total, "largest": work.largest()}
+
+
 @lru_cache(maxsize=32)
 def _planted_outputs(mix: Workload) -> dict[str, Any]:
     """The planted runner's outputs on ``mix`` with the book's fixes (they are right): the same for every runner
@@ -56,45 +98,48 @@ def _planted_outputs(mix: Workload) -> dict[str, Any]:
     return comparable(run_engine(mix, EngineConfig(), book_fixes(), PlantedRunner))
 
 
-def _check_outputs_and_syncs(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
+def _lines(steps: list[list[dict]], kind: bool = True) -> list[str]:
+    """Each line that made an event, once, in the order met."""
+    return list(dict.fromkeys((f"{e['kind'].value} at " if kind else "") + f"{e['where']} `{e['code']}`"
+                              for step in steps for e in step))
+
+
+def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: random.Random) -> None:
     """On each mix, the counted run's own tokens against the planted runner's; then that run's syncs."""
-    runner_cls = _runner(factory)
-    fixes = book_fixes()  # 6.1 is about the runner: the fixes are the book's
     for i, mix in enumerate(_hunt_mixes(rng)):
         case = (f"random mix {i + 1} of {HUNT_CASES}" if i < HUNT_CASES else  # named before the run: a hang says
                 "min_tokens at its boundary: every token but one a stop token, one request resumed")
-        want = _planted_outputs(mix)
-        syncs, results = step_syncs(mix, EngineConfig(), runner_cls, fixes)
-        # the syncs count on a run whose results count too: the tokens of this very run
-        outputs = comparable(results)
+        workload = hunt_mix(mix)
+        want = _planted_outputs(workload)
+        seen = hunt_outcome(clean_runner, mix)  # the syncs count on a run whose results count too: this very run
+        outputs, stray, steps = seen["outputs"], seen["stray"], len(seen["stray"])
         diff = first_difference(outputs, want)
-        spec = next((s for s in mix.requests if diff and diff.startswith(f"{s.request_id}:")), None)
+        spec = next((s for s in workload.requests if diff and diff.startswith(f"{s.request_id}:")), None)
         asked = f"; that request asked for {spec.sampling}" if spec is not None and spec.sampling else ""
         expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
                got=diff, case=case,  # the request's sampling in the message, which is never shortened
                hint=_feature_hint(spec, outputs, want))
         found_right(outputs)  # the grader's seed drew this mix
-        lines = list(dict.fromkeys(f"{e.kind.value} at {e.where} `{e.code}`" for step in syncs.stray for e in step))
-        kinds = dict.fromkeys(e.kind for step in syncs.stray for e in step)
-        expect(not lines, f"{sum(map(len, syncs.stray))} stray sync(s) in {len(syncs.stray)} steps, from "
+        lines = _lines(stray)
+        kinds = dict.fromkeys(e["kind"] for step in stray for e in step)
+        expect(not lines, f"{sum(map(len, stray))} stray sync(s) in {steps} steps, from "
                f"{len(lines)} line(s): " + "; ".join(lines), expected="0 per step", case=case,
                hint="every line that made the host wait, once each: rewrite each without the wait. "
                     + " ".join(dict.fromkeys(_REMEDIES[k] for k in kinds if k in _REMEDIES)))
-        staged = list(dict.fromkeys(f"{e.where} `{e.code}`" for step in syncs.staged for e in step))
-        expect(not staged, f"{sum(map(len, syncs.staged))} upload(s) from pageable memory in {len(syncs.stray)} "
+        staged = _lines(seen["staged"], kind=False)
+        expect(not staged, f"{sum(map(len, seen['staged']))} upload(s) from pageable memory in {steps} "
                f"steps, from {len(staged)} line(s): " + "; ".join(staged), expected="every upload from pinned memory",
                case=case, hint="a non_blocking copy from pageable memory is a staging copy, as chapter 3 counts it: "
                                "the host copies the data itself, and may wait for a staging buffer. Upload host data "
                                "with self.upload(data, dtype), chapter 3's async_tensor_h2d")
-        marked = list(dict.fromkeys(f"{e.kind.value} at {e.where} `{e.code}`" for step in syncs.marked_by_reader
-                                    for e in step))
-        expect(not marked, f"{sum(map(len, syncs.marked_by_reader))} sync(s) your code marked allowed with "
+        marked = _lines(seen["marked"])
+        expect(not marked, f"{sum(map(len, seen['marked']))} sync(s) your code marked allowed with "
                f"gpu_sync_allowed(), from {len(marked)} line(s): " + "; ".join(marked),
                expected="0 stray syncs: gpu_sync_allowed() marks a wait as meant, it does not remove it", case=case,
                hint="a wait inside gpu_sync_allowed() still stops the host until the device's queue drains; the one "
                     "planned wait a step may make is the engine's, for the previous step's output. Remove the wait "
                     "rather than mark it")
-        worst = max(syncs.planned, default=0)
+        worst = max(seen["planned"], default=0)
         expect(worst <= 1, "a step waited more than once on the output copy", expected="at most 1 planned wait",
                got=f"{worst} in one step", case=f"random mix {i + 1}")
 
@@ -154,19 +199,16 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
 
 
 def _check_flat_in(parameter: str) -> Callable[[Callable[[], RunnerClass], random.Random], None]:
-    def check(factory: Callable[[], RunnerClass], rng: random.Random) -> None:
-        runner_cls = _runner(factory)
+    def check(clean_runner: Callable[[], RunnerClass], rng: random.Random) -> None:
         # (tokens already out, images, tokens decoded in the run) of the small and the large case
         cases = {"output length": ((16, 2, 6), (256, 2, 6)), "images": ((16, 2, 6), (16, 16, 6)),
                  "tokens generated": ((16, 2, 6), (16, 2, 96))}[parameter]
-        work = [host_work_in_decode_step(runner_cls, EngineConfig(), n, m, book_fixes(), hunt_features=True,
-                                         decode_tokens=d)
-                for n, m, d in cases]
+        work = [host_work_outcome(clean_runner, n, m, d) for n, m, d in cases]
         small, at = (case[("output length", "images", "tokens generated").index(parameter)] for case in cases)
-        expect(work[1].total <= FLAT_BOUND * work[0].total, f"host work per decode step grows with {parameter}",
+        expect(work[1]["total"] <= FLAT_BOUND * work[0]["total"], f"host work per decode step grows with {parameter}",
                expected=f"at most {FLAT_BOUND}x",
-               got=f"{work[0].total} -> {work[1].total} (torch calls + history elements); "
-                   f"the most at {parameter} {at}: {work[1].largest()}",
+               got=f"{work[0]['total']} -> {work[1]['total']} (torch calls + history elements); "
+                   f"the most at {parameter} {at}: {work[1]['largest']}",
                case=f"one decode step, {parameter} {small} against {at}",
                hint="look for code of yours that walks a request's whole output history (or every image, or every "
                     "token generated so far) each step: keep a count instead, or ask the list its len(); the "
@@ -203,10 +245,16 @@ AblationRow = Callable[[EngineConfig, Workload, Components], dict[str, float]]
 ROW_KEYS = ("steps", "tokens", "stray_per_step", "planned_per_step")
 
 
+ROW_LENGTH = 16  # the ablation workload's output length the row is checked on
+
+
 @answer_key("6.2", role="answer (the lab's own counts)")
-def _ablation_row_reference(config: EngineConfig, workload: Workload, components: Components) -> dict[str, float]:
-    """The lab's own answer to Exercise 6.2: what the checks compare with."""
-    syncs, results = step_syncs(workload, config, components=components)
+def _ablation_row_reference(config: EngineConfig) -> dict[str, float]:
+    """The lab's own answer to Exercise 6.2, what the checks compare with: the ablation workload's run under
+    ``config`` with the book's fixes. A row handed fixes of which some are not written counts as the book's do under
+    the configuration those fixes really run (``Components.effective``: an unfinished fix runs the code before its
+    PR)."""
+    syncs, results = step_syncs(ablation_workload(ROW_LENGTH), config, components=book_fixes())
     return {"steps": len(syncs.stray), "tokens": sum(len(r.token_ids) for r in results.values()),
             "stray_per_step": syncs.stray_per_step, "planned_per_step": sum(syncs.planned) / len(syncs.planned)}
 
@@ -219,10 +267,10 @@ ROW_MESSAGES = {
 }
 
 
-def _row_hint(key: str, got: dict[str, float], want: dict[str, float], workload: Workload) -> str:
+def _row_hint(key: str, got: dict[str, float], want: dict[str, float]) -> str:
     """What the wrong value most likely counted, said for that key."""
     if key == "tokens":
-        if got[key] == len(workload.requests):
+        if got[key] == len(ablation_workload(ROW_LENGTH).requests):
             return "you counted the requests: count their tokens, the sum of len(result.token_ids) over the results"
         return "sum len(result.token_ids) over every request's result"
     if key == "steps":
@@ -235,30 +283,55 @@ def _row_hint(key: str, got: dict[str, float], want: dict[str, float], workload:
     return "one count_syncs block per step; a planned wait is what synclab.capstone.is_planned says"
 
 
-def _handed_fixes(rng: random.Random) -> tuple[Components, str]:
-    """The book's fixes with one of the sync fixes marked not written (it runs the code before its PR), so that a row
-    which ignores the fixes it is handed (and runs the notebook's or the labs' instead) counts differently.
+def _held_back(rng: random.Random) -> str:
+    """The sync fix the row's fixes hold back (marked not written: it runs the code before its PR), so that a row
+    which ignores the fixes it is handed (and runs the notebook's or the book's instead) counts differently.
 
     Never the lazy stream: without its fix no step has a planned wait, and a row that counts the planned wait as
     stray would pass on that draw."""
-    held_back = rng.choice(["slice_then_split", "pinned_uploads"])
-    return replace(book_fixes(), unfinished=frozenset({held_back})), held_back
+    return rng.choice(["slice_then_split", "pinned_uploads"])
+
+
+def _switches(config: EngineConfig) -> dict[str, bool]:
+    return {p: getattr(config, p) for p in PATTERNS}
+
+
+@runs_with_the_answer
+def row_outcome(ablation_row: AblationRow, switches: dict, held_back: str) -> dict:
+    """The reader's row for the configuration ``switches`` (each pattern's fix on or off) on the ablation workload,
+    handed the book's fixes with ``held_back`` not written; beside it, the switches the fixes the notebook loaded
+    would really run under that configuration (None: it loaded none), which a hint compares with."""
+    config = EngineConfig(**switches)
+    fixes = replace(book_fixes(), unfinished=frozenset({held_back}))
+    row = ablation_row(config, ablation_workload(ROW_LENGTH), fixes)
+    loaded = last_loaded_fixes()
+    return {"row": row, "loaded_runs": None if loaded is None else _switches(loaded.effective(config))}
+
+
+def _counts_under(switches: dict[str, bool]) -> dict[str, float] | None:
+    """The book's counts under ``switches``, for a hint; None where this install neither ships nor stores them (a
+    students' install, on a configuration no public case runs): the hint then says less."""
+    try:
+        return _ablation_row_reference(EngineConfig(**switches))
+    except AnswerNotStored:
+        return None
 
 
 def _check_row(fn: AblationRow, rng: random.Random) -> None:
-    workload = ablation_workload(16)
     combos = list(EngineConfig.all_combinations())
-    fixes, held_back = _handed_fixes(rng)  # 6.2 counts with the fixes it is handed, whatever they are
+    held_back = _held_back(rng)  # 6.2 counts with the fixes it is handed, whatever they are
     for config in [EngineConfig.baseline(), EngineConfig(), *rng.sample(combos, 2)]:
-        want = _ablation_row_reference(config, workload, fixes)
-        got = fn(config, workload, fixes)
+        runs = _switches(replace(config, **{held_back: False}))  # what the handed fixes really run
+        want = _ablation_row_reference(EngineConfig(**runs))
+        seen = row_outcome(fn, _switches(config), held_back)
+        got = seen["row"]
         if isinstance(got, dict) and got.get("stray_per_step") != want["stray_per_step"]:
             # counted with other fixes than the ones handed in: the book's, or the ones the notebook loaded
-            for whose, others in (("the book's fixes", book_fixes()),
-                                  ("the fixes your notebook loaded", last_loaded_fixes())):
-                if others is None or others == fixes:
+            for whose, others in (("the book's fixes", _switches(config)),
+                                  ("the fixes your notebook loaded", seen["loaded_runs"])):
+                theirs = None if others is None or others == runs else _counts_under(others)
+                if theirs is None:
                     continue
-                theirs = _ablation_row_reference(config, workload, others)
                 expect(got.get("stray_per_step") != theirs["stray_per_step"] or theirs == want,
                        "the row ignores the fixes it is handed", case=config.label,
                        expected=f"{want['stray_per_step']:.2f} stray syncs per step (the check holds the {held_back} "
@@ -278,7 +351,7 @@ def _check_row(fn: AblationRow, rng: random.Random) -> None:
                     "gpu_sync_allowed()): ch6.is_planned(event) is True for it; count it apart from the stray ones")
         for key in ROW_KEYS:
             expect(abs(got[key] - want[key]) < 1e-9, ROW_MESSAGES[key], expected=want[key], got=got[key],
-                   case=case, hint=_row_hint(key, got, want, workload))
+                   case=case, hint=_row_hint(key, got, want))
         found_right([round(got[key], 6) for key in ROW_KEYS])  # the grader's seed chose the configurations
 
 

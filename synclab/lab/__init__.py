@@ -15,12 +15,12 @@
 * the grader: :mod:`.judge` (each exercise judged from the saved notebook in a process of its own),
   :mod:`.judge_worker` (that process), :mod:`.worker_server` (the worker kept warm, forking each job's), :mod:`.cell_runner` (the reader's cells run as a kernel runs them),
   :mod:`.audit` (its sandbox's hook), :mod:`.witnesses` (what each passed check found right, attached through the
-  checks' one hook), :mod:`.answer_scan` (what its reading of an answer lists for the instructor); for the exercises
+  checks' one hook), :mod:`.answer_scan` (what its reading of an answer lists for the instructor); every exercise
   judged apart, :mod:`.judged_apart` (the checks here, the answer in :mod:`.answer_process`, its own process, forked
   by :mod:`.answer_server`, kept warm) and :mod:`synclab.answer_keys.plain_data` (what crosses between them);
 * a class: :mod:`.nbgrader_source`, :mod:`.nbgrader_judge`, :mod:`.nbgrader_run`, :mod:`.grading` (nbgrader),
   :mod:`.student_image` (the students' install) and :mod:`.expected_results` (the answers of the public cases it
-  stores in place of the answers judged apart);
+  stores in place of the answers it does not ship);
 * :mod:`.citations` — the pull requests and issues the book cites (the appendix);
 * :mod:`.gpu_record` — what ``make gpu-check`` gave, step by step, kept beside the device's references.
 

@@ -33,7 +33,7 @@ GRADER_PARTS = ("synclab.checks", "synclab.lab", "synclab.answer_keys")
 OS_HARMLESS = {"path", "cpu_count", "getpid", "sep", "linesep", "getenv", "environ"}  # environ written: audit event
 # The checks' machinery, by the names a chapter's checks module also exports it under.
 MACHINERY = {"Check", "CheckReport", "Outcome", "run_checks", "expect", "checking", "answer_key", "answer_in",
-             "GUARDED_CODE", "EXERCISE_STATUS", "ready"}
+             "EXERCISE_STATUS", "ready"}
 # The ways from a value to the frames, code and namespaces around it.
 FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_lasti", "f_trace", "f_lineno",
                "tb_frame", "tb_next", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",

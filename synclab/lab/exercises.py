@@ -10,8 +10,8 @@ notebooks do not say:
   exercise and nothing else;
 * **stretch**: a stretch exercise is extra credit, graded apart from the core and worth less than
   every core exercise of its chapter (an instructor may reweight either, see the instructors' page);
-* **defines**: the top-level names its answer cells define; the grader takes exactly those
-  definitions from a notebook (and the definitions of the exercises it ``builds_on``);
+* **defines**: the top-level names its answer cells define, which the check call is handed (the grader's stand-ins
+  for them, the answer itself running in a process of its own);
 * **check**: the call its check cell makes, the one expression the grader evaluates.
 """
 
@@ -33,55 +33,56 @@ class Exercise:
     # 1.1 costs 1.1's points only.
     builds_on: tuple[str, ...] = ()
     stand_in: tuple[tuple[str, str], ...] = ()  # (name, "module:attribute") bound when a builds_on exercise fails
-    # Judged apart (synclab.lab.judged_apart): the answer is data or a function of data, so the grader runs it in a
-    # process of its own and the checks in its own; the references of such an exercise are not shipped to students.
-    judged_apart: bool = False
+    # What its answer's process keeps of the answers judged apart, because its runners run them (``module`` or
+    # ``module:name``): chapter 6's engine runs the book's fixes of chapters 1-5, and 6.1's hunt counts each step with
+    # ch6.step_syncs (which answers 6.2). Every other answer judged apart is left out of it.
+    answer_process_keeps: tuple[str, ...] = ()
+
+
+_BOOK_FIXES = "synclab.capstone.chapter_fixes"  # chapter 6's engine runs them, for 6.1's and 6.2's checks
 
 
 EXERCISES: dict[str, Exercise] = {e.task: e for e in [
-    Exercise("0.1", "ch0", 14, ("decode_step",), "primer.check_decode_step(decode_step)",
-             judged_apart=True),  # its checks run the reader's step through runners (step_outcome, ...)
-    Exercise("0.2", "ch0", 6, ("my_predictions",), "primer.check_predictions(my_predictions)", judged_apart=True),
-    Exercise("1.1", "ch1", 20, ("AllPool",), "ch1.check_all_pool(AllPool)",
-             judged_apart=True),  # runners (pooling_outcomes, ...) run the reader's pooler and send its outputs back
+    # Every answer runs in a process of its own (synclab.lab.judged_apart). An answer that is code the checks run
+    # (a step, a pooler, a class) is reached through the chapter's runners, named here.
+    Exercise("0.1", "ch0", 14, ("decode_step",), "primer.check_decode_step(decode_step)"),  # step_outcome, ...
+    Exercise("0.2", "ch0", 6, ("my_predictions",), "primer.check_predictions(my_predictions)"),
+    Exercise("1.1", "ch1", 20, ("AllPool",), "ch1.check_all_pool(AllPool)"),  # pooling_outcomes, ...
     Exercise("1.2", "ch1", 5, ("AllPoolNoSync",), "ch1.check_all_pool_no_sync(AllPoolNoSync)", stretch=True,
-             builds_on=("1.1",), stand_in=(("AllPool", "synclab.capstone.chapter_fixes:_AllPoolReference"),),
-             judged_apart=True),  # with 1.1 failed, its answer's process is sent the package's 1.1 as source
-    Exercise("2.1", "ch2", 14, ("AsyncPoolingOutput", "AsyncOutputRunner"), "ch2.check_runner(AsyncOutputRunner)",
-             judged_apart=True),  # runners (cuda_path_outcomes, ...) run the reader's runner on the simulated device
-    Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)", judged_apart=True),
-    Exercise("3.1", "ch3", 4, ("async_tensor_h2d",), "ch3.check_async_tensor_h2d(async_tensor_h2d)",
-             judged_apart=True),  # its checks call the reader's upload through runners (upload_outcome, ...)
-    Exercise("3.2", "ch3", 6, ("PinnedSampler",), "ch3.check_gather_specific_token_logprobs(PinnedSampler)",
-             judged_apart=True),  # its checks ask the reader's sampler through a runner (gather_outcomes)
+             builds_on=("1.1",), stand_in=(("AllPool", "synclab.capstone.chapter_fixes:_AllPoolReference"),)),
+    #      with 1.1 failed, its answer's process is sent the package's 1.1 as source
+    Exercise("2.1", "ch2", 14, ("AsyncPoolingOutput", "AsyncOutputRunner"),
+             "ch2.check_runner(AsyncOutputRunner)"),  # cuda_path_outcomes, ...: on the simulated device
+    Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)"),
+    Exercise("3.1", "ch3", 4, ("async_tensor_h2d",), "ch3.check_async_tensor_h2d(async_tensor_h2d)"),  # upload_outcome
+    Exercise("3.2", "ch3", 6, ("PinnedSampler",),
+             "ch3.check_gather_specific_token_logprobs(PinnedSampler)"),  # gather_outcomes
     Exercise("3.3", "ch3", 3, ("PinnedInputsRunner",), "ch3.check_init_model_kwargs(PinnedInputsRunner)",
-             stretch=True, judged_apart=True),  # the pattern of 3.1-3.2 at a third site: the core fits 75 minutes
-    #                                        without it
-    Exercise("3.4", "ch3", 2, ("PinnedInputsRunner",), "ch3.check_fast_prefill(PinnedInputsRunner)", stretch=True,
-             judged_apart=True),  # 3.3 and 3.4: runners (kwargs_outcomes, prefill_outcomes) run the reader's runner
-    Exercise("3.5", "ch3", 3, ("bincount",), "ch3.check_bincount(bincount)", stretch=True,
-             judged_apart=True),  # its checks call the reader's bincount through a runner (run_bincount)
+             stretch=True),  # the pattern of 3.1-3.2 at a third site: the core fits 75 minutes without it
+    Exercise("3.4", "ch3", 2, ("PinnedInputsRunner",), "ch3.check_fast_prefill(PinnedInputsRunner)",
+             stretch=True),  # 3.3 and 3.4: kwargs_outcomes, prefill_outcomes
+    Exercise("3.5", "ch3", 3, ("bincount",), "ch3.check_bincount(bincount)", stretch=True),  # run_bincount
     Exercise("3.6", "ch3", 3, ("my_predictions",), "ch3.check_sync_predictions(my_predictions)",
-             stretch=True, judged_apart=True),  # a self-test of the kinds: learners put the core at 85 minutes with it
+             stretch=True),  # a self-test of the kinds: learners put the core at 85 minutes with it
     Exercise("3.7", "ch3", 3, ("_run_ar", "_synchronize_dp_ranks"),
-             "ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks)", stretch=True,
-             judged_apart=True),  # a runner (rank_replies) starts the ranks in the answer's process; replies come back
+             "ch3.check_dp_sync(_run_ar, _synchronize_dp_ranks)", stretch=True),  # rank_replies: the ranks start there
     Exercise("3.8", "ch3", 3, ("update_ngram_gpu_tensors_incremental", "_apply_bad_words_single_batch"),
              "ch3.check_ngram_and_bad_words(update_ngram_gpu_tensors_incremental, _apply_bad_words_single_batch)",
-             stretch=True, judged_apart=True),  # runners: ngram_steps (the truth replayed here), banned_outcome
-    Exercise("4.1", "ch4", 14, ("ReverseScanBatch",), "ch4.check_update_async_output_token_ids(ReverseScanBatch)",
-             judged_apart=True),  # its checks run each step through step_outcome, which runs in the answer's process
-    Exercise("4.2", "ch4", 6, ("host_bottleneck_length",), "ch4.check_bottleneck_model(host_bottleneck_length)",
-             judged_apart=True),
-    Exercise("5.1", "ch5", 10, ("ListCachedRange",), "ch5.check_placeholder_range(ListCachedRange)",
-             judged_apart=True),  # its checks ask the reader's class through runners that run in the answer's process
+             stretch=True),  # ngram_steps (the truth replayed here), banned_outcome
+    Exercise("4.1", "ch4", 14, ("ReverseScanBatch",),
+             "ch4.check_update_async_output_token_ids(ReverseScanBatch)"),  # step_outcome
+    Exercise("4.2", "ch4", 6, ("host_bottleneck_length",), "ch4.check_bottleneck_model(host_bottleneck_length)"),
+    Exercise("5.1", "ch5", 10, ("ListCachedRange",), "ch5.check_placeholder_range(ListCachedRange)"),  # range_answers
     Exercise("5.2", "ch5", 5, ("EncoderScheduler",), "ch5.check_encoder_scheduler(EncoderScheduler)",
-             stretch=True, judged_apart=True),  # the loop around 5.1's question: its eight rules are the scheduler's
-    #      policy, not the pattern, and learners put the core at 110 minutes with it; runners: scheduled_call, mix_steps
-    Exercise("6.1", "ch6", 12, ("clean_runner",), "ch6.check_sync_hunt(clean_runner)"),
-    Exercise("6.2", "ch6", 3, ("ablation_row",), "ch6.check_ablation_row(ablation_row)",
-             stretch=True),  # 6.3 reads the counts the lab prints: the core fits a learner's 75 minutes without it
-    Exercise("6.3", "ch6", 4, ("my_reading",), "ch6.check_ablation_reading(my_reading)", judged_apart=True),
+             stretch=True),  # scheduled_call, mix_steps. The loop around 5.1's question: its eight rules are the
+    #      scheduler's policy, not the pattern, and learners put the core at 110 minutes with it
+    Exercise("6.1", "ch6", 12, ("clean_runner",), "ch6.check_sync_hunt(clean_runner)",
+             answer_process_keeps=(_BOOK_FIXES, "synclab.capstone.workloads:step_syncs")),  # hunt_outcome,
+    #      host_work_outcome: the answer's process runs the engine with the reader's runner and counts (its word)
+    Exercise("6.2", "ch6", 3, ("ablation_row",), "ch6.check_ablation_row(ablation_row)", stretch=True,
+             answer_process_keeps=(_BOOK_FIXES,)),  # row_outcome hands it its inputs there. 6.3 reads the counts
+    #      the lab prints: the core fits a learner's 75 minutes without 6.2
+    Exercise("6.3", "ch6", 4, ("my_reading",), "ch6.check_ablation_reading(my_reading)"),
 ]}
 
 

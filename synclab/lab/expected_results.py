@@ -1,7 +1,6 @@
 """The answers of the public cases, stored for the students' install: ``python -m synclab expected``.
 
-The exercises judged apart (0.1, 0.2, 1.1, 1.2, 2.1, 2.2, 3.1 to 3.8, 4.1, 4.2, 5.1, 5.2, 6.3) ship no answer to
-students (1.1's, 1.2's, 5.1's and 5.2's reference classes aside: chapter 5's profile and chapter 6 run them; chapter
+The exercises, all judged apart, ship no answer to students (1.1's, 1.2's, 5.1's and 5.2's reference classes aside: chapter 5's profile and chapter 6 run them; chapter
 1's checks need no stored answer, a pooler's expected rows being its requests' prompts): their checks there look up
 ``data/expected/<task>.json`` (:mod:`synclab.answer_keys.stored`). This module writes those files: it runs each such
 exercise's checks on the solution's answer, over the public seeds, with every answer of the exercise recorded as
@@ -32,7 +31,8 @@ PUBLIC_SEEDS = tuple(range(8))  # the seeds a learner's check in the students' i
 
 
 def judged_apart() -> list[str]:
-    return [task for task, exercise in EXERCISES.items() if exercise.judged_apart]
+    """Every exercise: each is judged apart, and those with answers in the package store their public cases'."""
+    return list(EXERCISES)
 
 
 def _answers_of(task: str) -> dict[str, tuple[Any, str]]:

@@ -7,12 +7,13 @@ checks in the learner's own process, which is right for learning and wrong for g
 * takes each exercise's cells from the saved notebook (the reader's cells before its check cell that it needs,
   run whole), with the notebook's setup cells from a trusted copy (nbgrader's locked cells, or the lab as generated,
   where the grader has it);
-* runs its checks in a fresh process forked for that exercise alone, beside a fresh import of synclab
-  (:mod:`synclab.lab.judge_worker`), under the sandbox's audit hook;
+* runs its checks in a fresh process forked for that exercise alone (:mod:`synclab.lab.judge_worker`), and the
+  reader's cells in a process of their own, under the sandbox's audit hook (:mod:`synclab.lab.judged_apart`): only
+  data crosses between them;
 * with the right answers at hand (``reference``), counts a passed check only where it saw the results the right
   answers give on the same cases (:func:`verify`);
 * hands back one :class:`~synclab.lab.verdicts.Verdict` per exercise. The score is the checks' alone: what the
-  grader's reading of the cells, its tracer and its hook find are review lines for the instructor.
+  grader's reading of the cells and the answer's process's audit hook find are review lines for the instructor.
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def jobs_for(nb: NotebookNode, tasks: list[str] | None = None,
         exercises.append({"task": exercise.task, "defines": list(exercise.defines), "check": exercise.check,
                           "cells": cells, "builds_on": list(exercise.builds_on),
                           "stand_in": [list(pair) for pair in exercise.stand_in],
-                          "judged_apart": exercise.judged_apart})
+                          "keeps": list(exercise.answer_process_keeps)})
         review = review_lines([c["source"] for c in cells if exercise.task in c["answers"]])
         review += [f"names the grader's parts: {line}"
                    for line in review_lines([c["source"] for c in cells], _TAMPERING)]
@@ -178,7 +179,10 @@ def run_worker(chapter: str, exercises: list[dict], setup: list[str], setup_trus
            "token": token, "channel_fd": write_end, "time_limit_s": time_limit_s,
            "course_roots": [str(Path(synclab.__file__).resolve().parent.parent), *(closed or [])],
            "readable": _readable(), "grading_install": str(grading_install()),
-           "answer_install": str(answer_install()) if any(e.get("judged_apart") for e in exercises) else ""}
+           "answer_install": str(answer_install())}
+    for exercise in exercises:  # chapter 6's: an install that keeps what its runners run (the book's fixes)
+        if exercise.get("keeps"):
+            exercise["answer_install"] = str(answer_install(tuple(exercise["keeps"])))
     deadline = time.monotonic() + time_limit_s * len(exercises) + 60
     chunks: list[bytes] = []
     with tempfile.TemporaryDirectory(prefix="synclab-judge-") as cwd:
@@ -257,16 +261,17 @@ def grading_install() -> Path:
     return write_grading_install(root, dest / "install")
 
 
-@lru_cache(maxsize=1)
-def answer_install() -> Path:
+@lru_cache(maxsize=4)
+def answer_install(keeps: tuple[str, ...] = ()) -> Path:
     """What the process of an answer judged apart imports: the grading install without the answers of the exercises
-    judged apart (:func:`synclab.lab.student_image.write_answer_install`), written once per grader process."""
+    judged apart, but for ``keeps`` (:func:`synclab.lab.student_image.write_answer_install`), written once per grader
+    process."""
     from synclab.lab.student_image import write_answer_install
 
     dest = Path(tempfile.mkdtemp(prefix="synclab-answer-"))
     os.chmod(dest, 0o755)
     atexit.register(shutil.rmtree, dest, ignore_errors=True)
-    return write_answer_install(grading_install(), dest / "install")
+    return write_answer_install(grading_install(), dest / "install", keeps)
 
 
 def judge_notebook(nb: NotebookNode, tasks: list[str] | None = None, trusted: NotebookNode | None = None,

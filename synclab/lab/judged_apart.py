@@ -1,13 +1,12 @@
 """Judged apart: the checks run in the grader's process, the answer in a process of its own, and only data crosses.
 
-Used by the grader's worker (:mod:`synclab.lab.judge_worker`) for the exercises whose answer is plain data or a
-function of plain data (:attr:`synclab.lab.exercises.Exercise.judged_apart`: predictions, diagnoses, readings, a
-cost model). The worker's child for such an exercise runs none of the reader's code. It starts the answer's process
+Used by the grader's worker (:mod:`synclab.lab.judge_worker`) for every exercise. The worker's child for an
+exercise runs none of the reader's code. It starts the answer's process
 (:mod:`synclab.lab.answer_process`: a fresh Python on the students' install, where the exercise's references are not
 shipped), sends it the setup and the reader's cells, and evaluates the check call with each name the answer defines
 bound here to what it is there: a value, as data, or a function whose calls go over the pipe with their arguments and
 come back as the result, or as the exception it raised (raised again here, from the reader's line, so that the
-report names it as it would in the notebook). An answer that is a class (4.1's batch, 5.1's range) is run there by
+report names it as it would in the notebook). An answer that is code the checks run (4.1's batch, 6.1's runner) runs there by
 the chapter's runners (:mod:`synclab.answer_keys.runners`), which the checks call with the answer's stand-in here:
 each builds its case there, runs the answer, and sends back what the check compares.
 

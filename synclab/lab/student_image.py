@@ -110,12 +110,13 @@ def write_grading_install(root: Path, dest: Path) -> Path:
     return dest
 
 
-def write_answer_install(grading: Path, dest: Path) -> Path:
+def write_answer_install(grading: Path, dest: Path, keeps: tuple[str, ...] = ()) -> Path:
     """What an answer's process imports (:mod:`synclab.lab.answer_process`): the grading install at ``grading``, with
-    the answers of the exercises judged apart not shipped (:func:`strip_answers_judged_apart`). The checks that need
-    them run in the grader's worker, which imports the grading install itself."""
+    the answers of the exercises judged apart not shipped (:func:`strip_answers_judged_apart`), but for those
+    ``keeps`` names (an exercise's :attr:`~synclab.lab.exercises.Exercise.answer_process_keeps`: what its runners
+    run). The checks that need them run in the grader's worker, which imports the grading install itself."""
     shutil.copytree(grading, dest)
-    strip_answers_judged_apart(dest / "synclab", classes=True)
+    strip_answers_judged_apart(dest / "synclab", classes=True, keeps=keeps)
     shutil.rmtree(dest / "data" / "expected", ignore_errors=True)  # the public cases' answers: no use to an answer
     _readable_by_all(dest)
     return dest
@@ -146,7 +147,7 @@ def _answer_key_tasks(decorator: ast.expr) -> tuple[set[str], str, str] | None:
 _BEFORE_THE_PR = "vLLM's code before"  # a role: the code a PR changed, which the checks may time (a baseline)
 
 
-def answers_judged_apart(package: Path, classes: bool = False
+def answers_judged_apart(package: Path, classes: bool = False, keeps: tuple[str, ...] = ()
                          ) -> dict[str, tuple[Path, ast.FunctionDef | ast.AsyncFunctionDef, str]]:
     """Every answer of an exercise judged apart in the package at ``package`` (a function marked ``@answer_key`` for
     such an exercise only, and for no other): by ``module:name``, its file, its definition and its task.
@@ -156,10 +157,12 @@ def answers_judged_apart(package: Path, classes: bool = False
     6 runs them). vLLM's code before a PR stays everywhere: the answer's process refuses it to the answer while a
     runner of the checks runs (:mod:`synclab.lab.answer_process`), as the notebook's checks do, and a runner may
     time it.
+
+    ``keeps``: modules (``synclab.capstone.chapter_fixes``) and answers (``module:name``) left out of what is found.
     """
     from synclab.lab.exercises import EXERCISES
 
-    apart = {task for task, exercise in EXERCISES.items() if exercise.judged_apart}
+    apart = set(EXERCISES)  # every exercise is judged apart
 
     def tasks_of(node: ast.AST) -> set[str] | None:
         keys = [k for k in map(_answer_key_tasks, getattr(node, "decorator_list", [])) if k is not None]
@@ -174,8 +177,13 @@ def answers_judged_apart(package: Path, classes: bool = False
         if "answer_key(" not in source:
             continue
         module = path.relative_to(package.parent).with_suffix("").as_posix().replace("/", ".")
+        if module in keeps:
+            continue
         for node in ast.walk(ast.parse(source)):
             tasks = tasks_of(node)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                    f"{module}:{node.name}" in keeps:
+                continue
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and tasks:
                 found[f"{module}:{node.name}"] = (path, node, next(iter(tasks)))
             elif isinstance(node, ast.ClassDef) and tasks and classes:
@@ -185,14 +193,14 @@ def answers_judged_apart(package: Path, classes: bool = False
     return found
 
 
-def strip_answers_judged_apart(package: Path, classes: bool = False) -> list[str]:
+def strip_answers_judged_apart(package: Path, classes: bool = False, keeps: tuple[str, ...] = ()) -> list[str]:
     """Replace the body of every answer of an exercise judged apart (:func:`answers_judged_apart`) by a look-up of
     its stored results (:func:`synclab.answer_keys.stored.stored_answer`), in the package copy at ``package``, and
     say so in its ``NOT_SHIPPED``; the answers stripped, as ``module:name``.
 
     The lines stay where they were (the body's lines become blank), so that every other line the package quotes
     keeps its number."""
-    answers = answers_judged_apart(package, classes)
+    answers = answers_judged_apart(package, classes, keeps)
     by_file: dict[Path, list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef, str]]] = {}
     for name, (path, node, task) in answers.items():
         by_file.setdefault(path, []).append((name, node, task))
