@@ -99,6 +99,19 @@ def test_a_cheat_written_in_an_answer_cell_is_named_for_the_instructor(tmp_path,
 CAPSTONE = "06_capstone_engine_step"
 
 
+def test_the_graders_report_says_whose_word_a_count_is(capsys):
+    """The grader compares results itself; what the answer's process counts is its word, and the report says so, in
+    its text and its JSON (the instructors' page says the same)."""
+    from synclab.lab.cli import COUNTS_ARE_ITS_WORD
+
+    cli.main(["grade", str(ROOT / "solutions" / f"{PRIMER}.ipynb"), "--task", "0.2"])
+    assert f"(for the instructor: {COUNTS_ARE_ITS_WORD})" in capsys.readouterr().out
+    cli.main(["grade", str(ROOT / "solutions" / f"{PRIMER}.ipynb"), "--task", "0.2", "--json"])
+    assert json.loads(capsys.readouterr().out)["counts"] == COUNTS_ARE_ITS_WORD
+    page = " ".join((ROOT / "book" / "instructors.md").read_text().split())
+    assert "is still that process's word" in page
+
+
 def test_machinery_rebound_from_inside_the_answers_process_changes_no_verdict(tmp_path, capsys):
     """6.1 judged apart: an answer that rebinds the checks' _run_one in its own process reaches no check (they run in
     the grader's). A right runner earns what its honest version earns, no more and no less; a runner that removes no

@@ -213,13 +213,15 @@ def cmd_grade(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     verdicts = judge_notebook(nb, [args.task] if args.task else None, trusted, sandbox=shlex.split(args.sandbox),
                               reference=reference)
-    summary = json_report(notebook, verdicts, [], args.task, time.perf_counter() - started)
+    summary = {**json_report(notebook, verdicts, [], args.task, time.perf_counter() - started),
+               "counts": COUNTS_ARE_ITS_WORD}
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
         for verdict in verdicts.values():
             print(verdict)
             print("".join(f"  for the instructor to read: {line}\n" for line in verdict.review), end="")
+        print(f"(for the instructor: {COUNTS_ARE_ITS_WORD})")
         print(verdict_line(summary, summary["passed"]))
     return 0 if summary["passed"] else 1
 
@@ -270,6 +272,12 @@ def verdict_line(summary: dict[str, Any], ok: bool) -> str:
     if ok and undone:
         return "core: all passed; " + ", ".join(f"stretch {t}: not done" for t in undone)
     return "ALL CHECKS PASSED" if ok else "SOME CHECKS DID NOT PASS"
+
+
+# What a grade's counts rest on, said in the grader's report (and on the instructors' page).
+COUNTS_ARE_ITS_WORD = ("results were compared by the grader; the counts (syncs, torch calls, host work, time ratios) "
+                       "were counted in the answer's own process and are its word, not verified (the instructors' "
+                       "page, 'What the grades are good for')")
 
 
 def json_report(notebook: Path, verdicts: dict, errors: list[str], task: str | None, seconds: float,
