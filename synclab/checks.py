@@ -268,13 +268,14 @@ class CheckReport:
     def summary(self) -> str:
         n_ok = sum(o.ok for o in self.outcomes)
         partial = any(o.earned and not o.ok for o in self.outcomes)
-        points = "" if self.points == len(self.outcomes) and not partial else f" {self.points_said()}"
-        return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed{points}"
+        shown = partial or (n_ok < len(self.outcomes) and self.points != len(self.outcomes))
+        return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed{f' {self.points_said()}' if shown else ''}"
 
     def points_said(self) -> str:
-        """``(3/5 points)``: what the summary says of the points, in the checks' own weights (a grader's report says
-        them in the exercise's points, :class:`synclab.lab.verdicts.Verdict`)."""
-        return f"({self.earned:.3g}/{self.points} points)"
+        """``(60% of the exercise's points)``: what the summary says of the points, as a share, so that it agrees with
+        any scale (the checks' weights are not the exercise's points: a grader's report says those,
+        :class:`synclab.lab.verdicts.Verdict`)."""
+        return f"({100 * self.earned / self.points:.3g}% of the exercise's points)" if self.points else ""
 
     @property
     def lead(self) -> Outcome | None:

@@ -526,7 +526,7 @@ def test_os_used_for_anything_else_is_named(source, phrase):
 
 
 @pytest.mark.parametrize("line", ["if hidden_states.is_cuda:", "if x.device.type == 'cuda':",
-                                  "on_gpu = torch.cuda.is_available()", "if not t.is_cpu:", "if t.get_device() >= 0:"])
+                                  "if not t.is_cpu:", "if t.get_device() >= 0:"])
 def test_a_branch_on_the_kind_of_device_is_for_the_instructor_to_read(line):
     """The grader judges every answer on the simulated device: a sync kept for a real GPU behind such a test (the red
     team's second round: 14/14 on 2.1) is never judged, so the line is shown to the instructor, and costs nothing."""
@@ -535,3 +535,13 @@ def test_a_branch_on_the_kind_of_device_is_for_the_instructor_to_read(line):
     cell = f"def _pool(self, hidden_states):\n    {line}\n        self._sync_device()\n    return hidden_states\n"
     assert review_lines([cell]) == [line]
     assert suspicious(cell) == []  # not a flag: an honest answer may ask, and the instructor reads why
+
+
+def test_asking_torch_whether_cuda_is_available_is_no_review_line():
+    """Inside the checks the simulated device answers torch.cuda.is_available() as a GPU machine does: the branch it
+    guards is the one judged, so an honest 2.1 that asks it (tests/honest/right/2.1-cuda-is-available-platform.py)
+    leaves the instructor nothing to read."""
+    from synclab.lab.judge import review_lines
+
+    cell = "def _pool(self, hidden_states):\n    if torch.cuda.is_available():\n        pass\n    return hidden_states\n"
+    assert review_lines([cell]) == []

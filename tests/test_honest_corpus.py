@@ -34,7 +34,7 @@ SEED = 20261129  # the grader's seed for this run: the submissions and the right
 
 def _tasks(answer: Answer) -> list[str]:
     """The exercises an answer's cell answers: one cell holds both 3.3 and 3.4."""
-    return ["3.3", "3.4"] if answer.task == "3.3" else [answer.task]
+    return ["3.3", "3.4"] if answer.task in ("3.3", "3.4") else [answer.task]
 
 
 def _ids(found: list[Answer]) -> list[str]:

@@ -157,13 +157,13 @@ def test_an_answers_process_holds_no_reference_and_no_expected_result():
 
 
 def test_chapter_6s_answer_processes_hold_none_of_chapter_6s_answers():
-    """6.1's and 6.2's runners run the engine with the book's fixes of chapters 1-5, so their answer's process keeps
-    those (and 6.1's, the step counter that answers 6.2); neither holds an answer of its own exercise or of 6.3, and
-    the 6.2 row's answer cannot call the lab's counter."""
+    """Chapter 6's engine runs the book's fixes of chapters 1-5, so the answers' processes of 6.1, 6.2 and 6.3 keep
+    those (and 6.1's and 6.3's the step counter that answers 6.2); none holds an answer of its own exercise, and the
+    6.2 row's answer cannot call the lab's counter."""
     import synclab.capstone as ch6
 
     row_source = (ROOT / "tests" / "honest" / "right" / "6.2-counter-generator.py").read_text()
-    for task, own in (("6.1", ["6.1", "6.3"]), ("6.2", ["6.2", "6.3"])):
+    for task, own in (("6.1", ["6.1", "6.3"]), ("6.2", ["6.2", "6.3"]), ("6.3", ["6.3"])):
         keeps = EXERCISES[task].answer_process_keeps
         env = answer_environment(judge._worker_env(), str(judge.grading_install()), str(judge.answer_install(keeps)))
         exercise = {"task": task, "cells": [{"source": row_source + PROBE.replace("def host_bottleneck_length",

@@ -33,11 +33,15 @@ FLAT_BOUND = 1.5  # host work may grow by at most this factor while outputs grow
 HUNT_CASES = 3
 
 
+FIXED_MIX = "the fixed mix: min_tokens at its boundary, a fractional logit bias, an embedding request first"
+
+
 def _hunt_mixes(rng: random.Random) -> list[dict]:
-    """Random mixes, then the stop rule's boundary fixed (min_tokens_mix): a clause random draws reach by chance.
-    Each as data (:func:`hunt_mix` builds it), so that the process holding the runner builds the same mix."""
-    return [{"seed": rng.getrandbits(32), "num_requests": rng.randint(3, 7)} for _ in range(HUNT_CASES)] + [
-        {"fixed": "min_tokens"}]
+    """The fixed mix first (min_tokens_mix: the clauses random draws reach only by chance, so that its message names
+    the fault on every seed), then random mixes. Each as data (:func:`hunt_mix` builds it), so that the process
+    holding the runner builds the same mix."""
+    return [{"fixed": "min_tokens"}] + [{"seed": rng.getrandbits(32), "num_requests": rng.randint(3, 7)}
+                                        for _ in range(HUNT_CASES)]
 
 
 def hunt_mix(mix: dict) -> Workload:
@@ -107,8 +111,7 @@ def _lines(steps: list[list[dict]], kind: bool = True) -> list[str]:
 def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: random.Random) -> None:
     """On each mix, the counted run's own tokens against the planted runner's; then that run's syncs."""
     for i, mix in enumerate(_hunt_mixes(rng)):
-        case = (f"random mix {i + 1} of {HUNT_CASES}" if i < HUNT_CASES else  # named before the run: a hang says
-                "min_tokens at its boundary: every token but one a stop token, one request resumed")
+        case = FIXED_MIX if i == 0 else f"random mix {i} of {HUNT_CASES}"  # named before the run: a hang says
         workload = hunt_mix(mix)
         want = _planted_outputs(workload)
         seen = hunt_outcome(clean_runner, mix)  # the syncs count on a run whose results count too: this very run
@@ -141,7 +144,7 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
                     "rather than mark it")
         worst = max(seen["planned"], default=0)
         expect(worst <= 1, "a step waited more than once on the output copy", expected="at most 1 planned wait",
-               got=f"{worst} in one step", case=f"random mix {i + 1}")
+               got=f"{worst} in one step", case=case)
 
 
 # What removes a stray sync of each kind the hunt meets (hint 2's three remedies, said where the kind shows).
@@ -157,6 +160,8 @@ _REMEDIES = {
                     "A device value read back: read it from the step's host copy, in stopped_on_host."),
 }
 
+_PAIRING = ("a request stops on the token it sampled itself: pair each sampled token with its own request, in the "
+            "output's order (output.req_ids), not the requests' order (an embedding request is never sampled)")
 _FEATURES_HINT = ("keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; a stop "
                   "takes effect when the step's output reaches the host, as before")
 _MIN_TOKENS_RULE = ("bans stop tokens while fewer than that many tokens are out (<, not <=), counting the tokens "
@@ -170,9 +175,15 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
     mine, right = got[spec.request_id][0], want[spec.request_id][0]  # the token lists
     stops, min_tokens = set(spec.sampling.stop_token_ids or ()), spec.sampling.min_tokens or 0
     if len(mine) > len(right) and mine[:len(right)] == right and right and right[-1] in stops:
+        if len(right) - 1 != min_tokens:  # past min_tokens' boundary: no ban kept it going, its stop was missed
+            return (f"yours went on past the stop token {right[-1]} it sampled at output position {len(right) - 1}, "
+                    f"where the right run stopped (min_tokens {min_tokens} was behind it). {_PAIRING}")
         return (f"yours went on past the stop token {right[-1]} at output position {len(right) - 1}, where the right "
                 f"run stopped. Stop tokens are banned only while fewer than min_tokens ({min_tokens}) tokens are out "
                 "(<, not <=), and a sampled stop token ends the request")
+    if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] not in stops:
+        return (f"yours stopped after {len(mine)} token(s), on token {mine[-1]}, which is not one of its stop tokens: "
+                f"{_PAIRING}")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] in stops:
         return (f"yours stopped on the stop token {mine[-1]} after {len(mine)} token(s), where the right run went on: "
                 f"min_tokens ({min_tokens}) bans stop tokens until that many tokens are out")
@@ -518,15 +529,17 @@ GRADER_WARM_UP: dict[str, Callable[[], Any]] = {"6.3": _measured_reading}
 # "fixed case" is a mix drawn from the seed: every seed's mixes hold every feature (random_mix(hunt_features=True)).
 
 CLAUSES = [
-    Clause("6.1-outputs", "every feature kept, every token the same", NO_STRAY, "random mix",
+    Clause("6.1-outputs", "every feature kept, every token the same", NO_STRAY, "the fixed mix",
            "6.1-min-tokens-at-or-below", "min_tokens"),
-    Clause("6.1-bias", "a per-request logit bias", NO_STRAY, "min_tokens at its boundary",
+    Clause("6.1-own-stop", "every token the same", NO_STRAY, "an embedding request first",
+           "6.1-stops-paired-by-arrival", "pair each sampled token with its own request"),
+    Clause("6.1-bias", "a per-request logit bias", NO_STRAY, "a fractional logit bias",
            "6.1-bias-uploaded-as-integers", "its float values"),
-    Clause("6.1-no-stray", "0 stray syncs per step", NO_STRAY, "random mix", "6.1-one-tolist-per-step",
+    Clause("6.1-no-stray", "0 stray syncs per step", NO_STRAY, "the fixed mix", "6.1-one-tolist-per-step",
            "rewrite each without the wait"),
-    Clause("6.1-planned", "one planned wait at most", NO_STRAY, "random mix", "6.1-marks-its-syncs-allowed",
+    Clause("6.1-planned", "one planned wait at most", NO_STRAY, "the fixed mix", "6.1-marks-its-syncs-allowed",
            "Remove the wait rather than mark it", lab="at most one planned wait"),
-    Clause("6.1-pinned", "no upload from pageable memory", NO_STRAY, "random mix", "6.1-to-non-blocking",
+    Clause("6.1-pinned", "no upload from pageable memory", NO_STRAY, "the fixed mix", "6.1-to-non-blocking",
            "self.upload(data, dtype)"),
     Clause("6.1-flat", "in the tokens generated so far", HUNT_CHECKS[3].name, "tokens generated 6 against 96",
            "6.1-counts-generated-by-walking", "keep a count instead"),

@@ -111,13 +111,15 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL) -> Workload:
     that one token until it has generated ``min_tokens`` (stops banned) and then stops at once; one request resumed
     with output already out (only this run's tokens count), one with ``min_tokens`` 0. An off-by-one in the count
     shifts where each stops. Beside them a free request with a fractional logit bias on a token whose logprob it asks:
-    a bias that loses its fraction (uploaded as integers) shifts that logprob."""
+    a bias that loses its fraction (uploaded as integers) shifts that logprob. An embedding request arrives first, so
+    the requests' order is not the sampled output's: a stop paired by arrival lands on another request."""
     vocab = model.vocab_size
 
     def stops_but(kept: int) -> tuple[int, ...]:
         return tuple(t for t in range(vocab) if t != kept)
 
-    specs = (RequestSpec("gen-min3", (1, 2, 3), SamplingParams(max_tokens=8, stop_token_ids=stops_but(5),
+    specs = (RequestSpec("embed-first", (5, 6, 7), None),  # pooled, never sampled: the output's rows start after it
+             RequestSpec("gen-min3", (1, 2, 3), SamplingParams(max_tokens=8, stop_token_ids=stops_but(5),
                                                                min_tokens=3)),
              RequestSpec("gen-resumed-min2", (4, 6), SamplingParams(max_tokens=8, stop_token_ids=stops_but(7),
                                                                     min_tokens=2), (), tuple(range(10, 20))),

@@ -33,13 +33,13 @@ class Exercise:
     # 1.1 costs 1.1's points only.
     builds_on: tuple[str, ...] = ()
     stand_in: tuple[tuple[str, str], ...] = ()  # (name, "module:attribute") bound when a builds_on exercise fails
-    # What its answer's process keeps of the answers judged apart, because its runners run them (``module`` or
-    # ``module:name``): chapter 6's engine runs the book's fixes of chapters 1-5, and 6.1's hunt counts each step with
-    # ch6.step_syncs (which answers 6.2). Every other answer judged apart is left out of it.
+    # What its answer's process keeps of the package's answers, because its runners (or an honest answer) run them
+    # (``module`` or ``module:name``): chapter 6's engine runs the book's fixes of chapters 1-5, and 6.1's hunt counts
+    # each step with ch6.step_syncs (which answers 6.2). Every other answer is left out of it.
     answer_process_keeps: tuple[str, ...] = ()
 
 
-_BOOK_FIXES = "synclab.capstone.chapter_fixes"  # chapter 6's engine runs them, for 6.1's and 6.2's checks
+_BOOK_FIXES = "synclab.capstone.chapter_fixes"  # chapter 6's engine runs them: 6.1's and 6.2's checks, 6.3's counts
 
 
 EXERCISES: dict[str, Exercise] = {e.task: e for e in [
@@ -82,7 +82,9 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     Exercise("6.2", "ch6", 3, ("ablation_row",), "ch6.check_ablation_row(ablation_row)", stretch=True,
              answer_process_keeps=(_BOOK_FIXES,)),  # row_outcome hands it its inputs there. 6.3 reads the counts
     #      the lab prints: the core fits a learner's 75 minutes without 6.2
-    Exercise("6.3", "ch6", 4, ("my_reading",), "ch6.check_ablation_reading(my_reading)"),
+    Exercise("6.3", "ch6", 4, ("my_reading",), "ch6.check_ablation_reading(my_reading)",
+             answer_process_keeps=(_BOOK_FIXES, "synclab.capstone.workloads:step_syncs")),  # a reading may count
+    #      the ablation afresh (ch6.book_ablation_counts), as the profile printed it
 ]}
 
 
