@@ -656,3 +656,14 @@ def test_figures_are_numbered_per_chapter(built_book: Path) -> None:
         html = (built_book / "book" / f"{page.stem}.html").read_text()
         numbers = re.findall(r'<span class="caption-number">Fig\. ([\d.]+) </span>', html)
         assert numbers == [f"{chapter}.{i}" for i in range(1, len(numbers) + 1)], (page.name, numbers)
+
+
+def test_a_gpu_figure_is_numbered_as_the_pages_others(built_book: Path) -> None:
+    """A learner could not name the GPU figures ("the H200 one, under Fig. 1.2"): each stored GPU figure is a numbered
+    figure of its page, its caption its own title (the provenance stays on the figure)."""
+    html = (built_book / "book" / "01_slice_then_split.html").read_text()
+    captions = re.findall(r'<span class="caption-number">Fig\. ([\d.]+) </span><span class="caption-text">([^<]*)',
+                          html)
+    gpu = [(number, text) for number, text in captions if "on a GPU" in text]
+    assert len(gpu) == len(list((ROOT / "data" / "reference").glob("*/ch1.json"))) > 0, captions
+    assert all("measured on" not in text for _, text in gpu), gpu

@@ -11,11 +11,13 @@ what the chapter's PR measured in its own words (``data/pr_reports.yaml``), and 
 
 Several measurements of one chapter share one report: ``{gpu-reference} ch6 host_time timeline`` with
 ``:title: A whole run | The first steps`` (one title per measurement, split at ``|``), and optionally
-``:caption:`` (how to read each measurement's figure, split the same way), set under its figures.
+``:caption:`` (how to read each measurement's figure, split the same way), set under its figures. Each figure is
+numbered as the page's other figures are (Fig. 1.3), its caption the figure's own title.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from docutils import nodes
@@ -60,7 +62,7 @@ class GpuReferenceDirective(SphinxDirective):
         try:
             for name, title, caption in zip(names, titles, captions):
                 figures, table = headline_figures(chapter, name, title), speedup_table(chapter, name)
-                drawn += [plotly_node(figure) for figure in figures]
+                drawn += [self._numbered(figure) for figure in figures]
                 if figures and caption:  # how to read the figure, under it
                     drawn += [nodes.container("", *self.parse_text_to_nodes(caption), classes=["synclab-caption"])]
                 tables += [table] if table else []
@@ -70,6 +72,21 @@ class GpuReferenceDirective(SphinxDirective):
         box = nodes.container(classes=["synclab-pr-report"])
         box += self.parse_text_to_nodes("".join(t + "\n\n" for t in tables) + _report_markdown(report, names, shown))
         return drawn + [box]
+
+    def _numbered(self, figure: Any) -> nodes.figure:
+        """``figure`` as a numbered figure of the page (an id makes Sphinx number it), its title as its caption."""
+        node = nodes.figure(ids=[f"fig-gpu-{self.env.docname.split('/')[-1]}-{self.env.new_serialno('gpu-fig')}"])
+        node += plotly_node(figure)
+        node += nodes.caption("", _title_text(figure))
+        return node
+
+
+def _title_text(figure: Any) -> str:
+    """A plotly figure's title as plain text, its subtitle (the provenance, drawn on the figure) left out."""
+    layout = figure["layout"] if isinstance(figure, dict) else figure.layout.to_plotly_json()
+    title = layout.get("title", {})
+    title = (title.get("text", "") if isinstance(title, dict) else str(title)) or ""
+    return " ".join(re.sub(r"<[^>]+>", " ", re.split(r"<br\s*/?>", title)[0]).split())
 
 
 def _report_markdown(report: Any, names: list[str], shown: list[str]) -> str:
