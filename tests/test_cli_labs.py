@@ -165,3 +165,20 @@ def test_a_stretch_left_undone_reads_as_a_stretch_and_its_points_come_apart():
     failing = json_report(lab, verdicts, [], None, 1.0)
     assert failing["earned"] == round(points_of("1.1") * 7 / 8, 2)
     assert not failing["passed"] and verdict_line(failing, ok=False) == "SOME CHECKS DID NOT PASS"
+
+
+def test_a_stretch_checked_alone_keeps_its_points_under_stretch():
+    """`check --task 1.2 --json` put the stretch's 5 points under `points` (a learner's review): a stretch checked
+    alone is still a stretch, its points under `stretch_points`; the run passes on it."""
+    from synclab.checks import CheckReport, Outcome
+    from synclab.lab.cli import json_report
+    from synclab.lab.exercises import points_of
+    from synclab.lab.verdicts import Verdict
+
+    lab = ROOT / "labs" / "01_slice_then_split.ipynb"
+    passed = {"1.2": Verdict("1.2", CheckReport("1.2", [Outcome("1.2", "d0", "passed")]))}
+    summary = json_report(lab, passed, [], "1.2", 1.0)
+    assert (summary["points"], summary["earned"]) == (0, 0) and summary["passed"]
+    assert (summary["stretch_points"], summary["stretch_earned"], summary["total_earned"]) == (points_of("1.2"),) * 3
+    failed = {"1.2": Verdict("1.2", CheckReport("1.2", [Outcome("1.2", "d0", "failed")]))}
+    assert not json_report(lab, failed, [], "1.2", 1.0)["passed"]

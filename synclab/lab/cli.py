@@ -310,12 +310,13 @@ def json_report(notebook: Path, verdicts: dict, errors: list[str], task: str | N
                            "message": o.message,
                            "stretch": stretch})
     raised = cells_raised(notebook, errors)
-    core = [e for e in exercises if not e["stretch"]] or exercises  # a stretch checked alone (--task) is the run
-    extra = [e for e in exercises if e["stretch"] and e not in core]
+    core = [e for e in exercises if not e["stretch"]]
+    extra = [e for e in exercises if e["stretch"]]  # under stretch_points always, a stretch checked alone too
     earned = round(sum(e["earned"] for e in core), 2)
     stretch_earned = round(sum(e["earned"] for e in extra), 2)
+    judged = core or extra  # what passing means: the core, or the stretch a run checked alone (--task 1.2)
     return {"notebook": str(notebook), "task": task,
-            "passed": bool(core) and all(e["status"] == "passed" for e in core) and not raised,
+            "passed": bool(judged) and all(e["status"] == "passed" for e in judged) and not raised,
             "points": sum(e["points"] for e in core), "earned": earned,
             "stretch_points": sum(e["points"] for e in extra), "stretch_earned": stretch_earned,
             "total_earned": round(earned + stretch_earned, 2),
