@@ -501,3 +501,18 @@ def test_chapter_1_states_its_models_step_times_as_the_model_plays_them():
     page = " ".join((ROOT / "book" / "01_slice_then_split.md").read_text().split())
     assert "simulate(host_us=60, device_us=40, syncs=2, steps=4)" in page
     assert f"{before} us per step before, {after} us after" in page, (before, after)
+
+
+def test_chapter_1s_pr_note_states_the_stored_gpu_baselines_at_32():
+    """The PR's box under chapter 1's GPU figures sets its 59.89 us beside the lab's GPU runs: the baseline's medians
+    at a sub-group of 32, as stored, about twice the PR's."""
+    import json
+
+    from synclab.reference import pr_reports
+
+    note = pr_reports()["ch1"].note
+    for slug, name in (("nvidia-h200", "H200"), ("nvidia-h100-80gb-hbm3", "H100")):
+        timing = json.loads((ROOT / "data" / "reference" / slug / "ch1.json").read_text())["results"]["timing"]
+        at_32 = timing["timings"][timing["variants"][0]][timing["values"].index(32)]["median_us"]
+        assert f"{at_32:.0f} us on the {name}" in note, (name, at_32)
+        assert 1.8 < at_32 / 59.89 < 2.4  # "about half": the PR's baseline against this run's
