@@ -185,6 +185,7 @@ def test_chapter_2s_gpu_waits_and_steps_are_the_stored_runs():
     for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
         rows = json.loads((ROOT / "data" / "reference" / gpu / "ch2.json").read_text())["results"]["host_blocked"]
         stored[gpu] = (rows["results"]["sync (before #39113)"], rows["results"]["async (2.1)"])
+        assert f"the table under the figures ({rows['steps']} steps at {rows['num_reqs']} requests, per step)" in page
     (h100_before, h100_after), (h200_before, h200_after) = stored.values()
     waits = (f"H100: {h100_before['host_waiting_us']:.0f} µs before, {h100_after['host_waiting_us']:.0f} after; "
              f"H200: {h200_before['host_waiting_us']:.0f} and {h200_after['host_waiting_us']:.0f}")
