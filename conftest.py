@@ -88,7 +88,7 @@ def pytest_configure(config):
     if getattr(option, "loadscopereorder", None):
         option.loadscopereorder = False
     if getattr(option, "nbval", False) or getattr(option, "nbval_lax", False):
-        if not option.nbval_sanitize_with:
+        if not option.nbval_sanitize_with and SANITIZER.exists():  # a copy without tests/ sanitizes nothing
             option.nbval_sanitize_with = str(SANITIZER)
         if not option.nbval_kernel_name:
             option.nbval_current_env = True  # the notebooks run in the interpreter running pytest

@@ -260,13 +260,16 @@ def speedup_figure(sweep: Sweep, title: str, published: dict[str, tuple[Any, flo
     baseline, *others = list(sweep.timings)
     fig = go.Figure()
     ratios = []
+    marked = {str(at) for at, _ in (published or {}).values()}
+    # a bar's ratio above it, but inside it, halfway up, where another source's mark crosses its group
+    positions = ["inside" if str(v) in marked else "outside" for v in sweep.values]
     for color, variant in zip(variant_colors(1), others):
         ys = sweep.ratio(baseline, variant)
         ratios += ys
         measured_on = "a CPU" if sweep.provenance.device == "cpu" else sweep.provenance.device
         fig.add_trace(go.Bar(x=[str(v) for v in sweep.values], y=ys, name=f"{variant} (measured on {measured_on})",
-                             marker_color=color, text=[f"{y:.2f}x" for y in ys], textposition="outside",
-                             cliponaxis=False))
+                             marker_color=color, text=[f"{y:.2f}x" for y in ys], textposition=positions,
+                             insidetextanchor="middle", cliponaxis=False))
     for label, (at, ratio) in (published or {}).items():
         ratios.append(ratio)
         # an open symbol is drawn in the marker's colour: a short black bar across that value's group
@@ -788,7 +791,8 @@ def utilisation_heatmap(device_us: float, host_values: Sequence[float], sync_val
     fig = go.Figure(go.Heatmap(
         x=[str(h) for h in host_values], y=[str(s) for s in sync_values], z=z, zmin=0, zmax=1,
         colorscale="RdYlGn", text=[[f"{v:.0%}" for v in row] for row in z], texttemplate="%{text}",
-        colorbar={"title": "GPU busy"},
+        # its title to the side and the bar below the top edge: plotly's toolbar sits in the top right corner
+        colorbar={"title": {"text": "GPU busy", "side": "right"}, "len": 0.85, "y": 0.42, "yanchor": "middle"},
     ))
     return _layout(fig, f"MODEL — GPU utilisation, device work {device_us:.0f} us per step",
                    "each sync makes the device wait for the host to queue the next piece", height=380,

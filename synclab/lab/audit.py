@@ -35,11 +35,9 @@ READER_FILES = ("<Exercise ", "<your cell ")  # how the worker names the code it
 # What every lab says before its first exercise (the lab generator adds it): the rules below, in the reader's words.
 ANSWER_RULES = """**How your answers are graded.** Your answer cells run whole, in this notebook and in the grader
 alike: imports, constants, helpers, prints, whatever your code needs. The checks judge what your code does, never how
-it is written. The grader runs each exercise's cells in a fresh process, with the lab's setup; there your code cannot
-read the course's files (solutions, tests) or start processes. For most exercises the check itself runs in the
-grader's own process: it sends your code each case as data and reads back what your code returned. Where your answer
-is code the check drives (a class, an upload), a small runner of the chapter's drives it beside your code and sends
-back what it saw. For the other exercises the check runs beside your code, in that same process.
+it is written. In the grader your cells run in a process of their own, with the lab's setup, where they cannot read
+the course's files (solutions, tests) or start processes; the checks run in the grader's process, send your code each
+case as data, and compare what comes back.
 `python -m synclab check <this lab> --task N.M` runs the same check cells as this notebook, from a terminal."""
 
 

@@ -131,8 +131,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(verdict)
     _say_cells(summary, errors)
     if kernel is None:  # after the reports, in their stream: piped, the lines keep their order
-        served = " (run by the warm check server; SYNCLAB_CHECK_SERVER=0 runs each check in a fresh Python)" \
-            if check_server.SERVED else ""
+        served = (f" (run by the warm check server, which ends itself after {check_server.IDLE_S / 60:.0f} idle minutes; "
+                  "SYNCLAB_CHECK_SERVER=0 runs each check in a fresh Python)") if check_server.SERVED else ""
         print(f"({seconds:.1f} s: {learner.checks_seconds:.1f} s in the check cells, the rest in the lab's setup and "
               f"your cells){served}")
     else:

@@ -128,7 +128,11 @@ _BOOL_HINT = ("True and False are bools, not ints: a running sum over the mask's
 
 
 def _not_ints_hint(kinds: set[str], otherwise: str) -> str:
-    """What answering with ``kinds`` instead of Python ints says: bools from a running sum, floats from a float mask."""
+    """What answering with ``kinds`` instead of Python ints says: NumPy scalars from list(array), bools from a running
+    sum, floats from a float mask."""
+    if any(kind.startswith(("int", "uint", "float")) and kind not in ("int", "float") for kind in kinds):
+        return ("NumPy scalars (int64 ...): list(array) keeps them, each a NumPy object that the scheduler's + and - "
+                "handle slowly; array.tolist() gives Python ints")
     return _BOOL_HINT if "bool" in kinds else _FLOAT_HINT if "float" in kinds else otherwise
 
 

@@ -21,13 +21,14 @@ from synclab.sim import cuda as sim_cuda
 from synclab.engine.pool_metadata import PoolingParams
 from synclab.engine.sampler import LogprobsTensors
 from synclab.sim.pinning import PinnedMemoryUnavailable, simulated_pinning
+from synclab.syncs import SyncKind
 from synclab.engine.torch_utils import HostData
 from synclab.answer_keys import answer_key
 from synclab.answer_keys.runners import runs_with_the_answer
 
 
-from synclab.pinned_transfers.checks.common import (PIN_HINT, counted, expect_no_syncs, pinning_refused,
-                                                    report_data)
+from synclab.pinned_transfers.checks.common import (KIND_HINTS, PIN_HINT, READ_BACK_HINT, counted, expect_no_syncs,
+                                                    pinning_refused, report_data)
 from synclab.pinned_transfers.workloads import RunnerClass, SamplerClass, logprob_case, runner_for, token_type_case
 
 H2DFunction = Callable[..., torch.Tensor]
@@ -129,8 +130,12 @@ def _same_upload(got: dict[str, Any], spec: dict[str, Any], dtype: str | None, c
     kept_hint = ("with dtype None the result keeps the input's own dtype (a NumPy int32 array gives int32): a "
                  ".tolist() drops it; build from the array or tensor itself (torch.as_tensor, .pin_memory())"
                  ) if dtype is None and spec["kind"] != "list" else ""
+    default_hint = (f"with dtype None a list takes torch.tensor's own default ({want['dtype']} here): let "
+                    "torch.tensor(data) choose, do not pick one yourself") if dtype is None and spec["kind"] == "list" \
+        else ""
     expect_equal(got["dtype"], want["dtype"], what="dtype",
-                 hint=float64_hint or kept_hint or "pass dtype both when building and in .to()", case=case)
+                 hint=float64_hint or kept_hint or default_hint or "pass dtype both when building and in .to()",
+                 case=case)
     expect_equal(tuple(got["shape"]), tuple(want["shape"]), what="shape", case=case)
     expect(got["values"] == want["values"], "values differ", expected=_flat(want["values"])[:8],
            got=_flat(got["values"])[:8], case=case)
@@ -363,8 +368,11 @@ def _check_gather_syncs(sampler_cls: SamplerClass, rng: random.Random) -> None:
     call = gather_outcomes(sampler_cls, [spec])["calls"][0]
     read_back = ("`sampled` lives on the device, so reading it back is a sync: fill column 0 on the device, after "
                  "the upload")
-    expect_no_syncs(call["syncs"], "gather_specific_token_logprobs", read_back if call["syncs"]["count"] else PIN_HINT,
-                    "64 requests, all with ids")
+    events = call["syncs"]["events"]
+    kind = SyncKind(events[0][0]) if events else None
+    # the hint of the first sync's own kind: a read back is most likely `sampled`'s, an upload's is an upload's
+    hint = read_back if KIND_HINTS.get(kind) == READ_BACK_HINT else KIND_HINTS.get(kind, PIN_HINT)
+    expect_no_syncs(call["syncs"], "gather_specific_token_logprobs", hint, "64 requests, all with ids")
     _same_logprobs(call["result"], spec, "the counted call: 64 requests, all with ids")
 
 
