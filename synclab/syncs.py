@@ -410,11 +410,17 @@ PROFILER_MARK = "synclab-sync "
 IN_FLIGHT = -12345.0  # what a host buffer holds before its download lands (synclab.sim.cuda.GARBAGE is this value)
 
 
-def _garbage(dtype: torch.dtype) -> float | int | bool:
-    """What a host buffer holds before its copy has landed: a value no step computes."""
+def in_flight_value(dtype: torch.dtype) -> float | int | bool:
+    """What a host buffer holds before its copy has landed, in ``dtype``: the one convention of the simulated device
+    (its streams, :mod:`synclab.sim.cuda`, and this counter's downloads), so that a hint that looks for it finds it
+    either way. :data:`IN_FLIGHT` (-12345) wherever the dtype holds it, a value no step computes (ids, lengths and
+    counts are never negative); ``True`` in a bool; the largest value of a narrower integer."""
+    if dtype == torch.bool:
+        return True
     if dtype.is_floating_point or dtype.is_complex:
         return IN_FLIGHT
-    return True if dtype == torch.bool else torch.iinfo(dtype).max
+    info = torch.iinfo(dtype)
+    return int(IN_FLIGHT) if info.min <= IN_FLIGHT <= info.max else info.max
 
 
 class _Observer:
@@ -435,7 +441,7 @@ class _Observer:
         device, as a GPU's pinned buffer does until the copy lands (reading it before is a race, not a sync)."""
         with torch._C.DisableTorchFunction():
             self.in_flight.append((host, host.detach().clone()))
-            host.fill_(_garbage(host.dtype))
+            host.fill_(in_flight_value(host.dtype))
 
     def land(self) -> None:
         """Every download in flight lands: the host waited for the device, or the block ended."""

@@ -518,3 +518,17 @@ def test_a_non_blocking_download_read_before_a_wait_reads_what_the_buffer_held()
         pinned.copy_(env.idx, non_blocking=True)
     assert report.count == 1, str(report)
     assert early.tolist() == pinned.tolist() == [2, 9]  # landed by the end of the block
+
+
+def test_one_value_marks_a_host_buffer_whose_copy_has_not_landed():
+    """The counter's downloads and the simulated streams filled unread buffers differently (int64's max against
+    -12345), so a hint that knew one missed the other: both now hold ``in_flight_value``, -12345 in every dtype that
+    holds it."""
+    import torch
+
+    from synclab.sim import cuda as sim_cuda
+    from synclab.syncs import IN_FLIGHT, in_flight_value
+
+    assert [in_flight_value(d) for d in (torch.float32, torch.int64, torch.int32, torch.int16)] == [IN_FLIGHT] * 4
+    assert in_flight_value(torch.bool) is True and in_flight_value(torch.uint8) == 255
+    assert sim_cuda.GARBAGE == IN_FLIGHT

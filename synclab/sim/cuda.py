@@ -33,12 +33,12 @@ from torch.overrides import TorchFunctionMode
 
 from synclab.device import (_SIMULATED_GPU, PIN_INTENT, is_device_tensor, is_pinned_host, mark_device,
                             unmark_device)
-from synclab.syncs import (IN_FLIGHT, SyncKind, _target_is_device, _user_frame, attribute_syncs_to_callers, location,
-                           record_simulated_wait)
+from synclab.syncs import (IN_FLIGHT, SyncKind, _target_is_device, _user_frame, attribute_syncs_to_callers,
+                           in_flight_value, location, record_simulated_wait)
 
 attribute_syncs_to_callers(__file__)
 
-GARBAGE = IN_FLIGHT  # what a simulated host buffer holds before its copy has landed
+GARBAGE = IN_FLIGHT  # what a simulated host buffer holds before its copy has landed (synclab.syncs.in_flight_value)
 
 
 @dataclass(eq=False)  # compared by identity: two copies of equal tensors are still two copies
@@ -417,7 +417,7 @@ class _AsyncCopies(TorchFunctionMode):
         if name == "copy_" and len(args) >= 2 and _non_blocking(args[2:], kwargs):
             dst, src = args[0], args[1]
             if is_device_tensor(src) and not is_device_tensor(dst) and is_pinned_host(dst):
-                dst.fill_(GARBAGE)
+                dst.fill_(in_flight_value(dst.dtype))
                 stream = _current_device().current
                 stream.pending.append(_PendingCopy(dst, unmark_device(src.detach().clone())))
                 stream.device.log.add("copy to host", stream.name, f"{list(src.shape)} non_blocking")
@@ -452,7 +452,7 @@ def copy_to_host_async(tensor: torch.Tensor) -> torch.Tensor:
     # Inside a simulation every tensor handed here stands for device memory, marked or not
     # (marks only spread inside count_syncs).
     device = _current_device()
-    dst = torch.full(tensor.shape, GARBAGE, dtype=tensor.dtype)  # the host buffer, not yet written
+    dst = torch.full(tensor.shape, in_flight_value(tensor.dtype), dtype=tensor.dtype)  # the host buffer, unwritten
     setattr(dst, PIN_INTENT, True)
     device.current.pending.append(_PendingCopy(dst, unmark_device(tensor.detach().clone())))  # a snapshot
     device.log.add("copy to host", device.current.name, f"{list(tensor.shape)} non_blocking")
