@@ -474,10 +474,11 @@ def host_events_figure(rows: dict[str, Sequence[Any]], title: str) -> go.Figure:
                 shown.add(label)
     return _layout(fig, title, _subtitle("COUNTED with count_syncs and the torch calls' order, not timed: the same on "
                                          "any machine", counted_here()),
-                   barmode="overlay", xaxis_title="the host's torch calls in the step, in order", height=180 + 60 * len(rows),
-                   above_plot=10,
+                   barmode="overlay", xaxis_title="the host's torch calls in the step, in order",
+                   height=230 + 60 * len(rows), above_plot=10,
                    yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
-                   legend={"orientation": "h", "yanchor": "top", "y": -0.25})
+                   # the legend below the axis title, whatever the rows: its offset is a fraction of the plot's height
+                   legend={"orientation": "h", "yanchor": "top", "y": -60 / (60 * len(rows))})
 
 
 def trace_timeline_figure(traces: dict[str, dict[str, Sequence[Sequence[float]]]], title: str, label: str) -> go.Figure:
