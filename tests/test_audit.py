@@ -43,7 +43,7 @@ CHEATS = [
     ("/proc read", "open('/proc/self/maps').read()", "open: /proc"),
     ("a pickled exec", "import pickle\npickle.loads(pickle.dumps(exec))", "pickle.find_class: builtins.exec"),
     ("ctypes", "import ctypes\nctypes.CDLL(None)", "ctypes"),
-    ("the tracer turned off", "sys.settrace(None)", "sys.settrace"),
+    ("a tracer set", "sys.settrace(None)", "sys.settrace"),
     ("code compiled at run time", "exec('x = 1')", "code it did not hand in"),
     ("code run by timeit", "import timeit\ntimeit.timeit('pass', number=1)", "code it did not hand in"),
     ("a check's code swapped", "from synclab import primer\nprimer.check_decode_step.__code__ = (lambda r: r).__code__",

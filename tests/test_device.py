@@ -102,8 +102,8 @@ def test_the_gpu_loops_wait_on_blocking_events_as_chapter_2_teaches(module, func
 
 
 def test_the_simulated_gpu_puts_torch_back_as_it_found_it():
-    """record_stream is the C base's: after a block torch.Tensor holds no copy of its own (the grader's fingerprint
-    of torch's classes would otherwise differ between a process that ran the engine and one that did not)."""
+    """record_stream is the C base's: after a block torch.Tensor holds no copy of its own (a process that ran the
+    engine would otherwise hold another torch than one that did not)."""
     from synclab.sim import cuda as sim_cuda
 
     own = "record_stream" in torch.Tensor.__dict__
