@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from synclab.device import DEVICE_ENV, SIMULATED
-from synclab.run_modes import CHECK_SERVER_ENV, SMOKE_ENV
+from synclab.run_modes import CHECK_SERVER_ENV, NBVAL_ENV, SMOKE_ENV
 
 SANITIZER = Path(__file__).parent / "tests" / "sanitize.cfg"
 
@@ -90,6 +90,8 @@ def pytest_configure(config):
     if getattr(option, "nbval", False) or getattr(option, "nbval_lax", False):
         if not option.nbval_sanitize_with and SANITIZER.exists():  # a copy without tests/ sanitizes nothing
             option.nbval_sanitize_with = str(SANITIZER)
+        # a lab's check cell that fails raises after its report, so that nbval fails it (synclab.run_modes)
+        os.environ[NBVAL_ENV] = "1"
         if not option.nbval_kernel_name:
             option.nbval_current_env = True  # the notebooks run in the interpreter running pytest
 

@@ -28,6 +28,7 @@ from html import escape
 from typing import Any, Callable, Iterator, Protocol
 
 from synclab.answer_keys import answer_in, checking, is_readers_code
+from synclab.run_modes import failing_checks_raise
 from synclab.answer_keys.stored import public_seeds
 
 # CheckReport.summary, read back: "...: 4/5 checks passed" or "...: 3/4 checks passed (3/5 points)".
@@ -540,13 +541,23 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
 
 
 def _reported(report: CheckReport) -> CheckReport:
-    """Record how the exercise ended in this kernel (and in the check log, when one is kept); return the report."""
+    """Record how the exercise ended in this kernel (and in the check log, when one is kept); return the report.
+
+    Under ``pytest --nbval`` (:func:`synclab.run_modes.failing_checks_raise`) a failed check raises
+    :class:`ChecksDidNotPass` once the report is shown, so that nbval fails the cell."""
     EXERCISE_STATUS.update(exercise_status(report.outcomes))
     log = os.environ.get(REPORT_LOG_ENV)
     if log:
         with open(log, "a") as f:
             f.write(json.dumps(report.to_dict()) + "\n")
+    if failing_checks_raise() and any(o.status in ("failed", "crashed", "timed out") for o in report.outcomes):
+        print(report)
+        raise ChecksDidNotPass(f"{report.summary}: the report above says which, and why")
     return report
+
+
+class ChecksDidNotPass(AssertionError):
+    """A check cell's checks did not all pass, under ``pytest --nbval``: the cell fails, as nbval shows it."""
 
 
 # ----------------------------------------------------------------------------- what the reader has finished

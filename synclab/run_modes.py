@@ -40,6 +40,19 @@ def refuse_in_book_build(what: str) -> None:
 
 CHECK_SERVER_ENV = "SYNCLAB_CHECK_SERVER"  # the reader's choice of a warm check server (synclab.lab.check_server)
 
+# Under `pytest --nbval` (the repository's conftest.py sets it) a check cell whose checks fail raises after its report,
+# so that nbval fails that cell, as a learner running it on their lab expects; an exercise not written yet does not.
+NBVAL_ENV = "SYNCLAB_NBVAL"
+
+
+def failing_checks_raise() -> bool:
+    """True in a notebook kernel that ``pytest --nbval`` started (:data:`NBVAL_ENV`); never in pytest's own process,
+    which imports ipykernel too, without running a kernel."""
+    import sys
+
+    app = sys.modules.get("ipykernel.kernelapp")
+    return os.environ.get(NBVAL_ENV) == "1" and app is not None and app.IPKernelApp.initialized()
+
 
 # ``SYNCLAB_DEVICE=sim`` runs the lab on the simulated device even where a GPU is present: the counts a
 # CPU-only machine reports, on any machine. The test suite sets it for every test not marked ``cuda``

@@ -138,7 +138,9 @@ class _RepairsEachRequest(ReverseScanBatch):
 class NoNoneCheck(_RepairsEachRequest):  # right repair, but waits and reads without asking whether a step is in flight
     def update_async_output_token_ids(self):
         out = self.sampling_metadata.output_token_ids
-        if not any(ids and ids[-1] == PLACEHOLDER for ids in out):  # the `sampled_token_ids_cpu is None` test left out
+        # a list with a row last step that ends with a placeholder; the `sampled_token_ids_cpu is None` test left out
+        if not any(self.prev_req_id_to_index.get(req_id) is not None and ids and ids[-1] == PLACEHOLDER
+                   for req_id, ids in zip(self.req_ids, out)):
             return
         self.async_copy_ready_event.synchronize()
         sampled = self.sampled_token_ids_cpu.tolist()

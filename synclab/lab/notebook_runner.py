@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from synclab.run_modes import NBVAL_ENV
+
 GRACE_S = 10.0
 _QUIET = logging.getLogger("synclab.lab.notebook_runner.nbclient")  # nbclient's log: the run's report says it better
 _QUIET.addHandler(logging.NullHandler())
@@ -102,7 +104,8 @@ def run_notebook(path: Path, env: dict[str, str] | None = None, *, cell_timeout_
     nb = nbformat.read(path, as_version=4)
     run = NotebookRun(nb)
     started = time.monotonic()
-    with _environment(env or {}), tempfile.TemporaryDirectory() as sockets:
+    # the kernel reports every check, never raises for one (a run under pytest --nbval would make it: run_modes)
+    with _environment({NBVAL_ENV: "", **(env or {})}), tempfile.TemporaryDirectory() as sockets:
         # IPC sockets, not TCP ports: two kernels started at once (pytest -n 2) cannot race
         # for the same free port and end up talking to each other's client.
         # The asynchronous manager: with the blocking one, nbclient's cell timeout never fires.

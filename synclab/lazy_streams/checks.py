@@ -527,6 +527,12 @@ def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
                 "`with torch.cuda.stream(side):` (inside it the current stream is the side stream), then "
                 "side.wait_stream(compute)",
            case=case)
+    expect(not backwards, "the compute stream waits for the copies: the next forward queues behind them",
+           got=f"{backwards[0][0]}.wait_stream({backwards[0][1]})" if backwards else "",
+           hint="the compute stream never waits for the side stream: that wait would put the next step's forward "
+                "behind this step's copies, the overlap the side stream is for. What keeps the raw output alive "
+                "until the copies are done is a reference held by the output object (or record_stream), not a "
+                "wait", case=case)
     expect(bool(waits) and waits[0] < copies[0], "the side stream must wait for the compute stream before "
            "copying", got=log, hint="compute = torch.cuda.current_stream() before entering the side "
            "stream, then side.wait_stream(compute) before the copies: otherwise they may read hidden states the "
@@ -769,6 +775,9 @@ CLAUSES = [
            "one step of 6 requests, its copies queued", "2.1-no-wait-for-the-forward",
            "the side stream must wait for the compute stream",
            lab="they start only after the work queued on the compute stream before them"),
+    Clause("2.1-compute-never-waits", "the compute stream never waits for them", _ORDERING,
+           "one step of 6 requests, its copies queued", "2.1-compute-waits-for-copies",
+           "the compute stream never waits for the side stream", lab="the compute stream never waits for the copies"),
     Clause("2.1-coverage", "The event the host waits on covers the copies", _ORDERING,
            "one step of 6 requests, its copies queued", "2.1-event-recorded-after-block",
            "an event covers only the work queued on the stream it is recorded on",
@@ -782,7 +791,7 @@ CLAUSES = [
            "2.1-event-shared-between-steps", "also waited for step 1's copies", lab="that step's copies alone"),
     Clause("2.1-nothing-to-copy", "nor on a step that copies nothing", _NOTHING,
            "a first step where no request finishes", "2.1-stream-fetched-first", "before asking for the side stream",
-           lab="No CUDA object is created on a path that never copies"),
+           lab="No stream is created on a path that never copies"),
     Clause("2.1-lifetime", "The device tensor the copies read stays alive until they are done", _MEMORY,
            "one step of 8 requests, its output collected", "2.1-raw-output-dropped",
            "keep a reference to the raw pooler output",

@@ -76,10 +76,31 @@ def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
     for i, ((case, before, new, want), got) in enumerate(zip(FIXED_CASES, step["outputs"])):
         replaced = i < len(step["in_batch"]) and not step["shared"][i] and step["in_batch"][i] == want
         expect(got == want, f"{before} with sampled {new}", expected=want, got=got, case=case,
-               hint=_garbage_hint(got) or (_REPLACED_HINT if replaced else "") or _shape_hint(before, new, got)
+               hint=_garbage_hint(got) or (_REPLACED_HINT if replaced else "")
+               or _row_hint(before, got, i, rows[i], sampled_by_row) or _shape_hint(before, new, got)
                or _FIXED_HINTS.get(case)
                or "count the trailing -1s from the end; replace min(valid sampled, placeholders) of them")
     found_right(step["outputs"])
+
+
+def _repaired(before: list[int], row: list[int] | None) -> list[int]:
+    """``before`` repaired from ``row`` as the contract says (the check's own model of one list, for a hint)."""
+    if row is None or not before or before[-1] != PLACEHOLDER:
+        return list(before)
+    start = len(before)
+    while start > 0 and before[start - 1] == PLACEHOLDER:
+        start -= 1
+    valid = row[:row.index(PLACEHOLDER)] if PLACEHOLDER in row else list(row)
+    return before[:start] + valid[:len(before) - start]
+
+
+def _row_hint(before: list[int], got: Any, index: int, row: int, sampled_by_row: list) -> str:
+    """A hint when a list got the ids of the row at its own batch index: last step's rows come in another order."""
+    if row == index or index >= len(sampled_by_row) or got != _repaired(before, sampled_by_row[index]):
+        return ""
+    return (f"this list got the ids of row {index}, its index in this step's batch, but its row last step was {row}: "
+            "last step's rows come in another order; look each request's row up with "
+            "self.prev_req_id_to_index[req_id]")
 
 
 def _shape_hint(before: list[int], row: list[int] | None, got: list) -> str:
@@ -180,11 +201,17 @@ def _check_syncs(batch_cls: BatchClass, rng: random.Random) -> None:
            hint="synchronize the event and call .tolist() once, the first time the loop needs the ids (not once per "
                 "request)", case="64 requests")
     cases = [("no request has a placeholder", [[1, 2], [3]], [[7], [8]], [0, 1], True),
-             ("no sampler feature needs the history", [[1, -1], [3, -1]], [[7], [8]], [0, 1], False)]
+             ("no sampler feature needs the history", [[1, -1], [3, -1]], [[7], [8]], [0, 1], False),
+             # a trailing -1 on a request with no row last step is nothing to repair either: look up the row first
+             ("only a new request (no row last step) ends with a placeholder", [[1, 2], [3, -1]], [[7]], [0, None],
+              True)]
     for case, outs, samp, rws, needed in cases:
         step = step_outcome(batch_cls, outs, samp, rws, history_needed=needed)
         expect(step["syncs"] == 0 and step["waits"] == 0, "nothing to repair: do not wait",
-               got=f"{step['waits']} wait(s)", hint="check for a trailing placeholder before synchronising", case=case)
+               got=f"{step['waits']} wait(s)", case=case,
+               hint="check for a trailing placeholder before synchronising" if rws[-1] is not None else
+               "a new request's list is left as it is, so its -1 needs no ids: look up the request's row "
+               "(prev_req_id_to_index) before deciding to wait")
 
 
 WORK_RATIO_BOUND = 5.0
