@@ -133,8 +133,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     if kernel is None:  # after the reports, in their stream: piped, the lines keep their order
         served = (f" (run by the warm check server, which ends itself after {check_server.IDLE_S / 60:.0f} idle minutes; "
                   "SYNCLAB_CHECK_SERVER=0 runs each check in a fresh Python)") if check_server.SERVED else ""
-        print(f"({seconds:.1f} s: {learner.checks_seconds:.1f} s in the check cells, the rest in the lab's setup and "
-              f"your cells){served}")
+        took = (f"{seconds:.1f} s: {learner.checks_seconds:.1f} s in the check cells, the rest in the lab's setup and "
+                "your cells") if seconds >= 0.05 else "under 0.1 s"  # "0.0 s: 0.0 s in ..." read as a contradiction
+        print(f"({took}){served}")
     else:
         print(f"({kernel.seconds:.1f} s in the kernel)", file=sys.stderr)
         from synclab.lab.profile_html import write_profile_html
