@@ -8,6 +8,7 @@ a process that only sets up another (nbgrader's autograde, the judge) never impo
 from __future__ import annotations
 
 import os
+import sys
 
 # The three ways a run is told apart, each by an environment variable:
 # * a deliberate run stores figures (`python -m synclab measure` / `bench`): it measures longer, and a
@@ -48,8 +49,6 @@ NBVAL_ENV = "SYNCLAB_NBVAL"
 def failing_checks_raise() -> bool:
     """True in a notebook kernel that ``pytest --nbval`` started (:data:`NBVAL_ENV`); never in pytest's own process,
     which imports ipykernel too, without running a kernel."""
-    import sys
-
     app = sys.modules.get("ipykernel.kernelapp")
     return os.environ.get(NBVAL_ENV) == "1" and app is not None and app.IPKernelApp.initialized()
 

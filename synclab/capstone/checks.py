@@ -63,7 +63,7 @@ def _runner(factory: Callable[[], RunnerClass]) -> RunnerClass:
     return runner_cls
 
 
-# ----------------------------------------------------------------------------- runners: the reader's runner, where it lives
+# ----------------------------------------------------------------------------- runners: the reader's runner
 # The checks reach the reader's runner class through these (synclab.answer_keys.runners): in a notebook they run here;
 # in the grader they run in the answer's process, which runs the engine with it and sends back what the run gave as
 # data: its tokens, each step's syncs, the host work of a decode step. Those counts are that process's word (the
@@ -307,14 +307,18 @@ def _switches(config: EngineConfig) -> dict[str, bool]:
     return {p: getattr(config, p) for p in PATTERNS}
 
 
+def _handed_fixes(held_back: str) -> Components:
+    """The fixes a row is handed: the book's, with ``held_back`` marked not written (it runs the code before its PR)."""
+    return replace(book_fixes(), unfinished=frozenset({held_back}))
+
+
 @runs_with_the_answer
 def row_outcome(ablation_row: AblationRow, switches: dict, held_back: str) -> dict:
     """The reader's row for the configuration ``switches`` (each pattern's fix on or off) on the ablation workload,
     handed the book's fixes with ``held_back`` not written; beside it, the switches the fixes the notebook loaded
     would really run under that configuration (None: it loaded none), which a hint compares with."""
     config = EngineConfig(**switches)
-    fixes = replace(book_fixes(), unfinished=frozenset({held_back}))
-    row = ablation_row(config, ablation_workload(ROW_LENGTH), fixes)
+    row = ablation_row(config, ablation_workload(ROW_LENGTH), _handed_fixes(held_back))
     loaded = last_loaded_fixes()
     return {"row": row, "loaded_runs": None if loaded is None else _switches(loaded.effective(config))}
 
@@ -332,7 +336,7 @@ def _check_row(fn: AblationRow, rng: random.Random) -> None:
     combos = list(EngineConfig.all_combinations())
     held_back = _held_back(rng)  # 6.2 counts with the fixes it is handed, whatever they are
     for config in [EngineConfig.baseline(), EngineConfig(), *rng.sample(combos, 2)]:
-        runs = _switches(replace(config, **{held_back: False}))  # what the handed fixes really run
+        runs = _switches(_handed_fixes(held_back).effective(config))  # what the handed fixes really run
         want = _ablation_row_reference(EngineConfig(**runs))
         seen = row_outcome(fn, _switches(config), held_back)
         got = seen["row"]

@@ -13,7 +13,8 @@
 * :mod:`.notebook_code` — a function loaded from a notebook (chapter 6 loads the chapters' fixes);
 * :mod:`.verdicts` — one exercise's verdict, as the check and the grader report it;
 * the grader: :mod:`.judge` (each exercise judged from the saved notebook in a process of its own),
-  :mod:`.judge_worker` (that process), :mod:`.worker_server` (the worker kept warm, forking each job's), :mod:`.cell_runner` (the reader's cells run as a kernel runs them),
+  :mod:`.judge_worker` (that process), :mod:`.worker_server` (the worker kept warm, forking each job's),
+  :mod:`.cell_runner` (the reader's cells run as a kernel runs them),
   :mod:`.audit` (its sandbox's hook), :mod:`.witnesses` (what each passed check found right, attached through the
   checks' one hook), :mod:`.answer_scan` (what its reading of an answer lists for the instructor); every exercise
   judged apart, :mod:`.judged_apart` (the checks here, the answer in :mod:`.answer_process`, its own process, forked

@@ -60,7 +60,7 @@ _SIMULATION = ("synclab.sim",)
 # Callers that take a frame for their own bookkeeping and hand none back.
 _FRAME_USERS = ("warnings", "collections", "typing", "enum", "abc", "dataclasses", "functools", "logging",
                 "threading", "torch", "synclab",  # the package names lines and phases; it returns no frame
-                "traceback")  # torch's lazy CUDA calls format the stack that queued them (a run the reader's row starts)
+                "traceback")  # torch's lazy CUDA calls format the stack that queued them (an engine run of a cell)
 # Callers that start processes for the checks themselves (chapter 3's ranks).
 _PROCESS_STARTERS = ("multiprocessing", "torch.multiprocessing", "concurrent.futures", "subprocess")
 # Modules whose job is to run the source they are handed: code the reader did not hand in, however it arrives.

@@ -131,8 +131,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(verdict)
     _say_cells(summary, errors)
     if kernel is None:  # after the reports, in their stream: piped, the lines keep their order
-        served = (f" (run by the warm check server, which ends itself after {check_server.IDLE_S / 60:.0f} idle minutes; "
-                  "SYNCLAB_CHECK_SERVER=0 runs each check in a fresh Python)") if check_server.SERVED else ""
+        served = (f" (run by the warm check server, which ends itself after {check_server.IDLE_S / 60:.0f} idle "
+                  "minutes; SYNCLAB_CHECK_SERVER=0 runs each check in a fresh Python)") if check_server.SERVED else ""
         took = (f"{seconds:.1f} s: {learner.checks_seconds:.1f} s in the check cells, the rest in the lab's setup and "
                 "your cells") if seconds >= 0.05 else "under 0.1 s"  # "0.0 s: 0.0 s in ..." read as a contradiction
         print(f"({took}){served}")
@@ -433,12 +433,13 @@ def cmd_autograde_times(args: argparse.Namespace) -> int:
 
 
 def cmd_expected(args: argparse.Namespace) -> int:
-    """Write data/expected/: the answers of the public cases of the exercises judged apart, from the solutions."""
-    from synclab.lab.expected_results import judged_apart, write_expected
+    """Write data/expected/: the answers of the public cases of the exercises, from the solutions."""
+    from synclab.lab.exercises import EXERCISES
+    from synclab.lab.expected_results import write_expected
 
-    unknown = [t for t in args.tasks if t not in judged_apart()]
+    unknown = [t for t in args.tasks if t not in EXERCISES]
     if unknown:
-        print(f"not judged apart: {', '.join(unknown)} (those are: {', '.join(judged_apart())})", file=sys.stderr)
+        print(f"no exercise {', '.join(unknown)} (the exercises: {', '.join(EXERCISES)})", file=sys.stderr)
         return 2
     for path in write_expected(tasks=args.tasks or None):
         print(f"wrote {path.relative_to(ROOT)}")

@@ -1,11 +1,12 @@
 """The answers of the public cases, stored for the students' install: ``python -m synclab expected``.
 
-The exercises, all judged apart, ship no answer to students (1.1's, 1.2's, 5.1's and 5.2's reference classes aside: chapter 5's profile and chapter 6 run them; chapter
-1's checks need no stored answer, a pooler's expected rows being its requests' prompts): their checks there look up
-``data/expected/<task>.json`` (:mod:`synclab.answer_keys.stored`). This module writes those files: it runs each such
-exercise's checks on the solution's answer, over the public seeds, with every answer of the exercise recorded as
-the checks call it (its arguments, its result). A failing solution writes nothing. ``tests/test_judged_apart.py``
-writes them again and compares them with the stored ones.
+The exercises, all judged apart, ship no answer to students (1.1's, 1.2's, 5.1's and 5.2's reference classes
+aside: chapter 5's profile and chapter 6 run them; chapter 1's checks need no stored answer, a pooler's expected rows
+being its requests' prompts): their checks there look up ``data/expected/<task>.json``
+(:mod:`synclab.answer_keys.stored`). This module writes those files: it runs each such exercise's checks on the
+solution's answer, over the public seeds, with every answer of the exercise recorded as the checks call it (its
+arguments, its result). A failing solution writes nothing. ``tests/test_judged_apart.py`` writes them again and
+compares them with the stored ones.
 """
 
 from __future__ import annotations
@@ -28,11 +29,6 @@ from synclab.lab.notebook_code import ROOT, load_function, read_notebook
 from synclab.answer_keys.plain_data import digest, encode
 
 PUBLIC_SEEDS = tuple(range(8))  # the seeds a learner's check in the students' install draws its random cases from
-
-
-def judged_apart() -> list[str]:
-    """Every exercise: each is judged apart, and those with answers in the package store their public cases'."""
-    return list(EXERCISES)
 
 
 def _answers_of(task: str) -> dict[str, tuple[Any, str]]:
@@ -144,10 +140,11 @@ def _as_json(table: dict[str, Any]) -> str:
 
 
 def write_expected(folder: Path = EXPECTED_DIR, tasks: list[str] | None = None) -> list[Path]:
-    """Write ``<task>.json`` into ``folder`` for every exercise judged apart (or ``tasks``); the paths written."""
+    """Write ``<task>.json`` into ``folder`` for every exercise whose answers the package holds (or ``tasks``); the
+    paths written."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for task in tasks or judged_apart():
+    for task in tasks or list(EXERCISES):
         path = folder / f"{task}.json"
         table = expected_results(task)
         if not table["answers"]:  # its answers ship (5.1's and 5.2's reference classes: chapter 6 runs them)

@@ -43,13 +43,6 @@ def _check_names(check: str, package: str) -> dict[str, Any]:
     return {func.id: importlib.import_module(package)} if isinstance(func, ast.Name) else {}
 
 
-def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
-    """Judge one exercise in this (fresh, forked) process; the verdict as a dict."""
-    verdict: dict[str, Any] = {"task": exercise["task"], "report": None, "review": [], "notes": [], "error": ""}
-    used = used_names([c["source"] for c in exercise["cells"]] + [exercise["check"]])
-    return _judge_apart(exercise, job, verdict, used, _failed_before(exercise, passed, verdict))
-
-
 def _failed_before(exercise: dict, passed: dict[str, bool], verdict: dict[str, Any]) -> list[str]:
     """The exercises ``exercise`` builds on that failed their own checks: it is judged on the package's version of
     them (its ``stand_in``), so that their bugs cost them alone; said in the verdict's notes."""
@@ -72,16 +65,20 @@ def _stand_in_sources(exercise: dict) -> list[dict[str, str]]:
     return stand_ins
 
 
-def _judge_apart(exercise: dict, job: dict, verdict: dict[str, Any], used: set[str], failed: list[str]) -> dict:
-    """Judge one exercise whose answer runs in a process of its own (:mod:`synclab.lab.judged_apart`): this process
-    runs the checks and none of the reader's code. Where an exercise it builds on failed (``failed``), the answer's
-    process is sent the package's version of it in place of the reader's cells that define it: a 1.2 whose 1.1 is
-    wrong runs on the package's 1.1, which that answer then holds (1.1's points are lost already)."""
+def judge_here(exercise: dict, job: dict, passed: dict[str, bool]) -> dict:
+    """Judge one exercise in this (fresh, forked) process; the verdict as a dict. Its answer runs in a process of its
+    own (:mod:`synclab.lab.judged_apart`): this one runs the checks and none of the reader's code. Where an exercise
+    it builds on failed its checks (``passed``), the answer's process is sent the package's version of it in place of
+    the reader's cells that define it: a 1.2 whose 1.1 is wrong runs on the package's 1.1, which that answer then
+    holds (1.1's points are lost already)."""
     from synclab.checks import CheckReport, attach_observer
     from synclab.lab import judged_apart
     from synclab.lab.witnesses import WitnessRecorder
 
     task = exercise["task"]
+    verdict: dict[str, Any] = {"task": task, "report": None, "review": [], "notes": [], "error": ""}
+    used = used_names([c["source"] for c in exercise["cells"]] + [exercise["check"]])
+    failed = _failed_before(exercise, passed, verdict)
     if failed:
         exercise = {**exercise, "cells": [c for c in exercise["cells"] if not set(c["answers"]) & set(failed)],
                     "stand_ins": _stand_in_sources(exercise)}

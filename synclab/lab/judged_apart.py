@@ -6,9 +6,9 @@ exercise runs none of the reader's code. It starts the answer's process
 shipped), sends it the setup and the reader's cells, and evaluates the check call with each name the answer defines
 bound here to what it is there: a value, as data, or a function whose calls go over the pipe with their arguments and
 come back as the result, or as the exception it raised (raised again here, from the reader's line, so that the
-report names it as it would in the notebook). An answer that is code the checks run (4.1's batch, 6.1's runner) runs there by
-the chapter's runners (:mod:`synclab.answer_keys.runners`), which the checks call with the answer's stand-in here:
-each builds its case there, runs the answer, and sends back what the check compares.
+report names it as it would in the notebook). An answer that is code the checks run (4.1's batch, 6.1's runner) runs
+there by the chapter's runners (:mod:`synclab.answer_keys.runners`), which the checks call with the answer's stand-in
+here: each builds its case there, runs the answer, and sends back what the check compares.
 
 So the expected results, the references and the verdict stay in this process; what the answer's process holds is
 the answer, the arguments it is sent and the students' package.

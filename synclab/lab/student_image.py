@@ -160,16 +160,12 @@ def answers_judged_apart(package: Path, classes: bool = False, keeps: tuple[str,
 
     ``keeps``: modules (``synclab.capstone.chapter_fixes``) and answers (``module:name``) left out of what is found.
     """
-    from synclab.lab.exercises import EXERCISES
-
-    apart = set(EXERCISES)  # every exercise is judged apart
-
     def tasks_of(node: ast.AST) -> set[str] | None:
         keys = [k for k in map(_answer_key_tasks, getattr(node, "decorator_list", [])) if k is not None]
         tasks = set().union(*(t for t, _, _ in keys)) if keys else set()
         stripped = all(scope == "always" or (classes and not role.startswith(_BEFORE_THE_PR))
                        for _, scope, role in keys)
-        return tasks if len(tasks) == 1 and tasks <= apart and stripped else None
+        return tasks if len(tasks) == 1 and stripped else None
 
     found = {}
     for path in sorted(package.rglob("*.py")):

@@ -1,8 +1,8 @@
 """One exercise's verdict, as a learner's check and the grader both report it (``check --json``, ``grade --json``).
 
 The score is the checks' alone: the share of the exercise's points its checks earned. What the grader's reading of
-an answer finds (a name it would look at twice, an event the answer's process's audit hook saw) goes to :attr:`Verdict.review`, lines for an
-instructor to read, never to the score; a learner's check has none.
+an answer finds (a name it would look at twice, an event the answer's process's audit hook saw) goes to
+:attr:`Verdict.review`, lines for an instructor to read, never to the score; a learner's check has none.
 """
 
 from __future__ import annotations

@@ -83,13 +83,19 @@ def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
     found_right(step["outputs"])
 
 
+def _trailing_start(ids: list[int]) -> int:
+    """Where the trailing run of placeholders of ``ids`` starts (its length when there is none)."""
+    start = len(ids)
+    while start > 0 and ids[start - 1] == PLACEHOLDER:
+        start -= 1
+    return start
+
+
 def _repaired(before: list[int], row: list[int] | None) -> list[int]:
     """``before`` repaired from ``row`` as the contract says (the check's own model of one list, for a hint)."""
     if row is None or not before or before[-1] != PLACEHOLDER:
         return list(before)
-    start = len(before)
-    while start > 0 and before[start - 1] == PLACEHOLDER:
-        start -= 1
+    start = _trailing_start(before)
     valid = row[:row.index(PLACEHOLDER)] if PLACEHOLDER in row else list(row)
     return before[:start] + valid[:len(before) - start]
 
@@ -107,9 +113,7 @@ def _shape_hint(before: list[int], row: list[int] | None, got: list) -> str:
     """A hint read off a wrong list: what its shape says the repair did (it names the fault, not the case)."""
     if row is None or not before or before[-1] != PLACEHOLDER or not isinstance(got, list):
         return ""
-    start = len(before)
-    while start > 0 and before[start - 1] == PLACEHOLDER:
-        start -= 1
+    start = _trailing_start(before)
     trailing = len(before) - start
     if PLACEHOLDER in row and got == before[:start] + row[:trailing]:
         return ("the row's -1s came along: a sampled row is right-padded with -1 after its valid ids (a rejected "
