@@ -224,6 +224,24 @@ def test_the_two_way_check_fails_on_planted_entries(tmp_path: Path) -> None:
     assert any("note says it is not cited" in line for line in found)
 
 
+def test_an_appendix_section_cites_for_its_chapter_and_only_its_own(tmp_path: Path) -> None:
+    """The appendix pages keep a section per chapter (what vLLM changed after its PR; how the lab measures it): a
+    number cited in chapter 3's section counts as chapter 3's, not chapter 5's, and the intro counts for none."""
+    from synclab.lab.citations import two_way_problems
+
+    (tmp_path / "book").mkdir()
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "book" / "appendix_since.md").write_text(
+        "# Appendix\n\nIntro naming #40143.\n\n(since-ch3)=\n## 3 · Pinned\n\n| #41429 | t | merged | 2026-05-11 | x |\n\n"
+        "(since-ch5)=\n## 5 · Caches\n\nNothing cited.\n")
+    assert cited_in(tmp_path)[(VLLM, 41429)] == ["book/appendix_since.md § chapter 3"]
+    assert cited_in(tmp_path)[(VLLM, 40143)] == ["book/appendix_since.md"]
+    planted = [Citation(VLLM, 41429, "pr", "chapter 3: the PR", note=None),
+               Citation(VLLM, 41429, "pr", "chapter 5: the PR", note=None),
+               Citation(VLLM, 40143, "pr", "chapter 5: the PR", note=None)]
+    assert [line.split(":")[0] for line in two_way_problems(planted, tmp_path)] == ["vLLM #41429", "vLLM #40143"]
+
+
 # ----------------------------------------------------------------------------- dates and intervals in text
 
 

@@ -216,10 +216,20 @@ def cited_numbers(text: str) -> set[tuple[str, int]]:
     return {(repo, number) for repo, number, _ in iter_citations(text)}
 
 
+# an appendix page's section for one chapter: a label line "(since-ch3)=", then its heading "## 3 · ..."
+_CHAPTER_SECTION = re.compile(r"^\([\w-]+-ch(\d)\)=\n(?=## \1 · )", re.M)
+
+
 def cited_sources(root: Path = ROOT) -> Iterator[tuple[str, str]]:
-    """``(where, text)`` for every page ``book/*.md`` and every solution cell source (never outputs)."""
+    """``(where, text)`` for every page ``book/*.md`` and every solution cell source (never outputs). An appendix
+    page with a section per chapter (``(since-ch3)=`` over ``## 3 · ...``) is yielded a section at a time, as
+    ``"book/appendix_since.md § chapter 3"``: what it cites, that chapter cites."""
     for page in sorted((root / "book").glob("*.md")):
-        yield page.relative_to(root).as_posix(), page.read_text()
+        where, text = page.relative_to(root).as_posix(), page.read_text()
+        parts = _CHAPTER_SECTION.split(text)  # [intro, chapter, section, chapter, section, ...]
+        yield where, parts[0]
+        for chapter, section in zip(parts[1::2], parts[2::2]):
+            yield f"{where} § chapter {chapter}", section
     for notebook in sorted((root / "solutions").glob("*.ipynb")):
         cells = json.loads(notebook.read_text())["cells"]
         for i, cell in enumerate(cells):
@@ -271,8 +281,10 @@ def chapters_named(used_for: str) -> set[int]:
 
 
 def chapters_citing(files: list[str]) -> set[int]:
-    """The chapters among the files that cite a number: book/0N_... and solutions/0N_... are chapter N."""
-    return {int(m[1]) for f in files if (m := re.match(r"(?:book|solutions)/0(\d)_", f))}
+    """The chapters among the files that cite a number: book/0N_... and solutions/0N_... are chapter N, and so is
+    an appendix page's section for chapter N."""
+    return {int(m[1] or m[2]) for f in files
+            if (m := re.match(r"(?:book|solutions)/0(\d)_|book/appendix_\w+\.md § chapter (\d)$", f))}
 
 
 def two_way_problems(citations: list[Citation], root: Path = ROOT) -> list[str]:
