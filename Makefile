@@ -23,8 +23,8 @@ JOBS ?= 3
 UV_VERSION := 0.13.9
 PIP := $(PY) -m pip install -q --disable-pip-version-check
 UV_INSTALL := $(VENV)/bin/uv pip install -q --python $(PY) $${PIP_FIND_LINKS:+--find-links $$PIP_FIND_LINKS}
-IMPORTED := synclab.primer synclab.slice_then_split synclab.lazy_streams synclab.pinned_transfers \
-  synclab.reverse_scan synclab.list_caches synclab.capstone synclab.lab.cli synclab.lab.notebook_runner \
+# the chapters' packages come from the registry (synclab.lab.chapters.import_all)
+IMPORTED := synclab.lab.cli synclab.lab.notebook_runner \
   torch.distributed cloudpickle ipykernel.kernelapp nbclient nbval xdist nbgrader.apps playwright.sync_api \
   jupyter_book.cli.main myst_nb sphinx.application
 
@@ -33,7 +33,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	{ $(PIP) uv==$(UV_VERSION) && $(UV_INSTALL) -r requirements.txt && $(UV_INSTALL) --no-deps -e . ; } || \
 	  { echo "uv failed: installing with pip"; $(PIP) -r requirements.txt && \
 	    $(PIP) --no-deps --no-build-isolation -e . ; }
-	PYTHONDONTWRITEBYTECODE= $(PY) -c "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]" $(IMPORTED)
+	PYTHONDONTWRITEBYTECODE= $(PY) -c "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]; from synclab.lab.chapters import import_all; import_all()" $(IMPORTED)
 	$(PY) -m compileall -q synclab  # the whole package, lazily imported parts too
 	touch $@
 

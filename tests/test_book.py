@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from synclab.lab.chapters import REGISTRY
 from synclab.run_modes import BOOK_BUILD_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,15 +56,9 @@ RENDER_TIMEOUT_MS = 30_000
 TABS = 2
 
 # Content that must not silently vanish; update these with the pages.
-# Page -> minimum number of plotly charts.
-EXPECTED_CHARTS: dict[str, int] = {"book/00_primer.html": 5, "solutions/00_primer.html": 3,
-                                   "book/01_slice_then_split.html": 5, "solutions/01_slice_then_split.html": 5,
-                                   "book/02_lazy_streams.html": 2, "solutions/02_lazy_streams.html": 2,
-                                   "book/03_pinned_transfers.html": 11, "solutions/03_pinned_transfers.html": 3,
-                                   "book/04_reverse_placeholder_scans.html": 2,
-                                   "solutions/04_reverse_placeholder_scans.html": 2,
-                                   "book/05_list_based_caches.html": 10, "solutions/05_list_based_caches.html": 8,
-                                   "book/06_capstone_engine_step.html": 4, "solutions/06_capstone_engine_step.html": 8}
+# Page -> minimum number of plotly charts, from the chapters' registry (synclab/lab/chapters.py).
+EXPECTED_CHARTS: dict[str, int] = {**{f"book/{c.stem}.html": c.page_charts for c in REGISTRY},
+                                   **{f"solutions/{c.stem}.html": c.solution_charts for c in REGISTRY}}
 # Pages that must show typeset math.
 EXPECTED_MATH: set[str] = {"book/00_primer.html"}
 # Pages that must show an ipywidgets slider. None today: the primer's slider is a plotly

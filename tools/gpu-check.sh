@@ -33,15 +33,20 @@ step() { # name, limit_s, command...
   $PY -m synclab.lab.gpu_record "$name" "$rc" "$(( $(date +%s) - t0 ))" "$LOGS/$name.log"
   pack
 }
-# chapter 6's ablation decodes 35 runs of 210 steps and profiles seven more: it gets longer
-bench() { step "bench-$1" "$([ "$1" = ch6 ] && echo 300 || echo 120)" $PY -m synclab bench "$1"; }
+# the chapters and their benches' time limits come from the registry (synclab/lab/chapters.py)
+BENCHES=$($PY -m synclab.lab.chapters bench) || exit 2
+bench() {
+  local lim; lim=$(awk -v c="$1" '$1 == c {print $2}' <<< "$BENCHES")
+  [ -n "$lim" ] || { echo "unknown chapter $1; the registry has: $(awk '{print $1}' <<< "$BENCHES" | xargs)"; exit 2; }
+  step "bench-$1" "$lim" $PY -m synclab bench "$1"
+}
 PYTEST="$PY -m pytest -p no:cacheprovider -rfEs $TOPT"
 for s in ${@:-smoke cuda bench nbval tests}; do
   case $s in
     smoke) step smoke 60 $PY -c "import torch, synclab, plotly, nbval, nbclient, ipywidgets; from synclab.provenance import Provenance; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0)); print(Provenance.here().label)" ;;
     cuda) step cuda 200 $PYTEST -q -n "$JOBS" -m cuda tests --ignore=tests/test_book.py --ignore=tests/test_nbgrader.py --ignore=tests/test_kernel_ipc.py ;;
-    bench) for ch in ch0 ch1 ch2 ch3 ch4 ch5 ch6; do bench "$ch"; done ;;
-    bench:ch[0-6]) bench "${s#bench:}" ;;
+    bench) for ch in $(awk '{print $1}' <<< "$BENCHES"); do bench "$ch"; done ;;
+    bench:*) bench "${s#bench:}" ;;
     nbval) step nbval 200 $PYTEST -q -n "$JOBS" --dist loadfile --nbval solutions ;;
     tests) step tests 300 $PYTEST -v -n "$JOBS" -m "not cuda" ${GPU_CHECK_TESTS:-tests --ignore=tests/test_book.py --ignore=tests/test_nbgrader.py --ignore=tests/test_kernel_ipc.py} ;;
     *) echo "unknown step $s (smoke cuda bench bench:chN nbval tests)"; exit 2 ;;
