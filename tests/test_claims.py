@@ -265,7 +265,7 @@ def test_a_contradiction_note_never_tells_a_learner_their_code_is_fine(toy_claim
     monkeypatch.delenv(DELIBERATE_ENV, raising=False)
     validated("toy.sweep", lambda: made_up({"a": [10] * 3, "b": [10] * 3}))
     note = capsys.readouterr().out
-    assert "Nothing is wrong with your code" not in note and "if it is your version that differs" in note
+    assert "Nothing is wrong with your code" not in note and "only a difference that stays then says something about your version" in note
 
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import random
+import weakref
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator
 
@@ -335,13 +336,25 @@ def memory_outcome(runner_cls: RunnerClass, seed: int) -> dict:
             result = runner.execute_model(batch)
         gc.collect()
         kept = all(r() is not None for r in raw_refs)
+        freed_before_wait = _note_frees_before_a_wait(raw_refs, device.log)
         output = result.get_output()
         gc.collect()
         alive = [r() for r in raw_refs if r() is not None]
         held_by = sorted({stream.name for stream in device.streams for t in stream.in_use
                           if any(t is a for a in alive)})
-        return {"kept": kept, "alive": len(alive), "held_by": held_by,
+        return {"kept": kept, "freed_before_wait": sum(freed_before_wait), "alive": len(alive), "held_by": held_by,
                 "outputs": _outputs_as_data(output.pooler_output)}
+
+
+def _note_frees_before_a_wait(refs: list[weakref.ref], log: sim_cuda.SimLog) -> list[bool]:
+    """A flag per watched tensor, appended when it is freed: whether no host wait had been logged since now. On a GPU
+    a block freed before the wait may be handed to the next step while the side stream still copies from it."""
+    start = len(log.entries)
+    flags: list[bool] = []
+    for ref in refs:
+        if (tensor := ref()) is not None:
+            weakref.finalize(tensor, lambda: flags.append("host waits" not in log.ops()[start:]))
+    return flags
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -362,8 +375,8 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
                "the output itself; there is no event to wait on")
         want = _pool_reference(model, batch)
         outputs = _outputs_back(got["outputs"])
-        expect(_same(outputs, want), "wrong pooler_output" + _first_wrong(outputs, want), case=case, expected=_describe(want),
-               got=_describe(outputs))
+        expect(_same(outputs, want), "wrong pooler_output" + _first_wrong(outputs, want), case=case, expected=_describe(want, outputs),
+               got=_describe(outputs, want))
         _found_right_outputs(want)
         if any(t is not None for t in want):
             expect(got["synced"] >= 1, "the CPU path copied without self._sync_device()", case=case,
@@ -401,7 +414,7 @@ def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
         outputs = _outputs_back(got["outputs"])
         right = _same(outputs, want)
         expect(right, "wrong pooler_output after get_output()" + ("" if right else _first_wrong(outputs, want)), case=case,
-               expected=_describe(want), got=_describe(outputs),
+               expected=_describe(want, outputs), got=_describe(outputs, want),
                hint="" if right else _wrong_output_hint(outputs, want, log))
         _found_right_outputs(want)
 
@@ -425,6 +438,11 @@ def _wrong_output_hint(got: Any, want: list, log: list[list[str]]) -> str:
         return _early_read_hint(log)
     if not isinstance(got, (list, tuple)) or len(got) != len(want):
         return "pooler_output has one entry per request: its pooled vector, or None for a request that did not finish"
+    if any(g is not None and w is None for g, w in zip(got, want)):
+        return ("a request that has not finished gets None: take which requests finished from the host-side "
+                "finished mask (batch.metadata.get_pooling_cursor().get_finished_mask()), not from the batch size")
+    if any(g is None and w is not None for g, w in zip(got, want)):
+        return "a request that finished this step gets its pooled vector, not None: look at the finished mask"
     return "compare each entry with the request's: a pooled vector where it finished, None where it did not"
 
 
@@ -466,8 +484,9 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
         expect(in_pool["count"] == 0, f"{in_pool['count']} sync(s) inside execute_model/_pool", expected=0,
                got="; ".join(f"{kind} ({op}) at {where}" for kind, op, where in in_pool["events"][:3]),
                case=case, hint="on the CUDA path _pool only queues work and returns: no "
-               "_sync_device(), no .cpu(), and no device-to-host copy into pageable memory (a non_blocking copy "
-               "to the host is asynchronous only into pinned memory)")
+               "_sync_device(), no .cpu(), no wait on the copy's event (that wait is get_output()'s, a step later), "
+               "and no device-to-host copy into pageable memory (a non_blocking copy to the host is asynchronous "
+               "only into pinned memory)")
         expect(got["has_get_output"], "the CUDA path returns an object with get_output()", got=got["type"], case=case)
         ops = got["get_ops"]
         expect(not any(op.startswith("Event.query") for op in ops), "get_output() polls event.query() in a loop",
@@ -495,9 +514,10 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
         # the step whose syncs count is a step whose outputs count: a shortcut taken only while counted fails here
         outputs = _outputs_back(got["outputs"]) if got["is_output"] else None
         right = outputs is not None and _same(outputs, want)
-        expect(right, "wrong pooler_output from the counted step", expected=_describe(want),
-               got=_describe(outputs) if outputs is not None else got["output_type"], case=counted,
-               hint="" if right else _early_read_hint(got["log"]))
+        expect(right, "wrong pooler_output from the counted step", expected=_describe(want, outputs),
+               got=_describe(outputs, want) if outputs is not None else got["output_type"], case=counted,
+               hint="" if right else _wrong_output_hint(outputs, want, got["log"]) if outputs is not None
+               else _early_read_hint(got["log"]))
         _found_right_outputs(want)
 
 
@@ -581,7 +601,7 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
                  "each step's output holds its own copies: buffers shared between steps are overwritten by the "
                  "next step before the first is collected")
         expect(_same(output, want), f"wrong pooler_output of step {n}", case=case,
-               expected=_describe(want), got=_describe(output), hint=cause)
+               expected=_describe(want, output), got=_describe(output, want), hint=cause)
         _found_right_outputs(want)
 
 
@@ -624,6 +644,11 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
            hint="keep a reference to the raw pooler output in the async output until get_output() has "
                 "waited, or mark it with raw.record_stream(side_stream): the caching allocator would otherwise "
                 "hand their memory to the next step", case=case)
+    expect(not seen.get("freed_before_wait"), f"get_output() released {seen.get('freed_before_wait')} device "
+           "tensor(s) before its wait", case=case, expected="released after event.synchronize()",
+           got="released before it",
+           hint="the side stream may still be copying from them until the event's wait returns: wait first, then "
+                "drop the reference")
     alive, held_by = seen["alive"], seen["held_by"]
     if alive and held_by:
         expect(False, f"record_stream kept {alive} device tensor(s) for the {held_by[0]} stream",
@@ -796,6 +821,10 @@ CLAUSES = [
            "one step of 8 requests, its output collected", "2.1-raw-output-dropped",
            "keep a reference to the raw pooler output",
            lab="The raw pooler output stays alive until the copy that reads it is done"),
+    Clause("2.1-until-the-wait", "once `get_output()` has\n  waited, nothing keeps it", _MEMORY,
+           "one step of 8 requests, its output collected", "2.1-released-before-the-wait",
+           "released 1 device tensor(s) before its wait",
+           lab="staying in use until\n  the wait and released after it"),
     Clause("2.2-cause", "name the one that explains the others", "each broken runner's bug named from the evidence",
            "runners' evidence, one simulated step each", "2.2-symptom-not-cause", "it is a consequence"),
     Clause("2.1-cpu-platform", "a CPU platform copies and waits as the baseline does", CHECKS_2_1[0].name,

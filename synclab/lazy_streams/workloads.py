@@ -30,14 +30,23 @@ def _same(got: list, want: list) -> bool:
                                       and torch.equal(g, w)) for g, w in zip(got, want))
 
 
-def _describe(items: list) -> str:
+def _describe(items: list, against: list | None = None, width: int = 4) -> str:
+    """A pooler output in a line: ``width`` entries, from the start or, given ``against`` (the other side of a
+    comparison), from just before the first entry where the two differ, so that the difference shows."""
     def one(t: Any) -> str:
         if t is None:
             return "None"
         if isinstance(t, torch.Tensor) and bool((t == sim_cuda.GARBAGE).all()):
             return "garbage (copy not landed)"
         return type(t).__name__ if not isinstance(t, torch.Tensor) else f"tensor{list(t.shape)}"
-    return "[" + ", ".join(one(t) for t in items[:4]) + (", ..." if len(items) > 4 else "") + "]"
+    start = 0
+    if against is not None and len(items) > width:
+        first = next((i for i, (a, b) in enumerate(zip(items, against)) if not _same([a], [b])),
+                     min(len(items), len(against)))
+        start = max(0, min(first - 1, len(items) - width))
+    shown = ", ".join(f"{start + i}: {one(t)}" if start else one(t) for i, t in enumerate(items[start:start + width]))
+    return ("[" + ("..., " if start else "") + shown + (", ..." if start + width < len(items) else "") + "]"
+            + (f" ({len(items)} entries)" if start else ""))
 
 
 def resolve(result: Any) -> ModelRunnerOutput:

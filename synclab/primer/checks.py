@@ -5,6 +5,7 @@ A room of :mod:`synclab.primer` (its docstring tells the chapter).
 
 from __future__ import annotations
 
+import numbers
 import random
 from contextlib import nullcontext
 from typing import Callable
@@ -108,11 +109,30 @@ def _expect_host_values(values: list, kind: type, what: str, case: str, fix: str
                                    "look right; but the host needs Python values: the engine reads these after the "
                                    "step (to detokenize, to stop a request), and each read of a 0-d device tensor "
                                    f"is a sync of its own, later. {fix}")
-        name, text = (value["not plain"], value["repr"]) if isinstance(value, dict) else (type(value).__name__,
+        name, text = (value["not plain"], value["repr"]) if isinstance(value, dict) else (_type_name(value),
                                                                                            repr(value))
         raise CheckFailed(f"{what} must hold Python {kind.__name__}s", expected=kind.__name__,
                           got=f"{name} {text} at index {pos}", case=case,
-                          hint=f"{fix} ({kind.__name__}(x) turns a host value into one)")
+                          hint=f"{fix} ({kind.__name__}(x) turns a host value into one; .tolist() gives Python values "
+                               "from a NumPy array)")
+
+
+def _type_name(value: object) -> str:
+    """``numpy.bool`` rather than ``bool``: NumPy's scalar types share the names of Python's."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _finished_hint(batch: dict, got: list, want: list[bool], sampled: list[int]) -> str:
+    """The finish rule, applied to the first request whose flag is wrong, with that request's numbers."""
+    rule = "finished = EOS sampled, or seq_len + 1 >= max_model_len, with seq_len as it was before this step"
+    wrong = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+    if len(got) != len(want) or not wrong:
+        return rule
+    i, before = wrong[0], batch_of(batch)
+    length = int(before.seq_lens_cpu[i])
+    return (f"{rule}. Request {i}: length {length} before this step, max_model_len {before.max_model_len}, sampled "
+            f"{sampled[i]} (EOS is {before.eos_token_id}), so it is {'' if want[i] else 'not '}finished" + (f" ({len(wrong)} requests differ)" if len(wrong) > 1 else ""))
 
 
 def _same_step(impl: DecodeStep, batch: dict, case: str, *, counted: bool = False) -> dict | None:
@@ -131,7 +151,7 @@ def _same_step(impl: DecodeStep, batch: dict, case: str, *, counted: bool = Fals
     expect_equal(got["sampled"], want["sampled"], what="sampled_token_ids", case=case,
                  hint="the next token is the argmax of each request's logits row")
     expect_equal(got["finished"], want["finished"], what="finished", case=case,
-                 hint="finished = EOS sampled, or seq_len + 1 >= max_model_len")
+                 hint=_finished_hint(batch, got["finished"], want["finished"], want["sampled"]))
     expect_equal(got["outputs"], want["outputs"], what="output_token_ids after the step", case=case,
                  hint="append each sampled token to its request's list")
     expect(got["in_place"], "output lists must be updated in place (the request state holds the same list objects)",
@@ -153,6 +173,7 @@ def _check_fixed(impl: DecodeStep, rng: random.Random) -> None:
         _same_step(impl, _case(num_reqs, num_reqs), f"fixed batch of {num_reqs}")
     _same_step(impl, _case(4, 1, "eos"), "every request samples EOS")
     _same_step(impl, _case(4, 2, "at_limit"), "every request reaches max_model_len")
+    _same_step(impl, _case(4, 3, "one_short"), "every request one token short of max_model_len")
 
 
 def _check_empty(impl: DecodeStep, rng: random.Random) -> None:
@@ -189,6 +210,8 @@ def _rejects_nan(impl: DecodeStep, batch: dict, case: str, *, counted: bool = Fa
 
 
 def _check_nan(impl: DecodeStep, rng: random.Random) -> None:
+    # the last request's row first: a step that raises inside its loop has changed every earlier request by then
+    _rejects_nan(impl, _case(5, 5, "nan", nan_at=[4, 7]), "NaN in logits (in the last request's row)")
     _rejects_nan(impl, _nan_case(rng), "NaN in logits")
 
 
@@ -301,11 +324,14 @@ def check_predictions(predict: Callable[[], dict[str, int]], seed: int | None = 
                              + ([f"not a snippet: {', '.join(repr(k) for k in unknown)}"] if unknown else [])),
                hint="the keys are the snippets' letters ('a' to 'h'); a letter with its snippet, 'a: x[2:9].sum()', is "
                     "read the same")
-        # exactly an int: a bool is not a count, and a subclass of int may compare its own way
+        # exactly an int: a bool is not a count, and a subclass of int may compare its own way; a NumPy integer
+        # (a count taken with np.sum, say) is a count, read as the Python int it holds
+        preds = {k: v.item() if type(v).__module__ == "numpy" and isinstance(v, numbers.Integral) else v
+                 for k, v in preds.items()}
         not_counts = {k: v for k, v in preds.items() if type(v) is not int}
         expect(not not_counts, "each prediction is a number of syncs (an int)",
                got="; ".join(f"{k}: {v!r} (a {type(v).__name__})" for k, v in not_counts.items()),
-               hint="write 0, 1, 2, ... as numbers, not strings or booleans")
+               hint="write 0, 1, 2, ... as Python ints, not strings or booleans")
         measured = _measure_snippet_syncs()
         wrong = {k: preds[k] for k in SNIPPETS if preds[k] != measured[k]}
         # the reasons in the message itself, which is never shortened (a value's room is 300 characters)

@@ -103,14 +103,15 @@ def batch_of(case: dict) -> DecodeBatch:
     """The decode batch a case of Exercise 0.1's checks names, as data: the same batch in every process.
 
     ``case``: ``num_reqs``, ``vocab``, ``seed`` (of :func:`make_batch`) and ``kind``: ``"plain"``, ``"eos"`` (every
-    request samples EOS), ``"at_limit"`` (every request reaches ``max_model_len``) or ``"nan"`` (one NaN logit, at
-    ``nan_at``)."""
+    request samples EOS), ``"at_limit"`` (every request reaches ``max_model_len``), ``"one_short"`` (every request
+    one token short of it) or ``"nan"`` (one NaN logit, at ``nan_at``)."""
     batch = make_batch(case["num_reqs"], case["vocab"], rng=random.Random(case["seed"]))
     if case["kind"] == "eos":
         batch.logits[:, batch.eos_token_id] = 100.0
-    elif case["kind"] == "at_limit":
-        batch.seq_lens_cpu.fill_(batch.max_model_len - 1)
-        batch.seq_lens_gpu.fill_(batch.max_model_len - 1)
+    elif case["kind"] in ("at_limit", "one_short"):  # this step reaches the limit, or the next one will
+        length = batch.max_model_len - (1 if case["kind"] == "at_limit" else 2)
+        batch.seq_lens_cpu.fill_(length)
+        batch.seq_lens_gpu.fill_(length)
     elif case["kind"] == "nan":
         row, column = case["nan_at"]
         batch.logits[row, column] = float("nan")

@@ -1,0 +1,15 @@
+# Adds the new token to the length twice over: a request one token short of max_model_len finishes a step early.
+# fails: same result as the reference on fixed cases
+def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
+    tokens = batch.logits.argmax(dim=-1)
+    flag = torch.isnan(batch.logits).any().reshape(1).long()
+    *sampled, nan = torch.cat([tokens, flag]).tolist()
+    if nan:
+        raise ValueError("NaN in logits")
+    lens = batch.seq_lens_cpu.tolist()
+    finished = [t == batch.eos_token_id or n + 2 >= batch.max_model_len for t, n in zip(sampled, lens)]
+    for out, token in zip(batch.output_token_ids, sampled):
+        out.append(token)
+    batch.seq_lens_gpu += 1
+    batch.seq_lens_cpu += 1
+    return primer.StepOutput(sampled, finished)
