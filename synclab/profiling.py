@@ -194,17 +194,33 @@ def _recorder(device: bool) -> Any:
     return profile(use_kineto=True, use_device="cuda" if device and has_cuda() else None)
 
 
+_SETTLING = "synclab: the profiler settling"  # a first call inside the profiler, cut from the trace
+
+
 def _chrome_trace(call: Callable[[], Any]) -> list[dict]:
-    """The raw events of one call under the profiler (its device work waited for)."""
+    """The raw events of one call under the profiler (its device work waited for).
+
+    The call runs twice inside the profiler and only the second is kept: the profiler's first op after it starts
+    can take a millisecond of its own, which drew a call of tens of microseconds as one long block."""
+    import torch
+
     with tempfile.TemporaryDirectory() as tmp, _quiet_stderr():
         with _recorder(device=True) as prof:
+            with torch.profiler.record_function(_SETTLING):
+                call()
+                synchronize()
             call()
             synchronize()  # outside any count: the profile's own wait is not the call's
         path = os.path.join(tmp, "trace.json")
         prof.export_chrome_trace(path)
         with open(path) as f:
             data = json.load(f)
-    return data["traceEvents"] if isinstance(data, dict) else data
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    settling = [e for e in events if e.get("name") == _SETTLING and isinstance(e.get("dur"), (int, float))]
+    if not settling:
+        return events
+    end = max(e["ts"] + e["dur"] for e in settling)
+    return [e for e in events if not (isinstance(e.get("ts"), (int, float)) and e["ts"] <= end)]
 
 
 def _aligned(counted: list[str], plain: list[str]) -> dict[int, int]:

@@ -54,6 +54,9 @@ def load(chapter: str, root: Path = REFERENCE_DIR) -> dict[str, dict[str, Any]]:
             run = path.parent / RUN_FILE
             extra = _run_notes(run) if run.exists() else {}
             data["provenance"] = {**{k: v for k, v in extra.items() if k == "commit"}, **data["provenance"]}
+            for result in data.get("results", {}).values():  # each figure's subtitle names the commit too
+                if "commit" in extra and isinstance(result, dict) and isinstance(result.get("provenance"), dict):
+                    result["provenance"] = {"commit": extra["commit"], **result["provenance"]}
             found[path.parent.name] = data
     return found
 

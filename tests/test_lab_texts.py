@@ -517,3 +517,23 @@ def test_chapter_1s_pr_note_states_the_stored_gpu_baselines_at_32():
         at_32 = timing["timings"][timing["variants"][0]][timing["values"].index(32)]["median_us"]
         assert f"{at_32:.0f} us on the {name}" in note, (name, at_32)
         assert 1.8 < at_32 / 59.89 < 2.4  # "about half": the PR's baseline against this run's
+
+
+def test_chapter_1_states_the_gpu_speedups_at_1_and_8_requests_as_stored():
+    """"slower at one request (0.9×) and faster from 8 (1.1× to 1.2×)": the PR's method against the baseline in every
+    stored GPU run of chapter 1 (the H100's, the H200's and its repeat), rounded to a tenth."""
+    import json
+
+    ratios: dict[int, list[float]] = {1: [], 8: []}
+    for path in sorted((ROOT / "data" / "reference").glob("*/**/ch1.json")):
+        timing = json.loads(path.read_text())["results"]["timing"]
+        base, fix = (timing["timings"][timing["variants"][i]] for i in (0, 1))
+        for n in ratios:
+            i = timing["values"].index(n)
+            ratios[n].append(base[i]["median_us"] / fix[i]["median_us"])
+    assert len(ratios[1]) >= 3
+    at_1 = sorted({f"{r:.1f}" for r in ratios[1]})
+    low, high = (f"{f(ratios[8]):.1f}" for f in (min, max))
+    page = " ".join((ROOT / "book" / "01_slice_then_split.md").read_text().split())
+    assert at_1 == ["0.9"] and f"slower at one request (0.9×) and faster from 8 ({low}× to {high}×" in page, (
+        at_1, low, high)

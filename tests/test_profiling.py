@@ -71,7 +71,9 @@ def test_only_the_profiled_call_is_recorded():
         return X.sum().item()
 
     trace = profile(fn, warmup=2)
-    assert len(calls) == 4  # 2 warm-up calls, then one profiled as it runs and one counted
+    # 2 warm-up calls, then two profiled as they run and two counted: under the profiler, a first call lets it
+    # settle (its first op can take a millisecond of its own) and is cut from the trace
+    assert len(calls) == 6
     assert trace.count("sync") == 1
     assert [e.name for e in trace.events if e.category == "host op"] == ["aten::sum", "aten::item"]
 

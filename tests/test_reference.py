@@ -278,3 +278,21 @@ def test_every_gpu_reference_sweep_shows_every_point_inside_its_labelled_axis():
                 assert min(yaxis["tickvals"]) <= min(medians) and max(yaxis["tickvals"]) >= max(medians)
                 drawn += 1
     assert drawn >= 10
+
+
+def test_a_device_s_run_notes_name_the_commit_in_every_figure_s_subtitle(tmp_path: Path) -> None:
+    """A run whose files predate the provenance's commit field: its run.yaml names the commit, and every figure drawn
+    from it says so, as a newer run's figures do (``lab 46d6785`` in the subtitle)."""
+    from synclab.reference import load_sweeps
+
+    device = tmp_path / "nvidia-h200"
+    device.mkdir()
+    provenance = {"device": "NVIDIA H200", "is_gpu": True, "torch_version": "2.11.0", "date": "2026-11-27",
+                  "host": "x86_64"}
+    sweep = {"parameter": "n", "values": [1], "timings": {"a": [{"label": "a n=1", "median_us": 1.0, "iqr_us": 0.0,
+                                                             "times_us": [1.0]}]},
+             "provenance": provenance}
+    (device / "ch9.json").write_text(json.dumps({"provenance": provenance, "results": {"timing": sweep}}))
+    assert "lab " not in load_sweeps("ch9", "timing", tmp_path)["nvidia-h200"].provenance.label
+    (device / "run.yaml").write_text("commit: 46d6785  # the run's commit\n")
+    assert load_sweeps("ch9", "timing", tmp_path)["nvidia-h200"].provenance.label.endswith("· lab 46d6785")

@@ -104,3 +104,18 @@ def test_a_non_blocking_read_nothing_waited_for_is_listed_until_a_wait_covers_it
     assert early.tolist() == list(range(8))  # async_copies=False: the copy landed at once
     assert [e.kind for e in report.events] == [SyncKind.STREAM_SYNC, SyncKind.PAGEABLE_D2H]
     assert len(reads) == 2
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_torch_s_warnings_under_simulated_pinning_name_the_caller_s_line(pinned: bool) -> None:
+    """``torch.tensor(a_tensor)`` warns that cloning is better: under the simulation, as on a GPU, the warning names
+    the line that called torch, not the simulation's."""
+    import warnings
+
+    from synclab.sim import pinning
+
+    pinning._WARNED.clear()
+    with simulated_pinning(True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.tensor(torch.arange(4), dtype=torch.float32, pin_memory=pinned)
+    assert caught and {w.filename for w in caught} == {__file__}, [(w.filename, w.lineno) for w in caught]

@@ -2,7 +2,8 @@
 
 Taught in chapter 4 (reverse placeholder scans), as the "before" of its profile: ``list.index(-1)``
 finds the first placeholder by scanning the whole output history, every step. Kept apart from
-:mod:`synclab.engine.input_batch`, so that Exercise 4.1 is written from its contract, not edited from this.
+:mod:`synclab.engine.input_batch`. The page says what it is to Exercise 4.1: the method's structure (which rows, when
+to wait); the exercise's work is the scan, and the cases its contract lists.
 """
 
 from __future__ import annotations

@@ -46,8 +46,9 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "(`num_scheduled_tokens_cpu`). The only thing it cannot know is where this sub-group starts and ends "
              "in the whole batch: two numbers, at the two ends of the index tensors."),
         Hint("which operations",
-             "Read the first request's first row and the last request's last row (two `.item()` calls, one per "
-             "index tensor), slice the sub-group once, then `torch.split` it by the host sizes: views, one call. "
+             "Read where the first request's rows start and where the last request's rows end: the first entry "
+             "of `first_token_indices_gpu` and the last of `last_token_indices_gpu` (two `.item()` calls on the "
+             "index tensors, not on the data), slice the sub-group once, then `torch.split` it by the host sizes: views, one call. "
              "For chunked prefill, pass every chunk through `ch1.kept_chunk` (it clones what must outlive the step), "
              "append it to the request's cache, and return `torch.cat` of a finished request's chunks (or its one "
              "chunk), cleaning its cache."),

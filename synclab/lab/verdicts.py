@@ -61,7 +61,8 @@ class Verdict:
         if self.task not in EXERCISES or weights not in text:
             return text
         worth = EXERCISES[self.task].points
-        return text.replace(weights, f"({self.earned(worth):g}/{worth} points)", 1)
+        said = f"({self.earned(worth):g} of the exercise's {worth} points: the checks and clauses that held)"
+        return text.replace(weights, said, 1)
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "status": self.status(), "share": round(self.share, 4), "notes": self.notes,

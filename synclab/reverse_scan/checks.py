@@ -70,7 +70,11 @@ def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
         sampled_by_row[row] = sampled[i]
     case = "the fixed cases, all in one step: " + "; ".join(  # named before the call: a crash reports it
         f"{before} with sampled {new}" for _, before, new, _ in FIXED_CASES)
-    step = step_outcome(batch_cls, outputs, sampled_by_row, rows)
+    try:
+        step = step_outcome(batch_cls, outputs, sampled_by_row, rows)
+    except Exception:
+        case = _crashing_case(batch_cls) or case  # the crash's report names the case that raises on its own
+        raise
     for (case, _, _, _), got in zip(FIXED_CASES, step["outputs"]):
         _expect_python_ints(got, case)
     for i, ((case, before, new, want), got) in enumerate(zip(FIXED_CASES, step["outputs"])):
@@ -81,6 +85,16 @@ def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
                or _FIXED_HINTS.get(case)
                or "count the trailing -1s from the end; replace min(valid sampled, placeholders) of them")
     found_right(step["outputs"])
+
+
+def _crashing_case(batch_cls: BatchClass) -> str | None:
+    """After the fixed cases raised in one step: the first that raises in a step of its own, said as a case."""
+    for _, before, new, _ in FIXED_CASES:
+        try:
+            step_outcome(batch_cls, [list(before)], [new], [0])
+        except Exception:
+            return f"the fixed cases, all in one step; this one raises alone too: {before} with sampled {new}"
+    return None
 
 
 def _trailing_start(ids: list[int]) -> int:
@@ -451,8 +465,10 @@ def _check_model_fixed(model: Callable[..., Any], rng: random.Random) -> None:
         found_right([a[5] for a in answers])
     for case, costs, device_us, max_length, hint, want, got in wrong[:1]:
         unearned = "" if found else "; an answer of 0 or None earns its clause's share only once a crossing is found too"
+        also = [a[0] for a in wrong[1:]]
+        others = f"; also off: {'; '.join(also)}" if also else ""
         expect(False, f"output length where the host becomes the bottleneck ({len(wrong)} of {len(answers)} "
-                      f"clauses off{unearned})",
+                      f"clauses off{unearned}; the first below{others})",
                expected=repr(want if want is None else round(want, 1)), got=repr(got),
                hint=_hint_for(got, want, costs, device_us, max_length, hint), share=share,
                case=f"{case}; costs {costs}, device step {device_us:,.0f} us, max_length {max_length:,}")

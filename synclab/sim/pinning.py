@@ -79,7 +79,13 @@ class _PinningMode(TorchFunctionMode):
                 return args[0] if is_pinned_host(args[0]) else _mark_pinned(args[0].detach().clone())
         if name == "is_pinned" and self.simulate and args and isinstance(args[0], torch.Tensor):
             return is_pinned_host(args[0])
+        if name in _WARNING_FACTORIES:  # torch.tensor(a_tensor) warns: said at the reader's line, not this one
+            with _warnings_said_at(sys._getframe(1)):
+                return func(*args, **kwargs)
         return func(*args, **kwargs)
+
+
+_WARNING_FACTORIES = frozenset({"tensor", "as_tensor"})
 
 
 _WARNED: set[tuple[str, int, str]] = set()

@@ -526,9 +526,13 @@ def _split_sizes_hint(error: str) -> str:
     said = re.search(r"sum exactly to (\d+) .*split_sizes=\[([\d, ]*)\]", error)
     rows = int(said.group(1)) if said else 0
     sizes = sum(int(n) for n in said.group(2).split(",") if n.strip()) if said else 0
+    if sizes == rows + 1:
+        return (f"your slice has {rows} rows, 1 fewer than the sizes: last_token_indices_gpu is inclusive, so the "
+                "slice ends at its last token + 1 (a slice's end is exclusive)")
     if sizes > rows:
-        return (f"your slice has {rows} rows, {sizes - rows} fewer than the sizes: last_token_indices_gpu is "
-                "inclusive, so the slice ends at its last token + 1 (a slice's end is exclusive)")
+        return (f"your slice has {rows} row{'s' * (rows != 1)}, {sizes - rows} fewer than the sizes: more than an "
+                "inclusive end read as exclusive. The sub-group runs from the first request's first token "
+                "(first_token_indices_gpu[0]) to the LAST request's last token (last_token_indices_gpu[-1]), + 1")
     return ("the sizes do not add up to the rows you split. Split only the sub-group's rows: slice them first, from "
             "its first token (first_token_indices_gpu[0]) to its last token + 1 (last_token_indices_gpu is inclusive), "
             "then split that slice")

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from contextlib import nullcontext
 from typing import Any, Callable, Sequence
@@ -169,6 +170,10 @@ def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
     for case, spec, dtype in _h2d_cases(rng):
         call = upload_outcome(impl, spec, "pick", dtype)
         hint = ASKED_BEFORE_HINT if call["syncs"]["staged_count"] and not call["asked"] else PIN_HINT
+        if call["asked"] and dtype and call["syncs"]["staged_count"]:  # it asked, and still staged: converted?
+            hint += (f". Here the caller asks for {dtype}: a conversion on the host after pinning (.to(dtype) before "
+                     "the upload) makes a new tensor, in pageable memory. Convert in the upload itself, "
+                     ".to(device, dtype=dtype, non_blocking=True), or build the pinned tensor in that dtype")
         expect_no_syncs(call["syncs"], "the upload", hint, case)
         _same_upload(call["result"], spec, dtype, f"the counted call: {case}")  # a call counted is a call checked
 
@@ -275,6 +280,12 @@ def gather_outcomes(sampler_cls: SamplerClass, specs: list[dict[str, Any]], pinn
             "races": [str(race) for race in device.races] if streams else []}
 
 
+def _rounded(values: list[float], digits: int = 4) -> list[float]:
+    """Logprobs as a report shows them: to the checks' tolerance (the reference computes in float64, the answer in
+    float32; their last digits are not a difference)."""
+    return [round(v, digits) if math.isfinite(v) else v for v in values]
+
+
 def _same_logprobs(got: dict[str, Any], spec: dict[str, Any], case: str) -> None:
     want = _gather_reference(spec)
     if want is None:
@@ -317,11 +328,11 @@ def _same_logprobs(got: dict[str, Any], spec: dict[str, Any], case: str) -> None
             hint = (f"requested ids were masked as padding (columns {masked[:4]}): the mask marks each request's "
                     "own ids by how many it asked for (a requested token 0 is real), never by the ids' values")
         raise CheckFailed(f"padding must be -inf, and only padding: request {row}'s row is wrong", case=case,
-                          expected=want_values[row], got=got_values[row].tolist(), hint=hint)
+                          expected=_rounded(want_values[row]), got=_rounded(got_values[row].tolist()), hint=hint)
     close = torch.isclose(got_values, want_t, atol=1e-4) | padded
     row = int((~close).any(dim=1).nonzero()[0]) if not bool(close.all()) else 0
-    expect(bool(close.all()), f"logprobs differ: request {row}'s row first", expected=want_values[row],
-           got=got_values[row].tolist(), hint="log_softmax over the vocabulary, then gather", case=case)
+    expect(bool(close.all()), f"logprobs differ: request {row}'s row first", expected=_rounded(want_values[row]),
+           got=_rounded(got_values[row].tolist()), hint="log_softmax over the vocabulary, then gather", case=case)
     expect_equal(got["ranks"], want_ranks, what="ranks of the sampled tokens",
                  hint="rank = how many logits are strictly larger than the sampled token's", case=case)
     # the ids and the padding were compared exactly (the ranks report theirs); the logprobs within a tolerance,

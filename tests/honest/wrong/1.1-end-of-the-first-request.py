@@ -1,0 +1,30 @@
+# Ends the sub-group's slice at the FIRST request's last token: one slice and one split, but of too few rows.
+# fails: same outputs as the reference on fixed cases
+# says: last_token_indices_gpu[-1]
+class AllPool(TokenPoolingMethod):
+    def split_hidden_states(self, hidden_states: torch.Tensor, cursor: PoolingCursor) -> list[torch.Tensor]:
+        sizes = cursor.num_scheduled_tokens_cpu.tolist()
+        if not sizes:
+            return []
+        start = int(cursor.first_token_indices_gpu[0].item())
+        end = int(cursor.last_token_indices_gpu[0].item())
+        return list(hidden_states[start:end + 1].split(sizes))
+
+    def forward(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata) -> PoolerOutput:
+        cursor = pooling_metadata.get_pooling_cursor()
+        chunks = self.split_hidden_states(hidden_states, cursor)
+        if not self.enable_chunked_prefill:
+            return [c.clone() for c in chunks] if self.clone_finished else chunks
+        finished = cursor.get_finished_mask()
+        for state, chunk, done in zip(pooling_metadata.pooling_states, chunks, finished):
+            owned = (not done) or (self.clone_finished and not state.hidden_states_cache)
+            state.hidden_states_cache.append(chunk.clone() if owned else chunk)
+        outputs: PoolerOutput = []
+        for state, done in zip(pooling_metadata.pooling_states, finished):
+            if not done:
+                outputs.append(None)
+                continue
+            cache = state.hidden_states_cache
+            outputs.append(cache[0] if len(cache) == 1 else torch.cat(cache, dim=0))
+            state.clean()
+        return outputs
