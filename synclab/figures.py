@@ -780,9 +780,9 @@ def output_loop_model_figure(runs: dict[str, OutputLoopRun], subtitle: str) -> g
                           f"{run.steady_host_wait_us:.0f} us of it" for name, run in runs.items())
     return _layout(fig, "MODEL — the output copy, with and without the end-of-step wait",
                    f"{subtitle}<br>{summary}", barmode="overlay", xaxis_title="time (us, modelled)",
-                   height=320 + 40 * len(rows), yaxis={"categoryorder": "array", "categoryarray": rows[::-1],
+                   height=250 + 40 * len(rows), yaxis={"categoryorder": "array", "categoryarray": rows[::-1],
                                                        "automargin": True},
-                   margin={"l": 10, "r": 10, "t": 210, "b": 10},
+                   above_plot=20,
                    legend={"orientation": "h", "yanchor": "top", "y": -0.25})
 
 

@@ -140,6 +140,19 @@ def test_a_check_run_by_the_warm_server_says_what_a_fresh_one_says(tmp_path, sho
     assert right["passed"] and [e["earned"] for e in right["exercises"]] == [e["points"] for e in right["exercises"]]
 
 
+def test_stop_checks_ends_the_warm_server_at_once(short_tmp):
+    """`python -m synclab stop-checks` ends the learner's warm server now, not after its idle minutes: the next check
+    runs in a fresh Python again (and starts another server as it ends)."""
+    env = {**_served_env(short_tmp), IDLE_ENV: "600"}
+    args = ("--task", "0.2", "solutions/00_primer.ipynb")
+    assert "run by the warm check server" in _served_once_warm(env, *args).stdout
+    stop = subprocess.run([sys.executable, "-m", "synclab", "stop-checks"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert stop.returncode == 0 and stop.stdout.strip() == "stopped 1 check server", stop.stdout + stop.stderr
+    # the server this check starts as it ends waits 3 s, not 600: nothing of the test outlives it for long
+    assert "run by the warm check server" not in _check({**env, IDLE_ENV: "3"}, *args).stdout
+
+
 @pytest.mark.parametrize("served", [False, True], ids=["fresh", "served"])
 def test_ctrl_c_stops_a_checks_cells_fresh_or_served(tmp_path, short_tmp, served):
     """Ctrl-C stops a check of one task where its cells run: no later cell runs (a learner's cell that never ends),

@@ -325,6 +325,25 @@ class HardPinnedSampler(PinnedSampler):
         self.pin_memory = True
 
 
+class UploadPerRequest(PinnedSampler):
+    """Each request's ids go up on their own, pinned and non_blocking: no sync, but an upload per request."""
+
+    def gather_specific_token_logprobs(self, logits, logprob_token_ids, sampled):
+        if not logprob_token_ids:
+            return None
+        device, width = logits.device, max(len(t) for t in logprob_token_ids.values()) + 1
+        ids = torch.zeros(logits.shape[0], width, dtype=torch.int64, device=device)
+        mask = torch.zeros(logits.shape[0], width, dtype=torch.bool, device=device)
+        mask[:, 0] = True
+        for row, wanted in logprob_token_ids.items():
+            ids[row, 1:len(wanted) + 1] = torch.tensor(wanted, pin_memory=self.pin_memory).to(device, non_blocking=True)
+            mask[row, 1:len(wanted) + 1] = True
+        ids[:, 0] = sampled
+        logprobs = compute_token_logprobs(logits, ids).masked_fill(~mask, float("-inf"))
+        ranks = (logits > logits.gather(-1, sampled.unsqueeze(-1))).sum(dim=-1)
+        return LogprobsTensors(ids.to(torch.int32), logprobs, ranks)
+
+
 class PersistentPinnedBuffers(PinnedSampler):
     """One pinned id matrix and mask kept across calls and refilled: the next call may come before the upload ran."""
 
@@ -388,6 +407,7 @@ WRONG_3_2 = [
     (FixedWidth, "random batches"),
     (PageableSampler, "0 syncs"),
     (HardPinnedSampler, "WSL"),
+    (UploadPerRequest, "as many uploads"),
 ]
 
 

@@ -175,12 +175,16 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
     mine, right = got[spec.request_id][0], want[spec.request_id][0]  # the token lists
     stops, min_tokens = set(spec.sampling.stop_token_ids or ()), spec.sampling.min_tokens or 0
     if len(mine) > len(right) and mine[:len(right)] == right and right and right[-1] in stops:
+        listed = list(spec.sampling.stop_token_ids)
+        # a later stop token of its list: a run that reads the first alone misses it
+        anyone = (f" Token {right[-1]} is not the first of the request's {len(listed)} stop tokens {listed}: any of "
+                  "them ends it." if len(listed) > 1 and right[-1] != listed[0] else "")
         if len(right) - 1 != min_tokens:  # past min_tokens' boundary: no ban kept it going, its stop was missed
             return (f"yours went on past the stop token {right[-1]} it sampled at output position {len(right) - 1}, "
-                    f"where the right run stopped (min_tokens {min_tokens} was behind it). {_PAIRING}")
+                    f"where the right run stopped (min_tokens {min_tokens} was behind it).{anyone} {_PAIRING}")
         return (f"yours went on past the stop token {right[-1]} at output position {len(right) - 1}, where the right "
-                f"run stopped. Stop tokens are banned only while fewer than min_tokens ({min_tokens}) tokens are out "
-                "(<, not <=), and a sampled stop token ends the request")
+                f"run stopped.{anyone} Stop tokens are banned only while fewer than min_tokens ({min_tokens}) tokens "
+                "are out (<, not <=), and a sampled stop token ends the request")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] not in stops:
         return (f"yours stopped after {len(mine)} token(s), on token {mine[-1]}, which is not one of its stop tokens: "
                 f"{_PAIRING}")
@@ -386,7 +390,9 @@ READING_QUESTIONS = {
     "removes_most_syncs": "the one fix that, alone, removes the most stray syncs per step",
     "removes_no_syncs": "every fix that, alone, removes no stray sync (a set)",
     "cuts_history_reads": "the one fix that cuts the output-history elements the host reads per step",
-    "cuts_torch_calls": "the one fix that cuts the host's torch calls per step the most",
+    "cuts_torch_calls": "the one fix that cuts the host's torch calls per step the most (the torch calls alone, "
+                        "as the figure of what each fix removes counts them; the host-work figure adds the history "
+                        "elements to them)",
     "saving_grows_with": "for each of those two fixes, what its saving grows with: 'output length' or 'images' "
                          "(a dict whose keys are the two fixes' names)",
     "one_fix_alone": "why one sync fix alone buys little while the device has work queued (the MODEL at 2 ms of device "

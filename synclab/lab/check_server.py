@@ -9,7 +9,7 @@ a child that runs the command there as this process would have (:func:`synclab.l
 terminal. Ctrl-C reaches the child.
 
 * The server runs nothing of the learner's: it imports, then only forks. It ends after :data:`IDLE_S` without a
-  check.
+  check, or at once with ``python -m synclab stop-checks`` (:func:`stop_servers`).
 * One server per user, Python, version of the package's code and environment (a socket in a 0700 folder of this
   user's, named by a digest of them): an edited package, another venv or another setting starts another.
 * Off where ``SYNCLAB_CHECK_SERVER=0``, and on a machine with an NVIDIA device (a forked child may not start CUDA
@@ -113,6 +113,23 @@ def run_served(argv: list[str]) -> int | None:
                 signal.signal(signum, handler)
 
 
+def stop_servers() -> int:
+    """Ask every check server of this user's to end now (``python -m synclab stop-checks``): how many there were."""
+    folder = private_folder("synclab-check")
+    stopped = 0
+    for path in sorted(folder.glob("*.sock")) if folder is not None else []:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(path))
+            send(sock, {"stop": True})
+            stopped += 1
+        except OSError:  # a server that already ended left its name behind
+            path.unlink(missing_ok=True)
+        finally:
+            sock.close()
+    return stopped
+
+
 def _start_server(path: Path, env: dict[str, str]) -> None:
     subprocess.Popen([sys.executable, "-m", "synclab", "serve-checks", str(path)], env=env, cwd="/",
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -153,6 +170,9 @@ def serve(path: Path, run: Callable[[list[str]], int], preload: list[str], idle_
         except (EOFError, OSError):
             connection.close()
             continue
+        if request.get("stop"):  # python -m synclab stop-checks
+            connection.close()
+            break
         go_read, go_write = os.pipe()
         pid = os.fork()
         if pid == 0:

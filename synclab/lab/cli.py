@@ -13,6 +13,7 @@
     python -m synclab autograde-times [ch0 ...]     # time nbgrader autograding each chapter's solution
     python -m synclab student-image DEST            # the students' install: package, data, labs; no solutions
     python -m synclab expected [4.2 ...]            # the public cases' answers the students' install stores
+    python -m synclab stop-checks                   # end the warm check server now (else after 15 idle minutes)
 """
 
 from __future__ import annotations
@@ -74,6 +75,15 @@ def cmd_serve_checks(args: argparse.Namespace) -> int:
                                                         *PACKAGES.values()])
 
 
+def cmd_stop_checks(args: argparse.Namespace) -> int:
+    """End the warm check servers now instead of after their idle minutes."""
+    from synclab.lab import check_server
+
+    stopped = check_server.stop_servers()
+    print(f"stopped {stopped} check server{'s' * (stopped != 1)}" if stopped else "no check server was running")
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """The learner's check: the lab's own check cells, run as the notebook runs them (:mod:`.learner_check`)."""
     from synclab.checks import REPORT_LOG_ENV
@@ -132,7 +142,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     _say_cells(summary, errors)
     if kernel is None:  # after the reports, in their stream: piped, the lines keep their order
         served = (f" (run by the warm check server, which ends itself after {check_server.IDLE_S / 60:.0f} idle "
-                  "minutes; SYNCLAB_CHECK_SERVER=0 runs each check in a fresh Python)") if check_server.SERVED else ""
+                  "minutes, or now with `python -m synclab stop-checks`; SYNCLAB_CHECK_SERVER=0 runs each check in a "
+                  "fresh Python)") if check_server.SERVED else ""
         took = (f"{seconds:.1f} s: {learner.checks_seconds:.1f} s in the check cells, the rest in the lab's setup and "
                 "your cells") if seconds >= 0.05 else "under 0.1 s"  # "0.0 s: 0.0 s in ..." read as a contradiction
         print(f"({took}){served}")
@@ -604,6 +615,8 @@ def main(argv: list[str] | None = None) -> int:
                                         "(data/expected/)")
     p.add_argument("tasks", nargs="*", help="exercises (default: every one judged apart)")
     p.set_defaults(fn=cmd_expected)
+    p = sub.add_parser("stop-checks", help="end the warm check server now (it ends by itself after 15 idle minutes)")
+    p.set_defaults(fn=cmd_stop_checks)
     p = sub.add_parser("serve-checks", help=argparse.SUPPRESS)  # the warm check server (synclab.lab.check_server)
     p.add_argument("socket")
     p.set_defaults(fn=cmd_serve_checks)

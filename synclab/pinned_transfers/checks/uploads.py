@@ -265,18 +265,22 @@ def gather_outcomes(sampler_cls: SamplerClass, specs: list[dict[str, Any]], pinn
     call's result and syncs, the streams' races, or what a call that asked for pinned memory where there is none was
     told (a runner: :mod:`synclab.answer_keys.runners`)."""
     calls: list[tuple[Any, Any]] = []
+    uploads: list[int] = []  # on the simulated streams: the non_blocking uploads each call queued
     with simulated_pinning(pinning), sim_cuda.simulated_cuda() if streams else nullcontext() as device:
         sampler = sampler_cls()
         inputs: Any = None
         for spec in specs:
             inputs = logprob_inputs(spec, SIM_DEVICE if streams else None) if spec is not None else inputs
+            logged = len(device.log.entries) if streams else 0
             try:
                 calls.append(counted(lambda: sampler.gather_specific_token_logprobs(*inputs),
                                      simulate=True if streams else None))
             except PinnedMemoryUnavailable as exc:
                 return {"unavailable": str(exc).split(":")[0]}
+            uploads.append(sum(op == "copy to device" for op in device.log.ops()[logged:]) if streams else 0)
     # read only now: a read between the calls would be a wait, and the calls would no longer run back to back
-    return {"calls": [{"result": _logprobs_data(got), "syncs": report_data(report)} for got, report in calls],
+    return {"calls": [{"result": _logprobs_data(got), "syncs": report_data(report), "uploads": n}
+                      for (got, report), n in zip(calls, uploads)],
             "races": [str(race) for race in device.races] if streams else []}
 
 
@@ -410,6 +414,20 @@ def _check_gather_races(sampler_cls: SamplerClass, rng: random.Random) -> None:
                                                f"{spec['batch']} requests, back to back")
 
 
+def _check_gather_uploads(sampler_cls: SamplerClass, rng: random.Random) -> None:
+    """As many non_blocking uploads for 64 requests as for 1: the padded ids and the mask go up whole."""
+    sizes = (1, 64)
+    specs = [logprob_spec(rng, batch, 64, share_with_ids=1.0) for batch in sizes]
+    calls = [gather_outcomes(sampler_cls, [spec], streams=True)["calls"][0] for spec in specs]  # a sampler each
+    counts = [call["uploads"] for call in calls]
+    for call, spec in zip(calls, specs):
+        _same_logprobs(call["result"], spec, f"the counted calls: {spec['batch']} requests, all with ids")
+    expect(counts[0] == counts[1], "the number of uploads grows with the batch", case="1 request, then 64, all with ids",
+           expected=f"{counts[0]} at 64 requests too", got=f"{counts[0]} at 1 request, {counts[1]} at 64",
+           hint="build the whole padded id matrix and its mask on the host, then upload each once: an upload per "
+                "request is a copy, and a driver call, per request")
+
+
 def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
     spec = logprob_spec(rng, 8, 64)
     ran = gather_outcomes(sampler_cls, [spec], pinning=False)
@@ -429,6 +447,7 @@ CHECKS_3_2 = [
           _check_gather_syncs),
     Check("3.2", "no pinned buffer written before its upload ran (back-to-back calls, simulated streams)",
           _check_gather_races),
+    Check("3.2", "as many uploads for 64 requests as for 1 (simulated streams)", _check_gather_uploads),
     Check("3.2", "WSL (no pinned memory): no error, same result", _check_gather_wsl),
 ]
 
