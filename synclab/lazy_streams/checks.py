@@ -763,30 +763,33 @@ def _why_not(runner: str, label: str, evidence: dict[str, Any]) -> str:
             f"this one goes too")
 
 
+def _check_diagnosis(answer: Callable[[], dict[str, str]], rng: random.Random) -> None:
+    labels = answer()
+    labels = dict(labels) if isinstance(labels, Mapping) else labels  # any mapping of runner to label
+    expect(isinstance(labels, dict) and set(labels) == set(SPOT_THE_BUG),
+           f"label every runner, {min(SPOT_THE_BUG)} to {max(SPOT_THE_BUG)}",
+           expected=sorted(SPOT_THE_BUG), got=sorted(labels) if isinstance(labels, dict) else type(labels).__name__)
+    unknown = {k: v for k, v in labels.items() if v not in BUG_LABELS}
+    expect(not unknown, "use the labels of ch2.BUG_LABELS", got=unknown, expected=sorted(BUG_LABELS))
+    evidence = {name: inspect_runner(cls) for name, cls in SPOT_THE_BUG.items()}
+    wrong = [k for k in SPOT_THE_BUG if labels[k] != _diagnose(evidence[k])]
+    # each runner's reason in the message itself, which is never shortened: five reasons outrun a value's room
+    expect(not wrong, f"{len(wrong)} of {len(SPOT_THE_BUG)} diagnosis(es) off. "
+           + "; ".join(_why_not(k, labels[k], evidence[k]) for k in wrong),
+           hint="look at each runner's evidence: are the values right, where are the syncs, what does the "
+                "stream log show, and which waits does get_output() do?",
+           share=1 - len(wrong) / len(SPOT_THE_BUG),  # each runner named right earns its share
+           case=f"the {len(SPOT_THE_BUG)} runners' evidence, one simulated step each")
+    found_right(labels)  # every right answer says the same
+
+
+CHECKS_2_2 = [Check("2.2", "each broken runner's bug named from the evidence", _check_diagnosis, timeout_s=60,
+                    random=False)]
+
+
 def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None = None) -> CheckReport:
     """Exercise 2.2: the reader's label for each runner of ``SPOT_THE_BUG``, against the evidence."""
-
-    def run(answer: Callable[[], dict[str, str]], rng: random.Random) -> None:
-        labels = answer()
-        labels = dict(labels) if isinstance(labels, Mapping) else labels  # any mapping of runner to label
-        expect(isinstance(labels, dict) and set(labels) == set(SPOT_THE_BUG),
-               f"label every runner, {min(SPOT_THE_BUG)} to {max(SPOT_THE_BUG)}",
-               expected=sorted(SPOT_THE_BUG), got=sorted(labels) if isinstance(labels, dict) else type(labels).__name__)
-        unknown = {k: v for k, v in labels.items() if v not in BUG_LABELS}
-        expect(not unknown, "use the labels of ch2.BUG_LABELS", got=unknown, expected=sorted(BUG_LABELS))
-        evidence = {name: inspect_runner(cls) for name, cls in SPOT_THE_BUG.items()}
-        wrong = [k for k in SPOT_THE_BUG if labels[k] != _diagnose(evidence[k])]
-        # each runner's reason in the message itself, which is never shortened: five reasons outrun a value's room
-        expect(not wrong, f"{len(wrong)} of {len(SPOT_THE_BUG)} diagnosis(es) off. "
-               + "; ".join(_why_not(k, labels[k], evidence[k]) for k in wrong),
-               hint="look at each runner's evidence: are the values right, where are the syncs, what does the "
-                    "stream log show, and which waits does get_output() do?",
-               share=1 - len(wrong) / len(SPOT_THE_BUG),  # each runner named right earns its share
-               case=f"the {len(SPOT_THE_BUG)} runners' evidence, one simulated step each")
-        found_right(labels)  # every right answer says the same
-
-    check = Check("2.2", "each broken runner's bug named from the evidence", run, timeout_s=60, random=False)
-    return run_checks("Exercise 2.2 — spot the bug", [check], my_diagnosis, seed=seed)
+    return run_checks("Exercise 2.2 — spot the bug", CHECKS_2_2, my_diagnosis, seed=seed)
 
 
 # ----------------------------------------------------------------------------- the clauses of 2.1 and 2.2

@@ -311,38 +311,40 @@ def _measure_snippet_syncs(device: DeviceLike | None = None) -> dict[str, int]:
     return counts
 
 
+def _check_predictions(predict: Callable[[], dict[str, int]], rng: random.Random) -> None:
+    preds = predict()
+    expect(isinstance(preds, dict), "my_predictions() must return a dict", got=type(preds).__name__)
+    preds = keyed_by_name(preds, SNIPPETS)
+    missing, unknown = [k for k in SNIPPETS if k not in preds], [k for k in preds if k not in SNIPPETS]
+    expect(not missing and not unknown, "predict every snippet, keyed by its name or its letter",
+           got="; ".join(([f"missing: {', '.join(repr(k) for k in missing)}"] if missing else [])
+                         + ([f"not a snippet: {', '.join(repr(k) for k in unknown)}"] if unknown else [])),
+           hint="the keys are the snippets' letters ('a' to 'h'); a letter with its snippet, 'a: x[2:9].sum()', is "
+                "read the same")
+    # exactly an int: a bool is not a count, and a subclass of int may compare its own way; a NumPy integer
+    # (a count taken with np.sum, say) is a count, read as the Python int it holds
+    preds = {k: v.item() if type(v).__module__ == "numpy" and isinstance(v, numbers.Integral) else v
+             for k, v in preds.items()}
+    not_counts = {k: v for k, v in preds.items() if type(v) is not int}
+    expect(not not_counts, "each prediction is a number of syncs (an int)",
+           got="; ".join(f"{k}: {v!r} (a {type(v).__name__})" for k, v in not_counts.items()),
+           hint="write 0, 1, 2, ... as Python ints, not strings or booleans")
+    measured = _measure_snippet_syncs()
+    wrong = {k: preds[k] for k in SNIPPETS if preds[k] != measured[k]}
+    # the reasons in the message itself, which is never shortened (a value's room is 300 characters)
+    expect(not wrong, f"{len(wrong)} of {len(SNIPPETS)} prediction(s) off. " + "; ".join(
+               f"{k}: you said {p}, but {WHY[k.split(':')[0]]}" for k, p in wrong.items()),
+           share=1 - len(wrong) / len(SNIPPETS), case=f"the {len(SNIPPETS)} snippets, each counted",
+           hint="a sync happens when the host needs a device VALUE or a data-dependent SHAPE")
+    found_right({k: preds[k] for k in SNIPPETS})  # every right answer says the same
+
+
+CHECKS_0_2 = [Check("0.2", "predicted sync counts match count_syncs", _check_predictions, random=False)]
+
+
 def check_predictions(predict: Callable[[], dict[str, int]], seed: int | None = None) -> CheckReport:
     """Exercise 0.2: compare the reader's predicted sync counts (``predict()``) with the measured ones."""
-
-    def run(predict: Callable[[], dict[str, int]], rng: random.Random) -> None:
-        preds = predict()
-        expect(isinstance(preds, dict), "my_predictions() must return a dict", got=type(preds).__name__)
-        preds = keyed_by_name(preds, SNIPPETS)
-        missing, unknown = [k for k in SNIPPETS if k not in preds], [k for k in preds if k not in SNIPPETS]
-        expect(not missing and not unknown, "predict every snippet, keyed by its name or its letter",
-               got="; ".join(([f"missing: {', '.join(repr(k) for k in missing)}"] if missing else [])
-                             + ([f"not a snippet: {', '.join(repr(k) for k in unknown)}"] if unknown else [])),
-               hint="the keys are the snippets' letters ('a' to 'h'); a letter with its snippet, 'a: x[2:9].sum()', is "
-                    "read the same")
-        # exactly an int: a bool is not a count, and a subclass of int may compare its own way; a NumPy integer
-        # (a count taken with np.sum, say) is a count, read as the Python int it holds
-        preds = {k: v.item() if type(v).__module__ == "numpy" and isinstance(v, numbers.Integral) else v
-                 for k, v in preds.items()}
-        not_counts = {k: v for k, v in preds.items() if type(v) is not int}
-        expect(not not_counts, "each prediction is a number of syncs (an int)",
-               got="; ".join(f"{k}: {v!r} (a {type(v).__name__})" for k, v in not_counts.items()),
-               hint="write 0, 1, 2, ... as Python ints, not strings or booleans")
-        measured = _measure_snippet_syncs()
-        wrong = {k: preds[k] for k in SNIPPETS if preds[k] != measured[k]}
-        # the reasons in the message itself, which is never shortened (a value's room is 300 characters)
-        expect(not wrong, f"{len(wrong)} of {len(SNIPPETS)} prediction(s) off. " + "; ".join(
-                   f"{k}: you said {p}, but {WHY[k.split(':')[0]]}" for k, p in wrong.items()),
-               share=1 - len(wrong) / len(SNIPPETS), case=f"the {len(SNIPPETS)} snippets, each counted",
-               hint="a sync happens when the host needs a device VALUE or a data-dependent SHAPE")
-        found_right({k: preds[k] for k in SNIPPETS})  # every right answer says the same
-
-    check = Check("0.2", "predicted sync counts match count_syncs", run, random=False)
-    return run_checks("Exercise 0.2 — predict the syncs", [check], predict, seed=seed)
+    return run_checks("Exercise 0.2 — predict the syncs", CHECKS_0_2, predict, seed=seed)
 
 
 # ----------------------------------------------------------------------------- the clauses of 0.1 and 0.2

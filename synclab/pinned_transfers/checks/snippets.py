@@ -87,32 +87,33 @@ def _measure_snippet_syncs() -> dict[str, str]:
     return measured
 
 
+def _check_sync_predictions(predict: Callable[[], dict[str, Any]], rng: random.Random) -> None:
+    preds = predict()
+    expect(isinstance(preds, dict), "my_predictions() must return a dict", got=type(preds).__name__)
+    preds = keyed_by_name(preds, SNIPPETS)
+    expect(set(preds) == set(SNIPPETS), "predict every snippet, keyed by its name or its letter",
+           expected=SNIPPETS, got=sorted(map(str, preds)),
+           hint="the keys are the table's names ('a: torch.tensor(ids, device=dev)', ...) or their letters")
+    names = [k for k, v in preds.items() if isinstance(v, str) and v.removeprefix("SyncKind.") in SyncKind.__members__]
+    expect(not names, "use the SyncKind member, not its name as a string",
+           got="; ".join(f"{k}: {preds[k]!r}" for k in names[:3]),
+           expected=f"SyncKind.{preds[names[0]].removeprefix('SyncKind.')}" if names else "",
+           hint="a prediction is a member of the enum (from synclab.syncs import SyncKind), or None for no "
+                "wait: SyncKind.H2D_COPY, not 'H2D_COPY'")
+    said = {k: "none" if v is None else getattr(v, "value", v) for k, v in preds.items()}
+    measured = _measure_snippet_syncs()
+    wrong = [k for k in SNIPPETS if said[k] != measured[k]]
+    expect(not wrong, f"{len(wrong)} of {len(SNIPPETS)} prediction(s) off. What each line does: " + "; ".join(
+               f"{k}: you said {said[k]!r}, but {WHAT_THE_LINE_DOES[k.split(':')[0]]}" for k in wrong),
+           hint="name the SyncKind, or None; the host waits for a device VALUE, a blocking COPY, or staged memory",
+           share=1 - len(wrong) / len(SNIPPETS),  # each right prediction earns its share
+           case=f"the {len(SNIPPETS)} snippets, each counted on a GPU machine with pinned memory")
+    found_right({k: said[k] for k in SNIPPETS})  # every right answer says the same
+
+
+CHECKS_3_6 = [Check("3.6", "predicted syncs match count_syncs", _check_sync_predictions, random=False)]
+
+
 def check_sync_predictions(predict: Callable[[], dict[str, Any]], seed: int | None = None) -> CheckReport:
     """Exercise 3.6: compare the reader's predicted sync kinds (``predict()``) with ``count_syncs``."""
-
-    def run(predict: Callable[[], dict[str, Any]], rng: random.Random) -> None:
-        preds = predict()
-        expect(isinstance(preds, dict), "my_predictions() must return a dict", got=type(preds).__name__)
-        preds = keyed_by_name(preds, SNIPPETS)
-        expect(set(preds) == set(SNIPPETS), "predict every snippet, keyed by its name or its letter",
-               expected=SNIPPETS, got=sorted(map(str, preds)),
-               hint="the keys are the table's names ('a: torch.tensor(ids, device=dev)', ...) or their letters")
-        names = [k for k, v in preds.items() if isinstance(v, str) and v.removeprefix("SyncKind.") in SyncKind.__members__]
-        expect(not names, "use the SyncKind member, not its name as a string",
-               got="; ".join(f"{k}: {preds[k]!r}" for k in names[:3]),
-               expected=f"SyncKind.{preds[names[0]].removeprefix('SyncKind.')}" if names else "",
-               hint="a prediction is a member of the enum (from synclab.syncs import SyncKind), or None for no "
-                    "wait: SyncKind.H2D_COPY, not 'H2D_COPY'")
-        said = {k: "none" if v is None else getattr(v, "value", v) for k, v in preds.items()}
-        measured = _measure_snippet_syncs()
-        wrong = [k for k in SNIPPETS if said[k] != measured[k]]
-        expect(not wrong, f"{len(wrong)} of {len(SNIPPETS)} prediction(s) off. What each line does: " + "; ".join(
-                   f"{k}: you said {said[k]!r}, but {WHAT_THE_LINE_DOES[k.split(':')[0]]}" for k in wrong),
-               hint="name the SyncKind, or None; the host waits for a device VALUE, a blocking COPY, or staged memory",
-               share=1 - len(wrong) / len(SNIPPETS),  # each right prediction earns its share
-               case=f"the {len(SNIPPETS)} snippets, each counted on a GPU machine with pinned memory")
-        found_right({k: said[k] for k in SNIPPETS})  # every right answer says the same
-
-    check = Check("3.6", "predicted syncs match count_syncs", run, random=False)
-    return run_checks("Exercise 3.6 — which sync, and why", [check], predict, seed=seed)
-
+    return run_checks("Exercise 3.6 — which sync, and why", CHECKS_3_6, predict, seed=seed)
