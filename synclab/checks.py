@@ -174,6 +174,9 @@ def around_first_difference(expected: list, got: list, width: int = 3) -> tuple[
     return render(expected), render(got)
 
 
+CHECK_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+
+
 @dataclass(frozen=True)
 class Check:
     """One named property of the task ``task`` (e.g. ``"0.1"``)."""
@@ -188,9 +191,20 @@ class Check:
     names_fault: bool = False  # its failure names the fault itself (not only a wrong value): read it first
     # (text in the error, its kind included, hint): a crash explained; a hint may be a function of the error's text
     crash_hints: tuple[tuple[str, str | Callable[[str], str]], ...] = ()
-    # the check whose pass this one's points wait for: a property (in place, few syncs, little work) that an
+    # the check (its id) whose pass this one's points wait for: a property (in place, few syncs, little work) that an
     # answer doing nothing has too counts once the answer is right
     after: str = ""
+    # what the check is, apart from its wording: ``"fixed-cases"``, unique within its task (``key``: "4.1/fixed-cases").
+    # Dependencies, the grader's witnesses, clauses and tests name a check by it; its name may be reworded freely.
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.id and not CHECK_ID.fullmatch(self.id):
+            raise ValueError(f"check id {self.id!r}: lower-case words joined by '-' (e.g. 'fixed-cases')")
+
+    @property
+    def key(self) -> str:
+        return f"{self.task}/{self.id}"
 
 
 @dataclass(frozen=True)  # a verdict is not edited after the fact, by the reader's code least of all
@@ -209,6 +223,12 @@ class Outcome:
     names_fault: bool = False  # the check's failure names the fault itself (Check.names_fault)
     refused: str = ""  # the package's answer the reader's code called or handed in (its name), if any
     share: float = 0.0  # a failed check of several clauses: the part of its points the clauses that held earn
+    check_id: str = ""  # the check's id (Check.id): what it is, whatever its name says
+
+    @property
+    def key(self) -> str:
+        """What names the check in a record (a grader's witnesses): its id, or its name where it has none."""
+        return f"{self.task}/{self.check_id}" if self.check_id else self.name
 
     @property
     def ok(self) -> bool:
@@ -415,7 +435,7 @@ def _case_of(exc: BaseException, check: Check) -> str:
 
 def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) -> Outcome:
     base = {"task": check.task, "name": check.name, "points": check.points, "random": check.random,
-            "names_fault": check.names_fault}
+            "names_fault": check.names_fault, "check_id": check.id}
     rng = random.Random(f"{seed}/{check.task}/{check.name}")
     try:
         with _time_limit(limit_s):
@@ -467,7 +487,7 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) 
     handed = answer_in(impl, check.task)
     if handed is not None:  # the answer itself handed to the check
         return Outcome(check.task, check.name, "failed", message=handed.message(handed=True), hint=handed.hint(),
-                       points=check.points, random=False, refused=handed.name)
+                       points=check.points, random=False, refused=handed.name, check_id=check.id)
     if _OBSERVER:
         _OBSERVER[0].check_started(check)
     with checking(check.task) as watch:
@@ -475,7 +495,7 @@ def _run_one(check: Check, impl: Callable[..., Any], seed: int, limit_s: float) 
     if watch.refused:  # even if the reader's code caught the refusal
         key = watch.refused[0]
         outcome = Outcome(check.task, check.name, "failed", message=key.message(), hint=key.hint(),
-                          points=check.points, case=outcome.case, random=False, refused=key.name)
+                          points=check.points, case=outcome.case, random=False, refused=key.name, check_id=check.id)
     if _OBSERVER:
         _OBSERVER[0].check_ended(check, outcome)
     return outcome
@@ -525,16 +545,17 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
         if left <= 0 or stalled:
             reason = ("an earlier check of this exercise timed out" if stalled
                       else f"the exercise's {limit_s:g} s were used up")
-            outcomes.append(Outcome(check.task, check.name, "skipped", points=check.points, message=f"not run: {reason}"))
+            outcomes.append(Outcome(check.task, check.name, "skipped", points=check.points, message=f"not run: {reason}",
+                                    check_id=check.id))
             continue
         limit = min(check.timeout_s * scale, left)
         if any(o.status == "timed out" for o in outcomes):
             limit = min(limit, AFTER_TIMEOUT_S * scale)
         outcome = _run_one(check, impl, seed, limit)
-        first = next((o for o in outcomes if o.name == check.after), None) if check.after else None
+        first = next((o for o in outcomes if o.check_id == check.after), None) if check.after else None
         if outcome.ok and first is not None and not first.ok:
-            outcome = Outcome(check.task, check.name, "skipped", points=check.points,
-                              message=f"counts once \"{check.after}\" passes: an answer that does nothing has this "
+            outcome = Outcome(check.task, check.name, "skipped", points=check.points, check_id=check.id,
+                              message=f"counts once \"{first.name}\" passes: an answer that does nothing has this "
                                       "property too")
         outcomes.append(outcome)
     return _reported(CheckReport(title=title, outcomes=outcomes, seed=seed, check_function=_public_check_function()))

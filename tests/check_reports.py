@@ -41,7 +41,7 @@ def assert_passes_witness_as(report: CheckReport, right: dict[str, str]) -> None
     """Every check ``report`` passed witnesses what a right answer's did on the same seed (``right``: its
     :func:`witnesses`). The grader verifies a passed check by its witness: a bug one check names must not change
     another check's witness, or it would cost twice."""
-    assert all(witness(o) == right[o.name] for o in report.outcomes if o.ok), str(report)
+    assert all(witness(o) == right[o.key] for o in report.outcomes if o.ok), str(report)
 
 
 def assert_every_check_shown_to_fail(checks: Iterable[Check], wrong_versions: Iterable[tuple[Any, str]]) -> None:

@@ -105,7 +105,7 @@ def test_check_json_reports_points_per_check_and_scores_a_broken_exercise_zero(t
     assert (report["points"], report["earned"], report["passed"]) == (20, 6, False)
     by_task = {}
     for check in report["checks"]:
-        assert set(check) == {"task", "name", "status", "passed", "points", "earned", "message", "stretch"}
+        assert set(check) == {"task", "id", "name", "status", "passed", "points", "earned", "message", "stretch"}
         by_task.setdefault(check["task"], []).append(check)
     (missing,) = by_task["0.1"]
     assert (missing["status"], missing["points"], missing["earned"]) == ("not run", 14, 0)

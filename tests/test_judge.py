@@ -401,7 +401,7 @@ def test_a_report_that_says_passed_without_the_right_results_counts_for_nothing(
     verified = judge.judge_notebook(stub, trusted=stub, reference=solution, seed=7)
     assert calls == [["0.1", "0.2"], ["0.1", "0.2"]]  # the submission, then the solutions on the same seed
     for task, verdict in verified.items():
-        witnessed = [o for o in honest[task].report.outcomes if honest[task].witnesses.get(o.name)]
+        witnessed = [o for o in honest[task].report.outcomes if honest[task].witnesses.get(o.key)]
         assert witnessed, task  # every exercise of the chapter has a check whose results are verified
         failed = {o.name for o in verdict.report.outcomes if not o.ok}
         assert failed == {o.name for o in witnessed}, (task, failed)

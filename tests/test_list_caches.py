@@ -481,7 +481,7 @@ def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wron
     answer's on the same seed: a shortcut taken only while counted must not change another check's witness (the
     wrong versions' witnesses are checked where each is shown to fail)."""
     mine = right_witnesses(check, right)
-    assert all(w for name, w in mine.items() if "timed" not in name)  # every check but the timing is verified
+    assert all(w for key, w in mine.items() if key != "5.1/faster-questions")  # every check but the timed one
     report = check(wrong, seed=0)
     assert_passes_witness_as(report, mine)
 

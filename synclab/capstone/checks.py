@@ -237,13 +237,13 @@ NO_STRAY = "the planted runner's outputs, with 0 stray syncs per step and at mos
 # Each runs whole engines: about 4 s on an idle 2-core machine, and several times that on a loaded one, which must
 # not read as a hung answer (a learner's review saw a correct one time out at a load of 6)
 HUNT_CHECKS = [
-    Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=90.0),
-    Check("6.1", "host work per step flat in output length", _check_flat_in("output length"), after=NO_STRAY,
-          timeout_s=90.0, random=False),
-    Check("6.1", "host work per step flat in images per request", _check_flat_in("images"), after=NO_STRAY,
-          timeout_s=90.0, random=False),
-    Check("6.1", "host work per step flat in tokens generated", _check_flat_in("tokens generated"), after=NO_STRAY,
-          timeout_s=90.0, random=False),
+    Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=90.0, id="planted-outputs"),
+    Check("6.1", "host work per step flat in output length", _check_flat_in("output length"), after="planted-outputs",
+          timeout_s=90.0, random=False, id="flat-in-output-length"),
+    Check("6.1", "host work per step flat in images per request", _check_flat_in("images"), after="planted-outputs",
+          timeout_s=90.0, random=False, id="flat-in-images"),
+    Check("6.1", "host work per step flat in tokens generated", _check_flat_in("tokens generated"),
+          after="planted-outputs", timeout_s=90.0, random=False, id="flat-in-tokens-generated"),
 ]
 HUNT_LIMIT_S = 200.0  # the four together (the grader gives an exercise 240 s)
 
@@ -374,7 +374,7 @@ def _check_row(fn: AblationRow, rng: random.Random) -> None:
         found_right([round(got[key], 6) for key in ROW_KEYS])  # the grader's seed chose the configurations
 
 
-ABLATION_CHECKS = [Check("6.2", "counts per configuration", _check_row, timeout_s=60, crash_hints=(
+ABLATION_CHECKS = [Check("6.2", "counts per configuration", _check_row, timeout_s=60, id="counts", crash_hints=(
     ("'_GeneratorContextManager' object has no attribute", "each_step(engine) must return a new context manager for "
      "every step: open a fresh count_syncs() inside it each time (one used twice cannot be entered again)"),))]
 
@@ -526,7 +526,7 @@ def _check_reading(answer: Callable[[], dict[str, Any]], rng: random.Random) -> 
 
 
 READING_CHECKS = [Check("6.3", "each answer matches the ablation's counts", _check_reading, timeout_s=120,
-                        random=False)]
+                        random=False, id="answers")]
 
 # What the grader may compute before any answer is loaded, per exercise: the counts 6.3's answers come from (the
 # package's own runs, seconds; several times that under the grader's watch over the answer's checks).

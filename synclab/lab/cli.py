@@ -312,13 +312,13 @@ def json_report(notebook: Path, verdicts: dict, errors: list[str], task: str | N
                           "notes": verdict.notes, "review": verdict.review})
         report = verdict.report
         if report is None:
-            checks.append({"task": t, "name": "(the exercise's checks)", "status": "not run", "passed": False,
+            checks.append({"task": t, "id": "", "name": "(the exercise's checks)", "status": "not run", "passed": False,
                            "points": worth, "earned": 0, "message": verdict.error, "stretch": stretch})
             continue
         for o in report.outcomes:
             share = worth * o.points / report.points
-            checks.append({"task": t, "name": o.name, "status": o.status, "passed": o.ok, "points": round(share, 2),
-                           "earned": round(share * o.earned / o.points, 2),
+            checks.append({"task": t, "id": o.check_id, "name": o.name, "status": o.status, "passed": o.ok,
+                           "points": round(share, 2), "earned": round(share * o.earned / o.points, 2),
                            "message": o.message,
                            "stretch": stretch})
     raised = cells_raised(notebook, errors)

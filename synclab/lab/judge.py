@@ -398,12 +398,12 @@ def verify(verdict: Verdict, right: Verdict | None) -> None:
     reported."""
     if verdict.report is None or right is None or right.report is None:
         return
-    expected = {o.name: right.witnesses.get(o.name, "") for o in right.report.outcomes if o.ok}
-    expected = {name: digest for name, digest in expected.items() if digest}
+    expected = {o.key: right.witnesses.get(o.key, "") for o in right.report.outcomes if o.ok}
+    expected = {key: digest for key, digest in expected.items() if digest}
     outcomes = []
     for o in verdict.report.outcomes:
-        if o.ok and o.name in expected and verdict.witnesses.get(o.name, "") != expected[o.name]:
-            verdict.witnesses[o.name] = ""
+        if o.ok and o.key in expected and verdict.witnesses.get(o.key, "") != expected[o.key]:
+            verdict.witnesses[o.key] = ""
             o = replace(o, status="failed", message=VERIFY_FAILED,
                         hint="if your answer is right, tell your instructor: the grader's record says which check")
             verdict.notes.append(f"[{o.task}] {o.name}: its passed check was not confirmed by the results")

@@ -80,8 +80,9 @@ class WitnessRecorder:
         return kept[1] if kept is not None and kept[0] is outcome else ""
 
     def witnesses(self, report: CheckReport) -> dict[str, str]:
-        """Each check of ``report`` by name: its :meth:`witness`."""
-        return {o.name: self.witness(o) for o in report.outcomes}
+        """Each check of ``report`` by its key (``"4.1/fixed-cases"``, :attr:`synclab.checks.Outcome.key`): its
+        :meth:`witness`."""
+        return {o.key: self.witness(o) for o in report.outcomes}
 
     def for_child(self) -> Callable[[], Callable[[], list[str]]] | None:
         return self._child.for_child() if self._child is not None else None

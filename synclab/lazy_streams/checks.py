@@ -670,14 +670,18 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 
 CHECKS_2_1 = [
-    Check("2.1", "CPU platform: right outputs, no CUDA stream, nothing raised", _check_cpu_platform),
-    Check("2.1", "CUDA path: right outputs after get_output() on random batches", _check_cuda_path),
-    Check("2.1", "the side stream is created on first use, once, and reused", _check_lazy_stream),
-    Check("2.1", "no sync in _pool; get_output() waits once, on the event", _check_syncs),
-    Check("2.1", "the copy waits for the compute stream; the event is recorded after it", _check_ordering),
-    Check("2.1", "the engine's order: two steps queued, then their outputs collected", _check_engine_order),
-    Check("2.1", "a step where nothing finished: no side stream, no wait", _check_nothing_finished),
-    Check("2.1", "device tensors kept until get_output(), then released; host buffers pinned", _check_memory),
+    Check("2.1", "CPU platform: right outputs, no CUDA stream, nothing raised", _check_cpu_platform, id="cpu-platform"),
+    Check("2.1", "CUDA path: right outputs after get_output() on random batches", _check_cuda_path, id="cuda-path"),
+    Check("2.1", "the side stream is created on first use, once, and reused", _check_lazy_stream, id="lazy-stream"),
+    Check("2.1", "no sync in _pool; get_output() waits once, on the event", _check_syncs, id="syncs"),
+    Check("2.1", "the copy waits for the compute stream; the event is recorded after it", _check_ordering,
+          id="ordering"),
+    Check("2.1", "the engine's order: two steps queued, then their outputs collected", _check_engine_order,
+          id="engine-order"),
+    Check("2.1", "a step where nothing finished: no side stream, no wait", _check_nothing_finished,
+          id="nothing-finished"),
+    Check("2.1", "device tensors kept until get_output(), then released; host buffers pinned", _check_memory,
+          id="memory"),
 ]
 
 
@@ -784,7 +788,7 @@ def _check_diagnosis(answer: Callable[[], dict[str, str]], rng: random.Random) -
 
 
 CHECKS_2_2 = [Check("2.2", "each broken runner's bug named from the evidence", _check_diagnosis, timeout_s=60,
-                    random=False)]
+                    random=False, id="diagnosis")]
 
 
 def check_diagnosis(my_diagnosis: Callable[[], dict[str, str]], seed: int | None = None) -> CheckReport:

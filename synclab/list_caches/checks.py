@@ -335,12 +335,14 @@ _EMPTY_CUMSUM_HINT = ("an empty mask's running count is the empty list, with no 
 
 CHECKS_5_1 = [
     Check("5.1", "fixed cases: no mask, empty mask, all True/False, end_idx == 0, start == end, full and cut ranges",
-          _check_fixed, crash_hints=(("list index out of range", _EMPTY_CUMSUM_HINT),), random=False),
-    Check("5.1", "embeds_cumsum is a cached list of int (None without a mask)", _check_cumsum, random=False),
-    Check("5.1", "same as a plain reference on 200 random masks and ranges", _check_random),
-    Check("5.1", "no torch call per question once the cache is built (counted)", _check_no_torch_calls),
+          _check_fixed, crash_hints=(("list index out of range", _EMPTY_CUMSUM_HINT),), random=False, id="fixed-cases"),
+    Check("5.1", "embeds_cumsum is a cached list of int (None without a mask)", _check_cumsum, random=False,
+          id="cached-list"),
+    Check("5.1", "same as a plain reference on 200 random masks and ranges", _check_random, id="random-masks"),
+    Check("5.1", "no torch call per question once the cache is built (counted)", _check_no_torch_calls,
+          id="no-torch-calls"),
     Check("5.1", f"questions >= {QUERY_RATIO_BOUND:.0f}x faster than the tensor cache (timed in one run)",
-          _check_ratio, timeout_s=60.0, random=False),
+          _check_ratio, timeout_s=60.0, random=False, id="faster-questions"),
 ]
 
 
@@ -699,10 +701,12 @@ def _check_sched_no_torch(scheduler_cls: SchedulerClass, rng: random.Random) -> 
 
 CHECKS_5_2 = [
     Check("5.2", "fixed cases: window, cache hits, budget and cache limits, zero-embedding items, duplicates, "
-                 "no chunking", _check_sched_fixed, random=False),
-    Check("5.2", "same decisions and cache state as a plain reference on 150 random calls", _check_sched_random),
-    Check("5.2", "same steps as the reference scheduler on 20 random request mixes", _check_sched_mixes),
-    Check("5.2", "no torch call of its own in a scheduler step (counted)", _check_sched_no_torch),
+                 "no chunking", _check_sched_fixed, random=False, id="fixed-cases"),
+    Check("5.2", "same decisions and cache state as a plain reference on 150 random calls", _check_sched_random,
+          id="random-calls"),
+    Check("5.2", "same steps as the reference scheduler on 20 random request mixes", _check_sched_mixes,
+          id="random-mixes"),
+    Check("5.2", "no torch call of its own in a scheduler step (counted)", _check_sched_no_torch, id="no-torch-calls"),
 ]
 
 

@@ -251,12 +251,13 @@ def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
 
 
 CHECKS_0_1 = [
-    Check("0.1", "same result as the reference on fixed cases", _check_fixed, random=False),
+    Check("0.1", "same result as the reference on fixed cases", _check_fixed, random=False, id="fixed-cases"),
     Check("0.1", "empty batch", _check_empty,
-          hint="a step of 0 requests has no row to read: return two empty lists, reading nothing by index"),
-    Check("0.1", "same result on random batches (0 to 64 requests)", _check_random),
-    Check("0.1", "NaN logits raise ValueError before any update", _check_nan),
-    Check("0.1", "at most 1 sync per step, whatever the batch size; no logits read back", _check_syncs),
+          hint="a step of 0 requests has no row to read: return two empty lists, reading nothing by index",
+              id="empty-batch"),
+    Check("0.1", "same result on random batches (0 to 64 requests)", _check_random, id="random-batches"),
+    Check("0.1", "NaN logits raise ValueError before any update", _check_nan, id="nan-raises"),
+    Check("0.1", "at most 1 sync per step, whatever the batch size; no logits read back", _check_syncs, id="one-sync"),
 ]
 
 
@@ -339,7 +340,8 @@ def _check_predictions(predict: Callable[[], dict[str, int]], rng: random.Random
     found_right({k: preds[k] for k in SNIPPETS})  # every right answer says the same
 
 
-CHECKS_0_2 = [Check("0.2", "predicted sync counts match count_syncs", _check_predictions, random=False)]
+CHECKS_0_2 = [Check("0.2", "predicted sync counts match count_syncs", _check_predictions, random=False,
+                    id="predictions")]
 
 
 def check_predictions(predict: Callable[[], dict[str, int]], seed: int | None = None) -> CheckReport:

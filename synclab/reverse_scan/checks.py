@@ -289,18 +289,18 @@ def _check_work(batch_cls: BatchClass, rng: random.Random) -> None:
 _SAME_AS_REFERENCE = "same as a plain reference on random steps (0 to 48 requests, speculative)"
 CHECKS_4_1 = [
     Check("4.1", "fixed cases: one placeholder, speculative, more sampled than placeholders, skips, a stray -1",
-          _check_fixed),
+          _check_fixed, id="fixed-cases"),
     Check("4.1", "a new request (no row last step) is skipped; with nothing in flight, no list changes",
           _check_new_request, random=False,
           crash_hints=(("'NoneType' object has no attribute", "with sampled_token_ids_cpu None (its event None too) "
-                        "nothing is in flight: return before reading either"),)),
-    Check("4.1", _SAME_AS_REFERENCE, _check_random),
+                        "nothing is in flight: return before reading either"),), id="new-request-skipped"),
+    Check("4.1", _SAME_AS_REFERENCE, _check_random, id="random-steps"),
     Check("4.1", "the lists are updated in place: the batch keeps the request states' own list objects",
-          _check_in_place, names_fault=True, after=_SAME_AS_REFERENCE),
+          _check_in_place, names_fault=True, after="random-steps", id="in-place"),
     Check("4.1", "at most one wait per step, none when there is nothing to repair", _check_syncs,
-          after=_SAME_AS_REFERENCE),
+          after="random-steps", id="one-wait"),
     Check("4.1", "work per step does not grow with output length (60,000 vs 100 tokens)", _check_work,
-          after=_SAME_AS_REFERENCE, random=False),
+          after="random-steps", random=False, id="flat-in-length"),
 ]
 
 
@@ -498,8 +498,8 @@ CHECKS_4_2 = [
     Check("4.2", "fixed cost tables: each clause of the contract", _check_model_fixed, random=False,
           crash_hints=(("division by zero", "a flat line (slope 0) was divided by: look at the line at length 0 first "
                         "(at or above the device step: 0), then at its slope (not rising: None), and divide only by a "
-                        "slope that rises"),)),
-    Check("4.2", "same as a least-squares reference on random cost tables", _check_model_random),
+                        "slope that rises"),), id="fixed-tables"),
+    Check("4.2", "same as a least-squares reference on random cost tables", _check_model_random, id="random-tables"),
 ]
 
 

@@ -545,17 +545,19 @@ SPLIT_SIZES_HINT = (("must be tuple of ints, not Tensor", "split takes the sizes
 
 CHECKS_1_1 = [
     Check("1.1", "same outputs as the reference on fixed cases (sub-groups, chunked prefill)", _fixed_cases(False),
-          crash_hints=SPLIT_SIZES_HINT, random=False),
-    Check("1.1", "empty batch gives []", _check_empty, hint=_EMPTY_HINT, random=False),
+          crash_hints=SPLIT_SIZES_HINT, random=False, id="fixed-cases"),
+    Check("1.1", "empty batch gives []", _check_empty, hint=_EMPTY_HINT, random=False, id="empty-batch"),
     Check("1.1", "same outputs on random batches (0 to 256 requests, chunked, mixed tasks)", _random_cases(False),
-          crash_hints=SPLIT_SIZES_HINT),
-    Check("1.1", "a finished request's cache is cleaned", _check_cleaned(False)),
-    Check("1.1", "chunks kept across steps survive the next step's forward", _check_buffer_reuse(False)),
-    Check("1.1", "no needless copies, with and without async scheduling", _check_no_needless_copies(False)),
+          crash_hints=SPLIT_SIZES_HINT, id="random-batches"),
+    Check("1.1", "a finished request's cache is cleaned", _check_cleaned(False), id="cache-cleaned"),
+    Check("1.1", "chunks kept across steps survive the next step's forward", _check_buffer_reuse(False),
+          id="kept-chunks-survive"),
+    Check("1.1", "no needless copies, with and without async scheduling", _check_no_needless_copies(False),
+          id="no-needless-copies"),
     Check("1.1", "at most 2 syncs per call, one value each, whatever the batch size", _sync_bound(2, False),
-          timeout_s=60),
+          timeout_s=60, id="two-syncs"),
     Check("1.1", "host work per call does not grow with the requests (one slice, one split)",
-          _host_work_flat, random=False),
+          _host_work_flat, random=False, id="flat-host-work"),
 ]
 
 
@@ -603,18 +605,23 @@ def _check_split_alone(all_pool: AllPoolClass, rng: random.Random) -> None:
                    hint="split() returns views; copying is forward()'s decision, not the split's")
             found_right_tensor(req.prompt_hidden)
 CHECKS_1_2 = [
-    Check("1.2", "split_hidden_states alone: one view per request", _check_split_alone),
-    Check("1.2", "same outputs on fixed cases, through the slicing dispatcher", _fixed_cases(True), random=False),
-    Check("1.2", "empty batch gives []", _check_empty, random=False),
-    Check("1.2", "same outputs on random batches", _random_cases(True)),
-    Check("1.2", "a finished request's cache is cleaned", _check_cleaned(True)),
-    Check("1.2", "chunks kept across steps survive the next step's forward", _check_buffer_reuse(True)),
-    Check("1.2", "no needless copies, with and without async scheduling", _check_no_needless_copies(True)),
+    Check("1.2", "split_hidden_states alone: one view per request", _check_split_alone, id="one-view-per-request"),
+    Check("1.2", "same outputs on fixed cases, through the slicing dispatcher", _fixed_cases(True), random=False,
+          id="fixed-cases"),
+    Check("1.2", "empty batch gives []", _check_empty, random=False, id="empty-batch"),
+    Check("1.2", "same outputs on random batches", _random_cases(True), id="random-batches"),
+    Check("1.2", "a finished request's cache is cleaned", _check_cleaned(True), id="cache-cleaned"),
+    Check("1.2", "chunks kept across steps survive the next step's forward", _check_buffer_reuse(True),
+          id="kept-chunks-survive"),
+    Check("1.2", "no needless copies, with and without async scheduling", _check_no_needless_copies(True),
+          id="no-needless-copies"),
     Check("1.2", "rows that do not match the sizes raise ValueError", _check_rejects_unsliced, random=False,
           crash_hints=(("AssertionError", "an assert is not the contract's ValueError (and `python -O` drops it): "
-                                          "raise ValueError naming the rows and the sizes' sum"),)),
-    Check("1.2", "0 syncs per call", _sync_bound(0, True), timeout_s=60),
-    Check("1.2", "host work per call does not grow with the requests (one split)", _host_work_flat, random=False),
+                                          "raise ValueError naming the rows and the sizes' sum"),),
+                                              id="mismatched-rows-raise"),
+    Check("1.2", "0 syncs per call", _sync_bound(0, True), timeout_s=60, id="no-syncs"),
+    Check("1.2", "host work per call does not grow with the requests (one split)", _host_work_flat, random=False,
+          id="flat-host-work"),
 ]
 
 

@@ -464,16 +464,17 @@ def _check_wsl(impl: DPImpl, rng: random.Random) -> None:
 
 
 CHECKS_3_7 = [
-    Check("3.7", "_run_ar: every rank gets the full table (fixed and random rank inputs)", _check_run_ar_values),
+    Check("3.7", "_run_ar: every rank gets the full table (fixed and random rank inputs)", _check_run_ar_values,
+          id="run-ar-table"),
     Check("3.7", "_run_ar: 0 syncs and no staging copy on every rank (uploads from pinned memory)",
-          _check_run_ar_syncs, random=False),
+          _check_run_ar_syncs, random=False, id="run-ar-no-syncs"),
     Check("3.7", "_synchronize_dp_ranks: every rank agrees with the reference (micro-batching, padding, mode)",
-          _check_sync_values),
+          _check_sync_values, id="dp-ranks-agree"),
     Check("3.7", "_synchronize_dp_ranks: exactly 1 sync per call on every rank (the one read back)",
-          _check_sync_one_read, random=False),
+          _check_sync_one_read, random=False, id="dp-ranks-one-sync"),
     Check("3.7", "CPU group (disable_nccl_for_dp_synchronization): host tensors, same answers, 0 syncs",
-          _check_cpu_group, random=False),
-    Check("3.7", "WSL (no pinned memory): no error, same table, 0 syncs", _check_wsl, random=False),
+          _check_cpu_group, random=False, id="cpu-group"),
+    Check("3.7", "WSL (no pinned memory): no error, same table, 0 syncs", _check_wsl, random=False, id="wsl"),
 ]
 
 

@@ -304,12 +304,13 @@ def _check_ngram_wsl(update: UpdateFunction, rng: random.Random) -> None:
 
 CHECKS_3_8_NGRAM = [
     Check("3.8", "n-gram state, scripted steps: first step, a swap, a chain of moves, a resumed request, no request",
-          _check_ngram_scripted),
-    Check("3.8", "n-gram state, 10 random steps: every row and length as the truth", _check_ngram_random),
-    Check("3.8", "n-gram state: 0 syncs per step", _check_ngram_syncs),
+          _check_ngram_scripted, id="ngram-scripted"),
+    Check("3.8", "n-gram state, 10 random steps: every row and length as the truth", _check_ngram_random,
+          id="ngram-random"),
+    Check("3.8", "n-gram state: 0 syncs per step", _check_ngram_syncs, id="ngram-no-syncs"),
     Check("3.8", "n-gram state: no pinned buffer written before its upload ran (simulated streams)",
-          _check_ngram_races),
-    Check("3.8", "n-gram state, WSL (no pinned memory): no error, same rows", _check_ngram_wsl),
+          _check_ngram_races, id="ngram-no-refill-race"),
+    Check("3.8", "n-gram state, WSL (no pinned memory): no error, same rows", _check_ngram_wsl, id="ngram-wsl"),
 ]
 
 
@@ -428,9 +429,10 @@ def _check_bad_words_syncs(single_batch: SingleBatchFunction, rng: random.Random
 
 CHECKS_3_8_BAD_WORDS = [
     Check("3.8", "bad words, fixed cases: one-token words, prefixes, too long, no history, repeats",
-          _check_bad_words_fixed, random=False),
-    Check("3.8", "bad words: same as a plain reference on random batches", _check_bad_words_random),
-    Check("3.8", "bad words: 0 syncs", _check_bad_words_syncs, random=False),
+          _check_bad_words_fixed, random=False, id="bad-words-fixed"),
+    Check("3.8", "bad words: same as a plain reference on random batches", _check_bad_words_random,
+          id="bad-words-random"),
+    Check("3.8", "bad words: 0 syncs", _check_bad_words_syncs, random=False, id="bad-words-no-syncs"),
 ]
 
 

@@ -248,14 +248,14 @@ def _check_bincount_syncs(impl: BincountFunction, rng: random.Random) -> None:
 
 CHECKS_3_5 = [
     Check("3.5", "fixed case: the new requests' rows are really zeroed, then recounted",
-          _check_bincount_fixed, random=False),
+          _check_bincount_fixed, random=False, id="fixed-case"),
     Check("3.5", "a repeated prompt token is flagged once; tokens past prefill_len are not counted",
-          _check_bincount_repeats, random=False),
-    Check("3.5", "other rows untouched; no new request changes nothing", _check_bincount_untouched),
-    Check("3.5", "same as a plain reference on random states", _check_bincount_random),
+          _check_bincount_repeats, random=False, id="prompt-flags"),
+    Check("3.5", "other rows untouched; no new request changes nothing", _check_bincount_untouched, id="other-rows"),
+    Check("3.5", "same as a plain reference on random states", _check_bincount_random, id="random-states"),
     Check("3.5", "a token id of vocab_size or more is ignored, not written into another row",
-          _check_bincount_out_of_range, random=False),
-    Check("3.5", "0 syncs", _check_bincount_syncs),
+          _check_bincount_out_of_range, random=False, id="out-of-vocab"),
+    Check("3.5", "0 syncs", _check_bincount_syncs, id="no-syncs"),
 ]
 
 

@@ -111,7 +111,8 @@ def _check_sync_predictions(predict: Callable[[], dict[str, Any]], rng: random.R
     found_right({k: said[k] for k in SNIPPETS})  # every right answer says the same
 
 
-CHECKS_3_6 = [Check("3.6", "predicted syncs match count_syncs", _check_sync_predictions, random=False)]
+CHECKS_3_6 = [Check("3.6", "predicted syncs match count_syncs", _check_sync_predictions, random=False,
+                    id="predictions")]
 
 
 def check_sync_predictions(predict: Callable[[], dict[str, Any]], seed: int | None = None) -> CheckReport:

@@ -214,13 +214,13 @@ NOT_CONTIGUOUS_HINT = (("view size is not compatible", "a transposed tensor is n
 
 CHECKS_3_1 = [
     Check("3.1", "same values, dtype and shape as torch.tensor(data, dtype) for lists, arrays, tensors", _check_h2d_values,
-          crash_hints=NOT_CONTIGUOUS_HINT),
+          crash_hints=NOT_CONTIGUOUS_HINT, id="values"),
     Check("3.1", "0 syncs: every upload is non_blocking from pinned memory", _check_h2d_syncs,
-          crash_hints=NOT_CONTIGUOUS_HINT),
+          crash_hints=NOT_CONTIGUOUS_HINT, id="no-syncs"),
     Check("3.1", "no pinned buffer refilled before its upload ran (back-to-back calls, simulated streams)",
-          _check_h2d_races),
+          _check_h2d_races, id="no-refill-race"),
     Check("3.1", "WSL (no pinned memory): no error, right values, pageable non_blocking upload", _check_h2d_wsl,
-          crash_hints=NOT_CONTIGUOUS_HINT),
+          crash_hints=NOT_CONTIGUOUS_HINT, id="wsl"),
 ]
 
 
@@ -439,16 +439,17 @@ def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
 
 
 CHECKS_3_2 = [
-    Check("3.2", "fixed cases: rows without ids, token 0, the sampled token requested, one request", _check_gather_fixed),
-    Check("3.2", "no requested ids: None", _check_gather_empty, hint=_NO_IDS_HINT),
+    Check("3.2", "fixed cases: rows without ids, token 0, the sampled token requested, one request", _check_gather_fixed,
+          id="fixed-cases"),
+    Check("3.2", "no requested ids: None", _check_gather_empty, hint=_NO_IDS_HINT, id="no-ids-none"),
     Check("3.2", "same as a plain reference on random batches (1 to 64 requests, vocab 16 to 4096)",
-          _check_gather_random),
+          _check_gather_random, id="random-batches"),
     Check("3.2", "0 syncs: the id matrix and the mask built on pinned host memory, uploaded non_blocking",
-          _check_gather_syncs),
+          _check_gather_syncs, id="no-syncs"),
     Check("3.2", "no pinned buffer written before its upload ran (back-to-back calls, simulated streams)",
-          _check_gather_races),
-    Check("3.2", "as many uploads for 64 requests as for 1 (simulated streams)", _check_gather_uploads),
-    Check("3.2", "WSL (no pinned memory): no error, same result", _check_gather_wsl),
+          _check_gather_races, id="no-refill-race"),
+    Check("3.2", "as many uploads for 64 requests as for 1 (simulated streams)", _check_gather_uploads, id="uploads"),
+    Check("3.2", "WSL (no pinned memory): no error, same result", _check_gather_wsl, id="wsl"),
 ]
 
 
@@ -584,14 +585,15 @@ def _check_types_wsl(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 
 CHECKS_3_3 = [
-    Check("3.3", "fixed case: boundaries 2, none, 0 and at the end", _check_types_fixed, random=False),
+    Check("3.3", "fixed case: boundaries 2, none, 0 and at the end", _check_types_fixed, random=False, id="fixed-case"),
     Check("3.3", "a batch that shrank: only this step's requests' lengths count",
-          _check_types_shrunk_batch, random=False),
+          _check_types_shrunk_batch, random=False, id="shrunk-batch"),
     Check("3.3", "nothing to pass ({}): no token types, empty batch, not a pooling model",
-          _check_types_no_kwargs, random=False),
-    Check("3.3", "same as a plain reference on random batches (1 to 64 requests)", _check_types_random),
-    Check("3.3", "0 syncs: host-side lengths, pinned buffer, non_blocking upload", _check_types_syncs),
-    Check("3.3", "WSL (no pinned memory): no error, same result", _check_types_wsl),
+          _check_types_no_kwargs, random=False, id="nothing-to-pass"),
+    Check("3.3", "same as a plain reference on random batches (1 to 64 requests)", _check_types_random,
+          id="random-batches"),
+    Check("3.3", "0 syncs: host-side lengths, pinned buffer, non_blocking upload", _check_types_syncs, id="no-syncs"),
+    Check("3.3", "WSL (no pinned memory): no error, same result", _check_types_wsl, id="wsl"),
 ]
 
 
@@ -684,10 +686,11 @@ def _check_prefill_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 CHECKS_3_4 = [
     Check("3.4", "fixed cases: padded with the last index, stale entries overwritten, the buffer returned",
-          _check_prefill_fixed, random=False),
-    Check("3.4", "no logits indices: fail loudly", _check_prefill_empty, random=False),
-    Check("3.4", "same as a plain reference on random steps (1 to 700 indices)", _check_prefill_random),
-    Check("3.4", "0 syncs: the tail is filled on the device", _check_prefill_syncs, random=False),
+          _check_prefill_fixed, random=False, id="fixed-cases"),
+    Check("3.4", "no logits indices: fail loudly", _check_prefill_empty, random=False, id="no-indices-fail"),
+    Check("3.4", "same as a plain reference on random steps (1 to 700 indices)", _check_prefill_random,
+          id="random-steps"),
+    Check("3.4", "0 syncs: the tail is filled on the device", _check_prefill_syncs, random=False, id="no-syncs"),
 ]
 
 
