@@ -636,6 +636,9 @@ def parts_of_step(per_phase_us: dict[str, float], round_totals_us: Sequence[floa
     return {part: us * factor for part, us in per_phase_us.items()}, factor
 
 
+BUSY_PARTS_OFF = 0.10  # parts that miss their step by more than this were measured on a busy machine (chapter 6)
+
+
 def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str, model: str = "") -> go.Figure:
     """Stacked bars, one per configuration: the median decode step's host time, split into the parts of the step
     (chapter 6, :func:`parts_of_step`: the parts add up to the step); a marker for the whole step, the range of its
@@ -665,7 +668,9 @@ def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str
                          f"the median decode step of {rounds} interleaved rounds (its range over them as bars), "
                          f"split into its parts:",
                          f"each part's median over the steps, scaled by {100 * off:.1f}% at most so the parts add up "
-                         f"to the step", model, unwritten_note(configs))
+                         f"to the step" + (f" (more than {BUSY_PARTS_OFF:.0%}: the machine was busy, run it again when "
+                                           "it is quiet)" if off > BUSY_PARTS_OFF else ""), model,
+                         unwritten_note(configs))
     return _layout(fig, title, subtitle, barmode="stack", yaxis_title="host time per decode step (ms)",
                    xaxis_tickangle=0, height=560 + 20 * subtitle.count("<br>"), above_plot=25)
 

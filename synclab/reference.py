@@ -226,8 +226,9 @@ def headline_figures(chapter: str, name: str, title: str, root: Path = REFERENCE
             drawn.append(figures.gpu_loop_figure(result, f"{title} ({slug})", label).to_dict())
             continue
         if name == "bandwidth":
-            drawn += [figures.bandwidth_figure(result, "gbps", f"{title}: bandwidth", label).to_dict(),
-                      figures.bandwidth_figure(result, "host_us", f"{title}: time inside .to()", label).to_dict()]
+            drawn += [figures.bandwidth_figure(result, "gbps", f"{title}: bandwidth ({slug})", label).to_dict(),
+                      figures.bandwidth_figure(result, "host_us", f"{title}: time inside .to() ({slug})",
+                                               label).to_dict()]
             continue
         sweep = Sweep.from_dict(result)
         problems = check_stored(sweep)

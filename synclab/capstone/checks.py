@@ -192,6 +192,12 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
         return (f"yours stopped on the stop token {mine[-1]} after {len(mine)} token(s), where the right run went on: "
                 f"min_tokens ({min_tokens}) bans stop tokens until that many tokens are out")
     at = next((k for k, (m, r) in enumerate(zip(mine, right)) if m != r), None)
+    prior = len(getattr(spec, "prior_output_token_ids", ()) or ())
+    if at is not None and mine[at] in stops and at < min_tokens and prior and at + prior >= min_tokens:
+        return (f"at output position {at} yours sampled the stop token {mine[at]}, which min_tokens ({min_tokens}) "
+                f"still bans there: this request resumed with {prior} tokens already out, and those do not count. "
+                "Count the tokens generated in this run: its output so far less prior_output_token_ids, as "
+                "PlantedRunner does")
     if at is not None and (mine[at] in stops or right[at] in stops):
         which = mine[at] if mine[at] in stops else right[at]
         return (f"at output position {at} the stop token {which} was sampled in one run and banned in the other: "

@@ -223,7 +223,7 @@ def host_work_figure(table: dict[str, list[int]], points: Sequence[tuple[int, in
     return figures.sync_counts_figure("workload (tokens already out, images per request)",
                                       [f"{n} out, {m} images" for n, m in points], table,
                                       "Host work in one decode step, per configuration",
-                                      yaxis_title="torch calls + history elements touched",
+                                      yaxis_title="torch calls + history elements read",
                                       counted_with="count_torch_calls and CountingList", by_fix=True)
 
 
@@ -254,7 +254,7 @@ class HostTime:
     def table(self) -> str:
         """µs per decode step in each part of the step, a row per configuration: the parts as the figure draws them,
         adding up to the median step (each part's median, scaled by the one factor that makes them add up)."""
-        from synclab.figures import fix_label
+        from synclab.figures import BUSY_PARTS_OFF, fix_label
 
         labels = {label: fix_label(label) for label in self.phases}
         width = max(len(short) for short in [*labels.values(), "host µs per decode step"]) + 2
@@ -268,8 +268,8 @@ class HostTime:
                         + f"{step:>9,.0f}")
         rows.append(f"(the step: the median over the rounds; each part: its median over the decode steps, scaled by "
                     f"{100 * off:.1f}% at most so that the parts add up to the step)")
-        if off > BUSY_MACHINE_OFF:
-            rows.append(f"The parts missed the step by more than {BUSY_MACHINE_OFF:.0%}: the machine was busy while it "
+        if off > BUSY_PARTS_OFF:
+            rows.append(f"The parts missed the step by more than {BUSY_PARTS_OFF:.0%}: the machine was busy while it "
                         "measured (on a quiet one they miss by a percent or two). Run the cell again when it is quiet "
                         "before reading these times.")
         return "\n".join(rows)
@@ -327,8 +327,6 @@ def host_phases_figure(result: HostTime, title: str) -> Any:
     return figures.host_phases_figure({label: row.to_dict() for label, row in result.phases.items()}, title,
                                       result.steps.provenance.label, result.model())
 
-
-BUSY_MACHINE_OFF = 0.10  # parts that miss their step by more than this were measured on a busy machine
 
 TIMELINE_CONFIGS = ("baseline", "all fixes")  # the two whose traces the page draws
 TIMELINE_STEPS = 3  # decode steps shown

@@ -146,6 +146,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                   "fresh Python)") if check_server.SERVED else ""
         took = (f"{seconds:.1f} s: {learner.checks_seconds:.1f} s in the check cells, the rest in the lab's setup and "
                 "your cells") if seconds >= 0.05 else "under 0.1 s"  # "0.0 s: 0.0 s in ..." read as a contradiction
+        took += ", once Python and the lab were loaded"  # a terminal's wall time also holds Python's start
         print(f"({took}){served}")
     else:
         print(f"({kernel.seconds:.1f} s in the kernel)", file=sys.stderr)

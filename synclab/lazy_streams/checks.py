@@ -472,13 +472,13 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
     seen = _Seen(sync_outcomes(runner_cls, seed), lambda: sync_outcomes(runner_cls, seed, False))
     model, batches = _model(), random.Random(seed)
     for i, num_reqs in enumerate((1, 16, 64)):
-        case = f"{num_reqs} requests"  # named before the call: a hang reports it
+        case = f"{num_reqs} request{'s' * (num_reqs != 1)}"  # named before the call: a hang reports it
         # unfinished chunks among the finished ones (never all of them: a step must copy something here)
         batch = make_pooling_batch(num_reqs, rng=batches, partial_fraction=0.3 if num_reqs > 1 else 0.0,
                                    device=SIM_DEVICE)
         want = _pool_reference(model, batch)
         unfinished = sum(t is None for t in want)
-        counted = f"the counted step: {num_reqs} requests, {unfinished} of them unfinished chunks"
+        counted = f"the counted step: {num_reqs} request{'s' * (num_reqs != 1)}, {unfinished} of them unfinished chunks"
         got = seen.case(i)
         in_pool = got["in_pool"]
         expect(in_pool["count"] == 0, f"{in_pool['count']} sync(s) inside execute_model/_pool", expected=0,
@@ -815,7 +815,7 @@ CLAUSES = [
            "an event covers only the work queued on the stream it is recorded on",
            also=(_CUDA_PATH, _SYNCS_2_1, _ENGINE_ORDER),
            lab="The event get_output() waits on completes only once the copies have landed"),
-    Clause("2.1-once", "waits exactly once per step, in get_output()", _SYNCS_2_1, "1 requests",
+    Clause("2.1-once", "waits exactly once per step, in get_output()", _SYNCS_2_1, "1 request",
            "2.1-synchronize-everything", "would also wait for the NEXT step's forward",
            also=(_ORDERING, _ENGINE_ORDER)),
     Clause("2.1-own-copies", "for that step's copies alone", _ENGINE_ORDER,

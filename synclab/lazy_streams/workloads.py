@@ -108,7 +108,7 @@ def _batches(rng: random.Random, trials: int) -> Iterator[tuple[str, PoolingBatc
         batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=SIM_DEVICE, pad=padding)
         unfinished = batch.metadata.get_pooling_cursor().get_finished_mask().count(False)
         padded = f", padded with {padding} rows past num_scheduled_tokens" if padding else ""
-        yield f"random batch #{trial}: {num_reqs} requests, {unfinished} of them unfinished chunks{padded}", batch
+        yield f"random batch #{trial}: {num_reqs} request{'s' * (num_reqs != 1)}, {unfinished} of them unfinished chunks{padded}", batch
 
 
 def _model() -> TinyPoolingModel:

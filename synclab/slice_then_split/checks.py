@@ -501,7 +501,7 @@ def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
                f"the host's torch calls per forward grow with the requests ({n_few} -> {n_many})",
                case=f"sub-groups of {small} and {large} whole prompts, chunked prefill {chunked}",
                expected=f"at most {HOST_WORK_RATIO:g}x as many calls for {large} requests as for {small} "
-                        f"(the finished flags' reads left out)",
+                        f"(not counting the reads of the finished flags, one per request in the lab's cursor too)",
                got=f"{n_many / max(n_few, 1):.1f}x; what grew: "
                    + ", ".join(f"{n} x{few.get(n, 0)} -> x{many[n]}" for n in grew[:4]),
                hint="this is what #41163 removed: one slice per request is one torch call per request. Slice the "
@@ -530,9 +530,10 @@ def _split_sizes_hint(error: str) -> str:
         return (f"your slice has {rows} rows, 1 fewer than the sizes: last_token_indices_gpu is inclusive, so the "
                 "slice ends at its last token + 1 (a slice's end is exclusive)")
     if sizes > rows:
-        return (f"your slice has {rows} row{'s' * (rows != 1)}, {sizes - rows} fewer than the sizes: more than an "
-                "inclusive end read as exclusive. The sub-group runs from the first request's first token "
-                "(first_token_indices_gpu[0]) to the LAST request's last token (last_token_indices_gpu[-1]), + 1")
+        return (f"your slice has {rows} row{'s' * (rows != 1)}, {sizes - rows} fewer than the sizes: either the slice "
+                "ends short (the sub-group runs from the first request's first token, first_token_indices_gpu[0], to "
+                "the LAST request's last token, last_token_indices_gpu[-1], + 1), or the sizes are not this step's "
+                "rows (split by num_scheduled_tokens_cpu, a chunk's rows, not by the prompts' lengths)")
     return ("the sizes do not add up to the rows you split. Split only the sub-group's rows: slice them first, from "
             "its first token (first_token_indices_gpu[0]) to its last token + 1 (last_token_indices_gpu is inclusive), "
             "then split that slice")

@@ -21,7 +21,8 @@ attribute_syncs_to_callers(__file__)  # a copy seen by a watcher here belongs to
 PIN_HINT = ("build the host tensor in pinned memory (pin_memory=<is_pin_memory_available()>, or t.pin_memory()) "
             "and upload it with .to(device, non_blocking=True)")
 WSL_HINT = ("on WSL is_pin_memory_available() is False and pinning raises: pass the platform's flag "
-            "(pin_memory=is_pin_memory_available(), or self.pin_memory in a method), never a hard-coded True")
+            "(pin_memory=is_pin_memory_available(), or self.pin_memory in a method), never a hard-coded True, and "
+            "call t.pin_memory() only where that flag is True")
 
 
 def counted(fn: Callable[[], Any], simulate: bool | None = None) -> tuple[Any, SyncReport]:

@@ -199,7 +199,8 @@ def _check_h2d_races(impl: H2DFunction, rng: random.Random) -> None:
     across calls is refilled before the first upload has read it."""
     values = [[rng.randrange(100) for _ in range(6)] for _ in range(3)]
     ran = back_to_back_uploads(impl, values)
-    expect(not ran["races"], f"{RACE_MESSAGE}: the next call refilled it before that upload had run",
+    expect(not ran["races"],
+           f"{RACE_MESSAGE}: the host wrote it again (in the same call or the next) before that upload had run",
            got=ran["races"][0] if ran["races"] else "", hint=H2D_RACE_HINT,
            case="3 uploads of 6 ints each, back to back, no wait between them")
     for call, (got, data) in enumerate(zip(ran["results"], values)):
@@ -301,10 +302,13 @@ def _same_logprobs(got: dict[str, Any], spec: dict[str, Any], case: str) -> None
     want_ids, want_values, want_ranks = want
     expect_equal(got["ids_dtype"], "torch.int32", what="dtype of logprob_token_ids", case=case)
     got_ids = got["ids"]
+    expect_equal(len(got_ids), len(want_ids), what="number of rows (one per request, with ids or not)", case=case,
+                 hint="every request of the batch gets a row, in batch order: one that asked for no ids holds its "
+                      "sampled token, then padding")
     for row, (g, w) in enumerate(zip(got_ids, want_ids)):
         expect(g == w, f"token ids of request {row} differ", expected=w, got=g,
-               hint="column 0 is the sampled token, then the request's ids, then 0s as padding", case=case)
-    expect_equal(len(got_ids), len(want_ids), what="number of rows (one per request, with ids or not)", case=case)
+               hint="column 0 is the sampled token, then the request's ids, then 0s as padding; request i's ids go "
+                    "in row i (logprob_token_ids is keyed by row), a request without ids keeps its row", case=case)
     got_values = torch.tensor(got["logprobs"], dtype=torch.float64)
     want_t = torch.tensor(want_values, dtype=torch.float64)
     expect_equal(tuple(got_values.shape), tuple(want_t.shape), what="shape of logprobs", case=case)
@@ -315,7 +319,11 @@ def _same_logprobs(got: dict[str, Any], spec: dict[str, Any], case: str) -> None
         masked = (torch.isinf(got_values[row]) & ~padded[row]).nonzero().flatten().tolist()  # real slots masked
         real = int((~padded[row]).sum())  # column 0 and the request's ids
         left = (padded[row] & ~torch.isinf(got_values[row])).nonzero().flatten().tolist()  # padding not masked
-        if not masked and left == [real]:  # only the first slot past the ids: a slice one long
+        fills = {float(v) for v in got_values[row][left].tolist()} if left else set()
+        if left and not masked and len(fills) == 1 and min(fills) < -1e6:  # masked, with a large finite number
+            hint = (f"the padded slots hold {min(fills):g}, not -inf: fill them with float('-inf') (masked_fill "
+                    "with -inf, as the baseline does); a large negative number is still a logprob")
+        elif not masked and left == [real]:  # only the first slot past the ids: a slice one long
             hint = (f"column {real}, the first slot past the request's ids, was left unmasked: its ids fill columns 1 "
                     f"to len(ids) inclusive, so the real slots are [:len(ids) + 1] and padding starts at len(ids) + 1")
         elif not masked:
@@ -404,7 +412,8 @@ def _check_gather_races(sampler_cls: SamplerClass, rng: random.Random) -> None:
     calls = [(8, 64, False), (3, 64, False), (8, 64, False), (8, 64, True)]
     specs = [None if same else logprob_spec(rng, batch, vocab, share_with_ids=1.0) for batch, vocab, same in calls]
     ran = gather_outcomes(sampler_cls, specs, streams=True)
-    expect(not ran["races"], f"{RACE_MESSAGE}: a later call refilled it before that upload had run",
+    expect(not ran["races"],
+           f"{RACE_MESSAGE}: the host wrote it again (in the same call or a later one) before that upload had run",
            got=ran["races"][0] if ran["races"] else "", hint=GATHER_RACE_HINT,
            case=" then ".join(f"{b} requests" + (" (the same batch again)" if same else "") for b, _, same in calls)
            + ", no wait between the calls")
