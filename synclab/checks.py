@@ -647,10 +647,10 @@ class Clause:
     """One clause of an exercise's contract, tied to what shows it held or broke (``tests/test_clauses.py``).
 
     ``phrase``: the clause's words as the page's *The lab* and the lab's exercise both state them (``lab``: the lab's
-    words, where it states the clause in other words than the page); ``check``: the name (or its start) of the check
-    that exercises it, on the fixed case whose ``case`` text this is; ``wrong``: the honest mistake that breaks it
+    words, where it states the clause in other words than the page); ``check``: the id of the check that exercises
+    it (:attr:`Check.id`), on the fixed case whose ``case`` text this is; ``wrong``: the honest mistake that breaks it
     (``tests/honest/wrong/<wrong>.py``), whose failure in that check must hold ``says``. ``also``: the other checks
-    the same mistake fails as a consequence (a wrong value is wrong wherever a check compares values).
+    the same mistake fails as a consequence (a wrong value is wrong wherever a check compares values), by id.
     """
 
     id: str  # "0.1-finish": the task, then a word

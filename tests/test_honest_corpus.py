@@ -66,7 +66,7 @@ def passes_the_learners_check(answer: Answer) -> None:
 def fails_its_check_on_the_learners_path(answer: Answer) -> None:
     run = run_here(notebook_with(answer), [answer.task])
     report = run.reports[answer.task]
-    failed = [o for o in report.outcomes if not o.ok and answer.fails in o.name]
+    failed = [o for o in report.outcomes if not o.ok and o.check_id == answer.fails]
     assert failed, (answer.fails, str(report))
     said = " ".join(f"{o.message} {o.got} {o.hint}" for o in failed)
     assert all(words in said for words in answer.says), (answer.says, str(report))
@@ -166,8 +166,8 @@ def _right_from_the_grader(answer: Answer, graded: dict[tuple[str, str], Verdict
 def test_an_honest_mistake_fails_its_check_in_the_grader_too(answer):
     verdict = _graded(tuple(RIGHT + WRONG))[(answer.name, answer.task)]
     assert verdict.report is not None, verdict
-    failed = [o.name for o in verdict.report.outcomes if not o.ok]
-    assert any(answer.fails in name for name in failed), (answer.fails, str(verdict))
+    failed = [o.check_id for o in verdict.report.outcomes if not o.ok]
+    assert answer.fails in failed, (answer.fails, str(verdict))
 
 
 # ----------------------------------------------------------------------------- nbgrader itself (heavy: minutes)

@@ -529,37 +529,34 @@ def _update_reference(outputs: list[list[int]], sampled: list[list[int]], rows: 
 # Each clause of the contracts (the page's "The lab", the lab's exercise): its check, fixed case, honest mistake
 # (tests/honest/wrong/<wrong>.py) and the words its failure holds; tests/test_clauses.py holds them to it.
 
-_FIXED_4_1, _NEW_4_1, _RANDOM_4_1, _IN_PLACE, _WAITS, _WORK = (c.name for c in CHECKS_4_1)
-_FIXED_4_2, _RANDOM_4_2 = (c.name for c in CHECKS_4_2)
-
 CLAUSES = [
     Clause("4.1-trailing-run", "Everything before the trailing run stays as it was, a -1 inside the history included",
-           _FIXED_4_1, "a -1 inside the history, not trailing", "4.1-first-placeholder-by-index",
-           "count the trailing -1s from the end", also=(_RANDOM_4_1, _WORK)),  # index() scans from the start, too
-    Clause("4.1-none", "self.sampled_token_ids_cpu is None", _NEW_4_1, "no step in flight: sampled_token_ids_cpu is None",
+           "fixed-cases", "a -1 inside the history, not trailing", "4.1-first-placeholder-by-index",
+           "count the trailing -1s from the end", also=("random-steps", "flat-in-length")),  # index() scans from the start, too
+    Clause("4.1-none", "self.sampled_token_ids_cpu is None", "new-request-skipped", "no step in flight: sampled_token_ids_cpu is None",
            "4.1-no-none-guard", "nothing is in flight: return before reading either"),
-    Clause("4.1-in-place", "each list stays the same object, shared with the request state", _IN_PLACE, "16 requests",
+    Clause("4.1-in-place", "each list stays the same object, shared with the request state", "in-place", "16 requests",
            "4.1-list-rebuilt", "assign into the list",
-           also=(_FIXED_4_1, _NEW_4_1, _RANDOM_4_1, _WORK)),  # a new list copies the history: the work grows too
-    Clause("4.1-one-wait", "At most one wait per step", _WAITS, "64 requests", "4.1-wait-per-request",
+           also=("fixed-cases", "new-request-skipped", "random-steps", "flat-in-length")),  # a new list copies the history: the work grows too
+    Clause("4.1-one-wait", "At most one wait per step", "one-wait", "64 requests", "4.1-wait-per-request",
            "synchronize the event and call .tolist() once"),
-    Clause("4.1-work", "a request with 60,000 output tokens costs what one with 100 does", _WORK,
+    Clause("4.1-work", "a request with 60,000 output tokens costs what one with 100 does", "flat-in-length",
            "16 requests, 1 placeholder each", "4.1-reverse-scan-reverse-back", "walk back from the end"),
-    Clause("4.2-least-squares", "fitted to every measured point by least squares", _FIXED_4_2, "a noisy middle point",
-           "4.2-two-points", "a least-squares line uses every point", also=(_RANDOM_4_2,)),
-    Clause("4.2-at-max", "the smallest length L in [0, max_length]", _FIXED_4_2,
+    Clause("4.2-least-squares", "fitted to every measured point by least squares", "fixed-tables", "a noisy middle point",
+           "4.2-two-points", "a least-squares line uses every point", also=("random-tables",)),
+    Clause("4.2-at-max", "the smallest length L in [0, max_length]", "fixed-tables",
            "the crossing exactly at max_length (50)", "4.2-strict-bound", "a crossing at max_length itself",
            lab="The smallest output length in [0, max_length]"),
-    Clause("4.2-falling", "a cost that falls", _FIXED_4_2, "falling and below the device step",
+    Clause("4.2-falling", "a cost that falls", "fixed-tables", "falling and below the device step",
            "4.2-negative-crossing-clamped", "a negative crossing is not a length",
            lab="When the cost falls with the length"),
-    Clause("4.2-past-max", "or None when there is none", _FIXED_4_2, "every cost equal at 43.3 us",
-           "4.2-no-max-bound", "says nothing out there", also=(_RANDOM_4_2,),
+    Clause("4.2-past-max", "or None when there is none", "fixed-tables", "every cost equal at 43.3 us",
+           "4.2-no-max-bound", "says nothing out there", also=("random-tables",),
            lab="or None when there is no such length"),
-    Clause("4.2-no-threshold", "max_length is the longest length you trust it at", _FIXED_4_2,
+    Clause("4.2-no-threshold", "max_length is the longest length you trust it at", "fixed-tables",
            "a small slope (5e-5 us per token) that crosses within max_length", "4.2-slope-threshold",
            "no threshold on the slope"),
-    Clause("4.2-at-zero", "a line already at or above the device step at length 0", _FIXED_4_2,
+    Clause("4.2-at-zero", "a line already at or above the device step at length 0", "fixed-tables",
            "the host is already the bottleneck", "4.2-slope-first", "the host is the bottleneck from the start",
            lab="If the line is already at or above the device step at length 0, the answer is 0"),
 ]

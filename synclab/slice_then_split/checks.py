@@ -732,33 +732,31 @@ def _copies_over_chunked_runs(all_pool: AllPoolClass, slice_groups: bool, rng: r
 # Each clause of the contracts (the page's "The lab", the lab's exercise): its check, fixed case, honest mistake
 # (tests/honest/wrong/<wrong>.py) and the words its failure holds; tests/test_clauses.py holds them to it.
 
-_FIXED_1_1, _RANDOM_1_1, _SYNCS_1_1, _HOST_WORK_1_1 = (CHECKS_1_1[i].name for i in (0, 2, 6, 7))
-
 CLAUSES = [
-    Clause("1.1-empty", "An empty sub-group gives []", "empty batch gives []", "0 requests, chunked prefill False",
-           "1.1-bounds-read-before-empty-test", "no first request to read a bound from", also=(_RANDOM_1_1,)),
+    Clause("1.1-empty", "An empty sub-group gives []", "empty-batch", "0 requests, chunked prefill False",
+           "1.1-bounds-read-before-empty-test", "no first request to read a bound from", also=("random-batches",)),
     Clause("1.1-outlive", "a copy only for what must outlive the buffer",
-           "chunks kept across steps survive the next step's forward",
+           "kept-chunks-survive",
            "chunked prefill, the buffer overwritten after every step", "1.1-keeps-views-across-steps", ".clone() it",
-           also=(_FIXED_1_1, _RANDOM_1_1), lab="A chunk that outlives the step must"),
-    Clause("1.1-clean", "its cache then cleaned", CHECKS_1_1[3].name, "chunked prefill: 14 tokens through a budget",
+           also=("fixed-cases", "random-batches"), lab="A chunk that outlives the step must"),
+    Clause("1.1-clean", "its cache then cleaned", "cache-cleaned", "chunked prefill: 14 tokens through a budget",
            "1.1-cache-not-cleaned", "call state.clean()", lab="its cache is clean()ed"),
-    Clause("1.1-host-work", "host work that does not grow with the requests", "host work per call does not grow",
+    Clause("1.1-host-work", "host work that does not grow with the requests", "flat-host-work",
            "sub-groups of 8 and 48 whole prompts", "1.1-slice-per-request-accumulate",
            "Slice the sub-group once and split it", lab="host work does not grow with the requests"),
     Clause("1.2-invariant", "a ValueError when the rows do not match the sizes",
-           "rows that do not match the sizes raise ValueError", "9 rows for a sub-group of 7 tokens",
+           "mismatched-rows-raise", "9 rows for a sub-group of 7 tokens",
            "1.2-no-invariant-check", "compare hidden_states.shape[0] with the sizes' sum",
            lab="raise ValueError when it does not hold"),
-    Clause("1.2-empty", "An empty sub-group gives []", "empty batch gives []", "0 requests, chunked prefill False",
+    Clause("1.2-empty", "An empty sub-group gives []", "empty-batch", "0 requests, chunked prefill False",
            "1.2-tensor-split-no-empty-case", "still gives one (empty) piece",
            lab="An empty sub-group still gives []"),
-    Clause("1.1-sub-group", "metadata sliced to this pooler's sub-group", _FIXED_1_1,
+    Clause("1.1-sub-group", "metadata sliced to this pooler's sub-group", "fixed-cases",
            "a sub-group that does not start at row 0", "1.1-whole-batch-split", "The sub-group does not start at row 0",
-           also=(_RANDOM_1_1, CHECKS_1_1[4].name, _SYNCS_1_1, _HOST_WORK_1_1)),
-    Clause("1.1-one-value", "2 syncs per call, whatever the batch size", _SYNCS_1_1, "16 requests",
+           also=("random-batches", "kept-chunks-survive", "two-syncs", "flat-host-work")),
+    Clause("1.1-one-value", "2 syncs per call, whatever the batch size", "two-syncs", "16 requests",
            "1.1-bounds-read-whole", "each sync should bring back one number"),
     # the counted calls are of 1, 16 and 64 requests; a first chunked step may schedule none of the single one's rows
-    Clause("1.2-zero-syncs", "0 syncs", "0 syncs per call", "request", "1.2-invariant-from-device-indices",
+    Clause("1.2-zero-syncs", "0 syncs", "no-syncs", "request", "1.2-invariant-from-device-indices",
            "the sizes are on the host (num_scheduled_tokens_cpu): split by them alone", lab="with 0 syncs"),
 ]

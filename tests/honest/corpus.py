@@ -3,10 +3,10 @@
 ``right/<task>-<name>.py`` is a correct answer: the whole answer cell (or cells, one after the other) of Exercise
 ``<task>``, in any style: imports, module-level constants and loggers, helpers, lambdas, dunders, prints. Each must
 earn full marks on every path, with no review line that zeroes it. ``wrong/<task>-<name>.py`` is an honest mistake;
-its first lines say which check it fails, and may say words that check's message or hint must hold (what names the
-fault, as the learner wrote it)::
+its first lines say which check it fails, by the check's id (:attr:`synclab.checks.Check.id`), and may say words
+that check's message or hint must hold (what names the fault, as the learner wrote it)::
 
-    # fails: at most one wait per step
+    # fails: one-wait
     # says: x.reverse()
 
 The answer replaces the solution's answer cell(s) of its task in the solution notebook (the other exercises keep
@@ -34,7 +34,7 @@ class Answer:
     path: Path
     task: str
     source: str
-    fails: str  # the check a wrong answer fails ("" for a right one)
+    fails: str  # the id of the check a wrong answer fails ("" for a right one)
     says: tuple[str, ...] = ()  # words the failed check's message or hint must hold
 
     @property

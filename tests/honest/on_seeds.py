@@ -26,8 +26,8 @@ def reports_on_seeds(answer: Answer, seeds: tuple[int, ...] = SEEDS,
                      only: tuple[str, ...] = ()) -> dict[int, CheckReport]:
     """``answer``'s exercise checked on each of ``seeds``: its report per seed (the answer's cells run once).
 
-    ``only``: after the first seed, which runs every check, run only the checks whose names start so and that draw
-    random cases (one that draws none gives the first seed's verdict on every seed).
+    ``only``: after the first seed, which runs every check, run only the checks of these ids that draw random cases
+    (one that draws none gives the first seed's verdict on every seed).
     """
     chosen = plan(notebook_with(answer), [answer.task])
     namespace: dict = {"__name__": "__main__"}
@@ -48,14 +48,14 @@ def reports_on_seeds(answer: Answer, seeds: tuple[int, ...] = SEEDS,
 
 
 @contextlib.contextmanager
-def _only(check_function: Callable, names: tuple[str, ...]) -> Iterator[None]:
-    """While open, ``check_function`` runs only its checks named so that draw random cases (all of them when ``names``
-    is empty)."""
+def _only(check_function: Callable, ids: tuple[str, ...]) -> Iterator[None]:
+    """While open, ``check_function`` runs only its checks of these ids that draw random cases (all of them when
+    ``ids`` is empty)."""
     home = check_function.__globals__
     run_all = home["run_checks"]
-    if names:
+    if ids:
         home["run_checks"] = lambda title, checks, *args, **kwargs: run_all(
-            title, [c for c in checks if c.name.startswith(names) and c.random], *args, **kwargs)
+            title, [c for c in checks if c.id in ids and c.random], *args, **kwargs)
     try:
         yield
     finally:

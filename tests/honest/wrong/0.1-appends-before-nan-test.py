@@ -1,5 +1,5 @@
 # Appends the tokens first and raises on NaN afterwards: the state has changed before the step is refused.
-# fails: NaN logits raise ValueError before any update
+# fails: nan-raises
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     tokens = batch.logits.argmax(dim=-1)
     flag = torch.isnan(batch.logits).any().reshape(1).long()

@@ -1,5 +1,5 @@
 # Adds the new token to the length twice over: a request one token short of max_model_len finishes a step early.
-# fails: same result as the reference on fixed cases
+# fails: fixed-cases
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     tokens = batch.logits.argmax(dim=-1)
     flag = torch.isnan(batch.logits).any().reshape(1).long()

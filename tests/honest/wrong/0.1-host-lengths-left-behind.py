@@ -1,5 +1,5 @@
 # Only the device's copy of the lengths moves on: the host's copy, which the next step's finish rule reads, stays.
-# fails: same result as the reference on fixed cases
+# fails: fixed-cases
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     tokens = batch.logits.argmax(dim=-1)
     flag = torch.isnan(batch.logits).any().reshape(1).long()

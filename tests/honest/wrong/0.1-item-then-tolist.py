@@ -1,5 +1,5 @@
 # Reads the NaN test with .item() and the tokens with .tolist(): two reads, so two syncs per step.
-# fails: at most 1 sync per step
+# fails: one-sync
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     if torch.isnan(batch.logits).any().item():
         raise ValueError("NaN in logits")

@@ -1,5 +1,5 @@
 # The finish rule tests the current length, not the next one: seq_len >= max_model_len.
-# fails: same result as the reference on fixed cases
+# fails: fixed-cases
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     tokens = batch.logits.argmax(dim=-1)
     flag = torch.isnan(batch.logits).any().reshape(1).long()

@@ -1,5 +1,5 @@
 # One read per step: the whole logits, brought to the host, where argmax and the NaN test run.
-# fails: at most 1 sync per step
+# fails: one-sync
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     logits = batch.logits.cpu()
     if torch.isnan(logits).any():

@@ -1,6 +1,6 @@
 # Tests each request's row for NaN inside the loop that appends: by the time a later row raises, the earlier
 # requests have their token appended.
-# fails: NaN logits raise ValueError before any update
+# fails: nan-raises
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     tokens = batch.logits.argmax(dim=-1)
     flags = torch.isnan(batch.logits).any(dim=-1).long()

@@ -1,6 +1,6 @@
 # Each request's list is replaced by a new one holding the token, not appended to in place: whoever holds the
 # request's list (the scheduler, in vLLM) never sees the token.
-# fails: same result as the reference on fixed cases
+# fails: fixed-cases
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     tokens = batch.logits.argmax(dim=-1)
     flag = torch.isnan(batch.logits).any().reshape(1).long()

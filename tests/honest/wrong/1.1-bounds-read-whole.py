@@ -1,5 +1,5 @@
 # Two syncs, one slice, one split: but each sync reads a whole index tensor back to use one of its values.
-# fails: at most 2 syncs per call, one value each
+# fails: two-syncs
 class AllPool(TokenPoolingMethod):
     def split_hidden_states(self, hidden_states: torch.Tensor, cursor: PoolingCursor) -> list[torch.Tensor]:
         sizes = cursor.num_scheduled_tokens_cpu.tolist()

@@ -1,6 +1,6 @@
 # A finished request's cache is returned but never cleaned: its chunks stay, and a request that arrives in the
 # same pooling state later gets them again.
-# fails: a finished request's cache is cleaned
+# fails: cache-cleaned
 class AllPool(TokenPoolingMethod):
     """vLLM's token-wise ALL pooling as the chapter's fix left it: slice the sub-group once, then split."""
 

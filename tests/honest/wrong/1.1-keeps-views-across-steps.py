@@ -1,5 +1,5 @@
 # Caches each unfinished chunk as a view of the buffer: the next step's forward overwrites it.
-# fails: chunks kept across steps survive the next step's forward
+# fails: kept-chunks-survive
 class AllPool(TokenPoolingMethod):
     def split_hidden_states(self, hidden_states: torch.Tensor, cursor: PoolingCursor) -> list[torch.Tensor]:
         sizes = cursor.num_scheduled_tokens_cpu.tolist()

@@ -1,5 +1,5 @@
 # Reads the start once, then cuts one slice per request at itertools.accumulate offsets: host work grows with N.
-# fails: host work per call does not grow
+# fails: flat-host-work
 import itertools
 
 

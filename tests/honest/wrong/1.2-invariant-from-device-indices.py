@@ -1,6 +1,6 @@
 # Checks the invariant against the cursor's device indices (where the sub-group starts and ends): the test itself
 # reads them back, one sync per call.
-# fails: 0 syncs per call
+# fails: no-syncs
 class AllPoolNoSync(AllPool):
     receives_group_rows = True
 

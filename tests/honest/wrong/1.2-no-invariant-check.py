@@ -1,5 +1,5 @@
 # Splits by the host sizes without checking that the rows match them: torch raises its own error, not ValueError.
-# fails: rows that do not match the sizes raise ValueError
+# fails: mismatched-rows-raise
 class AllPoolNoSync(AllPool):
     receives_group_rows = True
 

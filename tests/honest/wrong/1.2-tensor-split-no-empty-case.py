@@ -1,5 +1,5 @@
 # tensor_split at the cumulative offsets, forgetting that no offsets still gives one (empty) piece.
-# fails: empty batch gives []
+# fails: empty-batch
 import itertools
 
 

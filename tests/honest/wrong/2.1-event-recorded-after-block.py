@@ -1,5 +1,5 @@
 # Records the event after leaving the side stream's block: it lands on the compute stream and covers no copy.
-# fails: the copy waits for the compute stream; the event is recorded after it
+# fails: ordering
 class AsyncPoolingOutput:
     def __init__(self, model_runner_output, raw_pooler_output, finished_mask, async_output_copy_stream) -> None:
         self.output = model_runner_output

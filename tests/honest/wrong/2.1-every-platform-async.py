@@ -1,5 +1,5 @@
 # Takes the asynchronous path on every platform: a CPU platform gets a CUDA stream it does not have.
-# fails: CPU platform
+# fails: cpu-platform
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

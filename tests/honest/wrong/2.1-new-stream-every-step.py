@@ -1,5 +1,5 @@
 # Creates the side stream on every call and keeps the newest: one stream per step, not one for the runner.
-# fails: the side stream is created on first use, once, and reused
+# fails: lazy-stream
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

@@ -1,5 +1,5 @@
 # Queues the copies on the side stream straight away: nothing orders them after the forward that writes the rows.
-# fails: the copy waits for the compute stream
+# fails: ordering
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

@@ -1,6 +1,6 @@
 # Copies each finished request's vector with .to("cpu", non_blocking=True): into pageable host memory, where a
 # non_blocking copy is a staging copy and the host waits for it.
-# fails: device tensors kept until get_output()
+# fails: memory
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

@@ -1,5 +1,5 @@
 # Keeps only the host output: nothing holds the raw pooler output the side stream still reads.
-# fails: device tensors kept until get_output()
+# fails: memory
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

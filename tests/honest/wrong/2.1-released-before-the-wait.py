@@ -1,6 +1,6 @@
 # Keeps the raw pooler output until get_output(), then drops it before the wait: the side stream may still be copying
 # from it, and the allocator may hand its memory to the next step meanwhile.
-# fails: device tensors kept until get_output()
+# fails: memory
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

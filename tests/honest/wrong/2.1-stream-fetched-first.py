@@ -1,5 +1,5 @@
 # Fetches the side stream at the top of _pool, before it knows whether the step copies anything.
-# fails: a step where nothing finished: no side stream
+# fails: nothing-finished
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

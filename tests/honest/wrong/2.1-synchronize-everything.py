@@ -1,5 +1,5 @@
 # Plays safe in get_output() with torch.cuda.synchronize(): it waits for the next step's forward too.
-# fails: no sync in _pool; get_output() waits once, on the event
+# fails: syncs
 class AsyncPoolingOutput:
     def __init__(self, model_runner_output, raw_pooler_output, finished_mask, async_output_copy_stream) -> None:
         self.output = model_runner_output

@@ -1,5 +1,5 @@
 # A pinned buffer of the data's shape, filled through flat views: .view(-1) cannot flatten a transposed tensor
-# fails: same values, dtype and shape
+# fails: values
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     src = data if isinstance(data, torch.Tensor) else torch.as_tensor(data) if isinstance(data, np.ndarray) \

@@ -1,5 +1,5 @@
 # pin_memory=True hard-coded, as the PR's first revision had it in the sampler
-# fails: WSL (no pinned memory)
+# fails: wsl
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     if isinstance(data, np.ndarray):

@@ -1,5 +1,5 @@
 # one pinned staging buffer per (shape, dtype), kept across calls "to save allocations": refilled while queued
-# fails: no pinned buffer refilled before its upload ran
+# fails: no-refill-race
 _staging: dict = {}
 
 

@@ -1,5 +1,5 @@
 # a plain non_blocking .to(device) of a freshly built tensor, never pinned: the learner thinks non_blocking is enough
-# fails: 0 syncs: every upload is non_blocking from pinned memory
+# fails: no-syncs
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     if isinstance(data, torch.Tensor):

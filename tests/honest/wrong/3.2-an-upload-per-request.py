@@ -1,6 +1,6 @@
 # uploads each request's ids and mask row on its own, each from pinned memory and non_blocking: no sync, but an
 # upload per request, as the baseline had a copy per request
-# fails: as many uploads for 64 requests as for 1
+# fails: uploads
 # says: an upload per request
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],

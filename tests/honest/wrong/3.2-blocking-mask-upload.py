@@ -1,5 +1,5 @@
 # uploads the mask with a plain .to(device): a synchronous upload (the ids go up non_blocking)
-# fails: 0 syncs: the id matrix and the mask built on pinned host memory
+# fails: no-syncs
 # says: a synchronous upload
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],

@@ -1,5 +1,5 @@
 # the pinned id matrix kept on self and refilled each call when the shape repeats: written while still queued
-# fails: no pinned buffer written before its upload ran
+# fails: no-refill-race
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
                                        sampled: torch.Tensor) -> LogprobsTensors | None:

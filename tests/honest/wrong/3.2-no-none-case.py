@@ -1,5 +1,5 @@
 # Builds the matrices for any batch, the one where no request asked included: max() of no lengths raises.
-# fails: no requested ids: None
+# fails: no-ids-none
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
                                        sampled: torch.Tensor) -> LogprobsTensors | None:

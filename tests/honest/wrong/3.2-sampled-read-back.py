@@ -1,5 +1,5 @@
 # builds the whole matrix on the host, column 0 included: reads `sampled` back with .tolist() (one sync per call)
-# fails: 0 syncs: the id matrix and the mask built on pinned host memory
+# fails: no-syncs
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
                                        sampled: torch.Tensor) -> LogprobsTensors | None:

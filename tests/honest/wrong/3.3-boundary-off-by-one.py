@@ -1,5 +1,5 @@
 # off by one: type 1 starts AFTER the boundary (j > b), where the document's first token is the boundary itself
-# fails: fixed case: boundaries 2, none, 0 and at the end
+# fails: fixed-case
 class PinnedInputsRunner(GPUModelRunner):
     def _init_model_kwargs(self) -> dict[str, Any]:
         """``{"token_type_ids": [total_tokens] int32 device}``, or ``{}`` when no request carries token types."""

@@ -1,5 +1,5 @@
 # lengths read from the device tensor self.seq_lens (one .tolist(): "only one sync, not one per request")
-# fails: 0 syncs: host-side lengths
+# fails: no-syncs
 class PinnedInputsRunner(GPUModelRunner):
     def _init_model_kwargs(self) -> dict[str, Any]:
         """``{"token_type_ids": [total_tokens] int32 device}``, or ``{}`` when no request carries token types."""

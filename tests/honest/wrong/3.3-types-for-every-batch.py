@@ -1,5 +1,5 @@
 # Passes token types whenever the model is a pooling model: all 0 when no request carries a boundary.
-# fails: nothing to pass ({})
+# fails: nothing-to-pass
 class PinnedInputsRunner(GPUModelRunner):
     def _init_model_kwargs(self) -> dict[str, Any]:
         """``{"token_type_ids": [total_tokens] int32 device}``, or ``{}`` when no request carries token types."""

@@ -1,5 +1,5 @@
 # Guards the empty step by returning an empty slice of the buffer: a scheduling bug upstream goes unnoticed.
-# fails: no logits indices: fail loudly
+# fails: no-indices-fail
 class PinnedInputsRunner(GPUModelRunner):
     def _init_model_kwargs(self) -> dict[str, Any]:
         """``{"token_type_ids": [total_tokens] int32 device}``, or ``{}`` when no request carries token types."""

@@ -1,5 +1,5 @@
 # the padding value read back with .item() to fill the tail (what the code before the PR did)
-# fails: 0 syncs: the tail is filled on the device
+# fails: no-syncs
 class PinnedInputsRunner(GPUModelRunner):
     def _init_model_kwargs(self) -> dict[str, Any]:
         """``{"token_type_ids": [total_tokens] int32 device}``, or ``{}`` when no request carries token types."""

@@ -1,5 +1,5 @@
 # pads only up to the CUDA-graph size, leaving stale entries further on in the persistent buffer
-# fails: fixed cases: padded with the last index, stale entries overwritten
+# fails: fixed-cases
 class PinnedInputsRunner(GPUModelRunner):
     def _init_model_kwargs(self) -> dict[str, Any]:
         """``{"token_type_ids": [total_tokens] int32 device}``, or ``{}`` when no request carries token types."""

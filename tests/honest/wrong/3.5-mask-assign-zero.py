@@ -1,5 +1,5 @@
 # rows zeroed with x[idx] = 0 (what vLLM #34662 merged): the host's 0 copied over inside index_put_
-# fails: 0 syncs
+# fails: no-syncs
 def bincount(expanded_idx_mapping: torch.Tensor, all_token_ids: torch.Tensor, prompt_len: torch.Tensor,
              prefill_len: torch.Tensor, prompt_bin_mask: torch.Tensor, output_bin_counts: torch.Tensor,
              max_prefill_len: int) -> None:

@@ -1,5 +1,5 @@
 # no guard on the token ids: an id equal to vocab_size lands in the next slot's row, as vLLM's merged kernel does
-# fails: a token id of vocab_size or more is ignored
+# fails: out-of-vocab
 def bincount(expanded_idx_mapping: torch.Tensor, all_token_ids: torch.Tensor, prompt_len: torch.Tensor,
              prefill_len: torch.Tensor, prompt_bin_mask: torch.Tensor, output_bin_counts: torch.Tensor,
              max_prefill_len: int) -> None:

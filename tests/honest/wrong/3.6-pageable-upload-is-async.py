@@ -1,5 +1,5 @@
 # believes every non_blocking copy is free: b (from NumPy memory) and j (into a plain host tensor) predicted as no wait
-# fails: predicted syncs match count_syncs
+# fails: predictions
 def my_predictions() -> dict[str, Any]:
     """Your prediction for each snippet: a SyncKind, or None when the host does not wait."""
     return {"a": SyncKind.H2D_COPY, "b": None, "c": None, "d": SyncKind.ITEM, "e": None, "f": SyncKind.H2D_COPY,

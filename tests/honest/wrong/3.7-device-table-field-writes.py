@@ -1,5 +1,5 @@
 # the table zeroed on the device and each field written there (the code before the PR), then read back once
-# fails: 0 syncs and no staging copy
+# fails: run-ar-no-syncs
 def _run_ar(should_ubatch: bool, orig_num_tokens_per_ubatch: int, padded_num_tokens_per_ubatch: int,
             cudagraph_mode: int, parallel_config: ParallelConfig) -> torch.Tensor:
     """This rank's four fields in its column of a [4, dp_size] int32 table, all-reduced over the DP group."""

@@ -1,5 +1,5 @@
 # The group from _get_device_and_group, the device the lab picks: on the CPU group the table goes to the device
-# fails: CPU group
+# fails: cpu-group
 def _run_ar(should_ubatch: bool, orig_num_tokens_per_ubatch: int, padded_num_tokens_per_ubatch: int,
             cudagraph_mode: int, parallel_config: ParallelConfig) -> torch.Tensor:
     """This rank's four fields in its column of a [4, dp_size] int32 table, all-reduced over the DP group."""

@@ -1,5 +1,5 @@
 # the table built and uploaded right, but vLLM's readers run on the device tensor: one sync per .item()
-# fails: exactly 1 sync per call
+# fails: dp-ranks-one-sync
 def _run_ar(should_ubatch: bool, orig_num_tokens_per_ubatch: int, padded_num_tokens_per_ubatch: int,
             cudagraph_mode: int, parallel_config: ParallelConfig) -> torch.Tensor:
     """This rank's four fields in its column of a [4, dp_size] int32 table, all-reduced over the DP group."""

@@ -1,5 +1,5 @@
 # bad words banned with logits[token] = -inf (0-d element, 0-d value: a blocking copy per banned token)
-# fails: bad words: 0 syncs
+# fails: bad-words-no-syncs
 def update_ngram_gpu_tensors_incremental(input_batch: NgramInputBatch, token_ids_gpu_tensor: torch.Tensor,
                                          num_tokens_no_spec_gpu: torch.Tensor, new_reqs: list[CachedRequestState],
                                          device: DeviceLike) -> None:

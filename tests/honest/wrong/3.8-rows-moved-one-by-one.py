@@ -1,5 +1,5 @@
 # moved rows copied one by one through slices, in place: a swap overwrites a row before it is read
-# fails: n-gram state, scripted steps
+# fails: ngram-scripted
 def update_ngram_gpu_tensors_incremental(input_batch: NgramInputBatch, token_ids_gpu_tensor: torch.Tensor,
                                          num_tokens_no_spec_gpu: torch.Tensor, new_reqs: list[CachedRequestState],
                                          device: DeviceLike) -> None:

@@ -1,5 +1,5 @@
 # The code before the PR, as a learner first writes it: ids.index(-1) finds the first placeholder from the start.
-# fails: fixed cases
+# fails: fixed-cases
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

@@ -1,5 +1,5 @@
 # Builds each repaired list anew and puts it in the batch's list of lists: the request state keeps the old list.
-# fails: the lists are updated in place
+# fails: in-place
 # says: never replace it
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:

@@ -1,5 +1,5 @@
 # Returns early only when no list is kept; a step with nothing in flight (sampled_token_ids_cpu None) reads None.
-# fails: a new request (no row last step) is skipped; with nothing in flight, no list changes
+# fails: new-request-skipped
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

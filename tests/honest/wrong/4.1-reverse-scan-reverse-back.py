@@ -1,5 +1,5 @@
 # list.reverse() the history in place, scan the placeholders from the front, then reverse back.
-# fails: work per step does not grow with output length
+# fails: flat-in-length
 # says: x.reverse()
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:

@@ -1,5 +1,5 @@
 # Waits for the event and reads the sampled ids for each request that needs them: one wait per request.
-# fails: at most one wait per step
+# fails: one-wait
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

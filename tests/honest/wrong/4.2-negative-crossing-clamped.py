@@ -1,6 +1,6 @@
 # Clamps the crossing to the range [0, max_length] from below: a falling line that starts under the device step has
 # its crossing behind length 0, and the clamp makes it 0, as if the host were the bottleneck from the start.
-# fails: fixed cost tables
+# fails: fixed-tables
 import statistics
 
 

@@ -1,6 +1,6 @@
 # Returns the line's crossing wherever it lies: a nearly flat line's noise puts it millions of tokens out, far past
 # the lengths it was fitted to.
-# fails: fixed cost tables
+# fails: fixed-tables
 import statistics
 
 

@@ -1,6 +1,6 @@
 # Solves the line for its crossing before asking where it starts: a host slower from the start gets a crossing
 # behind length 0, a negative length.
-# fails: fixed cost tables
+# fails: fixed-tables
 import statistics
 
 

@@ -1,6 +1,6 @@
 # Calls a slope under 0.001 us per token "flat" and answers None for it: the contract's only limit is the range, and
 # a small slope that crosses within max_length is a bottleneck there.
-# fails: fixed cost tables
+# fails: fixed-tables
 import statistics
 
 FLAT_US_PER_TOKEN = 1e-3  # "noise"

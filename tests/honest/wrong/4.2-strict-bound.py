@@ -1,5 +1,5 @@
 # The least-squares line, but the range's end left out: a crossing at max_length itself is answered None.
-# fails: fixed cost tables
+# fails: fixed-tables
 def host_bottleneck_length(costs_us: dict[int, float], device_step_us: float, max_length: int) -> float | None:
     """The smallest output length in [0, max_length] at which the host's fitted cost reaches the device's step."""
     n = len(costs_us)

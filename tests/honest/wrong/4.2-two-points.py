@@ -1,5 +1,5 @@
 # A line through the shortest and the longest measurement, as a learner eyeballs a plot, not a least-squares fit.
-# fails: fixed cost tables
+# fails: fixed-tables
 def host_bottleneck_length(costs_us: dict[int, float], device_step_us: float, max_length: int) -> float | None:
     """The smallest output length in [0, max_length] at which the host's fitted cost reaches the device's step."""
     lo, hi = min(costs_us), max(costs_us)

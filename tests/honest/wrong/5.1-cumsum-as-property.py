@@ -1,5 +1,5 @@
 # embeds_cumsum as a plain @property: the list is right, but built anew, from the tensor, on every access.
-# fails: embeds_cumsum is a cached list of int
+# fails: cached-list
 class ListCachedRange(PlaceholderRange):
     """``PlaceholderRange`` as the chapter's fix left it: the cumsum of ``is_embed`` cached as a Python list."""
 

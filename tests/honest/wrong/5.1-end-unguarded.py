@@ -1,6 +1,6 @@
 # Guards the empty mask and the range's start, but not its end: at end_idx == 0, cumsum[end_idx - 1] is cumsum[-1],
 # the whole mask's count.
-# fails: fixed cases
+# fails: fixed-cases
 class ListCachedRange(PlaceholderRange):
     """``PlaceholderRange`` as PR #40143 left it: the cumsum of ``is_embed`` cached as a Python list."""
 

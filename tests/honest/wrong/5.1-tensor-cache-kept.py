@@ -1,5 +1,5 @@
 # Right answers, but the questions still read a cached tensor (the list is built only because the contract asks).
-# fails: no torch call per question once the cache is built
+# fails: no-torch-calls
 class ListCachedRange(PlaceholderRange):
     """``PlaceholderRange`` as PR #40143 left it: the cumsum of ``is_embed`` cached as a Python list."""
 

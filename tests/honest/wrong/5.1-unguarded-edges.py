@@ -1,5 +1,5 @@
 # The list cache with vLLM's first draft of the edges: cumsum[-1] on an empty mask, cumsum[end - 1] at end == 0.
-# fails: fixed cases
+# fails: fixed-cases
 class ListCachedRange(PlaceholderRange):
     """``PlaceholderRange`` as PR #40143 left it: the cumsum of ``is_embed`` cached as a Python list."""
 

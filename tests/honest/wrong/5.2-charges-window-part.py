@@ -1,6 +1,6 @@
 # Rule h charges only the embeddings inside the window, though the encoder runs, and the cache stores, the whole
 # item.
-# fails: fixed cases
+# fails: fixed-cases
 class EncoderScheduler(Scheduler):
     def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:

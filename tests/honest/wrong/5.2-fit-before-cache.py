@@ -1,5 +1,5 @@
 # Asks can_allocate before the encoder cache: an image encoded earlier (cached) is charged again, or stops the window.
-# fails: fixed cases: window
+# fails: fixed-cases
 class EncoderScheduler(Scheduler):
     def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:

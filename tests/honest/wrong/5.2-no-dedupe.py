@@ -1,5 +1,5 @@
 # No rule c: the same image twice in one request is scheduled, and charged, twice.
-# fails: fixed cases
+# fails: fixed-cases
 class EncoderScheduler(Scheduler):
     def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:

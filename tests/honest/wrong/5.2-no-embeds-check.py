@@ -1,6 +1,6 @@
 # No rule g: an item is scheduled as soon as the window touches its span, even where the window holds only its
 # non-embedding positions.
-# fails: fixed cases
+# fails: fixed-cases
 class EncoderScheduler(Scheduler):
     def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:

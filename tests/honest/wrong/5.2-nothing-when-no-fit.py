@@ -1,5 +1,5 @@
 # Rule f stops the whole window when an item does not fit, instead of ending it at the item's offset.
-# fails: fixed cases
+# fails: fixed-cases
 class EncoderScheduler(Scheduler):
     def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:

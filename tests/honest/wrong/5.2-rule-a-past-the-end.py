@@ -1,6 +1,6 @@
 # Rule a with >: an item that starts exactly at the window's end is asked of the encoder cache, which records a hit
 # or may evict, though the window holds none of it.
-# fails: fixed cases
+# fails: fixed-cases
 class EncoderScheduler(Scheduler):
     def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:

@@ -1,6 +1,6 @@
 # Rule b with <: an item that ends exactly where the window starts is not passed over as computed, so the encoder
 # cache is asked about it.
-# fails: fixed cases
+# fails: fixed-cases
 class EncoderScheduler(Scheduler):
     def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:

@@ -1,7 +1,7 @@
 # Pairs the host copy's sampled tokens with the requests in their arrival order (the requests dict) instead of
 # the output's own order (output.req_ids): a stop lands on another request whenever an embedding request, or one
 # that finished, sits before it.
-# fails: the planted runner's outputs
+# fails: planted-outputs
 # says: pair each sampled token with its own request
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""

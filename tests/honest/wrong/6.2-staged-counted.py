@@ -1,5 +1,5 @@
 # Counts everything count_syncs reports, staging copies included, and the planned waits as stray too.
-# fails: counts per configuration
+# fails: counts
 from contextlib import contextmanager
 
 

@@ -1,5 +1,5 @@
 # Mixes up which fix saves what: the list cache is thought to cut history reads, the reverse scan torch calls.
-# fails: each answer matches the ablation's counts
+# fails: answers
 def my_reading() -> dict:
     """Your answer to each of ch6.READING_QUESTIONS, read off the counts above."""
     return {
