@@ -354,11 +354,12 @@ def test_a_pr_in_a_spec_is_caught_and_a_variant_label_or_a_profile_is_not():
 
 
 def test_chapter_6s_earlier_gpu_ablations_are_the_stored_runs():
-    """The History's earlier runs (one profiled run per configuration: the H100's, the H200's repeat) as stored:
-    their workload, their wall time and each configuration's tokens per second against the baseline's."""
+    """The earlier runs (one profiled run per configuration: the H100's, the H200's repeat), as chapter 6's section of
+    the measurement appendix tells them, as stored: their workload, their wall time and each configuration's tokens
+    per second against the baseline's."""
     import json
 
-    page = " ".join((ROOT / "book" / "06_capstone_engine_step.md").read_text().split())
+    page = " ".join((ROOT / "book" / "appendix_measurement.md").read_text().split())
     runs = {name: json.loads((ROOT / "data" / "reference" / path).read_text())["results"]["gpu_ablation"]
             for name, path in (("H100", "nvidia-h100-80gb-hbm3/ch6.json"), ("H200", "nvidia-h200/repeat/ch6.json"))}
     configs = [c for run in runs.values() for c in run["configs"].values()]
