@@ -293,9 +293,9 @@ def validated(id: str, measure: Callable[[], Sweep], attempts: int = ATTEMPTS) -
                  *(f"  - {problem}" for problem in problems)]
         if claim.shows:
             lines.append(f"What a CPU can and cannot show here: {claim.shows.rstrip('.')}.")
-        lines.append("Timings move with whatever else the machine is doing, and the page's figure is a deliberate run "
-                     "on an idle machine (`make solutions`): run the cell again when the machine is quiet; only a "
-                     "difference that stays then says something about your version.")
+        lines.append("Timings move with whatever else the machine is doing, and the page's figure was measured on an "
+                     "idle machine: run the cell again when this one is quiet; only a difference that stays then says "
+                     "something about your version.")
         print("\n".join(lines))
     return sweep
 

@@ -165,11 +165,15 @@ def test_chapter_4s_page_states_the_scans_costs_that_were_stored():
     elements = ch4.PROFILE_REQS * one
     assert f"({ch4.PROFILE_REQS} requests, 60,000 tokens each) the lab's own scan reads {elements:,} elements" in page
     solution = (ROOT / "solutions" / "04_reverse_placeholder_scans.ipynb").read_text()
+    assert f"the page's {elements:,} is for {ch4.PROFILE_REQS}: {ch4.PROFILE_REQS // 16} times these" in solution
     cpu_us = float(re.search(r"60000\s+([\d.]+) us", solution).group(1))
     assert f"costs about {cpu_us / 1000:.0f} ms on the CPU of the book's stored run" in page
-    assert cpu_us > 65_000 and "more than the PR's whole 65 ms step" in page  # the PR's TPOT before the fix
+    # "about the PR's whole 65 ms step, or more" (the PR's TPOT before the fix): within a tenth of it, or above
+    assert cpu_us > 0.9 * 65_000 and "about the PR's whole 65 ms step, or more" in page
     model_tps = ch4.PROFILE_REQS * 1e6 / max(cpu_us, 10_000.0)  # the loop model at 60,000 tokens, a 10 ms device step
-    assert model_tps < 1_937 and f"(about {round(model_tps, -2):,.0f} tokens/s at 60,000 tokens)" in page
+    assert abs(model_tps / 1_937 - 1) < 0.1 and "passes near the PR's 1,937 mark" in page
+    assert f"(about {round(model_tps, -2):,.0f} tokens/s at 60,000 tokens)" in page
+    assert f"({cpu_us / 1000:.0f} ms on that CPU) is about as long as the PR's whole 65 ms step" in page
     gpu_ms = sorted(round(next(t["median_us"] for t in json.loads(path.read_text())["results"]["cost_sweep"]["timings"]
                                 ["forward (before #42938)"] if t["label"].endswith("=60000")) / 1000)
                     for path in (ROOT / "data" / "reference").glob("*/ch4.json"))

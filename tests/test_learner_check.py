@@ -146,9 +146,18 @@ def test_stop_checks_ends_the_warm_server_at_once(short_tmp):
     env = {**_served_env(short_tmp), IDLE_ENV: "600"}
     args = ("--task", "0.2", "solutions/00_primer.ipynb")
     assert "run by the warm check server" in _served_once_warm(env, *args).stdout
-    stop = subprocess.run([sys.executable, "-m", "synclab", "stop-checks"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
-    assert stop.returncode == 0 and stop.stdout.strip() == "stopped 1 check server", stop.stdout + stop.stderr
+
+    def stop(environment: dict, *flags: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "synclab", "stop-checks", *flags], cwd=ROOT, env=environment,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    # another environment's stop (another learner's checkout, say) leaves this server alone, unless asked for all
+    assert stop({**env, "SYNCLAB_OTHER_CHECKOUT": "1"}) == "no check server was running"
+    assert stop(env) == "stopped 1 check server"
+    assert "run by the warm check server" in _served_once_warm(env, *args).stdout
+    assert stop({**env, "SYNCLAB_OTHER_CHECKOUT": "1"}, "--all") == "stopped 1 check server"
     # the server this check starts as it ends waits 3 s, not 600: nothing of the test outlives it for long
     assert "run by the warm check server" not in _check({**env, IDLE_ENV: "3"}, *args).stdout
 

@@ -32,7 +32,7 @@ def ladder_markdown(task: str, answer: str) -> str:
     for number, hint in enumerate(ladder(task), 1):
         parts.append(f"{fence}{{dropdown}} Exercise {task}, hint {number}: {hint.title}\n{hint.text}\n{fence}")
     if answer.strip():
-        parts.append(f"{fence}{{dropdown}} Exercise {task}, the answer in vLLM's code (its source line names the PR; "
+        parts.append(f"{fence}{{dropdown}} Exercise {task}, the answer in vLLM's code, from the PR's source ("
                      f"open it once your check passes)\n{answer}\n{fence}")
     return "\n\n".join(parts) + "\n"
 

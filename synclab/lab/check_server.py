@@ -113,11 +113,14 @@ def run_served(argv: list[str]) -> int | None:
                 signal.signal(signum, handler)
 
 
-def stop_servers() -> int:
-    """Ask every check server of this user's to end now (``python -m synclab stop-checks``): how many there were."""
+def stop_servers(every: bool = False) -> int:
+    """Ask the check server of this Python, package and environment to end now (``python -m synclab stop-checks``;
+    ``every``: each of this user's, whatever checkout started it): how many there were."""
     folder = private_folder("synclab-check")
+    mine = socket_path(dict(os.environ))
     stopped = 0
-    for path in sorted(folder.glob("*.sock")) if folder is not None else []:
+    paths = sorted(folder.glob("*.sock")) if folder is not None and every else [mine] if mine and mine.exists() else []
+    for path in paths:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(str(path))

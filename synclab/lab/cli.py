@@ -79,7 +79,7 @@ def cmd_stop_checks(args: argparse.Namespace) -> int:
     """End the warm check servers now instead of after their idle minutes."""
     from synclab.lab import check_server
 
-    stopped = check_server.stop_servers()
+    stopped = check_server.stop_servers(every=args.all)
     print(f"stopped {stopped} check server{'s' * (stopped != 1)}" if stopped else "no check server was running")
     return 0
 
@@ -617,6 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("tasks", nargs="*", help="exercises (default: every one judged apart)")
     p.set_defaults(fn=cmd_expected)
     p = sub.add_parser("stop-checks", help="end the warm check server now (it ends by itself after 15 idle minutes)")
+    p.add_argument("--all", action="store_true", help="every check server of yours, whatever checkout started it")
     p.set_defaults(fn=cmd_stop_checks)
     p = sub.add_parser("serve-checks", help=argparse.SUPPRESS)  # the warm check server (synclab.lab.check_server)
     p.add_argument("socket")

@@ -53,7 +53,9 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     #      with 1.1 failed, its answer's process is sent the package's 1.1 as source
     Exercise("2.1", "ch2", 14, ("AsyncPoolingOutput", "AsyncOutputRunner"),
              "ch2.check_runner(AsyncOutputRunner)"),  # cuda_path_outcomes, ...: on the simulated device
-    Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)"),
+    # an answer may read the runners' evidence itself (ch2.inspect_runner, whose "outputs right" runs 2.1's reference)
+    Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)",
+             answer_process_keeps=("synclab.lazy_streams.checks:_pool_reference", "synclab.lazy_streams.spot_the_bug")),
     Exercise("3.1", "ch3", 4, ("async_tensor_h2d",), "ch3.check_async_tensor_h2d(async_tensor_h2d)"),  # upload_outcome
     Exercise("3.2", "ch3", 6, ("PinnedSampler",),
              "ch3.check_gather_specific_token_logprobs(PinnedSampler)"),  # gather_outcomes

@@ -26,9 +26,10 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "answered on the device for the whole batch at once, and the length check needs no device at all: "
              "`seq_lens_cpu` is the host's copy. Compute everything first, then bring it back in **one** read."),
         Hint("which operations",
-             "`argmax` over the last dimension gives every next token; `torch.isnan(logits).any()` is one device "
-             "boolean. Stack the few numbers you need per request (the token, the NaN flag) into one small tensor "
-             "and call `.tolist()` once; raise on NaN before you touch `output_token_ids` or the lengths."),
+             "`argmax` over the last dimension gives every next token, `[num_reqs]`; `torch.isnan(logits).any()` "
+             "is one device boolean for the whole batch (0-d). Put them in one small tensor (`torch.cat` of the "
+             "tokens and the flag made 1-element with `.reshape(1)`, both as integers) and call `.tolist()` once; "
+             "raise on NaN before you touch `output_token_ids` or the lengths."),
     ),
     "0.2": (
         Hint("what makes the host wait",
@@ -36,7 +37,7 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "a size that depends on the data. An operation whose arguments are all known to the host just queues "
              "a kernel."),
         Hint("the cases that surprise",
-             "A slice bound that is a device tensor is read back; `split` with host sizes is not a read; `x[mask]` "
+             "Each slice bound that is a device tensor is read back, one at a time; `split` with host sizes is not a read; `x[mask]` "
              "must know how many entries it keeps; `if` on a tensor asks for its truth; `index_fill_` takes its "
              "index on the device and its value as an argument."),
     ),
