@@ -141,11 +141,17 @@ def test_a_check_run_by_the_warm_server_says_what_a_fresh_one_says(tmp_path, sho
 
 
 def test_stop_checks_ends_the_warm_server_at_once(short_tmp):
-    """`python -m synclab stop-checks` ends the learner's warm server now, not after its idle minutes: the next check
-    runs in a fresh Python again (and starts another server as it ends)."""
+    """`python -m synclab stop-checks` ends the learner's warm server now, not after its idle minutes; another
+    environment's (another checkout's) stop leaves it alone, and `--all` reaches every server of the user's."""
+    import socket
+    import threading
+
+    from synclab.lab.worker_server import receive
+
     env = {**_served_env(short_tmp), IDLE_ENV: "600"}
-    args = ("--task", "0.2", "solutions/00_primer.ipynb")
-    assert "run by the warm check server" in _served_once_warm(env, *args).stdout
+    assert "run by the warm check server" in _served_once_warm(env, "--task", "0.2", "solutions/00_primer.ipynb").stdout
+    folder = Path(short_tmp) / f"synclab-check-{os.getuid()}"  # the servers' sockets (TMPDIR is the test's)
+    (served,) = folder.glob("*.sock")
 
     def stop(environment: dict, *flags: str) -> str:
         done = subprocess.run([sys.executable, "-m", "synclab", "stop-checks", *flags], cwd=ROOT, env=environment,
@@ -153,13 +159,27 @@ def test_stop_checks_ends_the_warm_server_at_once(short_tmp):
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
-    # another environment's stop (another learner's checkout, say) leaves this server alone, unless asked for all
-    assert stop({**env, "SYNCLAB_OTHER_CHECKOUT": "1"}) == "no check server was running"
+    other = {**env, "SYNCLAB_OTHER_CHECKOUT": "1"}
+    assert stop(other) == "no check server was running" and served.exists()
     assert stop(env) == "stopped 1 check server"
-    assert "run by the warm check server" in _served_once_warm(env, *args).stdout
-    assert stop({**env, "SYNCLAB_OTHER_CHECKOUT": "1"}, "--all") == "stopped 1 check server"
-    # the server this check starts as it ends waits 3 s, not 600: nothing of the test outlives it for long
-    assert "run by the warm check server" not in _check({**env, IDLE_ENV: "3"}, *args).stdout
+    deadline = time.monotonic() + 20
+    while served.exists():  # the server ends, and takes its name with it
+        assert time.monotonic() < deadline, "the check server outlived its stop"
+        time.sleep(0.1)
+    # a server another checkout started: a listener of the test's own, told to stop only with --all
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(folder / "another-checkout.sock"))
+    listener.listen()
+    told: list[dict] = []
+    thread = threading.Thread(target=lambda: told.append(receive(listener.accept()[0])[0]), daemon=True)
+    thread.start()
+    try:
+        assert stop(env) == "no check server was running"
+        assert stop(env, "--all") == "stopped 1 check server"
+        thread.join(timeout=20)
+    finally:
+        listener.close()
+    assert told == [{"stop": True}]
 
 
 @pytest.mark.parametrize("served", [False, True], ids=["fresh", "served"])
