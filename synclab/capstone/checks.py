@@ -296,6 +296,11 @@ def _row_hint(key: str, got: dict[str, float], want: dict[str, float]) -> str:
         return "sum len(result.token_ids) over every request's result"
     if key == "steps":
         return "one step per call of each_step's context manager: count the blocks, not the syncs"
+    per_step = [k for k in ("stray_per_step", "planned_per_step") if k == key]
+    if per_step and want["steps"] > 1 and want[key] and any(
+            abs(got[key] - want[key] * want["steps"] / n) < 1e-9 for n in (want["steps"] - 1, want["steps"] + 1)):
+        return (f"the right count over another number of steps: per step is the run's total divided by its "
+                f"{want['steps']:g} steps, every step counted (the first and the last too)")
     if key == "stray_per_step" and got[key] > want[key]:
         return ("more than the steps make: count each step in its own count_syncs() block, opened by each_step's "
                 "context manager (a sync outside every step, the engine's setup, belongs to none); count "
