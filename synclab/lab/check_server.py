@@ -119,7 +119,10 @@ def stop_servers(every: bool = False) -> int:
     folder = private_folder("synclab-check")
     mine = socket_path(dict(os.environ))
     stopped = 0
-    paths = sorted(folder.glob("*.sock")) if folder is not None and every else [mine] if mine and mine.exists() else []
+    if every:
+        paths = sorted(folder.glob("*.sock")) if folder is not None else []
+    else:
+        paths = [mine] if mine is not None and mine.exists() else []
     for path in paths:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

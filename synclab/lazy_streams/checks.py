@@ -24,8 +24,8 @@ from synclab.answer_keys import answer_key
 
 
 from synclab.lazy_streams.spot_the_bug import BUG_LABELS, SPOT_THE_BUG
-from synclab.lazy_streams.workloads import (RunnerClass, _batches, _describe, _model, _same, cpu_platform, resolve,
-                                            watch_pooler_outputs)
+from synclab.lazy_streams.workloads import (RunnerClass, _batches, _describe, _first_difference, _model, _same,
+                                            cpu_platform, resolve, watch_pooler_outputs)
 from synclab.sim import cuda as sim_cuda
 from synclab.syncs import count_syncs
 
@@ -421,10 +421,13 @@ def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
 
 def _first_wrong(got: list, want: list) -> str:
     """Where two outputs part: the first request whose entry differs (a long batch shows only its first entries)."""
-    for i, (g, w) in enumerate(zip(got, want)):
-        if not _same([g], [w]):
-            return f" (first at request {i} of {len(want)}: expected {_describe([w])[1:-1]}, got {_describe([g])[1:-1]})"
-    return f" ({len(got)} entries for {len(want)} requests)" if len(got) != len(want) else ""
+    i = _first_difference(got, want)
+    if i is None:
+        return ""
+    if i < min(len(got), len(want)):
+        return (f" (first at request {i} of {len(want)}: expected {_describe([want[i]])[1:-1]}, "
+                f"got {_describe([got[i]])[1:-1]})")
+    return f" ({len(got)} entries for {len(want)} requests)"
 
 
 def _holds_garbage(outputs: Any) -> bool:

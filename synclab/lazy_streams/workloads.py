@@ -30,6 +30,14 @@ def _same(got: list, want: list) -> bool:
                                       and torch.equal(g, w)) for g, w in zip(got, want))
 
 
+def _first_difference(got: list, want: list) -> int | None:
+    """The first index where two pooler outputs differ (where the shorter one ends, if that comes first); None when
+    they are the same."""
+    if _same(got, want):
+        return None
+    return next((i for i, (g, w) in enumerate(zip(got, want)) if not _same([g], [w])), min(len(got), len(want)))
+
+
 def _describe(items: list, against: list | None = None, width: int = 4) -> str:
     """A pooler output in a line: ``width`` entries, from the start or, given ``against`` (the other side of a
     comparison), from just before the first entry where the two differ, so that the difference shows."""
@@ -40,9 +48,8 @@ def _describe(items: list, against: list | None = None, width: int = 4) -> str:
             return "garbage (copy not landed)"
         return type(t).__name__ if not isinstance(t, torch.Tensor) else f"tensor{list(t.shape)}"
     start = 0
-    if against is not None and len(items) > width:
-        first = next((i for i, (a, b) in enumerate(zip(items, against)) if not _same([a], [b])),
-                     min(len(items), len(against)))
+    first = _first_difference(items, against) if against is not None and len(items) > width else None
+    if first is not None:
         start = max(0, min(first - 1, len(items) - width))
     shown = ", ".join(f"{start + i}: {one(t)}" if start else one(t) for i, t in enumerate(items[start:start + width]))
     return ("[" + ("..., " if start else "") + shown + (", ..." if start + width < len(items) else "") + "]"
