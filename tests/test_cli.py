@@ -73,8 +73,11 @@ _END = re.compile(r"^\s*### END SOLUTION\s*$")
 
 
 def solution_regions(nb) -> tuple[set[str], list[str]]:
-    """Task ids and the non-blank, non-comment lines between the solution markers of code cells."""
-    tasks, lines, inside = set(), [], False
+    """Task ids and the non-blank, non-comment lines between the solution markers of code cells.
+
+    A line the solution also writes outside every region (chapter 6's scaffold hands the reader a loop the
+    answer writes again) is given to the reader anyway, so it is not a solution line."""
+    tasks, lines, given, inside = set(), [], set(), False
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -84,9 +87,9 @@ def solution_regions(nb) -> tuple[set[str], list[str]]:
                 inside = True
             elif _END.match(line):
                 inside = False
-            elif inside and line.strip() and not line.strip().startswith("#"):
-                lines.append(line.strip())
-    return tasks, lines
+            elif line.strip() and not line.strip().startswith("#"):
+                (lines.append if inside else given.add)(line.strip())
+    return tasks, [line for line in lines if line not in given]
 
 
 def _code_part(line: str) -> str:
