@@ -456,8 +456,11 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
                        hint=exc.hint or check.hint, case=exc.case or _case_of(exc, check), generic_hint=not exc.hint,
                        share=0.0 if under_the_answer else min(max(float(exc.share), 0.0), 1.0))
     except NotImplementedError as exc:
+        # An answer written in part (chapter 6's stub has a stub per hook) is told which part still raises
+        where = _where_in_user_code(exc).split(":")[0]
+        said = "; ".join(part for part in (str(exc), f"raised {where}" if where else "") if part)
         return Outcome(**base, status="not implemented",
-                       message=f"not implemented yet ({exc})" if str(exc) else "not implemented yet")
+                       message=f"not implemented yet ({said})" if said else "not implemented yet")
     except CheckTimeout as exc:
         return Outcome(**base, status="timed out", message=exc.message or f"no answer within {limit_s:g} s",
                        hint=exc.hint or "look for a loop that never ends, or work that grows much faster than the input",

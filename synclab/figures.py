@@ -55,7 +55,7 @@ def fix_label(label: str) -> str:
     written yet, if any (``"list_cache (not written)"``, ``"all fixes (3 not written)"``); the whole label goes to
     the hover text and :func:`unwritten_note`."""
     name = fix_name(label)
-    if name == label:
+    if name == label or f"{NOT_WRITTEN}:" not in label:  # every fix written, or already short
         return label
     missing = label.split(" (", 1)[1].split(f" {NOT_WRITTEN}")[0].split(", ")
     return f"{name} ({len(missing)} {NOT_WRITTEN})" if name == "all fixes" else f"{name} ({NOT_WRITTEN})"

@@ -28,6 +28,9 @@ def stub_double(x):
     raise NotImplementedError("Exercise 9.9")
 
 
+STUB_LINE = stub_double.__code__.co_firstlineno + 1  # the line of its raise
+
+
 def crashing_double(x):
     values = {}
     return values[x]  # CRASH_LINE_MARKER
@@ -110,16 +113,18 @@ def test_not_implemented_shows_the_exercise():
     report = run_one(stub_double)
     (outcome,) = report.outcomes
     assert outcome.status == "not implemented"
-    assert outcome.message == "not implemented yet (Exercise 9.9)"
+    # where it raised: an answer written in part is told which part is still a stub
+    assert outcome.message == f"not implemented yet (Exercise 9.9; raised in stub_double, line {STUB_LINE})"
     text = str(report)
-    assert "not implemented yet (Exercise 9.9)" in text
+    assert "not implemented yet (Exercise 9.9; raised in stub_double" in text
     assert "seed=" not in text  # a stub has no random case worth replaying
     assert not report.passed
 
 
 def test_an_exercise_not_started_is_one_line_not_a_line_per_check():
     report = run_checks("Exercise 9.9", [DOUBLE_CHECK, Check("9.9", "again", check_doubles)], stub_double, seed=1)
-    assert str(report) == ("Exercise 9.9: not implemented yet (Exercise 9.9); its 2 checks run once it is written")
+    assert str(report) == (f"Exercise 9.9: not implemented yet (Exercise 9.9; raised in stub_double, line {STUB_LINE}); "
+                           "its 2 checks run once it is written")
     assert "its 2 checks run" in report._repr_html_() and not report.passed
     started = run_checks("Exercise 9.9", [DOUBLE_CHECK], good_double, seed=1)
     assert started.not_started is None and "checks passed" in str(started)
@@ -130,7 +135,8 @@ def test_not_implemented_without_message():
         raise NotImplementedError
 
     (outcome,) = run_one(stub).outcomes
-    assert (outcome.status, outcome.message) == ("not implemented", "not implemented yet")
+    assert (outcome.status, outcome.message) == ("not implemented", f"not implemented yet (raised in stub, line "
+                                                                    f"{stub.__code__.co_firstlineno + 1})")
 
 
 def test_crashed_is_one_line_naming_exception_and_user_line():
@@ -344,7 +350,7 @@ def test_report_log_gets_one_json_line_per_report(tmp_path, monkeypatch):
     assert (first["passed"], first["seed"]) == (True, 11)
     assert [o["status"] for o in first["outcomes"]] == ["passed"]
     assert (second["passed"], second["seed"]) == (False, 12)
-    assert second["outcomes"][0]["message"] == "not implemented yet (Exercise 9.9)"
+    assert second["outcomes"][0]["message"] == f"not implemented yet (Exercise 9.9; raised in stub_double, line {STUB_LINE})"
     # What `python -m synclab check` rebuilds from a line is the same report.
     rebuilt = CheckReport(second["title"], [Outcome(**o) for o in second["outcomes"]], second["seed"])
     assert str(rebuilt) == str(run_one(stub_double, seed=12))

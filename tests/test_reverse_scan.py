@@ -731,5 +731,5 @@ def test_the_terminals_text_says_the_points_its_json_says():
     verdict = Verdict("4.2", ch4.check_bottleneck_model(strict_bound, seed=0))
     (exercise,) = json_report(Path("lab.ipynb"), {"4.2": verdict}, [], "4.2", 0.0)["exercises"]
     assert 0 < exercise["earned"] < exercise["points"], exercise
-    assert f"({exercise['earned']:g} of the exercise's {exercise['points']} points" in str(verdict), str(verdict)
+    assert f"(worth {exercise['earned']:g} of the exercise's {exercise['points']} points" in str(verdict), str(verdict)
     assert f"/{verdict.report.points} points)" not in str(verdict), str(verdict)  # the checks' weights: 2

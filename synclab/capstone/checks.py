@@ -208,6 +208,10 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
     mine_lp, right_lp = got[spec.request_id][1], want[spec.request_id][1]  # per output position, the logprobs asked
     differ = [k for k, (m, r) in enumerate(zip(mine_lp, right_lp)) if m != r]
     at = differ[0] if differ else None
+    if at is not None and _banned_but_finite(mine_lp[at], right_lp[at]):
+        return (f"the same tokens, other logprobs from output position {at}: the right run gives -inf where yours "
+                "gives a finite (if very negative) logprob. A token min_tokens bans must become impossible: set its "
+                "logit to float('-inf'), not to a large negative number")
     if at is not None and stops and set(differ) <= {min_tokens - 1, min_tokens}:
         # a ban one token too long or too short moves the logprobs at min_tokens' boundary alone; a bias dropped or
         # misapplied moves them wherever the biased tokens are asked, step after step
@@ -217,6 +221,12 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
         return (f"the same tokens, other logprobs from output position {at}: look at the logit bias (its float "
                 "values, on its request's row)")
     return _FEATURES_HINT
+
+
+def _banned_but_finite(mine: Any, right: Any) -> bool:
+    """Whether a logprob the right run has at -inf is finite in the reader's (one value, or one per id asked)."""
+    pairs = zip(mine, right) if isinstance(right, (list, tuple)) and isinstance(mine, (list, tuple)) else [(mine, right)]
+    return any(r == float("-inf") and isinstance(m, float) and m != float("-inf") for m, r in pairs)
 
 
 def _check_flat_in(parameter: str) -> Callable[[Callable[[], RunnerClass], random.Random], None]:

@@ -9,33 +9,49 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from synclab.capstone.profiling import HOST_WORK_POINTS
+from synclab.figures import fix_label, unwritten_note
+
+
+def _short(labels: Sequence[str], least: int = 16) -> tuple[dict[str, str], int, list[str]]:
+    """Each label as a row names it (a fix not written yet: "all fixes (3 not written)", as the figures do), the
+    width that aligns them, and the note that says what "not written" means (no line when every fix is written)."""
+    short = {label: fix_label(label) for label in labels}
+    note = unwritten_note(list(labels))
+    return short, max([least, *map(len, short.values())]), [note] if note else []
 
 
 def events_text(rows: dict[str, list[Any]]) -> str:
     """One line per row of :func:`~synclab.capstone.profiling.step_host_events`: its torch calls, stray syncs and
     planned waits."""
+    short, width, note = _short(list(rows), 24)
     lines = []
     for label, events in rows.items():
         kinds = [event.kind for event in events]
-        lines.append(f"{label:>24}: {kinds.count('call'):3} torch calls, {kinds.count('stray'):2} stray syncs, "
-                     f"{kinds.count('planned')} planned wait")
-    return "\n".join(lines)
+        lines.append(f"{short[label]:>{width}}: {kinds.count('call'):3} torch calls, {kinds.count('stray'):2} stray "
+                     f"syncs, {kinds.count('planned')} planned wait")
+    return "\n".join(lines + note)
 
 
 def counts_text(counts: dict[str, dict[str, list[int]]]) -> str:
     """One line per configuration of :func:`~synclab.capstone.profiling.ablation_counts`: each measure's range over
     the decode steps."""
-    return "\n".join(f"{label:>16}: " + ", ".join(f"{measure} {min(v)}-{max(v)}" for measure, v in row.items())
-                     for label, row in counts.items())
+    short, width, note = _short(list(counts))
+    return "\n".join([f"{short[label]:>{width}}: " + ", ".join(f"{measure} {min(v)}-{max(v)}"
+                                                              for measure, v in row.items())
+                      for label, row in counts.items()] + note)
 
 
 def host_work_text(table: dict[str, list[int]], points: Sequence[tuple[int, int]] = HOST_WORK_POINTS) -> str:
     """:func:`~synclab.capstone.profiling.host_work_table` with a header of its points (tokens out / images)."""
-    header = f"{'tokens out/images':>16}: " + "  ".join(f"{f'{n}/{m}':>7}" for n, m in points)
-    return "\n".join([header] + [f"{label:>16}: " + "  ".join(f"{n:>7}" for n in row) for label, row in table.items()])
+    short, width, note = _short(list(table), len("tokens out/images"))
+    header = f"{'tokens out/images':>{width}}: " + "  ".join(f"{f'{n}/{m}':>7}" for n, m in points)
+    return "\n".join([header] + [f"{short[label]:>{width}}: " + "  ".join(f"{n:>7}" for n in row)
+                                  for label, row in table.items()] + note)
 
 
 def busy_shares_text(shares: dict[str, list[float]], device_steps_us: Sequence[float]) -> str:
     """One line per configuration of the MODEL's busy shares, one value per device step."""
-    return "\n".join(f"{label:>16}: " + ", ".join(f"{s:.0%} at {d / 1000:g} ms" for s, d in zip(row, device_steps_us))
-                     for label, row in shares.items())
+    short, width, note = _short(list(shares))
+    return "\n".join([f"{short[label]:>{width}}: " + ", ".join(f"{s:.0%} at {d / 1000:g} ms"
+                                                              for s, d in zip(row, device_steps_us))
+                      for label, row in shares.items()] + note)

@@ -119,8 +119,9 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL) -> Workload:
         return tuple(t for t in range(vocab) if t != kept)
 
     specs = (RequestSpec("embed-first", (5, 6, 7), None),  # pooled, never sampled: the output's rows start after it
+             # its logprob asked of a stop token min_tokens bans: a ban by a large finite number shows on every seed
              RequestSpec("gen-min3", (1, 2, 3), SamplingParams(max_tokens=8, stop_token_ids=stops_but(5),
-                                                               min_tokens=3)),
+                                                               min_tokens=3, logprob_token_ids=(6,))),
              RequestSpec("gen-resumed-min2", (4, 6), SamplingParams(max_tokens=8, stop_token_ids=stops_but(7),
                                                                     min_tokens=2), (), tuple(range(10, 20))),
              RequestSpec("gen-min0", (8, 9), SamplingParams(max_tokens=8, stop_token_ids=stops_but(11))),
@@ -136,7 +137,10 @@ def _hunt_params(rng: random.Random, vocab: int) -> dict[str, Any]:
     if rng.random() < 0.6:
         # a bias that forces or bans a token; a fractional one is the fixed case's (min_tokens_mix), which reaches it
         # on every seed
-        params["logit_bias"] = tuple((rng.randrange(vocab), rng.choice((-30.0, 30.0))) for _ in range(rng.randint(1, 3)))
+        # distinct tokens, as vLLM's logit_bias is a dict: two biases of one token would leave which one wins to the
+        # device (an index_put_ with duplicate indices)
+        params["logit_bias"] = tuple((token, rng.choice((-30.0, 30.0)))
+                                     for token in rng.sample(range(vocab), rng.randint(1, 3)))
     if rng.random() < 0.7:
         params["stop_token_ids"] = tuple(rng.sample(range(vocab), vocab // 6))  # a stop is likely within a few tokens
         params["min_tokens"] = rng.choice((0, 0, 2, 4))

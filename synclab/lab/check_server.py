@@ -11,7 +11,10 @@ terminal. Ctrl-C reaches the child.
 * The server runs nothing of the learner's: it imports, then only forks. It ends after :data:`IDLE_S` without a
   check, or at once with ``python -m synclab stop-checks`` (:func:`stop_servers`).
 * One server per user, Python, version of the package's code and environment (a socket in a 0700 folder of this
-  user's, named by a digest of them): an edited package, another venv or another setting starts another.
+  user's, named by a digest of the first three, then one of the environment): an edited package, another venv or
+  another setting starts another, and ``stop-checks`` ends every server of this Python and code, whatever the
+  settings it was started with (a terminal without ``OMP_NUM_THREADS`` still finds the one started with it).
+  The server runs in the checkout's folder, so a tool that looks for a checkout's processes by folder finds it.
 * Off where ``SYNCLAB_CHECK_SERVER=0``, and on a machine with an NVIDIA device (a forked child may not start CUDA
   after its parent did; the server would not, but the lab does not bet a GPU run on it). The test suite sets it off
   except where it tests the server (conftest.py).
@@ -38,6 +41,7 @@ IDLE_ENV = "SYNCLAB_CHECK_SERVER_IDLE_S"  # how long a server waits for the next
 IDLE_S = 900.0
 _VOLATILE = ("PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES")  # a shell's, not a setting
 _SOCKET_PATH_MAX = 104  # a Unix socket's path is at most 107 bytes on Linux (104 on macOS)
+_CHECKOUT = Path(__file__).resolve().parents[2]  # where the server runs: this checkout's folder
 SERVED = False  # True in a check the server runs: that one runs here, never asks a server again
 
 
@@ -50,13 +54,17 @@ def socket_path(env: dict[str, str]) -> Path | None:
     folder = private_folder("synclab-check")
     if folder is None:
         return None
-    digest = hashlib.sha256()
-    # the package's code too: an edit starts a new server
-    for part in (sys.executable, sys.version, package_digest(), json.dumps(sorted((k, v) for k, v in env.items()
-                                                                                    if k not in _VOLATILE))):
-        digest.update(part.encode())
-    path = folder / f"{digest.hexdigest()[:24]}.sock"
+    settings = json.dumps(sorted((k, v) for k, v in env.items() if k not in _VOLATILE))
+    path = folder / f"{_this_code()}-{hashlib.sha256(settings.encode()).hexdigest()[:12]}.sock"
     return path if len(str(path)) < _SOCKET_PATH_MAX else None  # a long TMPDIR: every check in a fresh Python
+
+
+def _this_code() -> str:
+    """The first part of a server's name: this Python and the package's code (an edit starts a new server)."""
+    digest = hashlib.sha256()
+    for part in (sys.executable, sys.version, package_digest()):
+        digest.update(part.encode())
+    return digest.hexdigest()[:12]
 
 
 # ----------------------------------------------------------------------------- the check's side
@@ -114,15 +122,11 @@ def run_served(argv: list[str]) -> int | None:
 
 
 def stop_servers(every: bool = False) -> int:
-    """Ask the check server of this Python, package and environment to end now (``python -m synclab stop-checks``;
-    ``every``: each of this user's, whatever checkout started it): how many there were."""
+    """Ask the check servers of this Python and package to end now, whatever settings started them (``python -m
+    synclab stop-checks``; ``every``: each of this user's, whatever checkout started it): how many there were."""
     folder = private_folder("synclab-check")
-    mine = socket_path(dict(os.environ))
     stopped = 0
-    if every:
-        paths = sorted(folder.glob("*.sock")) if folder is not None else []
-    else:
-        paths = [mine] if mine is not None and mine.exists() else []
+    paths = sorted(folder.glob("*.sock" if every else f"{_this_code()}-*.sock")) if folder is not None else []
     for path in paths:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -137,7 +141,7 @@ def stop_servers(every: bool = False) -> int:
 
 
 def _start_server(path: Path, env: dict[str, str]) -> None:
-    subprocess.Popen([sys.executable, "-m", "synclab", "serve-checks", str(path)], env=env, cwd="/",
+    subprocess.Popen([sys.executable, "-m", "synclab", "serve-checks", str(path)], env=env, cwd=_CHECKOUT,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True)
 

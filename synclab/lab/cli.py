@@ -80,7 +80,8 @@ def cmd_stop_checks(args: argparse.Namespace) -> int:
     from synclab.lab import check_server
 
     stopped = check_server.stop_servers(every=args.all)
-    print(f"stopped {stopped} check server{'s' * (stopped != 1)}" if stopped else "no check server was running")
+    print(f"stopped {stopped} check server{'s' * (stopped != 1)}" if stopped else
+          "no check server was running" + ("" if args.all else " for this checkout's Python"))
     return 0
 
 

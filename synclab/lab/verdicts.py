@@ -61,7 +61,7 @@ class Verdict:
         if self.task not in EXERCISES or weights not in text:
             return text
         worth = EXERCISES[self.task].points
-        said = f"({self.earned(worth):g} of the exercise's {worth} points: the checks and clauses that held)"
+        said = f"(worth {self.earned(worth):g} of the exercise's {worth} points, for the checks and clauses that held)"
         return text.replace(weights, said, 1)
 
     def to_dict(self) -> dict[str, Any]:

@@ -364,10 +364,13 @@ def _check_empty(all_pool: AllPoolClass, rng: random.Random) -> None:
         pieces = isinstance(out, list) and bool(out) and all(isinstance(o, torch.Tensor) and not len(o) for o in out)
         got = _describe(out) if not isinstance(out, list) else "[" + ", ".join(map(_describe, out[:3])) + (
             ", ...]" if len(out) > 3 else "]")
+        not_a_list = isinstance(out, _NotAList)  # a tuple, say: the split's own result passed on
         expect(isinstance(out, list) and out == [], "an empty batch must give an empty list",
                expected=[], got=got, case=case,
                hint="no request, no item: splitting 0 rows at no offsets still gives one (empty) piece, so return "
-                    "[] when the sub-group has no request" if pieces else _EMPTY_HINT)
+                    "[] when the sub-group has no request" if pieces else
+                    "forward returns a list (PoolerOutput is a list), and this is not one: wrap what you return in "
+                    "list(...)" if not_a_list else _EMPTY_HINT)
         found_right([])
 
 
@@ -501,7 +504,7 @@ def _host_work_flat(all_pool: AllPoolClass, rng: random.Random) -> None:
                f"the host's torch calls per forward grow with the requests ({n_few} -> {n_many})",
                case=f"sub-groups of {small} and {large} whole prompts, chunked prefill {chunked}",
                expected=f"at most {HOST_WORK_RATIO:g}x as many calls for {large} requests as for {small} "
-                        f"(not counting the reads of the finished flags, one per request in the lab's cursor too)",
+                        f"(calls to the cursor's is_finished(), one per request, are not counted)",
                got=f"{n_many / max(n_few, 1):.1f}x; what grew: "
                    + ", ".join(f"{n} x{few.get(n, 0)} -> x{many[n]}" for n in grew[:4]),
                hint="this is what #41163 removed: one slice per request is one torch call per request. Slice the "

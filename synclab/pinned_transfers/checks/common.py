@@ -81,7 +81,7 @@ def expect_no_syncs(report: SyncReport | dict[str, Any], what: str, hint: str, c
            got=f"{said['count']}: " + "; ".join(f"{kind} at {where} `{code}`" for kind, where, code in events),
            hint=hint, case=case)
     if not staged_ok:
-        expect(said["staged_count"] == 0, f"{what} uploaded from pageable memory: the host copied the data into a "
+        expect(said["staged_count"] == 0, f"{what} sent data from pageable memory: the host copied it into a "
                "staging buffer itself", expected="0 staging copies",
                got=f"{said['staged_count']}: " + "; ".join(f"at {where} `{code}`" for where, code in said["staged"]),
                hint=hint, case=case)
