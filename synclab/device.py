@@ -148,6 +148,15 @@ def is_pinned_host(tensor: torch.Tensor) -> bool:
     return tensor.device.type == "cpu" and tensor.is_pinned()
 
 
+def is_async_host_side(tensor: torch.Tensor) -> bool:
+    """Whether a ``non_blocking`` copy with this host tensor on its host side runs without the host (chapter 3).
+
+    Pinned and contiguous: PyTorch copies a non-contiguous host tensor through a contiguous temporary of its own,
+    made in pageable memory, so a strided view of a pinned buffer (``pinned[:, :n]``) uploads as pageable memory
+    does (``copy_kernel_cuda``'s temporaries in ``aten/src/ATen/native/cuda/Copy.cu``)."""
+    return is_pinned_host(tensor) and tensor.is_contiguous()
+
+
 # Called with (source, non_blocking) for each simulated upload. synclab.syncs adds its recorder here:
 # this module sits below it and imports nothing of it.
 UPLOAD_OBSERVERS: list[Callable[[torch.Tensor, bool], None]] = []

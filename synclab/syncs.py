@@ -69,7 +69,7 @@ from synclab.device import (
     is_device_tensor,
     PIN_INTENT,
     pinning_answer,
-    is_pinned_host,
+    is_async_host_side,
     is_simulated,
     mark_device,
 )
@@ -567,8 +567,8 @@ class _FunctionLevel(TorchFunctionMode):
         host_side = src if target_device else dst  # the host buffer of the copy (None: a fresh one)
         if not non_blocking:
             return (SyncKind.H2D_COPY if target_device else SyncKind.D2H_COPY), target_device
-        if host_side is None or is_pinned_host(host_side):
-            return None, target_device  # pinned (or a fresh pinned buffer torch allocates): asynchronous
+        if host_side is None or is_async_host_side(host_side):
+            return None, target_device  # pinned and contiguous (or a fresh pinned buffer torch allocates): asynchronous
         # From pageable memory CUDA must stage the data: an upload returns once the host has copied it
         # into a pinned bounce buffer (no device wait, CUDA's debug mode silent); a download into pageable
         # memory returns only when the copy, and so everything queued before it, is done.
@@ -909,7 +909,7 @@ def record_simulated_upload(source: torch.Tensor, non_blocking: bool) -> None:
 
     A blocking upload waits for the device; a ``non_blocking`` one from pageable memory is a staging copy.
     """
-    kind = SyncKind.H2D_COPY if not non_blocking else None if is_pinned_host(source) else SyncKind.STAGED_COPY
+    kind = SyncKind.H2D_COPY if not non_blocking else None if is_async_host_side(source) else SyncKind.STAGED_COPY
     if kind is None:
         return
     for obs in _ACTIVE_SIMULATED:

@@ -113,6 +113,21 @@ def test_the_simulated_gpu_puts_torch_back_as_it_found_it():
     assert torch.Tensor.record_stream is torch._C.TensorBase.record_stream or own
 
 
+def test_the_simulated_gpu_has_a_default_stream_as_cuda_has():
+    """torch.cuda.default_stream() is a way to name the compute stream (chapter 2): outside a side-stream block it
+    is the current stream, and inside one it still names the compute stream; put back after the block."""
+    from synclab.sim import cuda as sim_cuda
+
+    before = torch.cuda.default_stream
+    with sim_cuda.simulated_cuda():
+        compute = torch.cuda.default_stream()
+        assert compute is torch.cuda.current_stream()
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            assert torch.cuda.default_stream() is compute and torch.cuda.current_stream() is side
+    assert torch.cuda.default_stream is before
+
+
 def test_names_bound_before_the_simulated_gpu_reach_it_and_are_put_back():
     """``from torch.cuda import Stream, stream`` at the top of a cell, or a ``partial`` of ``torch.cuda.Event``, bind
     torch's own objects before any check runs: inside the block they build and use the simulated ones, as they would

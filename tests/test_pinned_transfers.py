@@ -353,10 +353,11 @@ class PersistentPinnedBuffers(PinnedSampler):
         batch_size = logits.shape[0]
         width = max(len(t) for t in logprob_token_ids.values()) + 1
         if getattr(self, "_ids_cpu", None) is None:  # sized once, for the largest batch this step
-            self._ids_cpu = torch.zeros(64, 16, dtype=torch.int64, pin_memory=self.pin_memory)
-            self._mask_cpu = torch.zeros(64, 16, dtype=torch.bool, pin_memory=self.pin_memory)
-        return _gather_from(self._ids_cpu[:batch_size, :width], self._mask_cpu[:batch_size, :width], logits,
-                            logprob_token_ids, sampled)
+            self._ids_cpu = torch.zeros(64 * 16, dtype=torch.int64, pin_memory=self.pin_memory)
+            self._mask_cpu = torch.zeros(64 * 16, dtype=torch.bool, pin_memory=self.pin_memory)
+        n = batch_size * width  # a contiguous front of the flat buffers: a strided view would upload as pageable
+        return _gather_from(self._ids_cpu[:n].view(batch_size, width), self._mask_cpu[:n].view(batch_size, width),
+                            logits, logprob_token_ids, sampled)
 
 
 class BuffersCachedByShape(PinnedSampler):

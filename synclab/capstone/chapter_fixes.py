@@ -110,7 +110,8 @@ def _async_tensor_h2d_reference(data: HostData, device: DeviceLike, dtype: torch
     if isinstance(data, np.ndarray):
         data = torch.from_numpy(data)  # a view of the array: no copy yet
     if isinstance(data, torch.Tensor):
-        host = data.pin_memory() if pin else data  # copies a pageable tensor; a pinned one comes back as is
+        # contiguous first: torch uploads a strided tensor through a pageable temporary of its own (a staging copy)
+        host = data.contiguous().pin_memory() if pin else data  # pin_memory() returns a pinned one as it is
     else:
         host = torch.tensor(data, dtype=dtype, pin_memory=pin)
     return host.to(device=device, dtype=dtype, non_blocking=True)

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from synclab.device import (_SIMULATED_GPU, PIN_INTENT, is_device_tensor, is_pinned_host, mark_device,
+from synclab.device import (_SIMULATED_GPU, PIN_INTENT, is_async_host_side, is_device_tensor, mark_device,
                             unmark_device)
 from synclab.syncs import (IN_FLIGHT, SyncKind, _target_is_device, _user_frame, attribute_syncs_to_callers,
                            in_flight_value, location, record_simulated_wait)
@@ -298,6 +298,7 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
         # torch.cuda.StreamContext(s) is the class torch.cuda.stream(s) returns: the same context here
         "Stream": SimStream, "Event": SimEvent, "stream": _use_stream, "StreamContext": _use_stream,
         "current_stream": lambda device=None: _current_device().current, "synchronize": _synchronize,
+        "default_stream": lambda device=None: _current_device().default_stream,
         "is_available": lambda: True,  # as on a GPU machine: code that asks takes its CUDA path, and its syncs count
     }
     originals = {name: getattr(torch.cuda, name) for name in patches}
@@ -410,19 +411,19 @@ class _AsyncCopies(TorchFunctionMode):
             src, to_device = args[0], _target_is_device(args[1:], kwargs)
             if is_device_tensor(src) and to_device is False:
                 return copy_to_host_async(src)
-            if not is_device_tensor(src) and to_device and is_pinned_host(src):
+            if not is_device_tensor(src) and to_device and is_async_host_side(src):
                 out = mark_device(func(*args, **kwargs).clone())  # its own memory, as a device copy has
                 _watch_upload(src)
                 return out
         if name == "copy_" and len(args) >= 2 and _non_blocking(args[2:], kwargs):
             dst, src = args[0], args[1]
-            if is_device_tensor(src) and not is_device_tensor(dst) and is_pinned_host(dst):
+            if is_device_tensor(src) and not is_device_tensor(dst) and is_async_host_side(dst):
                 dst.fill_(in_flight_value(dst.dtype))
                 stream = _current_device().current
                 stream.pending.append(_PendingCopy(dst, unmark_device(src.detach().clone())))
                 stream.device.log.add("copy to host", stream.name, f"{list(src.shape)} non_blocking")
                 return dst
-            if is_device_tensor(dst) and not is_device_tensor(src) and is_pinned_host(src):
+            if is_device_tensor(dst) and not is_device_tensor(src) and is_async_host_side(src):
                 _watch_upload(src)
         return func(*args, **kwargs)
 

@@ -22,5 +22,6 @@ def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | No
     host = _to_host(data, dtype)
     assert host.device.type == "cpu", f"expected host data, got a tensor on {host.device}"
     if is_pin_memory_available():
-        host = _pinned_clone(host)  # copies pageable memory; a pinned tensor comes back as it is
+        # contiguous first: torch uploads a strided tensor through a pageable temporary of its own
+        host = _pinned_clone(host.contiguous())  # copies pageable memory; a pinned tensor comes back as it is
     return host.to(device=device, dtype=dtype, non_blocking=True)

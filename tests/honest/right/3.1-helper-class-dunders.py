@@ -16,11 +16,11 @@ class _Stager:
             source = torch.from_numpy(data)
         else:
             return torch.tensor(data, dtype=dtype, pin_memory=pin)  # a new tensor already
-        if not pin or getattr(source, "is_pinned")():
+        if not pin or (getattr(source, "is_pinned")() and source.is_contiguous()):
             return source
         if dtype is not None and source.dtype != dtype:
-            return source.to(dtype).pin_memory()  # converted on the host, then one pinned copy
-        return source.pin_memory()
+            return source.to(dtype).contiguous().pin_memory()  # converted on the host, then one pinned copy
+        return source.contiguous().pin_memory()  # a strided pinned tensor would upload through a pageable temporary
 
 
 _stage = _Stager()

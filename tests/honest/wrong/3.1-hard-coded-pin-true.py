@@ -5,5 +5,5 @@ def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | No
     if isinstance(data, np.ndarray):
         data = torch.from_numpy(data)
     if isinstance(data, torch.Tensor):
-        return data.pin_memory().to(device, dtype=dtype, non_blocking=True)
+        return data.contiguous().pin_memory().to(device, dtype=dtype, non_blocking=True)
     return torch.tensor(data, dtype=dtype, pin_memory=True).to(device, non_blocking=True)
