@@ -89,7 +89,8 @@ def solution_regions(nb) -> tuple[set[str], list[str]]:
                 inside = False
             elif line.strip() and not line.strip().startswith("#"):
                 (lines.append if inside else given.add)(line.strip())
-    return tasks, [line for line in lines if line not in given]
+    given_code = {_code_part(line) for line in given}
+    return tasks, [line for line in lines if _code_part(line) not in given_code]
 
 
 def _code_part(line: str) -> str:

@@ -100,6 +100,19 @@ def test_host_time_holds_the_page_s_sentence_only_to_fixes_that_are_written(monk
         assert result.steps.claim["holds"] is False and "differ from the page's sentence" in said
 
 
+def test_a_model_fed_with_times_taken_on_a_busy_machine_says_so():
+    """Chapter 6's MODEL cell prints the host time's busy note: its busy shares are only as good as those times."""
+    from synclab.capstone.profiling import HostTime
+
+    def times(step_us: float) -> HostTime:
+        return HostTime(None, {"baseline": HostPhases({p: 100.0 for p in HOST_PHASES}, [step_us] * 3)})
+
+    parts = 100.0 * len(HOST_PHASES)
+    assert times(parts * 1.02).busy_note() == ""
+    assert "busy machine" in times(parts * 1.5).busy_note()
+    assert times(parts * 1.5).parts_off() == pytest.approx(0.5)
+
+
 def test_a_host_time_table_whose_parts_miss_their_step_says_the_machine_was_busy():
     from synclab.capstone.profiling import HostTime
 

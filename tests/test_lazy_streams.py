@@ -268,6 +268,29 @@ def test_a_side_stream_waiting_on_itself_is_told_to_capture_the_compute_stream_f
     assert "waited on itself" in ordering.message and "before you enter the side stream" in ordering.hint, report
 
 
+class _EventMadeAtImport:
+    """What recording an event torch made outside the simulated GPU raises (torch's words, not the cause)."""
+
+    def record(self, stream=None):
+        raise TypeError("expected stream to be a torch.Stream or torch.cuda.Stream object")
+
+    def synchronize(self):
+        pass
+
+
+class RecordsAnEventMadeAtImport(_QueuesItsOwnCopy):
+    def _queue(self, stream, compute, event, out, raw, finished):
+        stream.wait_stream(compute)
+        out.pooler_output = _copy_pooler_output_to_cpu(raw, finished)
+        _EventMadeAtImport().record()
+
+
+def test_an_event_made_when_the_cell_ran_is_told_to_be_made_in_the_methods():
+    report = ch2.check_runner(RecordsAnEventMadeAtImport, seed=0)
+    crashed = [o for o in report.outcomes if o.status == "crashed"]
+    assert crashed and all("inside the methods, when a step needs them" in o.hint for o in crashed), report
+
+
 @pytest.mark.parametrize("wrong,failing_check", WRONG_2_1, ids=[w.__name__ for w, _ in WRONG_2_1])
 def test_each_check_catches_a_wrong_version(wrong, failing_check):
     """Each wrong version fails its check; every check it passes witnesses what the solution's does (the grader

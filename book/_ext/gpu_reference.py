@@ -112,8 +112,8 @@ def _report_markdown(report: Any, names: list[str], shown: list[str]) -> str:
         missing = [name for name in missing if name not in held]
     if missing:
         what = adds(missing)
-        text += (f"\n\n{'Not in the stored GPU runs above' if shown else '*No GPU run of this lab is recorded yet*'}"
-                 f": on a machine with a GPU, `python -m synclab bench {report.chapter}` draws here "
+        text += (f"\n\n{'The stored GPU runs above do not include this yet' if shown else '*No GPU run of this lab is recorded yet*'}"
+                 f": a run of `python -m synclab bench {report.chapter}` on a machine with a GPU adds here "
                  f"{what[0].lower()}{what[1:]}.")
     return text
 

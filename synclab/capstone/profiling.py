@@ -259,13 +259,11 @@ class HostTime:
         labels = {label: fix_label(label) for label in self.phases}
         width = max(len(short) for short in [*labels.values(), "host µs per decode step"]) + 2
         rows = [f"{'host µs per decode step':<{width}}" + "".join(f"{p:>9}" for p in HOST_PHASES) + f"{'= step':>9}"]
-        off = 0.0
         for label, row in self.phases.items():
-            step = statistics.median(row.round_totals_us)
             parts = row.parts_of_step_us()
-            off = max(off, abs(step / sum(row.per_phase_us.values()) - 1))
             rows.append(f"{labels[label]:<{width}}" + "".join(f"{parts[p]:>9,.0f}" for p in HOST_PHASES)
-                        + f"{step:>9,.0f}")
+                        + f"{statistics.median(row.round_totals_us):>9,.0f}")
+        off = self.parts_off()
         rows.append(f"(the step: the median over the rounds; each part: its median over the decode steps, scaled by "
                     f"{100 * off:.1f}% at most so that the parts add up to the step)")
         if off > BUSY_PARTS_OFF:
@@ -273,6 +271,21 @@ class HostTime:
                         "measured (on a quiet one they miss by a percent or two). Run the cell again when it is quiet "
                         "before reading these times.")
         return "\n".join(rows)
+
+    def parts_off(self) -> float:
+        """How far the parts' medians miss the median step, at most over the configurations: a percent or two on a
+        quiet machine, more on a busy one (:data:`synclab.figures.BUSY_PARTS_OFF`)."""
+        return max((abs(statistics.median(row.round_totals_us) / sum(row.per_phase_us.values()) - 1)
+                    for row in self.phases.values()), default=0.0)
+
+    def busy_note(self) -> str:
+        """What a MODEL fed with these times must say when they were taken on a busy machine ("" on a quiet one)."""
+        from synclab.figures import BUSY_PARTS_OFF
+
+        if self.parts_off() <= BUSY_PARTS_OFF:
+            return ""
+        return ("These host times were measured on a busy machine (the table above says so): the busy shares built "
+                "on them are too low. Run the host-time cell again when the machine is quiet.")
 
     def model(self) -> str:
         """The model the measured workload ran, in words."""

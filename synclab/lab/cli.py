@@ -142,12 +142,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(verdict)
     _say_cells(summary, errors)
     if kernel is None:  # after the reports, in their stream: piped, the lines keep their order
-        served = (f" (run by the warm check server, which ends itself after {check_server.IDLE_S / 60:.0f} idle "
-                  "minutes, or now with `python -m synclab stop-checks`; SYNCLAB_CHECK_SERVER=0 runs each check in a "
-                  "fresh Python)") if check_server.SERVED else ""
-        took = (f"{seconds:.1f} s: {learner.checks_seconds:.1f} s in the check cells, the rest in the lab's setup and "
-                "your cells") if seconds >= 0.05 else "under 0.1 s"  # "0.0 s: 0.0 s in ..." read as a contradiction
-        took += ", once Python and the lab were loaded"  # a terminal's wall time also holds Python's start
+        served = (f" (run by the warm check server: it ends after {check_server.IDLE_S / 60:.0f} idle minutes, or "
+                  "now with `python -m synclab stop-checks`)") if check_server.SERVED else ""
+        # a terminal's wall time also holds Python's start, which these seconds leave out
+        took = (f"{seconds:.1f} s after Python started: {learner.checks_seconds:.1f} s in the check cells, the rest "
+                "in the lab's setup cells and yours") if seconds >= 0.05 else "under 0.1 s after Python started"
         print(f"({took}){served}")
     else:
         print(f"({kernel.seconds:.1f} s in the kernel)", file=sys.stderr)

@@ -678,19 +678,30 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
            hint="drop the reference (del self._raw...) once the copy has landed", case=case)
 
 
+# A stream or event made when the reader's cell ran (at module level) is torch's own, made outside the simulated GPU
+# the checks run the runner on: torch's message names the type, not the cause.
+_MADE_AT_IMPORT_HINT = ("a CUDA stream or event made when your cell ran (at module level, or as a default argument) "
+                        "is a real one, made outside the simulated GPU the checks run your runner on: make streams and "
+                        "events inside the methods, when a step needs them")
+_MADE_AT_IMPORT = (("expected stream to be a torch.Stream or torch.cuda.Stream", _MADE_AT_IMPORT_HINT),
+                   ("Tried to instantiate dummy base class", _MADE_AT_IMPORT_HINT))
+
 CHECKS_2_1 = [
     Check("2.1", "CPU platform: right outputs, no CUDA stream, nothing raised", _check_cpu_platform, id="cpu-platform"),
-    Check("2.1", "CUDA path: right outputs after get_output() on random batches", _check_cuda_path, id="cuda-path"),
-    Check("2.1", "the side stream is created on first use, once, and reused", _check_lazy_stream, id="lazy-stream"),
-    Check("2.1", "no sync in _pool; get_output() waits once, on the event", _check_syncs, id="syncs"),
+    Check("2.1", "CUDA path: right outputs after get_output() on random batches", _check_cuda_path, id="cuda-path",
+          crash_hints=_MADE_AT_IMPORT),
+    Check("2.1", "the side stream is created on first use, once, and reused", _check_lazy_stream, id="lazy-stream",
+          crash_hints=_MADE_AT_IMPORT),
+    Check("2.1", "no sync in _pool; get_output() waits once, on the event", _check_syncs, id="syncs",
+          crash_hints=_MADE_AT_IMPORT),
     Check("2.1", "the copy waits for the compute stream; the event is recorded after it", _check_ordering,
-          id="ordering"),
+          id="ordering", crash_hints=_MADE_AT_IMPORT),
     Check("2.1", "the engine's order: two steps queued, then their outputs collected", _check_engine_order,
-          id="engine-order"),
+          id="engine-order", crash_hints=_MADE_AT_IMPORT),
     Check("2.1", "a step where nothing finished: no side stream, no wait", _check_nothing_finished,
           id="nothing-finished"),
     Check("2.1", "device tensors kept until get_output(), then released; host buffers pinned", _check_memory,
-          id="memory"),
+          id="memory", crash_hints=_MADE_AT_IMPORT),
 ]
 
 

@@ -49,7 +49,7 @@ def _host_values(values: list) -> list:
     """Each of ``values`` as a check compares it, the same wherever the step ran: a Python int or bool as itself,
     anything else as what it is (its type, its dimensions when a tensor, its repr)."""
     return [v if type(v) in (int, bool) else
-            {"not plain": type(v).__name__, "dim": v.dim() if isinstance(v, torch.Tensor) else None,
+            {"not plain": _type_name(v), "dim": v.dim() if isinstance(v, torch.Tensor) else None,
              "repr": repr(v)[:200]} for v in values]
 
 
