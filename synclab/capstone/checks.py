@@ -471,9 +471,10 @@ def _reading_why(question: str, truth: dict[str, Any]) -> str:
     saved = truth["_saved"]
     if question == "removes_most_syncs":
         return "per step, " + ", ".join(f"{p} removes {saved[p]['stray syncs']:g}" for p in PATTERNS)
-    if question == "removes_no_syncs":
-        return ("the answer is the set of every fix whose row reads 0 here; stray syncs removed per step: "
-                + ", ".join(f"{p} {saved[p]['stray syncs']:g}" for p in PATTERNS))
+    if question == "removes_no_syncs":  # the rows to read, not their numbers: the set is the reader's to name
+        return ("a set of every fix whose row alone leaves the baseline's stray syncs per step as they are: compare "
+                "each fix's row in the counts above (the book's rows, where yours are not written) with the "
+                "baseline's, and name every one that matches it, not only the first")
     if question == "cuts_history_reads":
         return "history elements per step saved: " + ", ".join(f"{p} {saved[p]['history elements read']:g}"
                                                                 for p in PATTERNS)

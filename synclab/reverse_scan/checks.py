@@ -442,6 +442,9 @@ def _hint_for(got: Any, want: float | None, costs: dict[int, float], device_us: 
         return _TWO_POINT_HINT
     if _is_real_number(got) and got > max_length:
         return f"{got:,.0f} is past max_length ({max_length:,}): " + _PAST_MAX_HINT
+    if want is None and _is_real_number(got) and _same_length(got, max_length):  # min(crossing, max_length)
+        return (f"{got:,.0f} is max_length itself, where the line has not crossed yet: a crossing past the measured "
+                "range is None (the line says nothing out there), not clamped to the range's end")
     if _is_real_number(got) and got < 0:  # behind length 0: the line starts above the device step, or never rises
         return "a length is never negative: " + (_AT_ZERO_HINT if want == 0 else _NEVER_HINT)
     if _is_real_number(got) and want and abs(float(got) - want) <= 0.01 * want:
@@ -467,11 +470,12 @@ def _check_model_fixed(model: Callable[..., Any], rng: random.Random) -> None:
         # every right answer, rounded or not
         found_right([a[5] for a in answers])
     for case, costs, device_us, max_length, hint, want, got in wrong[:1]:
-        unearned = "" if found else "; an answer of 0 or None earns its clause's share only once a crossing is found too"
+        unearned = ("" if found else "; no crossing was found, so the cases answered 0 or None earn nothing yet: "
+                    "those answers are right only beside a crossing")
         also = [a[0] for a in wrong[1:]]
-        others = f"; also off: {'; '.join(also)}" if also else ""
-        expect(False, f"output length where the host becomes the bottleneck ({len(wrong)} of {len(answers)} "
-                      f"clauses off{unearned}; the first below{others})",
+        others = f"; also wrong: {'; '.join(also)}" if also else ""
+        expect(False, f"output length where the host becomes the bottleneck ({len(wrong)} of {len(answers)} fixed "
+                      f"cases wrong{unearned}; the first below{others})",
                expected=repr(want if want is None else round(want, 1)), got=repr(got),
                hint=_hint_for(got, want, costs, device_us, max_length, hint), share=share,
                case=f"{case}; costs {costs}, device step {device_us:,.0f} us, max_length {max_length:,}")

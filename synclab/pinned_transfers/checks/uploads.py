@@ -48,6 +48,8 @@ def _h2d_cases(rng: random.Random) -> list[tuple[str, dict[str, Any], str | None
         ("list of ints", {"kind": "list", "values": [3, 1, 4, 1, 5]}, None),
         ("list of ints, dtype=int32", {"kind": "list", "values": [3, 1, 4, 1, 5]}, "int32"),
         ("list of floats (torch.tensor makes float32)", {"kind": "list", "values": [0.5, 1.5, 2.25]}, None),
+        # float32 cannot hold these: a list made float32 first and converted after loses them
+        ("list of floats, dtype=float64", {"kind": "list", "values": [0.1, 16777217.0]}, "float64"),
         ("nested list, dtype=float32", {"kind": "list", "values": [[1, 2], [3, 4], [5, 6]]}, "float32"),
         ("empty list, dtype=int32", {"kind": "list", "values": []}, "int32"),
         ("NumPy int32 array", {"kind": "numpy", "values": [7, 8, 9], "dtype": "int32"}, None),
@@ -138,8 +140,13 @@ def _same_upload(got: dict[str, Any], spec: dict[str, Any], dtype: str | None, c
                  hint=float64_hint or kept_hint or default_hint or "pass dtype both when building and in .to()",
                  case=case)
     expect_equal(tuple(got["shape"]), tuple(want["shape"]), what="shape", case=case)
+    rounded = (want["dtype"] == "torch.float64" and spec["kind"] == "list" and got["values"] != want["values"]
+               and _flat(got["values"]) == [float(np.float32(v)) for v in _flat(want["values"])])  # float32 on the way
     expect(got["values"] == want["values"], "values differ", expected=_flat(want["values"])[:8],
-           got=_flat(got["values"])[:8], case=case)
+           got=_flat(got["values"])[:8], case=case,
+           hint="the caller asked for float64, and these values went through float32 on the way (torch.tensor(data) "
+                "without the dtype makes float32, and converting after cannot restore them): build the host tensor in "
+                "the caller's dtype, torch.tensor(data, dtype=dtype, ...)" if rounded else "")
     found_right(want)  # found equal to the host's own torch.tensor(data, dtype): dtype, shape and values
 
 
@@ -174,10 +181,11 @@ def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
             hint += (f". Here the caller asks for {dtype}: a conversion on the host after pinning (.to(dtype) before "
                      "the upload) makes a new tensor, in pageable memory. Convert in the upload itself, "
                      ".to(device, dtype=dtype, non_blocking=True), or build the pinned tensor in that dtype")
-        if call["asked"] and spec.get("transposed") and call["syncs"]["staged_count"]:  # pinned, but strided?
-            hint += (". This tensor is transposed, a strided view: pin_memory() keeps its strides, and torch uploads a "
-                     "strided host tensor through a contiguous temporary it makes in pageable memory, a staging copy "
-                     "after all. Pin a contiguous copy: t.contiguous().pin_memory()")
+        if spec.get("transposed") and call["syncs"]["staged_count"]:  # pinned, but strided? said first
+            hint = ("this tensor is transposed, a strided view: pin_memory() keeps its strides, and torch uploads a "
+                    "strided host tensor through a contiguous temporary it makes in pageable memory, a staging copy "
+                    "after all. Pin a contiguous copy: t.contiguous().pin_memory(), asking is_pin_memory_available() "
+                    "inside the call (if your path does not pin a CPU tensor at all, that is the fault)")
         expect_no_syncs(call["syncs"], "the upload", hint, case)
         _same_upload(call["result"], spec, dtype, f"the counted call: {case}")  # a call counted is a call checked
 
