@@ -399,15 +399,16 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _where_in_user_code(exc: BaseException) -> str:
-    """The deepest traceback line outside synclab and torch: where the reader's code broke."""
+def _where_in_user_code(exc: BaseException, with_code: bool = True) -> str:
+    """The deepest traceback line outside synclab and torch: where the reader's code broke (and, ``with_code``, the
+    line's text)."""
     here = os.path.dirname(os.path.abspath(__file__))
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if not f.filename.startswith(here) and "site-packages" not in f.filename]
     if not frames:
         return ""
     f = frames[-1]
-    return f"in {f.name}, line {f.lineno}: {f.line}" if f.line else f"in {f.name}, line {f.lineno}"
+    return f"in {f.name}, line {f.lineno}: {f.line}" if f.line and with_code else f"in {f.name}, line {f.lineno}"
 
 
 def _case_of(exc: BaseException, check: Check) -> str:
@@ -457,7 +458,7 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
                        share=0.0 if under_the_answer else min(max(float(exc.share), 0.0), 1.0))
     except NotImplementedError as exc:
         # An answer written in part (chapter 6's stub has a stub per hook) is told which part still raises
-        where = _where_in_user_code(exc).split(":")[0]
+        where = _where_in_user_code(exc, with_code=False)
         said = "; ".join(part for part in (str(exc), f"raised {where}" if where else "") if part)
         return Outcome(**base, status="not implemented",
                        message=f"not implemented yet ({said})" if said else "not implemented yet")

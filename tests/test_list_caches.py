@@ -530,6 +530,16 @@ def test_the_pages_gpu_busy_shares_are_the_stored_runs():
                   for load in run[TENSOR]}
         assert all(s > 1 for s in slower.values())
         assert min(slower["8x4"], slower["32x8"]) > max(slower["64x16"], slower["128x32"])
+    # the lab names the same loads, from the package's reading of each stored run (8x4 and 32x8 on both GPUs)
+    import json
+
+    from synclab.list_caches import disagreeing_forwards
+
+    for slug in GPUS.values():
+        stored = json.loads((Path(__file__).resolve().parent.parent / "data" / "reference" / slug / "ch5.json")
+                            .read_text())["results"]["gpu_loops"]
+        assert [load for load, _, _ in disagreeing_forwards(stored)] == ["8x4", "32x8"], slug
+    assert disagreeing_forwards({}) == []  # a run without the loops: nothing to say
     assert ("Read the tensor cache's bars at the two smallest loads as high: its loops ran first at each load, and "
             "their forwards measured slower than the list cache's (hover over a bar)") in page
 

@@ -23,12 +23,12 @@ from synclab.list_caches.checks import (CHECKS_5_1, CHECKS_5_2, FIXED_QUERIES, F
                                         check_placeholder_range, make_request, query_ratio, query_workload,
                                         random_features, random_mix, run_mix)
 from synclab.list_caches.profiling import (GRID, IMAGE_TOKENS, PR_FIGURES, QUESTIONS, busy_fraction, calls_per_step,
-                                           decode_step, gpu_loop, gpu_loops, op_breakdown, per_call_costs,
-                                           scheduler_to_profile, step_sweep)
+                                           decode_step, disagreeing_forwards, gpu_loop, gpu_loops, op_breakdown,
+                                           per_call_costs, scheduler_to_profile, step_sweep)
 
 __all__ = ['WORKED_CASES', 'worked_case_figure', 'worked_cases_markdown', 'CHECKS_5_1', 'CHECKS_5_2', 'FIXED_QUERIES', 'FIXED_SCHEDULES', 'FRAMED', 'FeatureSpec', 'GRID',
            'IMAGE_TOKENS', 'IMG', 'PR_FIGURES', 'QUERY_RATIO_BOUND', 'QUESTIONS', 'RangeClass', 'SchedulerClass',
            'build_mix', 'busy_fraction', 'calls_per_step', 'check_encoder_scheduler', 'check_placeholder_range',
-           'decode_step', 'framed', 'gpu_loop', 'gpu_loops', 'image_mask', 'make_request', 'op_breakdown',
+           'decode_step', 'disagreeing_forwards', 'framed', 'gpu_loop', 'gpu_loops', 'image_mask', 'make_request', 'op_breakdown',
            'per_call_costs', 'query_ratio', 'query_workload', 'random_features', 'random_mix', 'run_mix',
            'scheduler_to_profile', 'step_sweep']

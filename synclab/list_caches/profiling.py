@@ -204,6 +204,17 @@ def gpu_loop(scheduler_cls: SchedulerClass, range_cls: RangeClass, num_reqs: int
             "device_ms_per_step": busy_ms / steps}
 
 
+def disagreeing_forwards(stored: dict[str, Any], ratio: float = 2.0) -> list[tuple[str, float, float]]:
+    """The loads of a stored :func:`gpu_loops` run at which the tensor cache's forwards took over ``ratio`` times the
+    list cache's for the same work: (load, tensor ms, list ms) per step. Their busy shares are read as high (chapter
+    5's GPU figure says which, and why it is not established)."""
+    loops = list(stored.get("loops", {}).values())  # [tensor cache, list cache], a run per load
+    if len(loops) != 2:
+        return []
+    return [(load, t["device_ms_per_step"], l["device_ms_per_step"]) for load, t, l in zip(stored["grid"], *loops)
+            if t["device_ms_per_step"] > ratio * l["device_ms_per_step"]]
+
+
 def gpu_loops(variants: dict[str, tuple[SchedulerClass, RangeClass]], grid: tuple = GRID) -> dict[str, Any] | None:
     """``gpu_loop`` for every variant over ``grid``, recorded for ``bench``; None without a GPU."""
     from synclab.reference import record

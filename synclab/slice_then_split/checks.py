@@ -364,13 +364,16 @@ def _check_empty(all_pool: AllPoolClass, rng: random.Random) -> None:
         pieces = isinstance(out, list) and bool(out) and all(isinstance(o, torch.Tensor) and not len(o) for o in out)
         got = _describe(out) if not isinstance(out, list) else "[" + ", ".join(map(_describe, out[:3])) + (
             ", ...]" if len(out) > 3 else "]")
-        not_a_list = isinstance(out, _NotAList)  # a tuple, say: the split's own result passed on
+        if pieces:
+            hint = ("no request, no item: splitting 0 rows at no offsets still gives one (empty) piece, so return [] "
+                    "when the sub-group has no request")
+        elif isinstance(out, _NotAList):  # a tuple, say: the split's own result passed on
+            hint = ("forward returns a list (PoolerOutput is a list), and this is not one: wrap what you return in "
+                    "list(...)")
+        else:
+            hint = _EMPTY_HINT
         expect(isinstance(out, list) and out == [], "an empty batch must give an empty list",
-               expected=[], got=got, case=case,
-               hint="no request, no item: splitting 0 rows at no offsets still gives one (empty) piece, so return "
-                    "[] when the sub-group has no request" if pieces else
-                    "forward returns a list (PoolerOutput is a list), and this is not one: wrap what you return in "
-                    "list(...)" if not_a_list else _EMPTY_HINT)
+               expected=[], got=got, case=case, hint=hint)
         found_right([])
 
 

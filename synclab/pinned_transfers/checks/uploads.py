@@ -173,19 +173,26 @@ ASKED_BEFORE_HINT = (PIN_HINT + ". For this input your upload did not ask is_pin
                      "the call")
 
 
+STRIDED_HINT = ("this tensor is transposed, a strided view: pin_memory() keeps its strides, and torch uploads a "
+                "strided host tensor through a contiguous temporary it makes in pageable memory, a staging copy after "
+                "all. Pin a contiguous copy: t.contiguous().pin_memory(), asking is_pin_memory_available() inside the "
+                "call (if your path does not pin a CPU tensor at all, that is the fault)")
+
+
 def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
     for case, spec, dtype in _h2d_cases(rng):
         call = upload_outcome(impl, spec, "pick", dtype)
-        hint = ASKED_BEFORE_HINT if call["syncs"]["staged_count"] and not call["asked"] else PIN_HINT
-        if call["asked"] and dtype and call["syncs"]["staged_count"]:  # it asked, and still staged: converted?
-            hint += (f". Here the caller asks for {dtype}: a conversion on the host after pinning (.to(dtype) before "
-                     "the upload) makes a new tensor, in pageable memory. Convert in the upload itself, "
-                     ".to(device, dtype=dtype, non_blocking=True), or build the pinned tensor in that dtype")
-        if spec.get("transposed") and call["syncs"]["staged_count"]:  # pinned, but strided? said first
-            hint = ("this tensor is transposed, a strided view: pin_memory() keeps its strides, and torch uploads a "
-                    "strided host tensor through a contiguous temporary it makes in pageable memory, a staging copy "
-                    "after all. Pin a contiguous copy: t.contiguous().pin_memory(), asking is_pin_memory_available() "
-                    "inside the call (if your path does not pin a CPU tensor at all, that is the fault)")
+        staged = call["syncs"]["staged_count"]
+        if staged and spec.get("transposed"):  # pinned, but strided? said first
+            hint = STRIDED_HINT
+        elif staged and not call["asked"]:
+            hint = ASKED_BEFORE_HINT
+        elif staged and dtype:  # it asked, and still staged: converted?
+            hint = (f"{PIN_HINT}. Here the caller asks for {dtype}: a conversion on the host after pinning (.to(dtype) "
+                    "before the upload) makes a new tensor, in pageable memory. Convert in the upload itself, "
+                    ".to(device, dtype=dtype, non_blocking=True), or build the pinned tensor in that dtype")
+        else:
+            hint = PIN_HINT
         expect_no_syncs(call["syncs"], "the upload", hint, case)
         _same_upload(call["result"], spec, dtype, f"the counted call: {case}")  # a call counted is a call checked
 
