@@ -54,7 +54,8 @@ EXERCISES: dict[str, Exercise] = {e.task: e for e in [
     Exercise("2.1", "ch2", 14, ("AsyncPoolingOutput", "AsyncOutputRunner"),
              "ch2.check_runner(AsyncOutputRunner)"),  # cuda_path_outcomes, ...: on the simulated device
     # an answer may read the runners' evidence itself (ch2.inspect_runner, whose "outputs right" runs 2.1's reference)
-    Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)",
+    Exercise("2.2", "ch2", 6, ("my_diagnosis",), "ch2.check_diagnosis(my_diagnosis)", stretch=True,  # diagnosis:
+             #   the pattern's failures read from evidence; learners put the core at 85-97 minutes with it
              answer_process_keeps=("synclab.lazy_streams.checks:_pool_reference", "synclab.lazy_streams.spot_the_bug")),
     Exercise("3.1", "ch3", 4, ("async_tensor_h2d",), "ch3.check_async_tensor_h2d(async_tensor_h2d)"),  # upload_outcome
     Exercise("3.2", "ch3", 6, ("PinnedSampler",),
