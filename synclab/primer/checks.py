@@ -20,7 +20,7 @@ from synclab.answer_keys import answer_key
 
 from synclab.answer_keys.runners import runs_with_the_answer
 from synclab.primer.workloads import DecodeBatch, StepOutput, batch_of
-from synclab.syncs import SyncReport, count_syncs
+from synclab.syncs import IN_FLIGHT, SyncReport, count_syncs
 
 
 # ----------------------------------------------------------------------------- checks for Exercise 0.1
@@ -135,11 +135,25 @@ def _finished_hint(batch: dict, got: list, want: list[bool], sampled: list[int])
             f"{sampled[i]} (EOS is {before.eos_token_id}), so it is {'' if want[i] else 'not '}finished" + (f" ({len(wrong)} requests differ)" if len(wrong) > 1 else ""))
 
 
+# A download with non_blocking=True returns before its copy lands (the lab's device fills the host buffer with
+# IN_FLIGHT, -12345, until then, as a GPU leaves whatever the memory held); only the counted calls run on it.
+_READ_TOO_EARLY = (f"{int(IN_FLIGHT)} is what the lab's device leaves in a host buffer whose copy has not landed: "
+                   ".to('cpu', non_blocking=True) returns before the copy, and reading the result then reads "
+                   "garbage. Read back with one blocking .tolist(): the step's one sync")
+
+
 def _same_step(impl: DecodeStep, batch: dict, case: str, *, counted: bool = False) -> dict | None:
     """Run ``impl`` on the batch ``batch`` names (:func:`batch_of`) and compare everything with the reference; ``counted``: its syncs
     counted, which come back (the call whose syncs count is a call whose results count)."""
     want = _decode_step_reference(batch)
-    got = step_outcome(impl, batch, counted)
+    try:
+        got = step_outcome(impl, batch, counted)
+    except ValueError as error:  # over logits that hold no NaN: the NaN flag it read was not the one computed
+        if batch["kind"] == "nan":
+            raise
+        raise CheckFailed("the step raised ValueError over logits that hold no NaN", expected="no exception",
+                          got=f"ValueError: {error}", case=case,
+                          hint="a NaN flag read before its copy landed is not 0: " + _READ_TOO_EARLY) from None
     expect(got["step_output"], "decode_step must return a StepOutput", got=got["returned"], case=case)
     # Values alone cannot tell an int from a 0-d tensor holding it: check the types first.
     ints = "Read the token ids back in the step's one .tolist(): it gives Python ints"
@@ -149,7 +163,8 @@ def _same_step(impl: DecodeStep, batch: dict, case: str, *, counted: bool = Fals
                         "a 0/1 flag read back with the ids becomes one with bool(flag)")
     _expect_host_values(got["appended"], int, "the tokens appended to output_token_ids", case, ints)
     expect_equal(got["sampled"], want["sampled"], what="sampled_token_ids", case=case,
-                 hint="the next token is the argmax of each request's logits row")
+                 hint=_READ_TOO_EARLY if int(IN_FLIGHT) in got["sampled"] else
+                 "the next token is the argmax of each request's logits row")
     expect_equal(got["finished"], want["finished"], what="finished", case=case,
                  hint=_finished_hint(batch, got["finished"], want["finished"], want["sampled"]))
     expect_equal(got["outputs"], want["outputs"], what="output_token_ids after the step", case=case,
@@ -219,7 +234,9 @@ READ_BACK_BYTES_PER_REQUEST = 64  # the contract's budget: a few int64 values pe
 
 
 def _check_syncs(impl: DecodeStep, rng: random.Random) -> None:
-    for num_reqs in (1, 16, 64):
+    # 257: past the random batches' 64 and the profile's 256, and no power of two, so a read back in chunks of any
+    # size up to 256 makes a second sync here
+    for num_reqs in (1, 16, 64, 257):
         requests = f"{num_reqs} request{'s' * (num_reqs != 1)}"
         case = requests  # named before the call: a hang reports it
         batch = _case(num_reqs, rng.randrange(10**6))
