@@ -173,7 +173,6 @@ def test_chapter_4s_page_states_the_scans_costs_that_were_stored():
     model_tps = ch4.PROFILE_REQS * 1e6 / max(cpu_us, 10_000.0)  # the loop model at 60,000 tokens, a 10 ms device step
     assert abs(model_tps / 1_937 - 1) < 0.1 and "passes near the PR's 1,937 mark" in page
     assert f"(about {round(model_tps, -2):,.0f} tokens/s at 60,000 tokens)" in page
-    assert f"({cpu_us / 1000:.0f} ms on that CPU) is about as long as the PR's whole 65 ms step" in page
     gpu_ms = sorted(round(next(t["median_us"] for t in json.loads(path.read_text())["results"]["cost_sweep"]["timings"]
                                 ["forward (before #42938)"] if t["label"].endswith("=60000")) / 1000)
                     for path in (ROOT / "data" / "reference").glob("*/ch4.json"))

@@ -446,8 +446,7 @@ def _page_table(path):
     return [tuple([int(t) for t in part.split(",") if t.strip()] for part in row) for row in rows]
 
 
-@pytest.mark.parametrize("page", ["book/04_reverse_placeholder_scans.md", NOTEBOOK,
-                                  "labs/04_reverse_placeholder_scans.ipynb"])
+@pytest.mark.parametrize("page", [NOTEBOOK, "labs/04_reverse_placeholder_scans.ipynb"])
 def test_the_worked_table_of_4_1_is_what_the_code_does(page):
     rows = _page_table(page)
     assert len(rows) == 6, rows

@@ -60,6 +60,11 @@ _REPLACED_HINT = ("the batch holds a new, right list for this request, but the r
                   "assign into the list (req_output_token_ids[start:] = new_ids), never replace it")
 
 
+def _replaced(step: Any, i: int, want: list[int]) -> bool:
+    """Whether request ``i``'s list was repaired in a new list object: right in the batch, the state's still old."""
+    return i < len(step["in_batch"]) and not step["shared"][i] and step["in_batch"][i] == want
+
+
 def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
     outputs = [list(o) for _, o, _, _ in FIXED_CASES]
     sampled = [s for _, _, s, _ in FIXED_CASES]
@@ -78,9 +83,8 @@ def _check_fixed(batch_cls: BatchClass, rng: random.Random) -> None:
     for (case, _, _, _), got in zip(FIXED_CASES, step["outputs"]):
         _expect_python_ints(got, case)
     for i, ((case, before, new, want), got) in enumerate(zip(FIXED_CASES, step["outputs"])):
-        replaced = i < len(step["in_batch"]) and not step["shared"][i] and step["in_batch"][i] == want
         expect(got == want, f"{before} with sampled {new}", expected=want, got=got, case=case,
-               hint=_garbage_hint(got) or (_REPLACED_HINT if replaced else "")
+               hint=_garbage_hint(got) or (_REPLACED_HINT if _replaced(step, i, want) else "")
                or _row_hint(before, got, i, rows[i], sampled_by_row) or _shape_hint(before, new, got)
                or _FIXED_HINTS.get(case)
                or "count the trailing -1s from the end; replace min(valid sampled, placeholders) of them")
@@ -161,10 +165,12 @@ def _expect_python_ints(ids: list, case: str) -> None:
 
 def _check_new_request(batch_cls: BatchClass, rng: random.Random) -> None:
     case = "a new request beside a running one"
-    got = step_outcome(batch_cls, [[4, -1], [5, -1]], [[7]], [None, 0])["outputs"]
+    step = step_outcome(batch_cls, [[4, -1], [5, -1]], [[7]], [None, 0])
+    got = step["outputs"]
     hint = (_garbage_hint(got[1])
             or ("a request that was not in last step's batch (no prev_req_id_to_index entry) is skipped: its "
                 "placeholder stays" if got[0] != [4, -1]
+                else _REPLACED_HINT if _replaced(step, 1, [5, 7])
                 else "the new request is right; the running one beside it is not (see the fixed cases)"))
     expect_equal(got, [[4, -1], [5, 7]], what="outputs", hint=hint, case=case)
     # no step in flight at all (the first step, or no sampler feature reads the history): every list is left alone
@@ -189,7 +195,8 @@ def _check_random(batch_cls: BatchClass, rng: random.Random) -> None:
             sampled_row = sampled[rows[i]] if rows[i] is not None else "none (a new request)"
             row = sampled[rows[i]] if rows[i] is not None else None
             raise CheckFailed(f"request {i} differs", expected=expected, got=shown,
-                              hint=_garbage_hint(got) or _shape_hint(outputs[i], row, got),
+                              hint=(_garbage_hint(got) or (_REPLACED_HINT if _replaced(step, i, w) else "")
+                                    or _shape_hint(outputs[i], row, got)),
                               case=f"random step {trial}, {len(outputs)} requests; request {i}: output before the "
                                    f"step ends {before}, its sampled ids {sampled_row}")
         found_right(step["outputs"])  # the grader's seed drew this step
