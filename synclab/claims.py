@@ -297,7 +297,25 @@ def validated(id: str, measure: Callable[[], Sweep], attempts: int = ATTEMPTS) -
                      "idle machine: run the cell again when this one is quiet; only a difference that stays then says "
                      "something about your version.")
         print("\n".join(lines))
+    elif (note := spread_note(sweep)) and not deliberate_run():
+        print(note)
     return sweep
+
+
+SPREAD_NOTED = 2.0  # rounds of one point this many times apart: the machine was busy while they ran
+
+
+def spread_note(sweep: Sweep) -> str | None:
+    """A note where one point's rounds lie :data:`SPREAD_NOTED` times or more apart: a claim can then hold by chance,
+    its ratios off in either direction (a learner's busy machine printed 6.6x where the page says 1.5x)."""
+    spread, where = max(((t.high_us / t.low_us, f"{variant} at {sweep.parameter}={value}")
+                         for variant, timings in sweep.timings.items() for value, t in zip(sweep.values, timings)
+                         if t.low_us > 0), default=(0.0, ""))
+    if spread < SPREAD_NOTED:
+        return None
+    return (f"Note: this run's rounds spread {spread:.1f}x apart ({where}): the machine was busy while they ran, so "
+            "its ratios may be off either way, too high as well as too low. Run the cell again when it is quiet "
+            "before reading a ratio into it.")
 
 
 def stored_figures(notebook: Any) -> dict[str, tuple[dict[str, Any], Sweep | None]]:

@@ -141,6 +141,8 @@ def stop_servers(every: bool = False) -> int:
 
 
 def _start_server(path: Path, env: dict[str, str]) -> None:
+    print(f"(a warm check server starts for the next checks: it ends after {IDLE_S / 60:.0f} idle minutes, or now "
+          "with `python -m synclab stop-checks`)", file=sys.stderr, flush=True)
     subprocess.Popen([sys.executable, "-m", "synclab", "serve-checks", str(path)], env=env, cwd=_CHECKOUT,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True)
