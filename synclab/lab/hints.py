@@ -108,8 +108,8 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "write it there, never read it back."),
         Hint("which operations",
              "`torch.zeros(..., pin_memory=self.pin_memory)` for the host buffers; one `non_blocking` `.to(device)` "
-             "each; `ids[:, 0] = sampled` on the device; `torch.where(mask, logprobs, -inf)` for the padding. Use "
-             "fresh buffers per call: a buffer refilled while its upload is queued sends the wrong data."),
+             "each; `ids[:, 0] = sampled` on the device, after the upload. Use fresh buffers per call: a buffer "
+             "refilled while its upload is queued sends the wrong data."),
     ),
     "3.3": (
         Hint("where the lengths should come from",
