@@ -290,10 +290,10 @@ class CheckReport:
         n_ok = sum(o.ok for o in self.outcomes)
         partial = any(o.earned and not o.ok for o in self.outcomes)
         shown = partial or (n_ok < len(self.outcomes) and self.points != len(self.outcomes))
-        said = self.points_said()
-        if partial and said:  # "0/1 checks passed (83.3% ...)" reads as a contradiction unless it says why
-            said = said[:-1] + ": partial credit for what held)"
-        return f"{self.title}: {n_ok}/{len(self.outcomes)} checks passed{f' {said}' if shown else ''}"
+        # "0/1 checks passed (83.3% ...)" reads as a contradiction: a check that earned part of its points did not
+        # pass in full
+        passed = "checks passed in full" if partial else "checks passed"
+        return f"{self.title}: {n_ok}/{len(self.outcomes)} {passed}{f' {self.points_said()}' if shown else ''}"
 
     def points_said(self) -> str:
         """``(60% of the exercise's points)``: what the summary says of the points, as a share, so that it agrees with

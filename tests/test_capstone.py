@@ -13,6 +13,7 @@ import torch
 from synclab import capstone as ch6
 from synclab.capstone import PlantedRunner
 from synclab.capstone.checks import NO_STRAY
+from synclab.capstone import workloads
 from synclab.capstone.workloads import book_fixes
 from synclab.engine.engine_core import PATTERNS, EngineConfig, EngineRunner
 from synclab.syncs import count_syncs
@@ -357,13 +358,26 @@ def test_load_fixes_runs_the_readers_labs_and_names_what_is_not_done(capsys, tmp
     from synclab.engine.engine_core import PATTERNS
     from tests.notebook_code import ROOT
 
-    fresh = ch6.load_fixes()  # the repository's labs are fresh: nothing written yet
+    fresh = ch6.load_fixes()  # the repository's labs are fresh: nothing written yet, so the book's fixes run
     said = capsys.readouterr().out
-    assert fresh.unfinished == frozenset(PATTERNS)
-    assert "Exercise 3.1 is not done in labs/03_pinned_transfers.ipynb: the engine runs vLLM's code before #41429" \
-        in said and "Exercises 1.1 and 1.2 are not done" in said
+    assert fresh.unfinished == frozenset() and fresh.effective(EngineConfig()) == EngineConfig()
+    assert said.startswith("None of chapters 1-5's fixes is written in your labs yet: the engine runs the book's "
+                           "solutions") and "not done" not in said
+    (tmp_path / "partly").mkdir()  # chapter 1 written, the others not: each one not written is named
+    for name in ("02_lazy_streams", "03_pinned_transfers", "04_reverse_placeholder_scans", "05_list_based_caches"):
+        (tmp_path / "partly" / f"{name}.ipynb").write_bytes((ROOT / "labs" / f"{name}.ipynb").read_bytes())
+    (tmp_path / "partly" / "01_slice_then_split.ipynb").write_bytes(
+        (ROOT / "solutions" / "01_slice_then_split.ipynb").read_bytes())
+    partly = ch6.load_fixes(tmp_path / "partly")
+    said = capsys.readouterr().out
+    assert partly.unfinished == frozenset(PATTERNS) - {"slice_then_split"}
+    assert "Exercise 3.1 is not done in " in said and "03_pinned_transfers.ipynb: the engine runs vLLM's code before " \
+        "#41429" in said and "Exercises 1.1 and 1.2 are not done" not in said
     assert "runs the book's solution of 5.2" in said and "Traceback" not in said
-    assert fresh.effective(EngineConfig()) == EngineConfig.baseline()  # what really runs
+    none_written, _ = workloads._load_fixes(ROOT / "labs", workloads._stamp(ROOT / "labs"))  # as they would run
+    assert none_written.unfinished == frozenset(PATTERNS)
+    assert none_written.effective(EngineConfig()) == EngineConfig.baseline()  # what really runs
+    fresh = none_written
     workload = ch6.ablation_workload(16)  # and it runs: nothing written, the same tokens as the book's baseline
     got = ch6.comparable(ch6.run_engine(workload, EngineConfig(), fresh))
     assert ch6.first_difference(got, ch6.comparable(ch6.run_engine(workload, EngineConfig.baseline(),

@@ -235,7 +235,7 @@ def test_a_check_that_earned_part_of_its_points_says_so_in_the_summary():
         raise CheckFailed("half of it held", share=0.5)
 
     report = run_checks("Exercise 9.9", [Check("9.9", "half", half, points=2)], lambda x: x, seed=1)
-    assert report.summary == "Exercise 9.9: 0/1 checks passed (50% of the exercise's points: partial credit for what held)"
+    assert report.summary == "Exercise 9.9: 0/1 checks passed in full (50% of the exercise's points)"
 
 
 def test_the_exercise_has_one_limit_for_all_its_checks():

@@ -335,6 +335,12 @@ def load_fixes(source: str | Path = "labs", quiet: bool = False) -> Components:
                                            "chapters 1-5 as the package keeps them"]
     else:
         components, lines = _load_fixes(folder, _stamp(folder))
+        if source != "solutions" and components.unfinished == frozenset(PATTERNS):
+            # none written: every figure would draw the code before each PR twice over, and the book's beside it
+            components = book_fixes()
+            lines = ["None of chapters 1-5's fixes is written in your labs yet: the engine runs the book's solutions "
+                     "of them (the package's own copies), so the profile shows what the five fixes buy. Write one "
+                     "and run this cell again to run yours"]
     if not quiet:
         for line in lines:
             print(line)
