@@ -57,6 +57,9 @@ def _h2d_cases(rng: random.Random) -> list[tuple[str, dict[str, Any], str | None
          {"kind": "numpy", "values": np.linspace(0, 1, 7).tolist(), "dtype": "float64"}, "float32"),
         ("CPU tensor, dtype=int32", {"kind": "tensor", "values": list(range(10)), "dtype": "int64"}, "int32"),
         ("transposed CPU tensor", {"kind": "tensor", "values": grid, "dtype": "float32", "transposed": True}, None),
+        # pinned already, and strided still: pinned memory is not enough, a strided upload stages all the same
+        ("pinned transposed CPU tensor",
+         {"kind": "tensor", "values": grid, "dtype": "float32", "transposed": True, "pinned": True}, None),
         (f"random list of {n} ints", {"kind": "list", "values": ints}, rng.choice([None, "int32", "int64"])),
         (f"random NumPy array of {n} floats", {"kind": "numpy", "values": floats, "dtype": "float32"}, None),
         (f"random CPU tensor of {n} ints", {"kind": "tensor", "values": ints, "dtype": "int64"},
@@ -66,13 +69,15 @@ def _h2d_cases(rng: random.Random) -> list[tuple[str, dict[str, Any], str | None
 
 def host_input(spec: dict[str, Any]) -> HostData:
     """A case's host data from its description: ``kind`` list, numpy or tensor, its ``values`` (nested lists), its
-    ``dtype`` (numpy's and torch's names agree), ``transposed`` (a tensor's transpose: not contiguous)."""
+    ``dtype`` (numpy's and torch's names agree), ``transposed`` (a tensor's transpose: not contiguous), ``pinned`` (the
+    tensor in pinned memory, strides kept: built where pinned memory is available)."""
     if spec["kind"] == "list":
         return spec["values"]
     if spec["kind"] == "numpy":
         return np.array(spec["values"], dtype=spec["dtype"])
     tensor = torch.tensor(spec["values"], dtype=getattr(torch, spec["dtype"]))
-    return tensor.t() if spec.get("transposed") else tensor
+    tensor = tensor.t() if spec.get("transposed") else tensor
+    return tensor.pin_memory() if spec.get("pinned") else tensor
 
 
 def tensor_data(t: Any) -> dict[str, Any]:
@@ -94,8 +99,9 @@ def upload_outcome(impl: H2DFunction, spec: dict[str, Any], device: str, dtype: 
     """One call ``impl(data, device, dtype)``, counted, where pinned memory is available or not (WSL): its result, its
     syncs, whether it asked ``is_pin_memory_available()`` while it ran; or, where it asked for pinned memory the
     platform does not have, what it was told. A runner (:mod:`synclab.answer_keys.runners`)."""
-    data, target = host_input(spec), _device(device)
+    target = _device(device)
     with simulated_pinning(pinning):
+        data = host_input(spec)  # a pinned input is pinned where pinned memory is available
         asked = pin_questions()
         try:
             got, report = counted(lambda: impl(data, target, getattr(torch, dtype) if dtype else None))
@@ -199,6 +205,8 @@ def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
 
 def _check_h2d_wsl(impl: H2DFunction, rng: random.Random) -> None:
     for case, spec, dtype in _h2d_cases(rng):
+        if spec.get("pinned"):  # WSL has no pinned memory to hold it
+            continue
         call = upload_outcome(impl, spec, "pick", dtype, pinning=False)
         if "unavailable" in call:
             raise pinning_refused(call["unavailable"], case)
@@ -238,7 +246,7 @@ CHECKS_3_1 = [
     Check("3.1", "0 syncs: every upload is non_blocking from pinned memory", _check_h2d_syncs,
           crash_hints=NOT_CONTIGUOUS_HINT, id="no-syncs"),
     Check("3.1", "no pinned buffer refilled before its upload ran (back-to-back calls, simulated streams)",
-          _check_h2d_races, id="no-refill-race"),
+          _check_h2d_races, names_fault=True, id="no-refill-race"),  # a race explains the wrong values it causes
     Check("3.1", "WSL (no pinned memory): no error, right values, pageable non_blocking upload", _check_h2d_wsl,
           crash_hints=NOT_CONTIGUOUS_HINT, id="wsl"),
 ]
@@ -351,7 +359,7 @@ def _same_logprobs(got: dict[str, Any], spec: dict[str, Any], case: str) -> None
         elif masked == [0]:  # the sampled token's column: real in every row
             hint = ("column 0 (the sampled token) was masked as padding: it is real in every row, also in a request "
                     "that asked for no ids (one not in logprob_token_ids): mark it for every row, not only in the "
-                    "loop over the requests' ids")
+                    "loop over the requests' ids, and before the mask's upload")
         elif masked == [real - 1] and want_ids[row][real - 1] != 0:  # only the last id, not a 0: a slice one short
             hint = (f"the request's last id (column {real - 1}) was masked as padding: its ids fill columns 1 to "
                     f"len(ids) inclusive, so the real slots are [:len(ids) + 1], one more than the ids")
@@ -422,8 +430,9 @@ def _check_gather_syncs(sampler_cls: SamplerClass, rng: random.Random) -> None:
     _same_logprobs(call["result"], spec, "the counted call: 64 requests, all with ids")
 
 
-GATHER_RACE_HINT = ("a non_blocking upload reads its pinned source when the stream gets to it, not when .to() returns, "
-                    "and the next call can come first (nothing waits between two steps): build the id matrix and "
+GATHER_RACE_HINT = ("a non_blocking upload reads its pinned source when the stream gets to it, not when .to() returns: "
+                    "finish every write into a buffer before you queue its upload, and write it no more after. The "
+                    "next call can come first too (nothing waits between two steps): build the id matrix and "
                     "the mask in new pinned tensors on every call (torch.zeros(..., pin_memory=self.pin_memory)); "
                     "torch's pinned allocator hands that memory out again only once the copy has run")
 
@@ -483,7 +492,7 @@ CHECKS_3_2 = [
     Check("3.2", "0 syncs: the id matrix and the mask built on pinned host memory, uploaded non_blocking",
           _check_gather_syncs, id="no-syncs"),
     Check("3.2", "no pinned buffer written before its upload ran (back-to-back calls, simulated streams)",
-          _check_gather_races, id="no-refill-race"),
+          _check_gather_races, names_fault=True, id="no-refill-race"),  # a race explains the wrong values
     Check("3.2", "as many uploads for 64 requests as for 1 (simulated streams)", _check_gather_uploads, id="uploads"),
     Check("3.2", "WSL (no pinned memory): no error, same result", _check_gather_wsl, id="wsl"),
 ]
@@ -739,7 +748,7 @@ def check_fast_prefill(runner_cls: RunnerClass, seed: int | None = None) -> Chec
 def _host_reference(spec: dict[str, Any], dtype: str | None = None) -> dict[str, Any]:
     """What ``async_tensor_h2d(data, device, dtype)`` must hold once the copy has landed, for the host data ``spec``
     describes (:func:`host_input`): its dtype, shape and values, as data."""
-    data = host_input(spec)
+    data = host_input({**spec, "pinned": False})  # the same values: where they live changes nothing here
     want = getattr(torch, dtype) if dtype else None
     if isinstance(data, np.ndarray):
         data = torch.from_numpy(data.copy())

@@ -15,11 +15,11 @@ def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | No
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     pinned = is_pin_memory_available()  # asked on every call: the platform decides, never a hard-coded True
     if isinstance(data, torch.Tensor):
-        if pinned and not data.is_pinned():
-            staged = torch.empty(data.shape, dtype=data.dtype, pin_memory=True)
+        if pinned and not (data.is_pinned() and data.is_contiguous()):
+            staged = torch.empty(data.shape, dtype=data.dtype, pin_memory=True)  # contiguous, whatever data's strides
             staged.copy_(data)  # host to host: the caller may reuse `data` at once
         else:
-            staged = data  # already pinned (or no pinned memory at all): it may go as it is
+            staged = data  # pinned and contiguous already (or no pinned memory at all): it may go as it is
     elif isinstance(data, np.ndarray):
         staged = torch.empty(data.shape, dtype=dtype or _torch_dtype_for(data.dtype), pin_memory=pinned)
         staged.copy_(torch.from_numpy(data))
