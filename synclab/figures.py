@@ -111,13 +111,15 @@ def retitled(fig: go.Figure, title: str) -> go.Figure:
 def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, Sequence[float]], title: str,
                        yaxis_title: str = "host-device syncs per call",
                        counted_with: str = "synclab.count_syncs", by_fix: bool = False,
-                       colors: Sequence[str] | None = None) -> go.Figure:
+                       colors: Sequence[str] | None = None, log_y: bool = False) -> go.Figure:
     """Counts per call (syncs, or torch calls) against a parameter, one bar per variant, each labelled with its count.
 
     Bars with their numbers, not lines: a variant with 2 syncs stays readable beside one with
     500 (a line at 2 would hide under a line at 0). Sync counts do not depend on the machine,
     so no device label is needed. ``by_fix`` (chapter 6): the variants are configurations, each in its fix's colour
     (:data:`FIX_COLORS`) under a short label, with where it was counted. ``colors``: one per variant, in order.
+    ``log_y``: a logarithmic count axis from 0.5, so that a bar of 1 beside one of 500 still shows as a bar (chapter
+    0's learners could not see the solution's 1s on a linear axis); a count of 0 then draws no bar, only its label.
     """
     fig = go.Figure()
     crowded = len(counts) * len(values) > 12  # side by side, horizontal numbers would run into each other
@@ -132,9 +134,13 @@ def sync_counts_figure(parameter: str, values: Sequence[Any], counts: dict[str, 
     subtitle = f"counted with {counted_with} (the same on CPU and GPU)"
     if by_fix:
         subtitle = _subtitle(subtitle, counted_here(), unwritten_note(list(counts)))
+    axis = {}
+    if log_y:
+        top = max((y for ys in counts.values() for y in ys), default=1)
+        axis = {"yaxis_type": "log", "yaxis_range": [math.log10(0.5), math.log10(max(top, 1) * 2)]}
     return _layout(fig, title, subtitle, barmode="group", xaxis_title=parameter, xaxis_type="category",
                    yaxis_title=yaxis_title, height=400 + 20 * subtitle.count("<br>"),
-                   above_plot=30 if crowded else 10)
+                   above_plot=30 if crowded else 10, **axis)
 
 
 def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, counted_with: str) -> go.Figure:

@@ -107,6 +107,27 @@ def test_the_primers_copy_of_the_baseline_is_the_whole_function():
     assert _statements(block) == _statements(body)
 
 
+def test_the_primers_gpu_speedups_are_the_stored_runs():
+    """The page's GPU numbers: the baseline's median over the solution's, at 1, 16 and 256 requests, over the stored
+    runs of the H100 and H200 machines, rounded as the page rounds them."""
+    import json
+
+    page = " ".join((ROOT / "book" / "00_primer.md").read_text().split())
+    speedups: dict[int, list[float]] = {1: [], 16: [], 256: []}
+    paths = sorted((ROOT / "data" / "reference").glob("*/ch0.json"))
+    assert [p.parent.name for p in paths] == ["nvidia-h100-80gb-hbm3", "nvidia-h200"]
+    for path in paths:
+        timing = json.loads(path.read_text())["results"]["timing"]
+        medians = {v: [t["median_us"] for t in timing["timings"][v]] for v in ("baseline", "decode_step (0.1)")}
+        for n in speedups:
+            at = timing["values"].index(n)
+            speedups[n].append(medians["baseline"][at] / medians["decode_step (0.1)"][at])
+    at_1, at_16, at_256 = (sorted(speedups[n]) for n in (1, 16, 256))
+    assert (f"on the H100 and the H200 it is {at_16[0]:.1f}–{at_16[1]:.1f}× faster at 16 requests and "
+            f"{at_256[0]:.0f}–{at_256[1]:.0f}× at 256") in page
+    assert f"At one request it is slower ({at_1[0]:.2f}–{at_1[1]:.2f}×)" in page and at_1[1] < 1
+
+
 def test_1_1_names_the_flag_and_the_device_indices_it_reads():
     from synclab.engine.pooler_baseline import AllPoolBaseline
 

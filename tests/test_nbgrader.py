@@ -42,7 +42,7 @@ def test_source_notebook_marks_answers_checks_and_read_only_cells():
     meta = {c.metadata.nbgrader["grade_id"]: (c, c.metadata.nbgrader) for c in nb.cells}
     answer, answer_meta = meta["answer-0_1"]
     assert answer_meta["solution"] and not answer_meta["grade"] and not answer_meta["locked"]
-    assert "    # Exercise 0.1: YOUR CODE HERE (~13 lines)\n    ### BEGIN SOLUTION 0.1" in answer.source
+    assert "    # Exercise 0.1: YOUR CODE HERE (~8 lines)\n    ### BEGIN SOLUTION 0.1" in answer.source
     check, check_meta = meta["check-0_1"]
     assert check_meta["grade"] and check_meta["locked"] and check_meta["points"] == points_of("0.1")
     assert check.source.endswith(f'graded("0.1", lambda: primer.check_decode_step(decode_step), '

@@ -375,3 +375,22 @@ def test_a_passed_check_witnesses_what_a_right_answer_does_whatever_else_is_wron
     report = primer.check_decode_step(answer, seed=3)
     assert any(o.ok for o in report.outcomes)
     assert_passes_witness_as(report, right)
+
+
+def test_the_sync_count_figure_shows_the_solutions_1s_as_bars():
+    """Learners could not see the solution's bars of 1 beside the baseline's 513 on a linear axis: the figure's count
+    axis is logarithmic from 0.5, in the solution notebook's cell and in the figure it stored for the page."""
+    import math
+
+    import nbformat
+
+    from synclab.figures import sync_counts_figure
+
+    fig = sync_counts_figure("batch size", (1, 256), {"baseline": [3, 513], "0.1": [1, 1]}, "t", log_y=True)
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.range[0] == math.log10(0.5) < 0
+    assert sync_counts_figure("batch size", (1,), {"a": [1]}, "t").layout.yaxis.type is None  # the other chapters'
+    nb = nbformat.read(ROOT / "solutions" / "00_primer.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and '"primer_sync_counts"' in c.source]
+    assert "log_y=True" in cell.source
+    stored = cell.outputs[0]["data"]["application/papermill.record/application/vnd.plotly.v1+json"]
+    assert stored["layout"]["yaxis"]["type"] == "log"
