@@ -673,7 +673,7 @@ def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str
     subtitle = _subtitle(f"measured on {label}",
                          f"the median decode step of {rounds} interleaved rounds (its range over them as bars), "
                          f"split into its parts:",
-                         f"each part's median over the steps, scaled by {100 * off:.1f}% at most so the parts add up "
+                         f"each part's median over the steps, adjusted by at most ±{100 * off:.1f}% so the parts add up "
                          f"to the step" + (f" (more than {BUSY_PARTS_OFF:.0%}: the machine was busy, run it again when "
                                            "it is quiet)" if off > BUSY_PARTS_OFF else ""), model,
                          unwritten_note(configs))
