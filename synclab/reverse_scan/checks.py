@@ -407,6 +407,17 @@ def _same_length(got: Any, want: float | None) -> bool:
     return abs(float(got) - want) <= max(1.0, 1e-9 * abs(want))
 
 
+def _within_a_rounding(got: Any, want: float | None, costs: dict[int, float], device_us: float,
+                       max_length: int) -> bool:
+    """Right for its case: the same length, or, for a flat line exactly at the device step (the answer 0), a crossing
+    within the range: a fit's rounding may leave that line a hair below the step and rising by 1e-16 (numpy's lstsq
+    gives 9999.999999999998 and 10,338 tokens there). None stays wrong: the host is the bottleneck, not never."""
+    if _same_length(got, want):
+        return True
+    at_the_step = want == 0 and all(cost == device_us for cost in costs.values())
+    return at_the_step and _is_real_number(got) and 0 <= float(got) <= max_length
+
+
 def _two_point_answers(costs: dict[int, float], device_us: float, max_length: int) -> list[float | None]:
     """What a line through each pair of the points answers: a learner's fit through two points, recognised."""
     points = sorted(costs.items())
@@ -467,7 +478,7 @@ def _check_model_fixed(model: Callable[..., Any], rng: random.Random) -> None:
     answers = [(case, costs, device_us, max_length, hint, _bottleneck_reference(costs, device_us, max_length),
                 model(dict(costs), device_us, max_length))
                for case, costs, device_us, max_length, hint in _MODEL_CASES]
-    wrong = [a for a in answers if not _same_length(a[6], a[5])]
+    wrong = [a for a in answers if not _within_a_rounding(a[6], a[5], a[1], a[2], a[3])]
     # 0 and None answer most clauses: without a crossing found, they are guesses (0 when the first cost is over the
     # device step, else None), and earn nothing
     found = any(a[5] and _same_length(a[6], a[5]) for a in answers)
