@@ -53,10 +53,13 @@ class CheckFailed(AssertionError):
     """Raised by a check: the implementation answered, but wrongly."""
 
     def __init__(self, message: str, *, expected: Any = None, got: Any = None, hint: str = "", case: str = "",
-                 share: float = 0.0):
+                 share: float = 0.0, names_fault: bool | None = None):
         super().__init__(message)
         self.message, self.expected, self.got, self.hint, self.case = message, expected, got, hint, case
         self.share = share  # the part of the check's points the answer still earns (a check of several clauses)
+        # this failure names the fault itself (a race seen on the streams), whatever its check's Check.names_fault
+        # says of its other failures (a wrong value): None leaves the check's
+        self.names_fault = names_fault
 
 
 class CheckTimeout(BaseException):
@@ -454,6 +457,8 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
         # Raised by the package while the answer was on the stack (a strict collaborator the checks handed it, or
         # the package's expect() called by the answer): a failure, but never a share of the points
         under_the_answer = any(is_readers_code(filename) for filename in frames)
+        if exc.names_fault is not None:
+            base["names_fault"] = exc.names_fault
         return Outcome(**base, status="failed", message=exc.message,
                        expected=_short(exc.expected) if exc.expected is not None else "",
                        got=_short(exc.got) if exc.got is not None else "",

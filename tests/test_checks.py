@@ -593,3 +593,21 @@ def test_a_check_says_it_draws_random_cases_exactly_when_it_reads_its_random_sou
     wrong = [f"{c.task} {c.name!r}: random={c.random}" for c in checks.values() if c.random != _reads_its_rng(c.run)]
     assert not wrong, "\n".join(wrong)
     assert not _reads_its_rng(lambda impl, rng: impl(1)) and _reads_its_rng(lambda impl, rng: impl(rng.random()))
+
+
+def test_a_failure_that_names_its_fault_leads_whatever_its_check_says_of_its_other_failures():
+    """A race seen on the streams explains the wrong values it causes (chapter 3's refill checks): that failure leads;
+    the same check failing on a wrong value alone does not."""
+    def values_wrong(impl, rng):
+        expect_equal(impl(1), 2, what="value", case="1")
+
+    def race(impl, rng):
+        raise CheckFailed("a host write into a pinned buffer an upload still needs", got="at line 3", names_fault=True)
+
+    def value_only(impl, rng):
+        raise CheckFailed("values differ", expected="2", got="1")
+
+    for second, leads in ((race, "race"), (value_only, "values")):
+        checks = [Check("9.9", "values", values_wrong), Check("9.9", second.__name__.replace("_", " "), second)]
+        report = run_checks("Exercise 9.9", checks, lambda x: x, seed=1)
+        assert report.lead is not None and report.lead.name == leads, (second, report.lead)
