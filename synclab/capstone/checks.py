@@ -7,6 +7,7 @@ from is :class:`synclab.capstone.planted.PlantedRunner`.
 from __future__ import annotations
 
 import random
+import re
 import statistics
 from dataclasses import replace
 from functools import lru_cache
@@ -183,8 +184,9 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
             return (f"yours went on past the stop token {right[-1]} it sampled at output position {len(right) - 1}, "
                     f"where the right run stopped (min_tokens {min_tokens} was behind it).{anyone} {_PAIRING}")
         return (f"yours went on past the stop token {right[-1]} at output position {len(right) - 1}, where the right "
-                f"run stopped.{anyone} Stop tokens are banned only while fewer than min_tokens ({min_tokens}) tokens "
-                "are out (<, not <=), and a sampled stop token ends the request")
+                f"run stopped.{anyone} Either no stop hook reported it (_stopped_on_device or stopped_on_host must "
+                f"name the request), or the ban held one token too long: stop tokens are banned only while fewer "
+                f"than min_tokens ({min_tokens}) tokens are out (<, not <=)")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] not in stops:
         return (f"yours stopped after {len(mine)} token(s), on token {mine[-1]}, which is not one of its stop tokens: "
                 f"{_PAIRING}")
@@ -467,8 +469,13 @@ def _read_counts() -> dict[str, Any]:
     }
 
 
-def _reading_why(question: str, truth: dict[str, Any]) -> str:
+def _reading_why(question: str, truth: dict[str, Any], said: Any = None) -> str:
     saved = truth["_saved"]
+    extra = sorted(said - truth[question]) if question == "removes_no_syncs" and isinstance(said, frozenset) else []
+    if extra:  # one too many: which does not belong, by its row (its number is the reader's to read)
+        one = len(extra) == 1
+        return (f"{', '.join(extra)} {'does' if one else 'do'} not belong: compare {'its row' if one else 'their rows'} "
+                "in the counts above with the baseline's stray syncs per step")
     if question == "removes_most_syncs":
         return "per step, " + ", ".join(f"{p} removes {saved[p]['stray syncs']:g}" for p in PATTERNS)
     if question == "removes_no_syncs":  # the rows to read, not their numbers: the set is the reader's to name
@@ -522,8 +529,10 @@ def _check_reading(answer: Callable[[], dict[str, Any]], rng: random.Random) -> 
     normal = dict(reading)
     if isinstance(normal["removes_no_syncs"], (list, tuple, set, frozenset)):
         normal["removes_no_syncs"] = frozenset(normal["removes_no_syncs"])
-    if isinstance(normal["one_fix_alone"], str):  # "b", "B", "b)" as the cell prints the options, "(b)"
-        normal["one_fix_alone"] = normal["one_fix_alone"].strip().lower().strip("().")
+    if isinstance(normal["one_fix_alone"], str):  # "b", "B", "b)" as the cell prints the options, "(b)", or the
+        said = normal["one_fix_alone"].strip().lower()  # option copied whole: "b) each stray sync left ..."
+        letter = re.match(r"\(?([a-z])\)", said)
+        normal["one_fix_alone"] = letter.group(1) if letter else said.strip("().")
     for q in ("removes_most_syncs", "cuts_history_reads", "cuts_torch_calls"):  # "Pinned uploads" is pinned_uploads
         normal[q] = _pattern_name(normal[q])
     if isinstance(normal["removes_no_syncs"], frozenset):
@@ -540,7 +549,7 @@ def _check_reading(answer: Callable[[], dict[str, Any]], rng: random.Random) -> 
     expect(not wrong, f"{len(wrong)} of {len(READING_QUESTIONS)} answers do not match the counts. " + "; ".join(
                f"{q}: {SHAPE_OF_GROWS}, not {reading[q]!r}" if q == "saving_grows_with" and misshapen
                else f"{q}: name a fix by its pattern ({', '.join(PATTERNS)}), not {reading[q]!r}"
-               if q in unnamed else f"{q}: you said {reading[q]!r}, but {_reading_why(q, truth)}" for q in wrong),
+               if q in unnamed else f"{q}: you said {reading[q]!r}, but {_reading_why(q, truth, normal[q])}" for q in wrong),
            share=1 - len(wrong) / len(READING_QUESTIONS), case="the six answers, against the capstone workload's counts",
            hint="each answer can be read off the profile's counts: the stray syncs, torch calls and history "
                 "elements per step of each fix alone, against the baseline's")
