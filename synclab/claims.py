@@ -295,7 +295,8 @@ def validated(id: str, measure: Callable[[], Sweep], attempts: int = ATTEMPTS) -
             lines.append(f"What a CPU can and cannot show here: {claim.shows.rstrip('.')}.")
         lines.append("Timings move with whatever else the machine is doing, and the page's figure was measured on an "
                      "idle machine: run the cell again when this one is quiet; only a difference that stays then says "
-                     "something about your version.")
+                     "something about your version. The lab's counts (syncs, torch calls, elements read) do not move "
+                     "with the machine: read those first.")
         print("\n".join(lines))
     elif (note := spread_note(sweep)) and not deliberate_run():
         print(note)
@@ -314,7 +315,8 @@ def spread_note(sweep: Sweep) -> str | None:
     if spread < SPREAD_NOTED:
         return None
     return (f"Note: this run's rounds spread {spread:.1f}x apart ({where}): the machine was busy while they ran, so "
-            "its ratios may be off either way, too high as well as too low. Run the cell again when it is quiet "
+            "its ratios may be off either way, too high as well as too low. The lab's counts (syncs, torch calls, "
+            "elements read) do not move with the machine: read those first; run this cell again when it is quiet "
             "before reading a ratio into it.")
 
 
