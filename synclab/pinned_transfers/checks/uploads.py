@@ -179,8 +179,8 @@ ASKED_BEFORE_HINT = (PIN_HINT + ". For this input your upload did not ask is_pin
                      "the call")
 
 
-STRIDED_HINT = ("this tensor is transposed, a strided view: pin_memory() keeps its strides, and torch uploads a "
-                "strided host tensor through a contiguous temporary it makes in pageable memory, a staging copy after "
+STRIDED_HINT = ("this tensor is transposed, a strided view, and pinned memory can be strided too (pin_memory() and "
+                "empty_like() keep a tensor's strides): torch uploads a strided host tensor through a contiguous temporary it makes in pageable memory, a staging copy after "
                 "all. Pin a contiguous copy: t.contiguous().pin_memory(), asking is_pin_memory_available() inside the "
                 "call (if your path does not pin a CPU tensor at all, that is the fault)")
 
