@@ -112,9 +112,12 @@ def _report_markdown(report: Any, names: list[str], shown: list[str]) -> str:
         missing = [name for name in missing if name not in held]
     if missing:
         what = adds(missing)
-        text += (f"\n\n{'The stored GPU runs above do not include this yet' if shown else '*No GPU run of this lab is recorded yet*'}"
-                 f": a run of `python -m synclab bench {report.chapter}` on a machine with a GPU adds here "
-                 f"{what[0].lower()}{what[1:]}.")
+        if shown:  # what a later run adds, said as what is missing (a learner read "adds here" as a build note)
+            text += (f"\n\nNot stored yet: {what[0].lower()}{what[1:]}. `python -m synclab bench {report.chapter}` "
+                     "on a machine with a GPU stores it, and this page then draws it here.")
+        else:
+            text += (f"\n\n*No GPU run of this lab is recorded yet*: a run of `python -m synclab bench "
+                     f"{report.chapter}` on a machine with a GPU adds here {what[0].lower()}{what[1:]}.")
     return text
 
 

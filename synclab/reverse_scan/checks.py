@@ -446,7 +446,8 @@ def _swapped_answer(costs: dict[int, float], device_us: float) -> float | None:
 
 
 _SWAPPED_HINT = ("your line has its slope and intercept the wrong way round: numpy.polyfit(x, y, 1) returns the "
-                 "coefficients highest power first, [slope, intercept]")
+                 "coefficients highest power first, [slope, intercept], and statistics.linear_regression gives "
+                 "(slope, intercept) too")
 
 
 def _hint_for(got: Any, want: float | None, costs: dict[int, float], device_us: float, max_length: int,
