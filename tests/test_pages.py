@@ -144,3 +144,25 @@ def test_no_directive_fence_holds_a_backtick_in_its_title() -> None:
              for n, line in enumerate(page.read_text().splitlines(), 1)
              if (m := fence.match(line)) and "`" in m.group(2)]
     assert not found, "a directive fence whose title holds a backtick renders as text: " + "; ".join(found)
+
+
+def _wrapped_into_a_list(text: str) -> list[str]:
+    """Prose lines that Markdown reads as a list item: a wrapped sum ("2 × (100/3\\n+ 5)") starts one with "+ "; the
+    book writes its lists with "-" and "1.", never "+"."""
+    found, fenced = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith(("```", "~~~", "$$")):  # code and display math are not prose
+            fenced = not fenced
+        elif not fenced and line.lstrip().startswith("+ "):
+            found.append(f"line {number}: {line.strip()[:60]}")
+    return found
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "book").glob("*.md")), ids=lambda p: p.stem)
+def test_no_wrapped_line_of_prose_becomes_a_list_item(page: Path) -> None:
+    assert _wrapped_into_a_list(page.read_text()) == []
+
+
+def test_a_sum_wrapped_onto_a_plus_is_caught() -> None:
+    assert _wrapped_into_a_list("gives 2 × (100/3\n+ 5) + 60/3.\n\n```python\n+ 1\n```\n$$\na\n+ b\n$$\n") == [
+        "line 2: + 5) + 60/3."]
