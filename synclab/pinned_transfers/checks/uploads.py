@@ -60,6 +60,9 @@ def _h2d_cases(rng: random.Random) -> list[tuple[str, dict[str, Any], str | None
         # pinned already, and strided still: pinned memory is not enough, a strided upload stages all the same
         ("pinned transposed CPU tensor",
          {"kind": "tensor", "values": grid, "dtype": "float32", "transposed": True, "pinned": True}, None),
+        # pinned and contiguous: it may go up as it is, in the dtype the caller asks for
+        ("pinned CPU tensor, dtype=int64", {"kind": "tensor", "values": [3, 1, 4, 1, 5], "dtype": "int32",
+                                            "pinned": True}, "int64"),
         (f"random list of {n} ints", {"kind": "list", "values": ints}, rng.choice([None, "int32", "int64"])),
         (f"random NumPy array of {n} floats", {"kind": "numpy", "values": floats, "dtype": "float32"}, None),
         (f"random CPU tensor of {n} ints", {"kind": "tensor", "values": ints, "dtype": "int64"},
