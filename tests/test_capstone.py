@@ -1066,3 +1066,11 @@ def test_a_dropped_bias_with_no_min_tokens_is_told_to_look_at_the_bias():
     banned_at_zero = {"r": ([1, 2, 3], [-1.5, -2.0, -3.0])}  # `<=`: the stop token banned at position 0 alone
     assert "look at the logit bias" in _feature_hint(spec, bias_dropped, want)
     assert "min_tokens' boundary (0)" in _feature_hint(spec, banned_at_zero, want)
+
+
+def test_the_books_fixes_asked_for_by_default_read_the_counts_counted_once():
+    """A lab with none of chapters 1-5 written runs the book's fixes: its counts are the book's, read from the counts
+    the package keeps per version of its code, not counted again."""
+    assert ch6.host_work_table(components=book_fixes()) == ch6.book_host_work()
+    assert ch6.ablation_counts(components=book_fixes()) == ch6.book_ablation_counts()
+    assert ch6.host_work_table(components=book_fixes()) is not ch6.host_work_table(components=book_fixes())  # copies
