@@ -175,11 +175,11 @@ def _check_h2d_values(impl: H2DFunction, rng: random.Random) -> None:
 
 # A module constant (vLLM's PIN_MEMORY) is read once, on the machine the process runs on; the check plays a GPU machine
 # and WSL in one process, so the question must come inside the call. Told apart by behaviour: no question asked.
-ASKED_BEFORE_HINT = (PIN_HINT + ". For this input your upload did not ask is_pin_memory_available(): either its "
-                     "path for this kind of data never pins (pin there too: a CPU tensor as well as a list), or it "
-                     "decides from an answer read earlier, such as a module constant (vLLM's PIN_MEMORY, read once at "
-                     "import on this machine), while the check plays a GPU machine and WSL in one process: ask inside "
-                     "the call")
+ASKED_BEFORE_HINT = ("for this input your upload did not ask is_pin_memory_available(): either it decides from an "
+                     "answer read earlier, such as a module constant (vLLM's PIN_MEMORY, read once at import on this "
+                     "machine), while the check plays a GPU machine and WSL in one process (ask inside the call), or "
+                     "its path for this kind of data never pins (pin there too: a CPU tensor as well as a list); in "
+                     "short: " + PIN_HINT)
 
 
 STRIDED_HINT = ("this tensor is transposed, a strided view, and pinned memory can be strided too (pin_memory() and "
