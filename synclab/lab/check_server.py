@@ -141,8 +141,9 @@ def stop_servers(every: bool = False) -> int:
 
 
 def _start_server(path: Path, env: dict[str, str]) -> None:
-    sys.stdout.flush()  # the check's own lines first, then this one on a line of its own
-    print(f"(a warm check server starts for the next checks: it ends after {IDLE_S / 60:.0f} idle minutes, or now "
+    sys.stdout.flush()  # the check's own lines first; then this one after a newline, on a line of its own however a
+    # reader joins the two streams (learners who glued stdout to stderr read "...DID NOT PASS(a warm ...")
+    print(f"\n(a warm check server starts for the next checks: it ends after {IDLE_S / 60:.0f} idle minutes, or now "
           "with `python -m synclab stop-checks`)", file=sys.stderr, flush=True)
     subprocess.Popen([sys.executable, "-m", "synclab", "serve-checks", str(path)], env=env, cwd=_CHECKOUT,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
