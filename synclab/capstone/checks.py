@@ -474,8 +474,9 @@ def _reading_why(question: str, truth: dict[str, Any], said: Any = None) -> str:
     extra = sorted(said - truth[question]) if question == "removes_no_syncs" and isinstance(said, frozenset) else []
     if extra:  # one too many: which does not belong, by its row (its number is the reader's to read)
         one = len(extra) == 1
-        return (f"{', '.join(extra)} {'does' if one else 'do'} not belong: compare {'its row' if one else 'their rows'} "
-                "in the counts above with the baseline's stray syncs per step")
+        rows = "its row" if one else "their rows"
+        return (f"{', '.join(extra)} {'does' if one else 'do'} not belong: compare {rows} in the counts above with "
+                "the baseline's stray syncs per step")
     if question == "removes_most_syncs":
         return "per step, " + ", ".join(f"{p} removes {saved[p]['stray syncs']:g}" for p in PATTERNS)
     if question == "removes_no_syncs":  # the rows to read, not their numbers: the set is the reader's to name
@@ -549,7 +550,8 @@ def _check_reading(answer: Callable[[], dict[str, Any]], rng: random.Random) -> 
     expect(not wrong, f"{len(wrong)} of {len(READING_QUESTIONS)} answers do not match the counts. " + "; ".join(
                f"{q}: {SHAPE_OF_GROWS}, not {reading[q]!r}" if q == "saving_grows_with" and misshapen
                else f"{q}: name a fix by its pattern ({', '.join(PATTERNS)}), not {reading[q]!r}"
-               if q in unnamed else f"{q}: you said {reading[q]!r}, but {_reading_why(q, truth, normal[q])}" for q in wrong),
+               if q in unnamed else f"{q}: you said {reading[q]!r}, but {_reading_why(q, truth, normal[q])}"
+               for q in wrong),
            share=1 - len(wrong) / len(READING_QUESTIONS), case="the six answers, against the capstone workload's counts",
            hint="each answer can be read off the profile's counts: the stray syncs, torch calls and history "
                 "elements per step of each fix alone, against the baseline's")

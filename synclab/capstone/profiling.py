@@ -268,8 +268,8 @@ class HostTime:
             rows.append(f"{labels[label]:<{width}}" + "".join(f"{parts[p]:>9,.0f}" for p in HOST_PHASES)
                         + f"{statistics.median(row.round_totals_us):>9,.0f}")
         off = self.parts_off()
-        rows.append(f"(the step: the median over the rounds; each part: its median over the decode steps, scaled by "
-                    f"{100 * off:.1f}% at most so that the parts add up to the step)")
+        rows.append(f"(the step: the median over the rounds; each part: its median over the decode steps, adjusted "
+                    f"by at most ±{100 * off:.1f}% so that the parts add up to the step)")
         if off > BUSY_PARTS_OFF:
             rows.append(f"The parts missed the step by more than {BUSY_PARTS_OFF:.0%}: the machine was busy while it "
                         "measured (on a quiet one they miss by a percent or two). Run the cell again when it is quiet "
@@ -279,8 +279,10 @@ class HostTime:
     def parts_off(self) -> float:
         """How far the parts' medians miss the median step, at most over the configurations: a percent or two on a
         quiet machine, more on a busy one (:data:`synclab.figures.BUSY_PARTS_OFF`)."""
-        return max((abs(statistics.median(row.round_totals_us) / sum(row.per_phase_us.values()) - 1)
-                    for row in self.phases.values()), default=0.0)
+        from synclab.figures import parts_of_step
+
+        return max((abs(parts_of_step(row.per_phase_us, row.round_totals_us)[1] - 1) for row in self.phases.values()),
+                   default=0.0)
 
     def busy_note(self) -> str:
         """What a MODEL fed with these times must say when they were taken on a busy machine ("" on a quiet one)."""

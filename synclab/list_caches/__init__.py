@@ -29,6 +29,7 @@ from synclab.list_caches.profiling import (GRID, IMAGE_TOKENS, PR_FIGURES, QUEST
 __all__ = ['WORKED_CASES', 'worked_case_figure', 'worked_cases_markdown', 'CHECKS_5_1', 'CHECKS_5_2', 'FIXED_QUERIES', 'FIXED_SCHEDULES', 'FRAMED', 'FeatureSpec', 'GRID',
            'IMAGE_TOKENS', 'IMG', 'PR_FIGURES', 'QUERY_RATIO_BOUND', 'QUESTIONS', 'RangeClass', 'SchedulerClass',
            'build_mix', 'busy_fraction', 'calls_per_step', 'check_encoder_scheduler', 'check_placeholder_range',
-           'decode_step', 'disagreeing_forwards', 'framed', 'gpu_loop', 'gpu_loops', 'image_mask', 'make_request', 'op_breakdown',
+           'decode_step', 'disagreeing_forwards', 'framed', 'gpu_loop', 'gpu_loops', 'image_mask', 'make_request',
+           'op_breakdown',
            'per_call_costs', 'query_ratio', 'query_workload', 'random_features', 'random_mix', 'run_mix',
            'scheduler_to_profile', 'step_sweep']

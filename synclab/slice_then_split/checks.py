@@ -535,8 +535,8 @@ def _split_sizes_hint(error: str) -> str:
     rows = int(said.group(1)) if said else 0
     sizes = sum(int(n) for n in said.group(2).split(",") if n.strip()) if said else 0
     if sizes == rows + 1:
-        return (f"your slice has {rows} row{'s' * (rows != 1)}, 1 fewer than the sizes: last_token_indices_gpu is inclusive, so the "
-                "slice ends at its last token + 1 (a slice's end is exclusive)")
+        return (f"your slice has {rows} row{'s' * (rows != 1)}, 1 fewer than the sizes: last_token_indices_gpu is "
+                "inclusive, so the slice ends at its last token + 1 (a slice's end is exclusive)")
     if sizes > rows:
         return (f"your slice has {rows} row{'s' * (rows != 1)}, {sizes - rows} fewer than the sizes: either the slice "
                 "ends short (the sub-group runs from the first request's first token, first_token_indices_gpu[0], to "

@@ -183,9 +183,10 @@ ASKED_BEFORE_HINT = ("for this input your upload did not ask is_pin_memory_avail
 
 
 STRIDED_HINT = ("this tensor is transposed, a strided view, and pinned memory can be strided too (pin_memory() and "
-                "empty_like() keep a tensor's strides): torch uploads a strided host tensor through a contiguous temporary it makes in pageable memory, a staging copy after "
-                "all. Pin a contiguous copy: t.contiguous().pin_memory(), asking is_pin_memory_available() inside the "
-                "call (if your path does not pin a CPU tensor at all, that is the fault)")
+                "empty_like() keep a tensor's strides): torch uploads a strided host tensor through a contiguous "
+                "temporary it makes in pageable memory, a staging copy after all. Pin a contiguous copy: "
+                "t.contiguous().pin_memory(), asking is_pin_memory_available() inside the call (if your path does not "
+                "pin a CPU tensor at all, that is the fault)")
 
 
 def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
