@@ -153,8 +153,8 @@ _REMEDIES = {
     SyncKind.H2D_COPY: "A synchronous copy up: send host data with self.upload(data, dtype); a Python number written "
                        "through device indices (x[rows, cols] = v) is such a copy too: write a device tensor of the "
                        "values (index_put_ with uploaded values, or masked_fill_ with an uploaded mask).",
-    SyncKind.NONZERO: "A result sized by device data (nonzero): the host knows which entries it set, so build the "
-                      "indices on the host and upload them.",
+    SyncKind.NONZERO: "A result sized by device data (nonzero): the host made the mask, so take nonzero of its "
+                      "host copy and upload the indices (or masked_fill_ with the uploaded mask).",
     SyncKind.BOOL_MASK_INDEX: "Boolean-mask indexing sizes its result by device data: masked_fill_ with the mask "
                               "keeps the shape.",
     **dict.fromkeys((SyncKind.ITEM, SyncKind.BOOL, SyncKind.TOLIST, SyncKind.D2H_COPY),
