@@ -347,7 +347,8 @@ def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler tim
         for run, in_run in _marks_per_run(marks, traces):  # a legend entry per run: short lines wrap
             fig.add_trace(go.Scatter(  # a run with no mark keeps its entry: plotly drops an empty trace's
                 x=[ev.start_us for _, ev in in_run] or [None], y=[row for row, _ in in_run] or [None], mode="markers",
-                marker={"symbol": "line-ns-open", "size": 26, "color": CATEGORY_COLORS[category], "line": {"width": 2}},
+                marker={"symbol": "line-ns-open", "size": 30, "color": CATEGORY_COLORS[category],
+                        "line": {"width": 3.5}},  # thick: a thin tick hid among the host's bars
                 name=f"{MARK_LEGEND[category]} (count_syncs): {len(in_run)} in {run}", showlegend=True,  # 0 too
                 hovertext=[f"{ev.name}<br>at {ev.start_us:.1f} us" for _, ev in in_run], hoverinfo="text",
             ))

@@ -70,7 +70,10 @@ class GpuReferenceDirective(SphinxDirective):
         except ValueError as exc:
             return [self.state.document.reporter.warning(str(exc), line=self.lineno)]
         box = nodes.container(classes=["synclab-pr-report"])
-        box += self.parse_text_to_nodes("".join(t + "\n\n" for t in tables) + _report_markdown(report, names, shown))
+        said = self.env.temp_data.setdefault("synclab_no_pr_said", set())  # per page: the why once, at its first box
+        box += self.parse_text_to_nodes("".join(t + "\n\n" for t in tables)
+                                        + _report_markdown(report, names, shown, why=chapter not in said))
+        said.add(chapter)
         return drawn + [box]
 
     def _numbered(self, figure: Any) -> nodes.figure:
@@ -89,36 +92,38 @@ def _title_text(figure: Any) -> str:
     return " ".join(re.sub(r"<[^>]+>", " ", re.split(r"<br\s*/?>", title)[0]).split())
 
 
-def _report_markdown(report: Any, names: list[str], shown: list[str]) -> str:
-    """The PR's own numbers as a small table, sourced, and what a GPU run of the lab adds (or added) here."""
+def _report_markdown(report: Any, names: list[str], shown: list[str], why: bool = True) -> str:
+    """The PR's own numbers as a small table, sourced, and what a GPU run of the lab adds (or added) here. Where no
+    PR measured the chapter, ``why`` says why (a page's later boxes leave that out: its first said it)."""
+    parts: list[str] = []  # paragraphs
     if report.pr is None:
-        text = f"**No PR measured this.** {report.why[:1].upper()}{report.why[1:]}"
+        parts += [f"**No PR measured this.** {report.why[:1].upper()}{report.why[1:]}"] if why else []
     else:
         pr = f"#{report.pr}"
-        text = (f"**Reported by PR {pr}** ({report.source}): {report.measured}. {report.setup}\n\n"
-                f"| | before {pr} | after {pr} |\n|---|---|---|\n"
-                + "".join(f"| {what} | {before} | {after} |\n" for what, before, after in report.rows)
-                + (f"\n{report.note[0].upper()}{report.note[1:]}" if report.note else ""))
+        parts.append(f"**Reported by PR {pr}** ({report.source}): {report.measured}. {report.setup}\n\n"
+                     f"| | before {pr} | after {pr} |\n|---|---|---|\n"
+                     + "".join(f"| {what} | {before} | {after} |\n" for what, before, after in report.rows)
+                     + (f"\n{report.note[0].upper()}{report.note[1:]}" if report.note else ""))
     def adds(which: list[str]) -> str:
         return "; ".join(report.bench[name].rstrip(".") for name in which)
 
     missing = [name for name in names if name not in shown]
     if shown:
-        text += f"\n\nAbove, from `python -m synclab bench {report.chapter}` on a GPU: {adds(shown)}."
+        parts.append(f"Above, from `python -m synclab bench {report.chapter}` on a GPU: {adds(shown)}.")
     held = [name for name in missing if f"{name}_contradicted" in shown]  # drawn above, from a run that failed it
     if held:
-        text += (f"\n\nNo GPU run has held the {' and '.join(held)}'s claim yet: the page says what the run drawn "
-                 "above showed, and which claim it failed.")
+        parts.append(f"No GPU run has held the {' and '.join(held)}'s claim yet: the page says what the run drawn "
+                     "above showed, and which claim it failed.")
         missing = [name for name in missing if name not in held]
     if missing:
         what = adds(missing)
         if shown:  # what a later run adds, said as what is missing (a learner read "adds here" as a build note)
-            text += (f"\n\nNot stored yet: {what[0].lower()}{what[1:]}. `python -m synclab bench {report.chapter}` "
-                     "on a machine with a GPU stores it, and this page then draws it here.")
+            parts.append(f"Not stored yet: {what[0].lower()}{what[1:]}. `python -m synclab bench {report.chapter}` "
+                         "on a machine with a GPU stores it, and this page then draws it here.")
         else:
-            text += (f"\n\n*No GPU run of this lab is recorded yet*: a run of `python -m synclab bench "
-                     f"{report.chapter}` on a machine with a GPU adds here {what[0].lower()}{what[1:]}.")
-    return text
+            parts.append(f"*No GPU run of this lab is recorded yet*: a run of `python -m synclab bench "
+                         f"{report.chapter}` on a machine with a GPU adds here {what[0].lower()}{what[1:]}.")
+    return "\n\n".join(parts)
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

@@ -119,7 +119,7 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
         outputs, stray, steps = seen["outputs"], seen["stray"], len(seen["stray"])
         diff = first_difference(outputs, want)
         spec = next((s for s in workload.requests if diff and diff.startswith(f"{s.request_id}:")), None)
-        asked = f"; that request asked for {spec.sampling}" if spec is not None and spec.sampling else ""
+        asked = f"; that request asked for {_short(spec.sampling)}" if spec is not None and spec.sampling else ""
         expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
                got=diff, case=case,  # the request's sampling in the message, which is never shortened
                hint=_feature_hint(spec, outputs, want))
@@ -169,6 +169,14 @@ _MIN_TOKENS_RULE = ("bans stop tokens while fewer than that many tokens are out 
                     "generated in this run, as PlantedRunner does (its output so far less prior_output_token_ids)")
 
 
+def _short(params: Any) -> str:
+    """``SamplingParams(...)`` with each long tuple cut to its first five values: a 63-token stop list buries the
+    message it is quoted in."""
+    shown = {name: (f"({', '.join(map(str, value[:5]))}, ... {len(value)} in all)" if isinstance(value, tuple)
+                    and len(value) > 6 else repr(value)) for name, value in vars(params).items()}
+    return f"{type(params).__name__}(" + ", ".join(f"{name}={text}" for name, text in shown.items()) + ")"
+
+
 def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
     """Which feature the first differing request's tokens point at: a stop too late or too early, or the bias."""
     if spec is None or spec.sampling is None or spec.request_id not in got:
@@ -178,8 +186,10 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
     if len(mine) > len(right) and mine[:len(right)] == right and right and right[-1] in stops:
         listed = list(spec.sampling.stop_token_ids)
         # a later stop token of its list: a run that reads the first alone misses it
-        anyone = (f" Token {right[-1]} is not the first of the request's {len(listed)} stop tokens {listed}: any of "
-                  "them ends it." if len(listed) > 1 and right[-1] != listed[0] else "")
+        shown = listed if len(listed) <= 6 else [*listed[:5], "..."]  # a long list would bury the message
+        anyone = (f" Token {right[-1]} is not the first of the request's {len(listed)} stop tokens "
+                  f"[{', '.join(map(str, shown))}]: any of them ends it." if len(listed) > 1 and right[-1] != listed[0]
+                  else "")
         if len(right) - 1 != min_tokens:  # past min_tokens' boundary: no ban kept it going, its stop was missed
             return (f"yours went on past the stop token {right[-1]} it sampled at output position {len(right) - 1}, "
                     f"where the right run stopped (min_tokens {min_tokens} was behind it).{anyone} {_PAIRING}")
