@@ -326,11 +326,13 @@ class CheckReport:
     @property
     def not_started(self) -> str | None:
         """One line for an exercise not started (every check met its stub), instead of a line per check."""
-        if not self.outcomes or any(o.status != "not implemented" for o in self.outcomes):
+        # a check that waits on another (Check.after) met no stub, but its skip says no more than the stub did
+        met = [o for o in self.outcomes if not (o.status == "skipped" and o.message.startswith("counts once"))]
+        if not met or any(o.status != "not implemented" for o in met):
             return None
         n = len(self.outcomes)
         checks = f"its {n} checks run" if n > 1 else "its check runs"
-        return f"{self.title}: {self.outcomes[0].message}; {checks} once it is written"
+        return f"{self.title}: {met[0].message}; {checks} once it is written"
 
     def __str__(self) -> str:
         if self.not_started:
@@ -480,9 +482,18 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
         message = said + (f" ({where})" if where else "")
         explained = next((hint(str(exc)) if callable(hint) else hint
                           for text, hint in check.crash_hints if text in said), "")
+        if not explained and isinstance(exc, NameError):
+            explained = _UNDEFINED_NAME_HINT
         return Outcome(**base, status="crashed", message=message, hint=explained or check.hint,
                        case=_case_of(exc, check), generic_hint=not explained)
     return Outcome(**base, status="passed")
+
+
+# A notebook's check cell sees every name the cells above it made; the terminal's check and the grader run the answer
+# cells after the setup cells alone (a learner's 6.3 read a profile cell's variable: right there, a crash here).
+_UNDEFINED_NAME_HINT = ("a name your answer reads is not defined where it ran: the terminal's check and the grader run "
+                        "your answer cells after the lab's setup cells alone, not the cells between them (the "
+                        "profile's, your scratch cells), so compute or import what your answer needs inside it")
 
 
 def _frames_of(exc: BaseException) -> list[str]:

@@ -673,9 +673,10 @@ def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str
     subtitle = _subtitle(f"measured on {label}",
                          f"the median decode step of {rounds} interleaved rounds (its range over them as bars), "
                          f"split into its parts:",
-                         f"each part's median over the steps, adjusted by at most ±{100 * off:.1f}% so the parts "
-                         f"add up to the step" + (f" (more than {BUSY_PARTS_OFF:.0%}: the machine was busy, run it "
-                                                  "again when it is quiet)" if off > BUSY_PARTS_OFF else ""), model,
+                         (f"each part's median over the steps, adjusted by at most ±{100 * off:.1f}% so the parts "
+                          "add up to the step" if off <= BUSY_PARTS_OFF else
+                          f"each part's median over the steps: they missed the step by more than {BUSY_PARTS_OFF:.0%}"
+                          ", the machine was busy: run it again when it is quiet"), model,
                          unwritten_note(configs))
     return _layout(fig, title, subtitle, barmode="stack", yaxis_title="host time per decode step (ms)",
                    xaxis_tickangle=0, height=560 + 20 * subtitle.count("<br>"), above_plot=25)

@@ -351,6 +351,7 @@ def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler tim
                         "line": {"width": 3.5}},  # thick: a thin tick hid among the host's bars
                 name=f"{MARK_LEGEND[category]} (count_syncs): {len(in_run)} in {run}", showlegend=True,  # 0 too
                 hovertext=[f"{ev.name}<br>at {ev.start_us:.1f} us" for _, ev in in_run], hoverinfo="text",
+                opacity=1.0 if in_run else 0.3,  # a count of 0: its legend tick faded, not read as a sync
             ))
     provenance = next(iter(traces.values())).provenance.label if traces else ""
     entries = len({trace.name for trace in fig.data if trace.showlegend is not False})  # one line each, at worst

@@ -154,6 +154,18 @@ def test_crashed_is_one_line_naming_exception_and_user_line():
     assert "seed=5" in text
 
 
+def test_an_undefined_name_says_where_the_answer_runs_alone():
+    """A name the notebook made in a cell the terminal's check and the grader do not run: the crash says so."""
+    def impl(x):
+        return x * profile_cell_result  # noqa: F821 (made by a profile cell, in the notebook alone)
+
+    (outcome,) = run_one(impl).outcomes
+    assert outcome.status == "crashed" and outcome.message.startswith("NameError:"), outcome
+    assert "after the lab's setup cells alone" in outcome.hint, outcome.hint
+    (other,) = run_one(crashing_double).outcomes  # another crash keeps its check's own hint
+    assert "setup cells alone" not in other.hint
+
+
 def test_a_plain_assert_in_user_code_is_a_crash_not_a_failed_check():
     def impl(x):
         assert x < 0, "x must be negative"

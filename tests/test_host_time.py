@@ -122,3 +122,5 @@ def test_a_host_time_table_whose_parts_miss_their_step_says_the_machine_was_busy
     parts = 100.0 * len(HOST_PHASES)
     assert "the machine was busy" not in table(parts * 1.02)
     assert "the machine was busy" in table(parts * 1.2) and "the machine was busy" in table(parts * 0.8)
+    # past the bound no percentage is printed (a learner read "adjusted by at most ±123.1%" as nonsense)
+    assert "adjusted by at most ±2.0%" in table(parts * 1.02) and "adjusted" not in table(parts * 2.2)

@@ -209,7 +209,11 @@ def test_chapter_2s_gpu_waits_and_steps_are_the_stored_runs():
     for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
         rows = json.loads((ROOT / "data" / "reference" / gpu / "ch2.json").read_text())["results"]["host_blocked"]
         stored[gpu] = (rows["results"]["sync (before #39113)"], rows["results"]["async (2.1)"])
-        assert f"the table under the figures ({rows['steps']} steps at {rows['num_reqs']} requests, per step)" in page
+        assert (f"the table \"Where the host waits\" ({rows['steps']} steps at {rows['num_reqs']} requests, per step; "
+                "only the H100 stored a loop sweep too") in page
+    loops = {gpu for gpu in stored if "loop" in json.loads((ROOT / "data" / "reference" / gpu / "ch2.json").read_text())
+             ["results"]}
+    assert loops == {"nvidia-h100-80gb-hbm3"}  # "only the H100 stored a loop sweep too"
     (h100_before, h100_after), (h200_before, h200_after) = stored.values()
     waits = (f"H100: {h100_before['host_waiting_us']:.0f} µs before, {h100_after['host_waiting_us']:.0f} after; "
              f"H200: {h200_before['host_waiting_us']:.0f} and {h200_after['host_waiting_us']:.0f}")
@@ -270,8 +274,10 @@ def test_chapter_6s_gpu_ablation_sentences_are_the_stored_run():
     # "all five were no faster than the scan alone (1,467 tokens per second against 1,482)"
     every, scan = configs["all fixes"]["tokens_per_s"], configs["reverse_scan"]["tokens_per_s"]
     assert every <= scan
-    assert (f"all five were no faster than the scan alone ({every:,.0f} tokens per second against {scan:,.0f})"
-            in page)
+    fastest = max(configs["reverse_scan"]["tokens_per_s_runs"])  # the run the stored problem names
+    assert (f"all five were no faster than the scan alone ({every:,.0f} tokens per second against {scan:,.0f}; the "
+            f"scan's fastest of five runs: {fastest:,.0f})" in page)
+    assert f"({fastest:,.0f})" in " ".join(run["claims"]["problems"])
     assert "Every other fix alone stayed within the baseline's five runs" in page
     for label in set(configs) - {"baseline", "reverse_scan", "all fixes"}:
         assert min(base["tokens_per_s_runs"]) <= configs[label]["tokens_per_s"] <= max(base["tokens_per_s_runs"])
@@ -566,3 +572,29 @@ def test_chapter_1_states_the_gpu_speedups_at_1_and_8_requests_as_stored():
     page = " ".join((ROOT / "book" / "01_slice_then_split.md").read_text().split())
     assert at_1 == ["0.9"] and f"slower at one request (0.9×) and faster from 8 ({low}× to {high}×" in page, (
         at_1, low, high)
+
+
+def test_chapter_6_says_how_many_torch_calls_a_sync_fix_adds_and_the_list_cache_saves():
+    """"a pinned upload ... (7 more per step), and chapter 1's split adds 3. The list cache saves 256": the book's
+    counts per decode step of the capstone's workload (each the same over the steps)."""
+    import statistics
+
+    from synclab import capstone as ch6
+
+    calls = {label: statistics.median(row["torch calls"]) for label, row in ch6.book_ablation_counts().items()}
+    more = {label: round(n - calls["baseline"]) for label, n in calls.items()}
+    page = " ".join((ROOT / "book" / "06_capstone_engine_step.md").read_text().split())
+    assert (f"where the blocking one was one call ({more['pinned_uploads']} more per step), and chapter 1's split "
+            f"adds {more['slice_then_split']}. The list cache saves {-more['list_cache']}.") in page
+    assert calls["all fixes"] == calls["list_cache"] + more["pinned_uploads"] + more["slice_then_split"]
+
+
+def test_chapter_6s_history_names_the_h100_run_it_does_not_draw():
+    import json
+
+    stored = json.loads((ROOT / "data" / "reference" / "nvidia-h100-80gb-hbm3" / "ch6.json").read_text())
+    said = stored["provenance"]
+    page = " ".join((ROOT / "book" / "06_capstone_engine_step.md").read_text().split())
+    assert (f"The H100's stored run (torch {said['torch_version']}, {said['date']}) timed an older, shorter workload"
+            in page)
+    assert not {"ablation", "ablation_contradicted"} & set(stored["results"])  # so the lab does not draw it

@@ -187,9 +187,9 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
         listed = list(spec.sampling.stop_token_ids)
         # a later stop token of its list: a run that reads the first alone misses it
         shown = listed if len(listed) <= 6 else [*listed[:5], "..."]  # a long list would bury the message
-        anyone = (f" Token {right[-1]} is not the first of the request's {len(listed)} stop tokens "
-                  f"[{', '.join(map(str, shown))}]: any of them ends it." if len(listed) > 1 and right[-1] != listed[0]
-                  else "")
+        anyone = (f" If your check reads only the first of the request's {len(listed)} stop tokens "
+                  f"[{', '.join(map(str, shown))}]: token {right[-1]} is another, and any of them ends it."
+                  if len(listed) > 1 and right[-1] != listed[0] else "")
         if len(right) - 1 != min_tokens:  # past min_tokens' boundary: no ban kept it going, its stop was missed
             return (f"yours went on past the stop token {right[-1]} it sampled at output position {len(right) - 1}, "
                     f"where the right run stopped (min_tokens {min_tokens} was behind it).{anyone} {_PAIRING}")

@@ -268,12 +268,13 @@ class HostTime:
             rows.append(f"{labels[label]:<{width}}" + "".join(f"{parts[p]:>9,.0f}" for p in HOST_PHASES)
                         + f"{statistics.median(row.round_totals_us):>9,.0f}")
         off = self.parts_off()
-        rows.append(f"(the step: the median over the rounds; each part: its median over the decode steps, adjusted "
-                    f"by at most ±{100 * off:.1f}% so that the parts add up to the step)")
-        if off > BUSY_PARTS_OFF:
+        if off <= BUSY_PARTS_OFF:
+            rows.append(f"(the step: the median over the rounds; each part: its median over the decode steps, adjusted "
+                        f"by at most ±{100 * off:.1f}% so that the parts add up to the step)")
+        else:  # a percentage past 100 reads as nonsense: say what it means instead
             rows.append(f"The parts missed the step by more than {BUSY_PARTS_OFF:.0%}: the machine was busy while it "
-                        "measured (on a quiet one they miss by a percent or two). Run the cell again when it is quiet "
-                        "before reading these times.")
+                        "measured (on a quiet one they miss by a percent or two), so these parts are not to be read. "
+                        "Run the cell again when it is quiet.")
         return "\n".join(rows)
 
     def parts_off(self) -> float:

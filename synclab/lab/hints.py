@@ -98,8 +98,8 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "`pin_memory`); a pageable CPU tensor "
              "needs converting to the dtype and a pinned copy made by this call (sent from pageable memory it would be "
              "a staging copy, and the caller may change theirs once the call returns); one "
-             "that is pinned already may go as it is (`pin_memory()` returns it unchanged). Ask "
-             "`is_pin_memory_available()`, then one `.to(device, non_blocking=True)`."),
+             "that is pinned and contiguous already may go as it is (`pin_memory()` returns it unchanged; a strided "
+             "one goes up through a pageable temporary). Then one `.to(device, non_blocking=True)`."),
     ),
     "3.2": (
         Hint("where to build the id matrix",

@@ -376,14 +376,17 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
                "the output itself; there is no event to wait on")
         want = _pool_reference(model, batch)
         outputs = _outputs_back(got["outputs"])
-        expect(_same(outputs, want), "wrong pooler_output" + _first_wrong(outputs, want), case=case, expected=_describe(want, outputs),
-               got=_describe(outputs, want))
+        expect(_same(outputs, want), "wrong pooler_output" + _first_wrong(outputs, want), case=case,
+               expected=_describe(want, outputs), got=_describe(outputs, want),
+               hint=_wrong_output_hint(outputs, want, []))
         _found_right_outputs(want)
         if not any(t is not None for t in want):  # nothing finished: nothing to copy, nothing to wait for
             expect(got["synced"] == 0, "a CPU step with nothing to copy called self._sync_device()", case=case,
                    expected="no wait: [None] per request at once", got=f"{got['synced']} call(s)",
                    hint="ask whether anything finished before the platform's path: a step that copies nothing "
-                        "returns its Nones at once on every platform (on XPU that wait would drain the device)")
+                        "returns its Nones at once on every platform (on XPU that wait would drain the device)"
+                        + (". With no request at all, any(finished) is False where all(finished) is True"
+                           if not want else ""))
         else:
             expect(got["synced"] >= 1, "the CPU path copied without self._sync_device()", case=case,
                    expected="a call of self._sync_device() after the copy", got="none",
@@ -451,7 +454,8 @@ def _wrong_output_hint(got: Any, want: list, log: list[list[str]]) -> str:
         return ("a request that has not finished gets None: take which requests finished from the host-side "
                 "finished mask (batch.metadata.get_pooling_cursor().get_finished_mask()), not from the batch size")
     if any(g is None and w is not None for g, w in zip(got, want)):
-        return "a request that finished this step gets its pooled vector, not None: look at the finished mask"
+        return ("a request that finished this step gets its pooled vector, not None: look at the finished mask (a "
+                "step copies when any request finished, and only a step with none returns its Nones at once)")
     return "compare each entry with the request's: a pooled vector where it finished, None where it did not"
 
 
@@ -496,7 +500,10 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
                "_sync_device(), no .cpu(), no wait on the copy's event (that wait is get_output()'s, a step later), "
                "and no device-to-host copy into pageable memory (a non_blocking copy to the host is asynchronous "
                "only into pinned memory)")
-        expect(got["has_get_output"], "the CUDA path returns an object with get_output()", got=got["type"], case=case)
+        expect(got["has_get_output"], "the CUDA path returns an object with get_output()", got=got["type"], case=case,
+               hint=f"in this step {num_reqs - unfinished} of {num_reqs} requests finished: a step with any finished "
+                    "request copies, on the CUDA path as an AsyncPoolingOutput; only a step with none finished "
+                    "returns its Nones at once (any(), not all())")
         ops = got["get_ops"]
         expect(not any(op.startswith("Event.query") for op in ops), "get_output() polls event.query() in a loop",
                got=ops, case=case,
@@ -675,7 +682,9 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
                 "buffers after the wait" if early else "a non-blocking copy to pageable memory is synchronous; "
                 "let _copy_pooler_output_to_cpu allocate pinned buffers", case=case)
     expect(not alive, f"{alive} device tensor(s) still referenced after get_output()",
-           hint="drop the reference (del self._raw...) once the copy has landed", case=case)
+           hint="drop every reference once the copy has landed: the output's own (del self._raw... in "
+                "get_output(), after the wait), and any other you kept (on the runner, in a list): nothing but the "
+                "output needs the raw tensor, and only until its wait", case=case)
 
 
 # A stream or event made when the reader's cell ran (at module level) is torch's own, made outside the simulated GPU

@@ -79,7 +79,7 @@ def sync_counts(before: dict[str, Any], after: dict[str, Any],
     """
     from synclab.reference import record
 
-    left_out = {task: reason for task in dict.fromkeys(ROW_TASKS.values()) if (reason := unfinished(task))}
+    left_out = {task: reason for task in sorted(dict.fromkeys(ROW_TASKS.values())) if (reason := unfinished(task))}
     for reason in left_out.values():
         print(f"left out: {reason}.")
     # the runner holds 3.3 and 3.4: each unfinished one runs the baseline's method, and its row is dropped
