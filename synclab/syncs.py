@@ -744,8 +744,8 @@ def _refuse_mixed_devices(name: str, args: tuple, kwargs: dict) -> None:
     if called_from_device_layer(sys._getframe(2)):  # the simulated device's own bookkeeping
         return
     raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, cuda:0 and "
-                       f"cpu! ({name} mixes device tensors with a host tensor: CUDA refuses it; upload it first with "
-                       f".to(device), one counted copy)")
+                       f"cpu! ({name} mixes device tensors with a host tensor: CUDA refuses it; upload the host tensor "
+                       f"first, from pinned memory with non_blocking=True, as chapter 3's async_tensor_h2d does)")
 
 
 # Arguments CUDA's kernels read on the host, so they must live there (a device tensor is refused with these words):

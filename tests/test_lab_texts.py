@@ -86,7 +86,7 @@ def test_6_1_names_the_hooks_it_overrides_and_defines_stray_and_per_step():
     assert "one method per hook of the base runner" in " ".join(hunt.split())
     for hook in ("_apply_sampling_extras", "_stopped_on_device", "stopped_on_host"):  # the stub lays each one out
         assert f"def {hook}(" in stub and callable(getattr(EngineRunner, hook))
-    assert stub.count('raise NotImplementedError("Exercise 6.1")') == 4  # what is the reader's: the device lines
+    assert stub.count('raise NotImplementedError("Exercise 6.1")') == 3  # the reader's: what crosses, then each stop hook
     assert "A **stray** sync is any sync outside `gpu_sync_allowed()`" in " ".join(hunt.split())
     ablation = section("06_capstone_engine_step", "## Exercise 6.2")
     assert '"Per step" is an average: the run\'s total divided by its number of steps' in ablation
@@ -209,8 +209,8 @@ def test_chapter_2s_gpu_waits_and_steps_are_the_stored_runs():
     for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
         rows = json.loads((ROOT / "data" / "reference" / gpu / "ch2.json").read_text())["results"]["host_blocked"]
         stored[gpu] = (rows["results"]["sync (before #39113)"], rows["results"]["async (2.1)"])
-        assert (f"the table \"Where the host waits\" ({rows['steps']} steps at {rows['num_reqs']} requests, per step; "
-                "only the H100 stored a loop sweep too") in page
+        assert (f"the tables headed \"{rows['num_reqs']} requests per step\", under the figure ({rows['steps']} steps at "
+                f"{rows['num_reqs']} requests, per step; only the H100 stored a loop sweep too") in page
     loops = {gpu for gpu in stored if "loop" in json.loads((ROOT / "data" / "reference" / gpu / "ch2.json").read_text())
              ["results"]}
     assert loops == {"nvidia-h100-80gb-hbm3"}  # "only the H100 stored a loop sweep too"

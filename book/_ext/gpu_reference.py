@@ -112,8 +112,8 @@ def _report_markdown(report: Any, names: list[str], shown: list[str], why: bool 
         parts.append(f"Above, from `python -m synclab bench {report.chapter}` on a GPU: {adds(shown)}.")
     held = [name for name in missing if f"{name}_contradicted" in shown]  # drawn above, from a run that failed it
     if held:
-        parts.append(f"No GPU run has held the {' and '.join(held)}'s claim yet: the page says what the run drawn "
-                     "above showed, and which claim it failed.")
+        parts.append(f"No GPU run has been made under the {' and '.join(held)}'s claim yet: the page says what the "
+                     "run drawn above showed.")
         missing = [name for name in missing if name not in held]
     if missing:
         what = adds(missing)

@@ -192,7 +192,7 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
                   if len(listed) > 1 and right[-1] != listed[0] else "")
         if len(right) - 1 != min_tokens:  # past min_tokens' boundary: no ban kept it going, its stop was missed
             return (f"yours went on past the stop token {right[-1]} it sampled at output position {len(right) - 1}, "
-                    f"where the right run stopped (min_tokens {min_tokens} was behind it).{anyone} {_PAIRING}")
+                    f"where the right run stopped (min_tokens {min_tokens} was behind it): {_PAIRING}.{anyone}")
         return (f"yours went on past the stop token {right[-1]} at output position {len(right) - 1}, where the right "
                 f"run stopped.{anyone} Either no stop hook reported it (_stopped_on_device or stopped_on_host must "
                 f"name the request), or the ban held one token too long: stop tokens are banned only while fewer "

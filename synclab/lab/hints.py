@@ -211,7 +211,8 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "two calls (`ch6.step_syncs` with your runner, then `ch6.stray_lines`)."),
         Hint("three kinds, three remedies",
              "The syncs are of three kinds: an upload of a Python list that blocks (send it as chapter 3 does, "
-             "with `self.upload`; a Python number written through an index, `x[i, j] = v`, is such an upload too); "
+             "with `self.upload`; a Python number written through an index, `x[i, j] = v`, is such an upload too, "
+             "though through one boolean mask, `x[mask] = v`, torch runs `masked_fill_` and nothing goes up); "
              "a result whose size depends on device data (`nonzero` of a mask already uploaded), which the host "
              "can answer from its own copy of the mask; and a device value read back per request that a hook "
              "receiving the host copy could read instead. Keep each piece of data on the side that uses it."),

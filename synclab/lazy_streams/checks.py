@@ -768,7 +768,9 @@ def _symptoms(evidence: dict[str, Any]) -> dict[str, tuple[bool, str]]:
                      f"syncs in _pool: {evidence['syncs in _pool'] or 'none'}"),
         "unordered": (not ordered, f"the stream log {'has' if ordered else 'has no'} wait_stream"),
         "freed early": (alive != total, f"device tensors alive until get_output: {alive} of {total}"),
-        "over-wait": (waits != ["Event.synchronize (side stream 1)"], f"waits in get_output: {waits or 'none'}"),
+        # a wait for the whole device: no wait at all is another runner's symptom (it reads without waiting)
+        "over-wait": (any(w.startswith("torch.cuda.synchronize") for w in waits),
+                      f"waits in get_output: {waits or 'none'}"),
     }
 
 
@@ -789,7 +791,6 @@ def _why_not(runner: str, label: str, evidence: dict[str, Any]) -> str:
         return f"{runner}: you said {label!r}, but the evidence shows no such thing ({fact})"
     how = {"freed early": " (the count is taken when get_output() runs: a runner that never waits for its copy, "
                           "or reads the outputs before it, has no reason left to hold its device tensors)",
-           "over-wait": " (a runner that reads its outputs without waiting makes none of get_output()'s waits)",
            "unordered": ""}.get(label, "")
     return (f"{runner}: you said {label!r}; that shows ({fact}){how}, but it is a consequence: another symptom of "
             f"{runner} explains it. Fix {label!r} in your head: the other symptom would still show; fix that one, and "

@@ -83,8 +83,8 @@ def model_run(*, wait_in_step: bool, wait_in_get_output: bool, steps: int = 4) -
 
 def opening_model_figure() -> go.Figure:
     """Chapter 2's opening picture: the end-of-step wait against the wait in ``get_output()``, in the one MODEL."""
-    runs = {"sync output": model_run(wait_in_step=True, wait_in_get_output=False),
-            "async output": model_run(wait_in_step=False, wait_in_get_output=True)}
+    runs = {"sync (before #39113)": model_run(wait_in_step=True, wait_in_get_output=False),  # the names the lab's
+            "async (2.1)": model_run(wait_in_step=False, wait_in_get_output=True)}  # figures give the two runners
     return figures.output_loop_model_figure(runs, MODEL_COSTS)
 
 

@@ -56,6 +56,8 @@ def _h2d_cases(rng: random.Random) -> list[tuple[str, dict[str, Any], str | None
         ("NumPy float64 array, dtype=float32",
          {"kind": "numpy", "values": np.linspace(0, 1, 7).tolist(), "dtype": "float64"}, "float32"),
         ("CPU tensor, dtype=int32", {"kind": "tensor", "values": list(range(10)), "dtype": "int64"}, "int32"),
+        # a dtype NumPy has not: a path through numpy cannot carry it
+        ("bfloat16 CPU tensor", {"kind": "tensor", "values": [0.5, -1.25, 3.0], "dtype": "bfloat16"}, None),
         ("transposed CPU tensor", {"kind": "tensor", "values": grid, "dtype": "float32", "transposed": True}, None),
         # pinned already, and strided still: pinned memory is not enough, a strided upload stages all the same
         ("pinned transposed CPU tensor",
@@ -244,7 +246,9 @@ def _check_h2d_races(impl: H2DFunction, rng: random.Random) -> None:
 # A flat .view of a transposed tensor: torch names the stride, not the input that has it
 NOT_CONTIGUOUS_HINT = (("view size is not compatible", "a transposed tensor is not contiguous, so .view cannot flatten "
                         "it: copy it whole into a buffer of its shape (buffer.copy_(data)), or let torch.tensor or "
-                        ".pin_memory() make the pinned copy, which take any layout"),)
+                        ".pin_memory() make the pinned copy, which take any layout"),
+                       ("unsupported ScalarType", "NumPy has no such dtype (bfloat16, for one): keep a CPU tensor a "
+                        "tensor, and pin a contiguous copy of it (t.contiguous().pin_memory())"))
 
 CHECKS_3_1 = [
     Check("3.1", "same values, dtype and shape as torch.tensor(data, dtype) for lists, arrays, tensors", _check_h2d_values,
