@@ -559,7 +559,7 @@ def test_chapter_1_states_the_gpu_speedups_at_1_and_8_requests_as_stored():
     stored GPU run of chapter 1 (the H100's, the H200's and its repeat), rounded to a tenth."""
     import json
 
-    ratios: dict[int, list[float]] = {1: [], 8: []}
+    ratios: dict[int, list[float]] = {1: [], 8: [], 32: [], 48: []}
     for path in sorted((ROOT / "data" / "reference").glob("*/**/ch1.json")):
         timing = json.loads(path.read_text())["results"]["timing"]
         base, fix = (timing["timings"][timing["variants"][i]] for i in (0, 1))
@@ -569,9 +569,10 @@ def test_chapter_1_states_the_gpu_speedups_at_1_and_8_requests_as_stored():
     assert len(ratios[1]) >= 3
     at_1 = sorted({f"{r:.1f}" for r in ratios[1]})
     low, high = (f"{f(ratios[8]):.1f}" for f in (min, max))
+    low_32, high_48 = f"{min(ratios[32] + ratios[48]):.1f}", f"{max(ratios[32] + ratios[48]):.1f}"
     page = " ".join((ROOT / "book" / "01_slice_then_split.md").read_text().split())
-    assert at_1 == ["0.9"] and f"slower at one request (0.9×) and faster from 8 ({low}× to {high}×" in page, (
-        at_1, low, high)
+    assert at_1 == ["0.9"] and (f"slower at one request (0.9×) and faster from 8 ({low}× to {high}×, then {low_32}× "
+                                f"to {high_48}× at 32 and 48" in page), (at_1, low, high, low_32, high_48)
 
 
 def test_chapter_6_says_how_many_torch_calls_a_sync_fix_adds_and_the_list_cache_saves():

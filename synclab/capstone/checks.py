@@ -172,9 +172,20 @@ _MIN_TOKENS_RULE = ("bans stop tokens while fewer than that many tokens are out 
 def _short(params: Any) -> str:
     """``SamplingParams(...)`` with each long tuple cut to its first five values: a 63-token stop list buries the
     message it is quoted in."""
-    shown = {name: (f"({', '.join(map(str, value[:5]))}, ... {len(value)} in all)" if isinstance(value, tuple)
-                    and len(value) > 6 else repr(value)) for name, value in vars(params).items()}
+    shown = {name: _short_ids(value) if isinstance(value, tuple) and len(value) > 6 else repr(value)
+             for name, value in vars(params).items()}
     return f"{type(params).__name__}(" + ", ".join(f"{name}={text}" for name, text in shown.items()) + ")"
+
+
+def _short_ids(ids: tuple) -> str:
+    """A long tuple of ids in words: a run with a few gaps by its ends and its gaps (an elided list looked whole to a
+    learner, whose sampled token was one of the gaps), else its first five."""
+    if all(isinstance(i, int) for i in ids):
+        missing = sorted(set(range(min(ids), max(ids) + 1)) - set(ids))
+        if len(missing) <= 3:
+            but = f" but {', '.join(map(str, missing))}" if missing else ""
+            return f"({min(ids)} to {max(ids)}{but}: {len(ids)} in all)"
+    return f"({', '.join(map(str, ids[:5]))}, ... {len(ids)} in all)"
 
 
 def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
@@ -186,9 +197,9 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
     if len(mine) > len(right) and mine[:len(right)] == right and right and right[-1] in stops:
         listed = list(spec.sampling.stop_token_ids)
         # a later stop token of its list: a run that reads the first alone misses it
-        shown = listed if len(listed) <= 6 else [*listed[:5], "..."]  # a long list would bury the message
+        shown = f"[{', '.join(map(str, listed))}]" if len(listed) <= 6 else _short_ids(tuple(listed))
         anyone = (f" If your check reads only the first of the request's {len(listed)} stop tokens "
-                  f"[{', '.join(map(str, shown))}]: token {right[-1]} is another, and any of them ends it."
+                  f"{shown}: token {right[-1]} is another, and any of them ends it."
                   if len(listed) > 1 and right[-1] != listed[0] else "")
         if len(right) - 1 != min_tokens:  # past min_tokens' boundary: no ban kept it going, its stop was missed
             return (f"yours went on past the stop token {right[-1]} it sampled at output position {len(right) - 1}, "
@@ -213,7 +224,9 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
     if at is not None and (mine[at] in stops or right[at] in stops):
         which = mine[at] if mine[at] in stops else right[at]
         return (f"at output position {at} the stop token {which} was sampled in one run and banned in the other: "
-                f"min_tokens ({min_tokens}) {_MIN_TOKENS_RULE}")
+                f"min_tokens ({min_tokens}) {_MIN_TOKENS_RULE}; or your ban never reached the logits (masked_fill "
+                "without its underscore returns a new tensor, and rebinding logits in the hook changes nothing "
+                "outside it)")
     if at is not None:
         return ("other tokens from output position " + str(at) + ": look at the logit bias (each request's own "
                 "pairs, its float values, added to its row)")

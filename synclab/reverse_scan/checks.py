@@ -273,7 +273,8 @@ def _check_work(batch_cls: BatchClass, rng: random.Random) -> None:
                                                                              _counted_step(batch_cls, 60_000))
     if not all(short_right + long_right):  # the work is counted on calls whose results count too
         wrong = (short_right + long_right).count(False)
-        raise CheckFailed("the lists this check counts the work of came out wrong",
+        raise CheckFailed("the lists this check counts the work of came out wrong: the work counts only on right "
+                          "answers, so fix what the checks of values say first",
                           expected="every placeholder replaced by its sampled id, at 100 and at 60,000 tokens",
                           got=f"{wrong} of {len(short_right + long_right)} lists wrong",
                           hint=_REPLACED_HINT if short_new or long_new else
