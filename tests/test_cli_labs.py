@@ -161,6 +161,12 @@ def test_a_stretch_left_undone_reads_as_a_stretch_and_its_points_come_apart():
     assert (summary["stretch_points"], summary["stretch_earned"]) == (points_of("1.2"), 0)
     assert summary["total_earned"] == points_of("1.1")
     assert verdict_line(summary, ok=True) == "core: all passed; stretch 1.2: not done"
+    verdicts["1.2"].report.outcomes[0] = Outcome("1.2", "d0", "passed")  # begun: its points, not "not done"
+    begun = json_report(lab, verdicts, [], None, 1.0)
+    stretch = next(e for e in begun["exercises"] if e["task"] == "1.2")
+    assert verdict_line(begun, ok=True) == (f"core: all passed; stretch 1.2: {stretch['earned']:g} of "
+                                            f"{stretch['points']:g} points") and stretch["earned"] > 0
+    verdicts["1.2"].report.outcomes[0] = Outcome("1.2", "d0", "not implemented")
     verdicts["1.1"].report.outcomes[0] = Outcome("1.1", "c0", "failed")
     failing = json_report(lab, verdicts, [], None, 1.0)
     assert failing["earned"] == round(points_of("1.1") * 7 / 8, 2)

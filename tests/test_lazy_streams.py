@@ -758,3 +758,29 @@ def test_a_wrong_output_in_a_long_batch_names_the_first_request_it_differs_at():
     report = ch2.check_runner(DropsTheLastOutput, seed=0)
     failed = next(o for o in report.outcomes if o.status == "failed")
     assert "(first at request" in failed.message and "got None" in failed.message, str(report)
+
+
+_EVENT_BOUND_AT_IMPORT = functools.partial(torch.Event, blocking=True)  # torch's own class, bound before any check
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the real class records: the answer is right there")
+def test_an_event_class_bound_at_import_is_named_as_the_simulations_limit(monkeypatch):
+    """A learner's right answer bound torch.Event in a functools.partial at module level: the simulated GPU replaces
+    the class only later, so on a machine without CUDA the real one raises about the driver or the backend. The crash
+    says what happened and what to write instead (on a GPU the answer is right)."""
+
+    class BoundAtImport(AsyncPoolingOutput):
+        def __init__(self, model_runner_output, raw_pooler_output, finished_mask, async_output_copy_stream):
+            self._model_runner_output = model_runner_output
+            self._raw_pooler_output = raw_pooler_output
+            self.async_copy_ready_event = _EVENT_BOUND_AT_IMPORT()
+            compute_stream = torch.cuda.current_stream()
+            with torch.cuda.stream(async_output_copy_stream):
+                async_output_copy_stream.wait_stream(compute_stream)
+                model_runner_output.pooler_output = _copy_pooler_output_to_cpu(raw_pooler_output, finished_mask)
+                self.async_copy_ready_event.record()
+
+    monkeypatch.setitem(_namespace, "AsyncPoolingOutput", BoundAtImport)  # what the solution's _pool builds
+    report = ch2.check_runner(AsyncOutputRunner, seed=1)
+    crashed = [o for o in report.outcomes if o.status == "crashed"]
+    assert crashed and all("bound before the checks' simulated GPU" in o.hint for o in crashed), str(report)

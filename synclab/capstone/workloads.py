@@ -112,7 +112,9 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL) -> Workload:
     with output already out (only this run's tokens count), one with ``min_tokens`` 0. An off-by-one in the count
     shifts where each stops. Beside them a free request with a fractional logit bias on a token whose logprob it asks:
     a bias that loses its fraction (uploaded as integers) shifts that logprob. An embedding request arrives first, so
-    the requests' order is not the sampled output's: a stop paired by arrival lands on another request."""
+    the requests' order is not the sampled output's: a stop paired by arrival lands on another request; and the
+    request that stops first (min_tokens 0) arrives before the others, so that once it has left the batch a stop
+    paired by arrival among the generating requests alone lands on another too (a learner's answer passed without)."""
     vocab = model.vocab_size
 
     def stops_but(kept: int) -> tuple[int, ...]:
@@ -120,11 +122,11 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL) -> Workload:
 
     specs = (RequestSpec("embed-first", (5, 6, 7), None),  # pooled, never sampled: the output's rows start after it
              # its logprob asked of a stop token min_tokens bans: a ban by a large finite number shows on every seed
+             RequestSpec("gen-min0", (8, 9), SamplingParams(max_tokens=8, stop_token_ids=stops_but(11))),
              RequestSpec("gen-min3", (1, 2, 3), SamplingParams(max_tokens=8, stop_token_ids=stops_but(5),
                                                                min_tokens=3, logprob_token_ids=(6,))),
              RequestSpec("gen-resumed-min2", (4, 6), SamplingParams(max_tokens=8, stop_token_ids=stops_but(7),
                                                                     min_tokens=2), (), tuple(range(10, 20))),
-             RequestSpec("gen-min0", (8, 9), SamplingParams(max_tokens=8, stop_token_ids=stops_but(11))),
              # a bias with a fraction, its token's logprob asked: a bias uploaded as integers shows on every seed
              RequestSpec("gen-free", (2, 4), SamplingParams(max_tokens=5, logprob_token_ids=(3,),
                                                             logit_bias=((3, 1.75),))))

@@ -283,9 +283,11 @@ def cells_raised(notebook: Path, errors: list[str]) -> list[dict[str, Any]]:
 
 def verdict_line(summary: dict[str, Any], ok: bool) -> str:
     """The run's last line: a stretch left undone reads as such, not as a failure."""
-    undone = [e["task"] for e in summary["exercises"] if e["stretch"] and e["status"] != "passed"]
-    if ok and undone:
-        return "core: all passed; " + ", ".join(f"stretch {t}: not done" for t in undone)
+    undone = [e for e in summary["exercises"] if e["stretch"] and e["status"] != "passed"]
+    if ok and undone:  # a stretch begun and partly right is not "not done" (a learner's 6.3 earned 3.33 of 4)
+        return "core: all passed; " + ", ".join(
+            f"stretch {e['task']}: " + (f"{e['earned']:g} of {e['points']:g} points" if e["earned"] else "not done")
+            for e in undone)
     return "ALL CHECKS PASSED" if ok else "SOME CHECKS DID NOT PASS"
 
 

@@ -692,8 +692,17 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
 _MADE_AT_IMPORT_HINT = ("a CUDA stream or event made when your cell ran (at module level, or as a default argument) "
                         "is a real one, made outside the simulated GPU the checks run your runner on: make streams and "
                         "events inside the methods, when a step needs them")
+# A class named when the cell ran (an alias of torch.Event, a functools.partial of it) is torch's real one too: on a
+# machine without CUDA, torch's error speaks of the driver. On a GPU it is right; here it is the simulation's limit.
+_BOUND_AT_IMPORT_HINT = ("an event class bound when your cell ran (an alias such as _Ev = torch.Event, a "
+                         "functools.partial of it) is torch's real one, bound before the checks' simulated GPU "
+                         "replaced it: on a GPU your code is right, but here name torch.cuda.Event or torch.Event "
+                         "inside the method that makes the event")
 _MADE_AT_IMPORT = (("expected stream to be a torch.Stream or torch.cuda.Stream", _MADE_AT_IMPORT_HINT),
-                   ("Tried to instantiate dummy base class", _MADE_AT_IMPORT_HINT))
+                   ("Tried to instantiate dummy base class", _MADE_AT_IMPORT_HINT),
+                   ("CUDA driver version is insufficient", _BOUND_AT_IMPORT_HINT),
+                   ("backend doesn't support events", _BOUND_AT_IMPORT_HINT),
+                   ("Found no NVIDIA driver", _BOUND_AT_IMPORT_HINT))
 
 CHECKS_2_1 = [
     Check("2.1", "CPU platform: right outputs, no CUDA stream, nothing raised", _check_cpu_platform, id="cpu-platform"),

@@ -133,6 +133,9 @@ def _shape_hint(before: list[int], row: list[int] | None, got: list) -> str:
         return ""
     start = _trailing_start(before)
     trailing = len(before) - start
+    if got == before and row and all(token == PLACEHOLDER for token in row):  # skipped: not the padding copied in
+        return ("the list came back as it was: a row with no valid id (all -1) still repairs the list, whose "
+                "placeholders all go (the request sampled nothing in flight): do not skip it")
     if PLACEHOLDER in row and got == before[:start] + row[:trailing]:
         return ("the row's -1s came along: a sampled row is right-padded with -1 after its valid ids (a rejected "
                 "draft); copy only the ids before the row's first -1")
@@ -221,6 +224,11 @@ def _check_syncs(batch_cls: BatchClass, rng: random.Random) -> None:
     outputs = [o if o and o[-1] == PLACEHOLDER else o + [PLACEHOLDER] for o in outputs]
     step = step_outcome(batch_cls, outputs, sampled, rows)
     found_right(step["outputs"])  # counted only once the values are right (after=)
+    expect(step["device_waits"] == 0, "a wait for the whole device (or a stream) where the copy's event is enough",
+           expected="the one wait on self.async_copy_ready_event", got=f"{step['device_waits']} such wait(s)",
+           hint="torch.cuda.synchronize() also waits for the forward the engine has just queued, which the next "
+                "step needs running: wait on the event recorded after the copy of the sampled ids, "
+                "self.async_copy_ready_event.synchronize()", case="64 requests")
     expect(step["syncs"] <= 1 and step["waits"] <= 1, "wait for the sampled ids at most once per step",
            expected="<= 1 wait", got=f"{step['waits']} wait(s) on the event, {step['syncs']} sync(s) counted in all "
                                      "(count_syncs: the waits and any device read)",
@@ -567,6 +575,8 @@ CLAUSES = [
            also=("fixed-cases", "new-request-skipped", "random-steps", "flat-in-length")),  # a new list copies the history: the work grows too
     Clause("4.1-one-wait", "At most one wait per step", "one-wait", "64 requests", "4.1-wait-per-request",
            "synchronize the event and call .tolist() once"),
+    Clause("4.1-the-event", "never the whole device", "one-wait", "64 requests", "4.1-waits-for-the-whole-device",
+           "also waits for the forward the engine has just queued"),
     Clause("4.1-work", "a request with 60,000 output tokens costs what one with 100 does", "flat-in-length",
            "16 requests, 1 placeholder each", "4.1-reverse-scan-reverse-back", "walk back from the end"),
     Clause("4.2-least-squares", "fitted to every measured point by least squares", "fixed-tables", "a noisy middle point",

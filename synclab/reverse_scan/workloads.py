@@ -17,7 +17,7 @@ from synclab.dispatch import CountingList
 from synclab.engine.input_batch import CachedRequestState, InputBatch, PLACEHOLDER
 from synclab.engine.input_batch_baseline import InputBatchBaseline
 from synclab.sim import cuda as sim_cuda
-from synclab.syncs import count_syncs
+from synclab.syncs import SyncKind, count_syncs
 
 
 BatchClass = type[InputBatch]
@@ -86,6 +86,7 @@ class StepOutcome(TypedDict):
     shared: list[bool]  # whether the batch still holds each request state's own list object
     syncs: int  # syncs counted during the step
     waits: int  # waits on the step's event
+    device_waits: int  # waits for the whole device or a stream: they also wait for the forward just queued
     touched_by_op: dict[str, int]  # history elements read, by the list operation that read them
 
 
@@ -114,7 +115,9 @@ def step_outcome(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[
         outputs=[list(s.output_token_ids) for s in states],
         in_batch=[list(ids) for ids in held],
         shared=[i < len(held) and held[i] is ids for i, ids in enumerate(before)],
-        syncs=report.count, waits=sum(op == "host waits" for op in device.log.ops()), touched_by_op=touched)
+        syncs=report.count, waits=sum(op == "host waits" for op in device.log.ops()),
+        device_waits=sum(e.kind in (SyncKind.DEVICE_SYNC, SyncKind.STREAM_SYNC) for e in report.events),
+        touched_by_op=touched)
 
 
 # Chapter 4's picture: one speculative request over a step. Its history, then the sampled token's placeholder and

@@ -1,0 +1,36 @@
+# Skips a row whose ids are all -1 (the request sampled nothing in flight): its placeholders must all go, and the
+# list comes back as it was.
+# fails: fixed-cases
+# says: a row with no valid id
+class ReverseScanBatch(InputBatch):
+    def update_async_output_token_ids(self) -> None:
+        """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""
+        output_token_ids = self.sampling_metadata.output_token_ids  # the request states' own lists, in batch order
+        if self.sampled_token_ids_cpu is None or not output_token_ids:
+            return
+        sampled_token_ids = None
+        for index, req_id in enumerate(self.req_ids):
+            req_output_token_ids = output_token_ids[index]  # this request's list: repair it in place
+            prev_index = self.prev_req_id_to_index.get(req_id)  # its row in last step's sampled ids; None: new
+            if prev_index is None:
+                continue  # a new request: nothing in flight
+            if not req_output_token_ids or req_output_token_ids[-1] != PLACEHOLDER:
+                continue  # no trailing placeholder (e.g. trimmed after a failed KV load)
+            if sampled_token_ids is None:
+                self.async_copy_ready_event.synchronize()  # the first request that needs them: once per step
+                sampled_token_ids = self.sampled_token_ids_cpu.tolist()
+            new_ids: list[int] = sampled_token_ids[prev_index]
+            if not new_ids:
+                continue
+            # Speculative rows are right-padded with -1: the valid ids stop at the first one.
+            num_sampled_ids = len(new_ids) if new_ids[-1] != PLACEHOLDER else new_ids.index(PLACEHOLDER)
+            if num_sampled_ids == 0:
+                continue  # nothing valid: nothing to write, it seems
+            # Placeholders are always a suffix: walk back over them only, O(placeholders), not O(output).
+            first_placeholder = len(req_output_token_ids)
+            while first_placeholder > 0 and req_output_token_ids[first_placeholder - 1] == PLACEHOLDER:
+                first_placeholder -= 1
+            num_to_replace = min(num_sampled_ids, len(req_output_token_ids) - first_placeholder)
+            del new_ids[num_to_replace:]
+            req_output_token_ids[first_placeholder:] = new_ids  # in place: the request state sees it; may shrink
+
