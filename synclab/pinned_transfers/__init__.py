@@ -30,7 +30,7 @@ from synclab.pinned_transfers.checks import (CHECKS_3_1, CHECKS_3_2, CHECKS_3_3,
                                              dp_sync_counts, run_bincount)
 from synclab.pinned_transfers.profiling import (BANDWIDTH_SIZES, BATCH_SIZES, COPY_VARIANTS, PROFILE_VOCAB,
                                                 bandwidth_figures, bandwidth_sweep, component_calls, gather_sweep,
-                                                per_step, profile_gather, stale_read, sync_counts,
+                                                per_step, profile_gather, stale_read, stale_read_text, sync_counts,
                                                 sync_table)
 from synclab.pinned_transfers.workloads import logprob_case, penalty_state, token_type_case
 
@@ -41,6 +41,6 @@ __all__ = [
     "check_gather_specific_token_logprobs", "check_init_model_kwargs", "check_ngram_and_bad_words",
     "check_ngram_update", "check_sync_predictions",
     "component_calls", "dp_sync_counts", "gather_sweep", "logprob_case", "penalty_state",
-    "per_step", "profile_gather", "run_bincount", "stale_read", "sync_counts", "sync_table", "to_device",
-    "token_type_case",
+    "per_step", "profile_gather", "run_bincount", "stale_read", "stale_read_text", "sync_counts", "sync_table",
+    "to_device", "token_type_case",
 ]

@@ -225,6 +225,14 @@ def bandwidth_sweep(sizes: tuple[int, ...] = BANDWIDTH_SIZES) -> dict[str, Any] 
     return result
 
 
+def stale_read_text(result: dict[str, Any]) -> str:
+    """:func:`stale_read`'s counts in words: a learner met the bare dict and had to guess what it said."""
+    where = "on the GPU" if result["device"] == "cuda" else "on the simulated device (a model of the ordering)"
+    return (f"{where}: of {result['num_elements']:,} elements copied with non_blocking=True, "
+            f"{result['wrong_before_wait']:,} were wrong when read at once and {result['wrong_after_wait']:,} after "
+            "the wait: read a non_blocking download only after synchronizing on it")
+
+
 def stale_read(num_elements: int = 1 << 24) -> dict[str, Any]:
     """Read a ``non_blocking`` device-to-host copy before and after waiting for it; count the wrong elements.
 
