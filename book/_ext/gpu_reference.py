@@ -112,9 +112,8 @@ def _report_markdown(report: Any, names: list[str], shown: list[str], why: bool 
         parts.append(f"Above, from `python -m synclab bench {report.chapter}` on a GPU: {adds(shown)}.")
     held = [name for name in missing if f"{name}_contradicted" in shown]  # drawn above, from a run that failed it
     if held:
-        parts.append("The run drawn above was made under an older claim, which it contradicted; no GPU run has been "
-                     f"made under the {' and '.join(held)}'s claim of today yet (the page says how the drawn run "
-                     "compares with it).")
+        parts.append(f"The {' and '.join(held)} drawn above was recorded under an older, stricter claim, which it "
+                     "contradicted; the page's History has the details.")
         missing = [name for name in missing if name not in held]
     if missing:
         what = adds(missing)

@@ -244,7 +244,7 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
                 f"min_tokens {_MIN_TOKENS_RULE}")
     if at is not None:
         return (f"the same tokens, other logprobs from output position {at}: look at the logit bias (its float "
-                "values, on its request's row)")
+                "values, on its request's row, added with += where an = would replace the logit)")
     return _FEATURES_HINT
 
 

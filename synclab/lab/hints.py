@@ -95,11 +95,11 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "into a pinned tensor first, when the platform has pinned memory, and only then send it."),
         Hint("which calls",
              "`torch.tensor(data, dtype=dtype, pin_memory=...)` accepts lists and arrays (`torch.as_tensor` takes no "
-             "`pin_memory`); a pageable CPU tensor "
-             "needs converting to the dtype and a pinned copy made by this call (sent from pageable memory it would be "
-             "a staging copy, and the caller may change theirs once the call returns); one "
-             "that is pinned and contiguous already may go as it is (`pin_memory()` returns it unchanged; a strided "
-             "one goes up through a pageable temporary). Then one `.to(device, non_blocking=True)`."),
+             "`pin_memory`); a pageable CPU tensor needs converting to the dtype (on the host, or in the `.to()` "
+             "itself: either works) and a pinned copy made by this call (sent from pageable memory it would be a "
+             "staging copy, and the caller may change theirs once the call returns); one that is pinned and "
+             "contiguous already may go as it is (`pin_memory()` returns it unchanged; a strided one goes up "
+             "through a pageable temporary). Then one `.to(device, non_blocking=True)`."),
     ),
     "3.2": (
         Hint("where to build the id matrix",

@@ -702,6 +702,7 @@ _MADE_AT_IMPORT = (("expected stream to be a torch.Stream or torch.cuda.Stream",
                    ("Tried to instantiate dummy base class", _MADE_AT_IMPORT_HINT),
                    ("CUDA driver version is insufficient", _BOUND_AT_IMPORT_HINT),
                    ("backend doesn't support events", _BOUND_AT_IMPORT_HINT),
+                   ("does not match recording stream's device type", _BOUND_AT_IMPORT_HINT),
                    ("Found no NVIDIA driver", _BOUND_AT_IMPORT_HINT))
 
 CHECKS_2_1 = [

@@ -360,6 +360,9 @@ def _same_logprobs(got: dict[str, Any], spec: dict[str, Any], case: str) -> None
         if left and not masked and len(fills) == 1 and min(fills) < -1e6:  # masked, with a large finite number
             hint = (f"the padded slots hold {min(fills):g}, not -inf: fill them with float('-inf') (masked_fill "
                     "with -inf, as the baseline does); a large negative number is still a logprob")
+        elif not bool(torch.isinf(got_values).any()) and int(padded.sum()) > 1:  # no slot masked anywhere
+            hint = ("no slot of any row was masked: valid_mask is True at column 0 and at a request's ids only, "
+                    "and False in every padded slot past them (a mask True everywhere keeps the padding)")
         elif not masked and left == [real]:  # only the first slot past the ids: a slice one long
             hint = (f"column {real}, the first slot past the request's ids, was left unmasked: its ids fill columns 1 "
                     f"to len(ids) inclusive, so the real slots are [:len(ids) + 1] and padding starts at len(ids) + 1")
