@@ -49,6 +49,10 @@ REPORT_LOG_ENV = "SYNCLAB_CHECK_LOG"
 TIME_SCALE_ENV = "SYNCLAB_CHECK_TIME_SCALE"
 
 
+# How a check waiting on another (Check.after) says it was skipped: the report tells such a skip from a stub's by it
+WAITS_ON = "counts once"
+
+
 class CheckFailed(AssertionError):
     """Raised by a check: the implementation answered, but wrongly."""
 
@@ -327,7 +331,7 @@ class CheckReport:
     def not_started(self) -> str | None:
         """One line for an exercise not started (every check met its stub), instead of a line per check."""
         # a check that waits on another (Check.after) met no stub, but its skip says no more than the stub did
-        met = [o for o in self.outcomes if not (o.status == "skipped" and o.message.startswith("counts once"))]
+        met = [o for o in self.outcomes if not (o.status == "skipped" and o.message.startswith(WAITS_ON))]
         if not met or any(o.status != "not implemented" for o in met):
             return None
         n = len(self.outcomes)
@@ -578,7 +582,7 @@ def run_checks(title: str, checks: list[Check], impl: Callable[..., Any], seed: 
         first = next((o for o in outcomes if o.check_id == check.after), None) if check.after else None
         if outcome.ok and first is not None and not first.ok:
             outcome = Outcome(check.task, check.name, "skipped", points=check.points, check_id=check.id,
-                              message=f"counts once \"{first.name}\" passes: an answer that does nothing has this "
+                              message=f"{WAITS_ON} \"{first.name}\" passes: an answer that does nothing has this "
                                       "property too")
         outcomes.append(outcome)
     return _reported(CheckReport(title=title, outcomes=outcomes, seed=seed, check_function=_public_check_function()))

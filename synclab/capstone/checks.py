@@ -119,7 +119,7 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
         outputs, stray, steps = seen["outputs"], seen["stray"], len(seen["stray"])
         diff = first_difference(outputs, want)
         spec = next((s for s in workload.requests if diff and diff.startswith(f"{s.request_id}:")), None)
-        asked = f"; that request asked for {_short(spec.sampling)}" if spec is not None and spec.sampling else ""
+        asked = f"; that request asked for {_sampling_in_words(spec.sampling)}" if spec is not None and spec.sampling else ""
         expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
                got=diff, case=case,  # the request's sampling in the message, which is never shortened
                hint=_feature_hint(spec, outputs, want))
@@ -169,7 +169,7 @@ _MIN_TOKENS_RULE = ("bans stop tokens while fewer than that many tokens are out 
                     "generated in this run, as PlantedRunner does (its output so far less prior_output_token_ids)")
 
 
-def _short(params: Any) -> str:
+def _sampling_in_words(params: Any) -> str:
     """``SamplingParams(...)`` with each long tuple cut to its first five values: a 63-token stop list buries the
     message it is quoted in."""
     shown = {name: _short_ids(value) if isinstance(value, tuple) and len(value) > 6 else repr(value)

@@ -203,10 +203,10 @@ def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
             hint = (f"{PIN_HINT}. Here the caller asks for {dtype}: a conversion on the host after pinning (.to(dtype) "
                     "before the upload) makes a new tensor, in pageable memory. Convert in the upload itself, "
                     ".to(device, dtype=dtype, non_blocking=True), or build the pinned tensor in that dtype")
-        else:  # a sync of another kind than an upload (a read back, a wait) gets its kind's hint
+        else:  # an upload's hint is the pinning one; a sync of another kind (a read back, a wait) gets its kind's
             events = call["syncs"]["events"]
-            hint = KIND_HINTS.get(SyncKind(events[0][0]), PIN_HINT) if events else PIN_HINT
-            hint = PIN_HINT if hint == KIND_HINTS[SyncKind.H2D_COPY] else hint  # an upload's: the pinning one
+            kind = SyncKind(events[0][0]) if events else SyncKind.H2D_COPY
+            hint = PIN_HINT if kind is SyncKind.H2D_COPY else KIND_HINTS.get(kind, PIN_HINT)
         expect_no_syncs(call["syncs"], "the upload", hint, case)
         _same_upload(call["result"], spec, dtype, f"the counted call: {case}")  # a call counted is a call checked
 
