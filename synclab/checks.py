@@ -349,7 +349,11 @@ class CheckReport:
             lines.append(f"  {_ICONS[o.status]} [{o.task}] {o.name}" + ("" if o.ok else f": {o.status}"))
             if not o.ok:
                 for label, text in self._details(o, shown):
-                    lines.append(f"      {label + ': ' if label else ''}{text}")
+                    if "\n" in text:  # a stream log, a table: its lines under the label, aligned with each other
+                        lines.append(f"      {label + ':' if label else ''}")
+                        lines.extend(f"        {line}" for line in text.splitlines())
+                    else:
+                        lines.append(f"      {label + ': ' if label else ''}{text}")
         if self.random_cases_matter:
             call = f"{self.check_function}(..., seed={self.seed})" if self.check_function else f"seed={self.seed}"
             lines.append(f"  random cases used seed={self.seed}: to replay them, run the check cell again as "
@@ -370,7 +374,8 @@ class CheckReport:
                 parts = self._details(o, shown)
                 if o is lead:
                     parts.insert(0, ("start here", "this failure says most about what went wrong"))
-                detail = "<br>".join(f"<b>{k}</b> <code>{escape(v)}</code>" if k else escape(v) for k, v in parts)
+                detail = "<br>".join(f"<b>{k}</b> <code style='white-space:pre'>{escape(v)}</code>" if k else escape(v)
+                                    for k, v in parts)
             rows.append(
                 f"<tr><td>{_ICONS[o.status]}</td><td>{escape(o.task)}</td><td>{escape(o.name)}</td>"
                 f"<td>{escape(o.status)}</td><td style='text-align:left'>{detail}</td></tr>"

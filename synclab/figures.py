@@ -585,11 +585,12 @@ def gpu_busy_share_figure(result: dict[str, Any], title: str, label: str,
 
 
 def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us: Sequence[float],
-                            host_us: float | None = None, active: int = 0, host_measured_on: str | None = None
-                            ) -> go.Figure:
+                            host_us: float | None = None, active: int = 0, host_measured_on: str | None = None,
+                            busy: bool = False) -> go.Figure:
     """MODEL: a bar per configuration of the device's busy share, one set of bars per device step (slider).
 
-    ``shares[label][k]`` is the modelled share at ``device_steps_us[k]``.
+    ``shares[label][k]`` is the modelled share at ``device_steps_us[k]``. ``busy``: the host times fed to it were taken
+    on a busy machine, which the subtitle says (a reader looks at the figure, not at the printout above it).
     """
     fig = go.Figure()
     labels = list(shares)
@@ -609,7 +610,9 @@ def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us:
                          (f"host time per step measured on {host_measured_on}" if host_measured_on is not None
                           else f"the host's queueing {host_us / 1000:g} ms per step assumed"),
                          "(each configuration's own host work, the model's compute left out)"
-                         if host_measured_on is not None else "", unwritten_note(labels))
+                         if host_measured_on is not None else "", unwritten_note(labels),
+                         "<b>host times taken on a busy machine: these shares are too low; rerun when it is quiet</b>"
+                         if busy else "")
     return _layout(fig, "MODEL: the device's busy share per configuration", subtitle,
                    yaxis_title="device busy share (modelled)", yaxis_range=[0, 1.1], yaxis_tickformat=".0%",
                    xaxis_tickangle=0, height=480 + 20 * subtitle.count("<br>"), above_plot=25)

@@ -118,8 +118,9 @@ def _report_markdown(report: Any, names: list[str], shown: list[str], why: bool 
     if missing:
         what = adds(missing)
         if shown:  # what a later run adds, said as what is missing (a learner read "adds here" as a build note)
-            parts.append(f"Not stored yet: {what[0].lower()}{what[1:]}. `python -m synclab bench {report.chapter}` "
-                         "on a machine with a GPU stores it, and this page then draws it here.")
+            parts.append(f"Not stored yet: {what[0].lower()}{what[1:]}. The GPU runs above were made before the "
+                         f"bench measured it; the next run of `python -m synclab bench {report.chapter}` on a machine "
+                         "with a GPU stores it, and this page then draws it here.")
         else:
             parts.append(f"*No GPU run of this lab is recorded yet*: a run of `python -m synclab bench "
                          f"{report.chapter}` on a machine with a GPU adds here {what[0].lower()}{what[1:]}.")

@@ -35,20 +35,21 @@ HUNT_CASES = 3
 
 
 FIXED_MIX = "the fixed mix: min_tokens at its boundary, a fractional logit bias, an embedding request first"
+FIXED_MIX_NO_BIAS = "the fixed mix again, its biased request left out: min_tokens with no logit bias in the batch"
 
 
 def _hunt_mixes(rng: random.Random) -> list[dict]:
     """The fixed mix first (min_tokens_mix: the clauses random draws reach only by chance, so that its message names
     the fault on every seed), then random mixes. Each as data (:func:`hunt_mix` builds it), so that the process
     holding the runner builds the same mix."""
-    return [{"fixed": "min_tokens"}] + [{"seed": rng.getrandbits(32), "num_requests": rng.randint(3, 7)}
-                                        for _ in range(HUNT_CASES)]
+    return [{"fixed": "min_tokens"}, {"fixed": "min_tokens", "with_bias": False}] + [
+        {"seed": rng.getrandbits(32), "num_requests": rng.randint(3, 7)} for _ in range(HUNT_CASES)]
 
 
 def hunt_mix(mix: dict) -> Workload:
     """The hunt's mix that ``mix`` names: a random one by its seed and size, or the stop rule's fixed boundary."""
     if mix.get("fixed") == "min_tokens":
-        return min_tokens_mix()
+        return min_tokens_mix(with_bias=mix.get("with_bias", True))
     return random_mix(random.Random(mix["seed"]), num_requests=mix["num_requests"], hunt_features=True)
 
 
@@ -112,7 +113,7 @@ def _lines(steps: list[list[dict]], kind: bool = True) -> list[str]:
 def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: random.Random) -> None:
     """On each mix, the counted run's own tokens against the planted runner's; then that run's syncs."""
     for i, mix in enumerate(_hunt_mixes(rng)):
-        case = FIXED_MIX if i == 0 else f"random mix {i} of {HUNT_CASES}"  # named before the run: a hang says
+        case = (FIXED_MIX, FIXED_MIX_NO_BIAS)[i] if i < 2 else f"random mix {i - 1} of {HUNT_CASES}"  # named first: a hang says
         workload = hunt_mix(mix)
         want = _planted_outputs(workload)
         seen = hunt_outcome(clean_runner, mix)  # the syncs count on a run whose results count too: this very run
@@ -122,7 +123,7 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
         asked = f"; that request asked for {_sampling_in_words(spec.sampling)}" if spec is not None and spec.sampling else ""
         expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
                got=diff, case=case,  # the request's sampling in the message, which is never shortened
-               hint=_feature_hint(spec, outputs, want))
+               hint=_NO_BIAS_HINT if i == 1 else _feature_hint(spec, outputs, want))  # i == 1: the mix with a bias passed
         found_right(outputs)  # the grader's seed drew this mix
         lines = _lines(stray)
         kinds = dict.fromkeys(e["kind"] for step in stray for e in step)
@@ -146,6 +147,12 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
         worst = max(seen["planned"], default=0)
         expect(worst <= 1, "a step waited more than once on the output copy", expected="at most 1 planned wait",
                got=f"{worst} in one step", case=case)
+
+
+# The mix with a bias passed and the same requests without it did not: the ban hangs on the bias
+_NO_BIAS_HINT = ("the same requests passed beside a logit bias and fail without one: is min_tokens' ban applied only "
+                 "when some request has a bias (inside an if on the bias's lists, or after a return when they are "
+                 "empty)? The two features are independent: apply each on its own")
 
 
 # What removes a stray sync of each kind the hunt meets (hint 2's three remedies, said where the kind shows).

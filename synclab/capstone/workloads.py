@@ -106,7 +106,7 @@ def random_mix(rng: random.Random, num_requests: int = 6, model: ModelConfig = C
                                                   encoder_cache_size=128), model)
 
 
-def min_tokens_mix(model: ModelConfig = CPU_MODEL) -> Workload:
+def min_tokens_mix(model: ModelConfig = CPU_MODEL, with_bias: bool = True) -> Workload:
     """The stop rule's boundary, fixed (6.1's checks): every token but one is a stop token, so each request samples
     that one token until it has generated ``min_tokens`` (stops banned) and then stops at once; one request resumed
     with output already out (only this run's tokens count), one with ``min_tokens`` 0. An off-by-one in the count
@@ -114,7 +114,9 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL) -> Workload:
     a bias that loses its fraction (uploaded as integers) shifts that logprob. An embedding request arrives first, so
     the requests' order is not the sampled output's: a stop paired by arrival lands on another request; and the
     request that stops first (min_tokens 0) arrives before the others, so that once it has left the batch a stop
-    paired by arrival among the generating requests alone lands on another too (a learner's answer passed without)."""
+    paired by arrival among the generating requests alone lands on another too (a learner's answer passed without).
+    ``with_bias=False`` leaves the biased request out: a ban applied only beside a bias (inside an ``if`` on the
+    bias's lists) shows there on every seed (a learner's answer passed the mix with it, and most random draws)."""
     vocab = model.vocab_size
 
     def stops_but(kept: int) -> tuple[int, ...]:
@@ -130,6 +132,8 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL) -> Workload:
              # a bias with a fraction, its token's logprob asked: a bias uploaded as integers shows on every seed
              RequestSpec("gen-free", (2, 4), SamplingParams(max_tokens=5, logprob_token_ids=(3,),
                                                             logit_bias=((3, 1.75),))))
+    if not with_bias:
+        specs = tuple(spec for spec in specs if spec.request_id != "gen-free")
     return Workload(specs, SchedulerConfig(max_num_batched_tokens=64, max_num_encoder_input_tokens=64,
                                            encoder_cache_size=128), model)
 

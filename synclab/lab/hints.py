@@ -94,12 +94,16 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "A `non_blocking` upload is asynchronous only from pinned memory. So build (or copy) the host data "
              "into a pinned tensor first, when the platform has pinned memory, and only then send it."),
         Hint("which calls",
-             "`torch.tensor(data, dtype=dtype, pin_memory=...)` accepts lists and arrays (`torch.as_tensor` takes no "
-             "`pin_memory`); a pageable CPU tensor needs converting to the dtype (on the host, or in the `.to()` "
-             "itself: either works) and a pinned copy made by this call (sent from pageable memory it would be a "
-             "staging copy, and the caller may change theirs once the call returns); one that is pinned and "
-             "contiguous already may go as it is (`pin_memory()` returns it unchanged; a strided one goes up "
-             "through a pageable temporary). Then one `.to(device, non_blocking=True)`."),
+             "One `.to(device, dtype=dtype, non_blocking=True)` at the end; what goes before it depends on the "
+             "input:\n\n"
+             "- a list or an array: `torch.tensor(data, dtype=dtype, pin_memory=pin)` (`torch.as_tensor` takes no "
+             "`pin_memory`);\n"
+             "- a pageable CPU tensor: a pinned copy made by this call (sent from pageable memory the upload would "
+             "be a staging copy, and the caller may change theirs once the call returns); convert its dtype in the "
+             "upload itself or before pinning, never after (that makes a new, pageable tensor);\n"
+             "- a tensor already pinned and contiguous: as it is (`pin_memory()` returns it unchanged);\n"
+             "- a strided tensor, pinned or not: a contiguous copy, pinned (a strided one goes up through a "
+             "pageable temporary)."),
     ),
     "3.2": (
         Hint("where to build the id matrix",

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, Iterator
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from synclab.answer_keys.plain_data import tensors_as_data, tensors_from_data
 from synclab.answer_keys.runners import runs_with_the_answer
@@ -161,17 +162,19 @@ def cpu_platform_outcomes(runner_cls: RunnerClass, seed: int, catch: bool = True
     """The reader's runner on a CPU platform, over :func:`_cpu_cases` of ``seed``: per case its result's type, its
     outputs and how often it called ``_sync_device()``; the CUDA streams it tried to create."""
     model, cases = _checked_model(), []
-    with cpu_platform() as spy:
+    with cpu_platform() as spy, _HostCopies() as copies:
         runner = runner_cls(model)
         synced, sync_device = [0], runner._sync_device
+        copies_at_last_sync = [0]
 
         def counted_sync_device() -> None:
             synced[0] += 1
+            copies_at_last_sync[0] = copies.count
             sync_device()
 
         runner._sync_device = counted_sync_device  # type: ignore[method-assign]
         for _, batch in _cpu_cases(random.Random(seed)):
-            synced[0] = 0
+            synced[0], copies.count, copies_at_last_sync[0] = 0, 0, 0
             try:
                 result = runner.execute_model(batch)
             except RuntimeError as exc:
@@ -186,8 +189,25 @@ def cpu_platform_outcomes(runner_cls: RunnerClass, seed: int, catch: bool = True
                 break
             is_output = isinstance(result, ModelRunnerOutput)
             cases.append({"type": type(result).__name__, "is_output": is_output, "synced": synced[0],
+                          "copied_after_last_wait": copies.count - copies_at_last_sync[0],
                           "outputs": _outputs_as_data(result.pooler_output) if is_output else None})
     return {"cases": cases, "streams_created": spy.created}
+
+
+class _HostCopies(TorchFunctionMode):
+    """Counts the copies to the host a CPU step makes (``.to("cpu")``, ``.cpu()``, ``copy_`` into a host tensor), so
+    that the check can tell a wait after the copy (the baseline's, which XPU needs) from one before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if func is torch.Tensor.cpu or (func is torch.Tensor.copy_ and args and args[0].device.type == "cpu") or (
+                func is torch.Tensor.to and "cpu" in (str(a) for a in (*args[1:], kwargs.get("device")))):
+            self.count += 1
+        return func(*args, **kwargs)
 
 
 @runs_with_the_answer
@@ -392,6 +412,11 @@ def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
                    expected="a call of self._sync_device() after the copy", got="none",
                    hint="on a CPU or XPU platform _pool copies the finished outputs and then calls "
                         "self._sync_device(), as vLLM's does: on XPU the copy is not done until then")
+            expect(got.get("copied_after_last_wait", 0) == 0, "the CPU path waited before its copy, not after it",
+                   case=case, expected="self._sync_device() after _copy_pooler_output_to_cpu(...)",
+                   got=f"{got['copied_after_last_wait']} copy(ies) to the host after the last wait",
+                   hint="the baseline copies, then waits: on XPU the non-blocking copy is done only once "
+                        "self._sync_device() has returned, so a wait before it leaves the buffers unfilled")
     expect_equal(seen["streams_created"], 0, what="the number of CUDA streams created on a CPU platform", case="10 steps")
 
 
@@ -677,9 +702,10 @@ def _check_memory(runner_cls: RunnerClass, rng: random.Random) -> None:
     unpinned = [i for i, item in enumerate(items) if item is not None and not item.get("pinned", False)]
     early = _holds_garbage(_outputs_back(seen["outputs"]))
     expect(not unpinned, f"host buffers {unpinned} are not pinned",
-           hint="these are not the buffers the copies filled: a copy of them made before the wait (a .clone() "
-                "in get_output() before synchronize()) holds what they held then; hand back the helper's "
-                "buffers after the wait" if early else "a non-blocking copy to pageable memory is synchronous; "
+           hint="these are not the buffers the copies filled: a copy of them made before the wait (a .clone(), "
+                "wherever it is: in __init__, in _pool or in get_output() before synchronize()) holds what they "
+                "held then; hand back the buffers _copy_pooler_output_to_cpu returned, read after the wait"
+                if early else "a non-blocking copy to pageable memory is synchronous; "
                 "let _copy_pooler_output_to_cpu allocate pinned buffers", case=case)
     expect(not alive, f"{alive} device tensor(s) still referenced after get_output()",
            hint="drop every reference once the copy has landed: the output's own (del self._raw... in "

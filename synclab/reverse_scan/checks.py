@@ -133,9 +133,11 @@ def _shape_hint(before: list[int], row: list[int] | None, got: list) -> str:
         return ""
     start = _trailing_start(before)
     trailing = len(before) - start
-    if got == before and row and all(token == PLACEHOLDER for token in row):  # skipped: not the padding copied in
-        return ("the list came back as it was: a row with no valid id (all -1) still repairs the list, whose "
-                "placeholders all go (the request sampled nothing in flight): do not skip it")
+    if got == before and row and all(token == PLACEHOLDER for token in row):  # skipped, or the padding copied in
+        return ("the list came back as it was, its -1s in place: the row has no valid id (all -1), so either it was "
+                "skipped or its -1s were copied back. Such a row still repairs the list: its placeholders all go "
+                "(the request sampled nothing in flight), and only the ids before the row's first -1 (here none) "
+                "take their place")
     if PLACEHOLDER in row and got == before[:start] + row[:trailing]:
         return ("the row's -1s came along: a sampled row is right-padded with -1 after its valid ids (a rejected "
                 "draft); copy only the ids before the row's first -1")

@@ -137,7 +137,8 @@ def _same_upload(got: dict[str, Any], spec: dict[str, Any], dtype: str | None, c
     float64_hint = ""
     if (got["dtype"], want["dtype"]) == ("torch.float64", "torch.float32"):
         float64_hint = (f"the caller asked for dtype {dtype}: a NumPy array or a tensor keeps its own dtype (float64 "
-                        "here) until you convert it (torch.as_tensor(data, dtype=dtype), or .to(dtype))"
+                        "here) until you convert it: in the upload itself (.to(device, dtype=dtype, "
+                        "non_blocking=True)) or before pinning (converted after pinning, it is a new, pageable tensor)"
                         if dtype is not None and spec["kind"] != "list" else
                         "torch.tensor(data) makes Python floats float32, torch's default dtype; np.asarray makes them "
                         "float64: build a list with torch.tensor")
