@@ -170,7 +170,9 @@ def step_counts_figure(counts: dict[str, dict[str, Sequence[int]]], title: str, 
                                  hovertext=label, text=[compact(mid)], cliponaxis=False, constraintext="none",
                                  textposition="auto" if inside else "outside", textfont={"size": 11},
                                  textangle=-90 if inside else 0,
-                                 error_y=_spread_bars([mid], [min(values)], [max(values)])), row=1, col=col)
+                                 # no spread, no bar: a zero-length one still draws a tick over the bar's name
+                                 error_y=_spread_bars([mid], [min(values)], [max(values)])
+                                 if min(values) < max(values) else {"visible": False}), row=1, col=col)
     for col, measure in enumerate(measures, start=1):
         fig.update_yaxes(title_text=measure, title_standoff=4, rangemode="tozero", row=1, col=col)
         fig.update_xaxes(tickangle=-90, row=1, col=col)
@@ -209,8 +211,9 @@ def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = Fa
                                  line_color=color, error_y=_range_bars(timings)))
     # log axes labelled at the values themselves: plotly's own ticks on an axis of under two decades print only
     # minor digits ("2 5 ... 3 4"), so a point at 32 would sit over a "3"
-    xaxis = {"type": "log", "tickvals": list(sweep.values), "ticktext": [f"{v:g}" for v in sweep.values]} \
-        if log_x else {"type": "category"}
+    # short labels, set level: labels a narrow page would tilt push the axis's title down into the legend
+    xaxis = {"type": "log", "tickvals": list(sweep.values), "ticktext": [_tick_text(v) for v in sweep.values],
+             "tickangle": 0} if log_x else {"type": "category"}
     xaxis["title"] = sweep.parameter
     yaxis: dict[str, Any] = {"title": yaxis_title}
     if log_y:
@@ -225,6 +228,11 @@ def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = Fa
                          range=[math.log10(low_end) - 0.02, math.log10(high_end) + 0.02])
     return _layout(fig, title, f"measured on {sweep.provenance.label}; median of {_rounds(sweep)} interleaved rounds",
                    height=420, xaxis=xaxis, yaxis=yaxis)
+
+
+def _tick_text(value: float) -> str:
+    """An axis label: ``60000`` -> ``60k`` (a round thousand from 10,000 up), else the number with commas."""
+    return compact(value) if abs(value) >= 10_000 and value % 1000 == 0 else f"{value:,g}"
 
 
 def _one_two_five(value: float, below: bool) -> float:

@@ -162,7 +162,8 @@ def speedup_table(chapter: str, name: str, root: Path = REFERENCE_DIR) -> str:
         repeat_results = load_repeat(chapter, slug, root) or {}
         repeat = Sweep.from_dict(repeat_results[name]) if name in repeat_results else None
         base = sweep.variants[0]
-        rows = [f"| {sweep.parameter} | " + " | ".join(str(v) for v in sweep.values) + " |",
+        # the rows are the variants, the columns the swept values: the parameter's name heads the values, not the rows
+        rows = [f"| | {sweep.parameter}: " + " | ".join(str(v) for v in sweep.values) + " |",
                 "|---|" + "---|" * len(sweep.values)]
         for variant in sweep.variants[1:]:
             cells = [_times(r) for r in sweep.ratio(base, variant)]
