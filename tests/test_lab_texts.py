@@ -599,3 +599,22 @@ def test_chapter_6s_history_names_the_h100_run_it_does_not_draw():
     assert (f"The H100's stored run (torch {said['torch_version']}, {said['date']}) timed an older, shorter workload"
             in page)
     assert not {"ablation", "ablation_contradicted"} & set(stored["results"])  # so the lab does not draw it
+
+
+def test_chapter_3s_step_of_every_site_says_its_stored_counts():
+    """"a step calling them all goes from 207 to 1 at 64 requests (the one left is 3.7's read-back)": the stored
+    figure's last bars, and the one sync left is the data-parallel site's."""
+    import json
+
+    page = " ".join((ROOT / "book" / "03_pinned_transfers.md").read_text().split())
+    notebook = json.loads((ROOT / "solutions" / "03_pinned_transfers.ipynb").read_text())
+    (figure,) = [value for cell in notebook["cells"] for output in cell.get("outputs", [])
+                 if output.get("metadata", {}).get("scrapbook", {}).get("name") == "ch3_syncs"
+                 for key, value in output.get("data", {}).items() if "plotly" in key]
+    bars = {trace["name"]: dict(zip(trace["y"], trace["x"])) for trace in figure["data"]}  # horizontal bars
+    before, after = bars["before"], bars["after"]
+    step = "one step, every site"
+    assert f"goes from {before[step]} to {after[step]} at 64 requests" in page
+    left = [site for site, n in after.items() if n and site != step]
+    assert left == ["_synchronize_dp_ranks (rank 0 of 2)"] and after[step] == 1
+    assert "(the one left is 3.7's read-back)" in page
