@@ -68,7 +68,7 @@ def test_labs_are_fresh():
 
 # ----------------------------------------------------------------------------- labs vs solutions (static)
 
-_BEGIN = re.compile(r"^\s*### BEGIN SOLUTION\s+(\d+\.\d+)\s*$")
+_BEGIN = re.compile(r"^\s*### BEGIN SOLUTION\s+(\d+\.\d+)(?: unsized)?\s*$")
 _END = re.compile(r"^\s*### END SOLUTION\s*$")
 
 

@@ -109,6 +109,13 @@ def test_empty_region_counts_at_least_one_line():
         "# YOUR CODE HERE (~1 line)\nraise NotImplementedError(\"Exercise 0.1\")")
 
 
+def test_an_unsized_region_stubs_without_a_count():
+    """A count that would tell the answer (chapter 6's one-line stop hook) is left out: ``X.Y unsized``."""
+    nb = make_solution("### BEGIN SOLUTION 0.1 unsized\nreturn set()\n### END SOLUTION")
+    assert generate_lab(nb, "s.ipynb").cells[1].source == (
+        "# YOUR CODE HERE\nraise NotImplementedError(\"Exercise 0.1\")")
+
+
 @pytest.mark.parametrize("code, expected", [
     ("### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "needs a task id"),
     ("### BEGIN SOLUTION 1.1\nx = 1", "never closed"),

@@ -784,3 +784,17 @@ def test_an_event_class_bound_at_import_is_named_as_the_simulations_limit(monkey
     report = ch2.check_runner(AsyncOutputRunner, seed=1)
     crashed = [o for o in report.outcomes if o.status == "crashed"]
     assert crashed and all("bound before the checks' simulated GPU" in o.hint for o in crashed), str(report)
+
+
+def test_host_blocked_says_when_the_cpu_step_times_part():
+    """On a CPU both runners take one path: a gap past a quarter is named as noise, a small one is not."""
+    from synclab.device import has_cuda
+    from synclab.lazy_streams import host_blocked_note
+
+    if has_cuda():
+        pytest.skip("on a GPU the gap is the fix's")
+    close = {"sync": {"step_us": 1000.0, "host_waiting_us": 5.0}, "async": {"step_us": 1100.0, "host_waiting_us": 4.0}}
+    apart = {"sync": {"step_us": 1000.0, "host_waiting_us": 5.0}, "async": {"step_us": 1900.0, "host_waiting_us": 4.0}}
+    assert host_blocked_note(close) == ""
+    note = host_blocked_note(apart)
+    assert "1.90x apart" in note and "noise" in note

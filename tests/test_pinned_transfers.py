@@ -269,7 +269,7 @@ class MaskOneShort(PinnedSampler):  # a learner's mask[r, 1:len(ids)]: the reque
 def test_a_mask_one_short_is_told_the_slice_is_one_short():
     report = ch3.check_gather_specific_token_logprobs(MaskOneShort, seed=0)
     failed = next(o for o in report.outcomes if o.status == "failed")
-    assert "one more than the ids" in failed.hint, str(report)
+    assert "one more than the slice row[1:len(ids)]" in failed.hint, str(report)
 
 
 class MaskOneLong(PinnedSampler):  # a learner's mask[r, :len(ids) + 2]: the first padded slot is left a value
@@ -292,7 +292,7 @@ def test_a_mask_one_long_is_told_where_the_padding_starts():
     report = ch3.check_gather_specific_token_logprobs(MaskOneLong, seed=0)
     failed = next(o for o in report.outcomes if o.status == "failed")
     assert "the first slot past the request's ids, was left unmasked" in failed.hint, str(report)
-    assert "padding starts at len(ids) + 1" in failed.hint
+    assert "padding starts at column len(ids) + 1" in failed.hint
 
 
 class RankCountsTies(PinnedSampler):  # >= counts the sampled token itself

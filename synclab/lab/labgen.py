@@ -14,7 +14,8 @@ Marker syntax, in the solution notebook:
       # YOUR CODE HERE (~N lines)
       raise NotImplementedError("Exercise X.Y")
 
-  where N counts the region's non-blank, non-comment lines;
+  where N counts the region's non-blank, non-comment lines (``### BEGIN SOLUTION X.Y unsized``: no count,
+  where a count would tell the answer, as chapter 6's stop hooks' one line would);
 * markdown cells: ``<!-- BEGIN SOLUTION -->...<!-- END SOLUTION -->`` becomes
   ``*Your answer here.*``;
 * any cell tagged ``solution-only`` (in ``metadata.tags``) is dropped;
@@ -90,6 +91,13 @@ def cells_sha256(nb: NotebookNode) -> str:
     return hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def region_task(rest: str) -> tuple[str, bool]:
+    """What follows ``### BEGIN SOLUTION``: the task id, and whether its stub leaves out the line count
+    (``X.Y unsized``)."""
+    rest = rest.strip()
+    return rest.removesuffix(" unsized"), rest.endswith(" unsized")
+
+
 def size_hint(region: list[str]) -> str:
     """``YOUR CODE HERE (~N lines)``: N counts the region's non-blank, non-comment lines."""
     n = max(1, sum(1 for r in region if r.strip() and not r.strip().startswith("#")))
@@ -110,13 +118,14 @@ def _stub_code(source: str, where: str) -> str:
     out: list[str] = []
     region: list[str] | None = None  # lines of the open region, None when outside
     indent = task = ""
+    unsized = False
     for lineno, line in enumerate(source.split("\n"), start=1):
         begin, end = _BEGIN.match(line), _END.match(line)
         if begin:
             if region is not None:
                 raise LabgenError(f"{where}, line {lineno}: nested '### BEGIN SOLUTION' "
                                   f"(the region opened for task {task} is not closed)")
-            task = begin["rest"].strip()
+            task, unsized = region_task(begin["rest"])
             if not _TASK_ID.match(task):
                 raise LabgenError(f"{where}, line {lineno}: '### BEGIN SOLUTION' needs a "
                                   f"task id like '### BEGIN SOLUTION 1.2', got {line.strip()!r}")
@@ -125,7 +134,7 @@ def _stub_code(source: str, where: str) -> str:
             if region is None:
                 raise LabgenError(f"{where}, line {lineno}: '### END SOLUTION' without "
                                   f"a matching '### BEGIN SOLUTION X.Y'")
-            out.append(f"{indent}# {size_hint(region)}")
+            out.append(f"{indent}# {'YOUR CODE HERE' if unsized else size_hint(region)}")
             out.append(f'{indent}raise NotImplementedError("Exercise {task}")')
             region = None
         elif _LOOSE_CODE.match(line):
@@ -274,7 +283,7 @@ def cell_roles(solution: NotebookNode) -> dict[str, tuple[str, str]]:
             continue
         if cell.cell_type != "code":
             continue
-        tasks = [m.group("rest").strip() for line in source.split("\n") if (m := _BEGIN.match(line))]
+        tasks = [region_task(m.group("rest"))[0] for line in source.split("\n") if (m := _BEGIN.match(line))]
         if tasks:  # one cell may hold several exercises (two methods of one class)
             role, seen_exercise, awaiting = ("exercise", ",".join(tasks)), True, tasks
         elif awaiting and "check_" in source:

@@ -33,7 +33,7 @@ from nbformat import NotebookNode
 from synclab.checks import parse_summary
 from synclab.lab.exercises import EXERCISES, lab_version, of_chapter, points_of
 from synclab.lab.labgen import (_BEGIN, _END, _MD_REGION, SOLUTION_ONLY_TAG, LabgenError, _lab_title, _source,
-                            cell_roles, lab_lines, size_hint)
+                            cell_roles, lab_lines, region_task, size_hint)
 
 SCHEMA_VERSION = 3
 
@@ -113,7 +113,8 @@ def _hinted(source: str) -> str:
                 if _END.match(later):
                     break
                 region.append(later)
-            out.append(f"{begin['indent']}# Exercise {begin['rest'].strip()}: {size_hint(region)}")
+            task, unsized = region_task(begin["rest"])
+            out.append(f"{begin['indent']}# Exercise {task}: {'YOUR CODE HERE' if unsized else size_hint(region)}")
         out.append(line)
     return "\n".join(out)
 

@@ -144,7 +144,8 @@ def host_blocked(impls: dict[str, RunnerClass], num_reqs: int = 64, steps: int =
     """Per step: wall time, and time the host spent waiting (in ``_sync_device`` and ``get_output``), in us.
 
     Medians over ``repeats`` rounds of ``steps`` steps, the runners interleaved in each round (the order rotating),
-    on one intra-op thread on a CPU: as the loop's sweep is measured, so the two agree on one machine.
+    on one intra-op thread on a CPU, as the loop's sweep is measured (its batches are its own: the two need not
+    agree). :func:`host_blocked_note` says when the runners' step times part on a CPU, where they take one path.
     """
     from synclab.timing import measurement_threads
 
@@ -186,6 +187,17 @@ def host_blocked(impls: dict[str, RunnerClass], num_reqs: int = 64, steps: int =
     record("ch2", "host_blocked", {"num_reqs": num_reqs, "steps": steps, "repeats": repeats, "results": result,
                                    "provenance": Provenance.here().to_dict()})
     return result
+
+
+def host_blocked_note(blocked: dict[str, dict[str, float]], within: float = 1.25) -> str:
+    """On a CPU both runners take the CPU path: step times more than ``within`` apart are this machine's noise, said
+    so ("" on a GPU, where the gap is the fix's, or when they agree)."""
+    steps = [row["step_us"] for row in blocked.values()]
+    if has_cuda() or len(steps) < 2 or max(steps) <= within * min(steps):
+        return ""
+    return (f"the two step times are {max(steps) / min(steps):.2f}x apart: on a CPU both runners make the same calls, "
+            "so this is the machine's noise, not a runner. Run the cell again when the machine is quiet; the counts "
+            "above (where the host waits) do not depend on it.")
 
 
 def profile_loop(impls: dict[str, RunnerClass], num_reqs: int = 64, steps: int = 3) -> dict[str, Trace]:

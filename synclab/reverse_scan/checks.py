@@ -28,7 +28,7 @@ from synclab.sim import cuda as sim_cuda
 
 FIXED_CASES = [
     ("one placeholder", [5, 6, -1], [7], [5, 6, 7]),
-    ("speculative: 3 placeholders, 2 accepted", [5, 6, -1, -1, -1], [7, 8, -1], [5, 6, 7, 8]),
+    ("speculative: 3 placeholders, 2 valid ids (1 draft accepted)", [5, 6, -1, -1, -1], [7, 8, -1], [5, 6, 7, 8]),
     ("more sampled ids than placeholders", [5, -1], [7, 8, 9], [5, 7]),
     ("no trailing placeholder: skipped", [5, 6], [7], [5, 6]),
     ("empty list: skipped", [], [7], []),
@@ -38,7 +38,7 @@ FIXED_CASES = [
     ("every draft accepted: a row with no -1 padding, all valid", [5, 6, -1, -1, -1], [7, 8, 9], [5, 6, 7, 8, 9]),
     # the first decode after a speculative prefill: nothing but placeholders, so a walk back must stop at index 0
     # (a guard that lets the index reach -1 reads the list's last element again: Python wraps negative indices)
-    ("only placeholders (the first decode after a speculative prefill), 2 accepted", [-1, -1, -1], [7, 8, -1],
+    ("only placeholders (the first decode after a speculative prefill), 2 valid ids", [-1, -1, -1], [7, 8, -1],
      [7, 8]),
     ("only placeholders, every draft accepted", [-1, -1], [4, 5], [4, 5]),
 ]

@@ -366,7 +366,8 @@ def _same_logprobs(got: dict[str, Any], spec: dict[str, Any], case: str) -> None
                     "and False in every padded slot past them (a mask True everywhere keeps the padding)")
         elif not masked and left == [real]:  # only the first slot past the ids: a slice one long
             hint = (f"column {real}, the first slot past the request's ids, was left unmasked: its ids fill columns 1 "
-                    f"to len(ids) inclusive, so the real slots are [:len(ids) + 1] and padding starts at len(ids) + 1")
+                    f"to len(ids) inclusive (row[1:len(ids) + 1]; column 0 is the sampled token), so padding starts at "
+                    f"column len(ids) + 1")
         elif not masked:
             hint = ("the padded slots must be -inf: mask them after the gather (every column past the request's "
                     "ids, in every row)")
@@ -376,7 +377,8 @@ def _same_logprobs(got: dict[str, Any], spec: dict[str, Any], case: str) -> None
                     "loop over the requests' ids, and before the mask's upload")
         elif masked == [real - 1] and want_ids[row][real - 1] != 0:  # only the last id, not a 0: a slice one short
             hint = (f"the request's last id (column {real - 1}) was masked as padding: its ids fill columns 1 to "
-                    f"len(ids) inclusive, so the real slots are [:len(ids) + 1], one more than the ids")
+                    f"len(ids) inclusive (row[1:len(ids) + 1]; column 0 is the sampled token): one more than the slice "
+                    f"row[1:len(ids)]")
         else:
             hint = (f"requested ids were masked as padding (columns {masked[:4]}): the mask marks each request's "
                     "own ids by how many it asked for (a requested token 0 is real), never by the ids' values")
