@@ -519,9 +519,11 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
         counted = f"the counted step: {num_reqs} request{'s' * (num_reqs != 1)}, {unfinished} of them unfinished chunks"
         got = seen.case(i)
         in_pool = got["in_pool"]
+        in_sync_device = any(where.endswith("in _sync_device") for _, _, where in in_pool["events"])
         expect(in_pool["count"] == 0, f"{in_pool['count']} sync(s) inside execute_model/_pool", expected=0,
                got="; ".join(f"{kind} ({op}) at {where}" for kind, op, where in in_pool["events"][:3]),
-               case=case, hint="on the CUDA path _pool only queues work and returns: no "
+               case=case, hint=("the line named is inside self._sync_device(), which your _pool calls on the CUDA "
+                                "path: " if in_sync_device else "") + "on the CUDA path _pool only queues work and returns: no "
                "_sync_device(), no .cpu(), no wait on the copy's event (that wait is get_output()'s, a step later), "
                "and no device-to-host copy into pageable memory (a non_blocking copy to the host is asynchronous "
                "only into pinned memory)")

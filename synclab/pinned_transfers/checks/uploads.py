@@ -187,9 +187,9 @@ ASKED_BEFORE_HINT = ("for this input your upload did not ask is_pin_memory_avail
 
 STRIDED_HINT = ("this tensor is transposed, a strided view, and pinned memory can be strided too (pin_memory() and "
                 "empty_like() keep a tensor's strides): torch uploads a strided host tensor through a contiguous "
-                "temporary it makes in pageable memory, a staging copy after all. Pin a contiguous copy: "
-                "t.contiguous().pin_memory(), asking is_pin_memory_available() inside the call (if your path does not "
-                "pin a CPU tensor at all, that is the fault)")
+                "temporary it makes in pageable memory, a staging copy after all. Pin a contiguous copy instead, "
+                "asking is_pin_memory_available() inside the call (if your path does not pin a CPU tensor at all, "
+                "that is the fault)")
 
 
 def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
@@ -202,8 +202,8 @@ def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
             hint = ASKED_BEFORE_HINT
         elif staged and dtype:  # it asked, and still staged: converted?
             hint = (f"{PIN_HINT}. Here the caller asks for {dtype}: a conversion on the host after pinning (.to(dtype) "
-                    "before the upload) makes a new tensor, in pageable memory. Convert in the upload itself, "
-                    ".to(device, dtype=dtype, non_blocking=True), or build the pinned tensor in that dtype")
+                    "before the upload) makes a new tensor, in pageable memory. Convert in the upload itself, or build "
+                    "the pinned tensor in that dtype")
         else:  # an upload's hint is the pinning one; a sync of another kind (a read back, a wait) gets its kind's
             events = call["syncs"]["events"]
             kind = SyncKind(events[0][0]) if events else SyncKind.H2D_COPY
@@ -244,12 +244,18 @@ def _check_h2d_races(impl: H2DFunction, rng: random.Random) -> None:
                      f"the counted calls: upload {call} of 3, back to back")
 
 
+# An id outside the vocabulary reached the given gather: padding of -1, or from torch.empty (whatever the memory held)
+GATHER_CRASH_HINTS = (("is out of bounds", "an id outside the vocabulary reached the gather: every padded entry of the id "
+                       "matrix must be 0 (not -1), and torch.empty leaves whatever the memory held (start from "
+                       "torch.zeros, or write the padding yourself)"),)
+
+
 # A flat .view of a transposed tensor: torch names the stride, not the input that has it
 NOT_CONTIGUOUS_HINT = (("view size is not compatible", "a transposed tensor is not contiguous, so .view cannot flatten "
                         "it: copy it whole into a buffer of its shape (buffer.copy_(data)), or let torch.tensor or "
                         ".pin_memory() make the pinned copy, which take any layout"),
                        ("unsupported ScalarType", "NumPy has no such dtype (bfloat16, for one): keep a CPU tensor a "
-                        "tensor, and pin a contiguous copy of it (t.contiguous().pin_memory())"))
+                        "tensor, and pin a contiguous copy of it"))
 
 CHECKS_3_1 = [
     Check("3.1", "same values, dtype and shape as torch.tensor(data, dtype) for lists, arrays, tensors", _check_h2d_values,
@@ -501,17 +507,17 @@ def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
 
 CHECKS_3_2 = [
     Check("3.2", "fixed cases: rows without ids, token 0, the sampled token requested, one request", _check_gather_fixed,
-          id="fixed-cases"),
+          crash_hints=GATHER_CRASH_HINTS, id="fixed-cases"),
     Check("3.2", "no requested ids: None", _check_gather_empty, hint=_NO_IDS_HINT, id="no-ids-none",
           after="fixed-cases"),  # the lab gives that line: it counts once the matrix is right
     Check("3.2", "same as a plain reference on random batches (1 to 64 requests, vocab 16 to 4096)",
-          _check_gather_random, id="random-batches"),
+          _check_gather_random, crash_hints=GATHER_CRASH_HINTS, id="random-batches"),
     Check("3.2", "0 syncs: the id matrix and the mask built on pinned host memory, uploaded non_blocking",
-          _check_gather_syncs, id="no-syncs"),
+          _check_gather_syncs, crash_hints=GATHER_CRASH_HINTS, id="no-syncs"),
     Check("3.2", "no pinned buffer written before its upload ran (back-to-back calls, simulated streams)",
-          _check_gather_races, id="no-refill-race"),
-    Check("3.2", "as many uploads for 64 requests as for 1 (simulated streams)", _check_gather_uploads, id="uploads"),
-    Check("3.2", "WSL (no pinned memory): no error, same result", _check_gather_wsl, id="wsl"),
+          _check_gather_races, crash_hints=GATHER_CRASH_HINTS, id="no-refill-race"),
+    Check("3.2", "as many uploads for 64 requests as for 1 (simulated streams)", _check_gather_uploads, crash_hints=GATHER_CRASH_HINTS, id="uploads"),
+    Check("3.2", "WSL (no pinned memory): no error, same result", _check_gather_wsl, crash_hints=GATHER_CRASH_HINTS, id="wsl"),
 ]
 
 
