@@ -274,6 +274,12 @@ def _expect_outputs(outputs: Any, step: PoolingStep, case: str, when: str) -> No
                         "a view of the hidden-states buffer, which every step's forward overwrites: .clone() it "
                         "(ch1.kept_chunk decides). "
                         "Otherwise, check which rows you sliced and the order of the chunks")
+        other = next((j for j, r in enumerate(step.requests) if j != pos and r.finished and isinstance(got, torch.Tensor)
+                      and _same(got, r.expected_output())), None) if want is not None else None
+        if other is not None:  # another request's output, whole: the order, not the rows, went wrong
+            hint = (f"this is request {other}'s output, another request of this step: the outputs come out in the "
+                    "batch's order, each request's rows where the cursor puts them (split by the sizes in the "
+                    "cursor's order, without sorting or reordering them)")
         raise CheckFailed(f"wrong output for request {pos} of the batch ({req.task}, {when})",
                           expected=_describe(want) + (" equal to the prompt's hidden states" if want is not None else ""),
                           got=_describe(got) + (" with different values" if isinstance(got, torch.Tensor)
