@@ -20,6 +20,7 @@ from synclab.lab import cli
 from synclab.lab.answer_scan import package_names, suspicious
 from synclab.lab.exercises import points_of
 from synclab.lab.labgen import cell_roles
+from synclab.primer import checks as primer_checks
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
@@ -172,7 +173,7 @@ def test_no_cell_of_the_lab_or_its_solutions_is_suspicious_but_the_setup_imports
 
 
 @pytest.mark.slow
-def test_a_class_body_that_rewrites_the_checks_and_an_int_that_equals_anything_score_0(tmp_path, capsys):
+def test_a_class_body_that_rewrites_the_checks_scores_0_and_an_int_that_equals_anything_earns_its_values(tmp_path, capsys):
     """Class bodies run when the grader loads the definitions: the one that rewrote the checks got 20 of 20."""
     nb = nbformat.read(ROOT / "solutions" / "00_primer.ipynb", as_version=4)
     roles = cell_roles(nb)
@@ -185,7 +186,11 @@ def test_a_class_body_that_rewrites_the_checks_and_an_int_that_equals_anything_s
     cli.main(["grade", str(path), "--json"])
     summary = json.loads(capsys.readouterr().out)
     by_task = {e["task"]: e for e in summary["exercises"]}
-    assert by_task["0.1"]["earned"] == by_task["0.2"]["earned"] == 0, by_task
+    # 0.2's int that equals anything is read as its values (all 0): it earns what an honest "0 for every snippet"
+    # earns, the snippets that make no sync, and no more
+    zero_share = sum(n == 0 for n in primer_checks._measure_snippet_syncs().values()) / len(primer_checks.SNIPPETS)
+    assert by_task["0.1"]["earned"] == 0
+    assert by_task["0.2"]["earned"] == round(by_task["0.2"]["points"] * zero_share, 2), by_task
     assert any(re.search(r"changes the package's primer\.CHECKS_0_1", f) for f in by_task["0.1"]["review"])
     assert any("class _Yes defines __eq__" in f for f in by_task["0.2"]["review"])
     # 0.1 is judged apart: the class body rewrote a table in the answer's process, where no check runs

@@ -311,6 +311,30 @@ def test_a_prediction_written_as_text_or_a_key_left_out_is_named_exactly():
     assert "missing: 'e: x[x > 3]'" in text and "'b: x[idx[0]:idx[1]]'" not in text  # the one missing, not all eight
 
 
+def test_predictions_as_an_int_enum_or_numpy_ints_are_counts_and_one_that_equals_anything_earns_its_values():
+    """A learner's IntEnum was refused as "not an int"; an int subclass is read as its value, in the notebook as in
+    the grader (where a subclass crosses as its value alone): one whose __eq__ says yes to everything earns what its
+    values earn, no more."""
+    import enum
+
+    import numpy as np
+
+    counts = dict(my_predictions())
+    Count = enum.IntEnum("Count", {f"N{n}": n for n in sorted(set(counts.values()))})
+    assert primer.check_predictions(lambda: {k: Count(v) for k, v in counts.items()}).passed
+    assert primer.check_predictions(lambda: {k: np.int64(v) for k, v in counts.items()}).passed
+
+    class Yes(int):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = int.__hash__
+
+    zeros = primer.check_predictions(lambda: {k: 0 for k in counts})
+    cheat = primer.check_predictions(lambda: {k: Yes(0) for k in counts})
+    assert not cheat.passed and cheat.outcomes[0].share == zeros.outcomes[0].share < 1
+
+
 def test_missing_predictions_fail():
     report = primer.check_predictions(lambda: {"a: x[2:9].sum()": 0})
     assert not report.passed

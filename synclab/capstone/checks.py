@@ -337,7 +337,7 @@ def _row_hint(key: str, got: dict[str, float], want: dict[str, float]) -> str:
             return "you counted the requests: count their tokens, the sum of len(result.token_ids) over the results"
         return "sum len(result.token_ids) over every request's result"
     if key == "steps":
-        return "one step per call of each_step's context manager: count the blocks, not the syncs"
+        return "one step per call of each_step's context manager: count those blocks (not the tokens, not the syncs)"
     per_step = [k for k in ("stray_per_step", "planned_per_step") if k == key]
     if per_step and want["steps"] > 1 and want[key] and any(
             abs(got[key] - want[key] * want["steps"] / n) < 1e-9 for n in (want["steps"] - 1, want["steps"] + 1)):

@@ -239,8 +239,8 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
         Hint("what grows with what",
              "In the host-work table, read each fix's gap to the baseline across the four columns: one pair of "
              "columns differs only in the tokens already out, the other only in the images per request. For the "
-             "last question, use the MODEL of the device's busy share (the figure just before Exercise 6.3, after "
-             "the host time by part): how long does a step wait while any stray sync remains?"),
+             "last question, use the MODEL figure of the device's busy share (in the lab, just before Exercise 6.3; on "
+             "the page, under What the profile shows): how long does a step wait while any stray sync remains?"),
     ),
 }
 

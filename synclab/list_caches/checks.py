@@ -157,8 +157,8 @@ def _check_cumsum(range_cls: RangeClass, rng: random.Random) -> None:
     for pattern, want in (("FTFTT", [0, 1, 1, 2, 3]), ("TTT", [1, 2, 3]), ("", [])):
         read = cumsum_of(range_cls, pattern, len(pattern))
         got = read["value"]
-        # a plain Python sequence: a list, as vLLM's, or a tuple, which the questions read the same way
-        expect(type(got) in (list, tuple), "embeds_cumsum must be a Python list", expected="list",
+        # a plain Python sequence: a list, as vLLM's (a subclass of it too), or a tuple, read the same way
+        expect(isinstance(got, (list, tuple)), "embeds_cumsum must be a Python list", expected="list",
                got=type(got).__name__, hint="tensor.cumsum(dim=0).tolist(): one conversion when the cache is built",
                case=f"mask {pattern!r}")
         kinds = {type(x).__name__ for x in got}

@@ -334,14 +334,16 @@ def _check_predictions(predict: Callable[[], dict[str, int]], rng: random.Random
     expect(isinstance(preds, dict), "my_predictions() must return a dict", got=type(preds).__name__)
     preds = keyed_by_name(preds, SNIPPETS)
     missing, unknown = [k for k in SNIPPETS if k not in preds], [k for k in preds if k not in SNIPPETS]
-    expect(not missing and not unknown, "predict every snippet, keyed by its name or its letter",
+    expect(not missing and not unknown, "predict every snippet, keyed by its letter",
            got="; ".join(([f"missing: {', '.join(repr(k) for k in missing)}"] if missing else [])
                          + ([f"not a snippet: {', '.join(repr(k) for k in unknown)}"] if unknown else [])),
            hint="the keys are the snippets' letters ('a' to 'h'); a letter with its snippet, 'a: x[2:9].sum()', is "
                 "read the same")
-    # exactly an int: a bool is not a count, and a subclass of int may compare its own way; a NumPy integer
-    # (a count taken with np.sum, say) is a count, read as the Python int it holds
-    preds = {k: v.item() if type(v).__module__ == "numpy" and isinstance(v, numbers.Integral) else v
+    # an int: a bool is not a count; a NumPy integer (a count taken with np.sum, say) or a subclass of int (an
+    # IntEnum) is read as the Python int it holds, here as in the grader, where a subclass arrives as its value alone
+    # (so an int whose __eq__ says yes to everything earns what its values earn, and the review names it)
+    preds = {k: v.item() if type(v).__module__ == "numpy" and isinstance(v, numbers.Integral) else
+             int(v) if isinstance(v, int) and not isinstance(v, bool) else v
              for k, v in preds.items()}
     not_counts = {k: v for k, v in preds.items() if type(v) is not int}
     expect(not not_counts, "each prediction is a number of syncs (an int)",
