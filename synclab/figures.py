@@ -423,8 +423,9 @@ def ops_figure(rows: list[tuple[str, float, float]], title: str, label: str) -> 
 
 
 def busy_model_figure(values: Sequence[Any], step_us: dict[str, Sequence[float]], device_steps_us: Sequence[float],
-                      label: str, parameter: str, active: int = 0) -> go.Figure:
-    """MODEL: the device's busy share, device / max(host, device), with a slider over the device step."""
+                      label: str, parameter: str, active: int = 0, busy: bool = False) -> go.Figure:
+    """MODEL: the device's busy share, device / max(host, device), with a slider over the device step. ``busy``: the
+    host times were taken on a busy machine (their rounds far apart), which the subtitle says (chapter 5's lab)."""
     fig = go.Figure()
     for k, device_us in enumerate(device_steps_us):
         for color, (variant, hosts) in zip(variant_colors(), step_us.items()):
@@ -439,7 +440,9 @@ def busy_model_figure(values: Sequence[Any], step_us: dict[str, Sequence[float]]
     fig.update_layout(sliders=[{"active": active, "currentvalue": {"prefix": "device step: "}, "steps": steps,
                                 "pad": {"t": 60}}])
     return _layout(fig, "MODEL: device busy share of an async loop, step = max(host, device)",
-                   f"host: scheduler step measured on {label}; the device step is assumed (slider)",
+                   _subtitle(f"host: scheduler step measured on {label}; the device step is assumed (slider)",
+                             "<b>host times taken on a busy machine: these shares are too low; rerun when it is "
+                             "quiet</b>" if busy else ""),
                    xaxis_title=parameter, yaxis_title="device busy share", yaxis_range=[0, 1.05],
                    yaxis_tickformat=".0%", height=430)  # in percent, as the page and the GPU's figure say it
 

@@ -345,7 +345,7 @@ def test_predictions_keyed_by_the_tables_letters_are_accepted_and_wrong_keys_tol
     assert primer.check_predictions(lambda: by_letter).passed
     report = primer.check_predictions(lambda: {"x": 0}, seed=0)
     text = str(report)
-    assert not report.passed and "a: x[2:9].sum()" in text and "letters ('a' to 'h')" in text
+    assert not report.passed and "a: x[2:9].sum()" in text and "letters, lowercase ('a' to 'h'" in text
     assert "random cases used seed" not in text  # 0.2 draws no random case: no seed to replay
     assert "random cases used seed" in str(primer.check_decode_step(lambda batch: None, seed=0))
 

@@ -218,7 +218,9 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "with `self.upload`; a Python number written through an index, `x[i, j] = v`, is such an upload too, "
              "though through one boolean mask, `x[mask] = v`, torch runs `masked_fill_` and nothing goes up); "
              "a result whose size depends on device data (`nonzero` of a mask already uploaded), which the host "
-             "can answer from its own copy of the mask; and a device value read back per request that a hook "
+             "can answer from its own copy of the mask (then write through what it found with device values, "
+             "`index_put_` of uploaded values or `masked_fill_` with the uploaded mask, never a Python number); and "
+             "a device value read back per request that a hook "
              "receiving the host copy could read instead. Keep each piece of data on the side that uses it."),
     ),
     "6.2": (

@@ -107,6 +107,8 @@ FIXED_QUERIES: list[tuple[str, str | None, int, Any, Any]] = [
     ("vLLM's docstring example", "FTFTT", 5, (3, 5), (1, 3)),
     ("a range starting at 0", "FTFTT", 5, (0, 2), (0, 1)),
     ("end_idx == 0: the review's negative index", "FTFTT", 5, (0, 0), (0, 0)),
+    # an embedding first: an index clamped to 0 (cumsum[max(end_idx - 1, 0)]) reads 1 where the range holds none
+    ("end_idx == 0 with an embedding first", "TFTF", 4, (0, 0), (0, 0)),
     ("start == end inside the mask", "TFTF", 4, (2, 2), (1, 1)),
     ("the full range", "FTFTT", 5, (0, 5), (0, 3)),
     ("a range holding only the leading non-embedding token", "FTTF", 4, (0, 1), (0, 0)),

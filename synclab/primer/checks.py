@@ -314,7 +314,8 @@ WHY = {
     "e": "a boolean mask's result size depends on the data: the host must learn it to allocate the output",
     "f": "index_fill_ takes its indices as a device tensor and fills on the device: nothing comes back",
     "g": ".tolist() of a device tensor brings its values to the host, all in one read",
-    "h": "`if` needs a Python bool: the comparison's result comes back to the host",
+    "h": "`if` needs a Python bool: the sum and the comparison are queued on the device, and only the `if` reads "
+         "their one result back to the host",
 }
 
 
@@ -337,8 +338,8 @@ def _check_predictions(predict: Callable[[], dict[str, int]], rng: random.Random
     expect(not missing and not unknown, "predict every snippet, keyed by its letter",
            got="; ".join(([f"missing: {', '.join(repr(k) for k in missing)}"] if missing else [])
                          + ([f"not a snippet: {', '.join(repr(k) for k in unknown)}"] if unknown else [])),
-           hint="the keys are the snippets' letters ('a' to 'h'); a letter with its snippet, 'a: x[2:9].sum()', is "
-                "read the same")
+           hint="the keys are the snippets' letters, lowercase ('a' to 'h': 'A' is not 'a'); a letter with its "
+                "snippet, 'a: x[2:9].sum()', is read the same")
     # an int: a bool is not a count; a NumPy integer (a count taken with np.sum, say) or a subclass of int (an
     # IntEnum) is read as the Python int it holds, here as in the grader, where a subclass arrives as its value alone
     # (so an int whose __eq__ says yes to everything earns what its values earn, and the review names it)
