@@ -506,8 +506,11 @@ def test_every_gpu_figure_shows_its_prs_own_numbers_never_an_empty_placeholder(b
                 assert f"python -m synclab bench {chapter}" in text and "No GPU run of this lab" in text
             else:  # a recorded GPU run: its figures or tables, never the placeholder, and how to read the figures
                 assert "No GPU run of this lab" not in text and "on a GPU:" in text, (page.name, text)
-                captions = BeautifulSoup(html, "html.parser").select("div.synclab-caption")
-                assert captions and all(c.get_text(strip=True) for c in captions), page.name
+                # each GPU figure's caption: its title, then how to read it
+                gpu_figures = [f for f in BeautifulSoup(html, "html.parser").select("figure")
+                               if str(f.get("id", "")).startswith("fig-gpu")]
+                captions = [" ".join(f.select_one("figcaption").get_text(" ").split()) for f in gpu_figures]
+                assert captions and all(re.search(r"[\w)]\. [A-Z]", c) for c in captions), (page.name, captions)  # not "Fig. 1.3"
             shown += 1
     assert shown >= 7
 

@@ -62,9 +62,8 @@ class GpuReferenceDirective(SphinxDirective):
         try:
             for name, title, caption in zip(names, titles, captions):
                 figures, table = headline_figures(chapter, name, title), speedup_table(chapter, name)
-                drawn += [self._numbered(figure) for figure in figures]
-                if figures and caption:  # how to read the figure, under it
-                    drawn += [nodes.container("", *self.parse_text_to_nodes(caption), classes=["synclab-caption"])]
+                # how to read the figure, in each GPU's caption (said once after them all, it read as loose text)
+                drawn += [self._numbered(figure, caption) for figure in figures]
                 tables += [table] if table else []
                 shown += [name] if figures or table else []
         except ValueError as exc:
@@ -76,11 +75,13 @@ class GpuReferenceDirective(SphinxDirective):
         said.add(chapter)
         return drawn + [box]
 
-    def _numbered(self, figure: Any) -> nodes.figure:
-        """``figure`` as a numbered figure of the page (an id makes Sphinx number it), its title as its caption."""
+    def _numbered(self, figure: Any, caption: str = "") -> nodes.figure:
+        """``figure`` as a numbered figure of the page (an id makes Sphinx number it), captioned by its title and how to
+        read it (``caption``, inline Markdown)."""
         node = nodes.figure(ids=[f"fig-gpu-{self.env.docname.split('/')[-1]}-{self.env.new_serialno('gpu-fig')}"])
         node += plotly_node(figure)
-        node += nodes.caption("", _title_text(figure))
+        how, _ = self.state.inline_text(caption, self.lineno) if caption else ([], [])
+        node += nodes.caption("", _title_text(figure) + (". " if caption else ""), *how)
         return node
 
 
