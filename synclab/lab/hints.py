@@ -50,11 +50,8 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "Read where the first request's rows start and where the last request's rows end: the first entry "
              "of `first_token_indices_gpu` and the last of `last_token_indices_gpu` (two `.item()` calls on the "
              "index tensors, not on the data), slice the sub-group once, then `torch.split` it by the host sizes: "
-             "views, one call."),
-        Hint("the chunks",
-             "Chunked prefill keeps the baseline's shape (each view appended to its request's cache, a finished "
-             "request's chunks joined, its cache cleaned) with one change: every chunk goes through "
-             "`ch1.kept_chunk`, whose table in the lab says when it clones."),
+             "views, one call. Chunked prefill keeps the baseline's loop over those views, with one change: every "
+             "chunk goes through `ch1.kept_chunk`, whose table in the lab says when it clones."),
     ),
     "1.2": (
         Hint("what the caller now guarantees",
