@@ -276,7 +276,9 @@ def _expect_outputs(outputs: Any, step: PoolingStep, case: str, when: str) -> No
                         "Otherwise, check which rows you sliced and the order of the chunks")
         other = next((j for j, r in enumerate(step.requests) if j != pos and r.finished and isinstance(got, torch.Tensor)
                       and _same(got, r.expected_output())), None) if want is not None else None
-        if other is not None:  # another request's output, whole: the order, not the rows, went wrong
+        # the order, not the rows: this request got another's output whole, and its own went to another place (rows
+        # sliced from the wrong start also land on other requests' rows, but its own output is then nowhere)
+        if other is not None and any(_same(o, want) for j, o in enumerate(outputs) if j != pos):
             hint = (f"this is request {other}'s output, another request of this step: the outputs come out in the "
                     "batch's order, each request's rows where the cursor puts them (split by the sizes in the "
                     "cursor's order, without sorting or reordering them)")
