@@ -550,8 +550,8 @@ def test_the_pages_gpu_busy_shares_are_the_stored_runs():
                             .read_text())["results"]["gpu_loops"]
         assert [load for load, _, _ in disagreeing_forwards(stored)] == ["8x4", "32x8"], slug
     assert disagreeing_forwards({}) == []  # a run without the loops: nothing to say
-    assert ("Read the tensor cache's bars at the two smallest loads as high: its loops ran first at each load, and "
-            "their forwards measured slower than the list cache's (hover over a bar)") in page
+    assert ("Read the tensor cache's bars at the two smallest loads as overstated: its loops ran first at each load, "
+            "and their forwards measured slower than the list cache's (hover over a bar)") in page
 
 
 def test_the_busy_share_is_drawn_from_the_stored_gpu_runs_with_their_provenance(tmp_path):
