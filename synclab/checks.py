@@ -197,6 +197,7 @@ class Check:
     random: bool = True  # whether it draws random cases (a failure then prints the seed that replays them)
     names_fault: bool = False  # its failure names the fault itself (not only a wrong value): read it first
     # (text in the error, its kind included, hint): a crash explained; a hint may be a function of the error's text
+    # and where it was raised ("KeyError: 'x' (in stopped_on_host, line 3: ...)"), "" when it has nothing to say
     crash_hints: tuple[tuple[str, str | Callable[[str], str]], ...] = ()
     # the check (its id) whose pass this one's points wait for: a property (in place, few syncs, little work) that an
     # answer doing nothing has too counts once the answer is right
@@ -489,7 +490,7 @@ def _run_guarded(check: Check, impl: Callable[..., Any], seed: int, limit_s: flo
         where = _where_in_user_code(exc)
         said = f"{type(exc).__name__}: {exc}"  # a crash hint may name the exception's kind (an AssertionError)
         message = said + (f" ({where})" if where else "")
-        explained = next((hint(str(exc)) if callable(hint) else hint
+        explained = next((hint(message) if callable(hint) else hint
                           for text, hint in check.crash_hints if text in said), "")
         if not explained and isinstance(exc, NameError):
             explained = _UNDEFINED_NAME_HINT

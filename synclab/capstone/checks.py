@@ -149,6 +149,14 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
                got=f"{worst} in one step", case=case)
 
 
+def _gone_from_states_hint(said: str) -> str:
+    """A KeyError in the host stop hook: a request that finished is released before its last output comes back."""
+    if "stopped_on_host" not in said and "self.states" not in said:  # the hook, or (in a comprehension) its line
+        return ""
+    return ("a request that finished may be gone from self.states by the time its last output reaches "
+            "stopped_on_host: read the step's output (output.req_ids, output.sampled_token_ids) and requests there")
+
+
 # The mix with a bias passed and the same requests without it did not: the ban hangs on the bias
 _NO_BIAS_HINT = ("the same requests passed beside a logit bias and fail without one: is min_tokens' ban applied only "
                  "when some request has a bias (inside an if on the bias's lists, or after a return when they are "
@@ -285,7 +293,8 @@ NO_STRAY = "the planted runner's outputs, with 0 stray syncs per step and at mos
 # Each runs whole engines: about 4 s on an idle 2-core machine, and several times that on a loaded one, which must
 # not read as a hung answer (a learner's review saw a correct one time out at a load of 6)
 HUNT_CHECKS = [
-    Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=90.0, id="planted-outputs"),
+    Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=90.0, id="planted-outputs",
+          crash_hints=(("KeyError", _gone_from_states_hint),)),
     Check("6.1", "host work per step flat in output length", _check_flat_in("output length"), after="planted-outputs",
           timeout_s=90.0, random=False, id="flat-in-output-length"),
     Check("6.1", "host work per step flat in images per request", _check_flat_in("images"), after="planted-outputs",

@@ -213,14 +213,16 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "each line belongs to before you change anything, then count again after each change, with the same "
              "two calls (`ch6.step_syncs` with your runner, then `ch6.stray_lines`)."),
         Hint("three kinds, three remedies",
-             "The syncs are of three kinds: an upload of a Python list that blocks (send it as chapter 3 does, "
-             "with `self.upload`; a Python number written through an index, `x[i, j] = v`, is such an upload too, "
-             "though through one boolean mask, `x[mask] = v`, torch runs `masked_fill_` and nothing goes up); "
-             "a result whose size depends on device data (`nonzero` of a mask already uploaded), which the host "
-             "can answer from its own copy of the mask (then write through what it found with device values, "
-             "`index_put_` of uploaded values or `masked_fill_` with the uploaded mask, never a Python number); and "
-             "a device value read back per request that a hook "
-             "receiving the host copy could read instead. Keep each piece of data on the side that uses it."),
+             "The syncs are of three kinds, each with its remedy:\n\n"
+             "- **an upload that blocks** (a Python list, or a Python number written through indices, `x[i, j] = v`): "
+             "send the data with `self.upload`, chapter 3's helper; through one uploaded boolean mask, "
+             "`x.masked_fill_(mask, v)` takes a Python number and uploads nothing;\n"
+             "- **a result sized by device data** (`nonzero` of a mask already uploaded): the host made the mask, so "
+             "use its own copy: upload the mask and `masked_fill_` with it, or upload its `nonzero` and write device "
+             "values through those indices (`index_put_`);\n"
+             "- **a device value read back per request**: a hook that receives the step's host copy can read it "
+             "there instead.\n\n"
+             "Keep each piece of data on the side that uses it."),
     ),
     "6.2": (
         Hint("one count per step",
