@@ -422,6 +422,10 @@ def ops_figure(rows: list[tuple[str, float, float]], title: str, label: str) -> 
                    yaxis={"autorange": "reversed"}, height=120 + 45 * max(len(rows), 1))
 
 
+# A MODEL's subtitle line where the host times it is fed came from a busy machine (chapters 5 and 6)
+BUSY_MODEL_NOTE = "<b>host times taken on a busy machine: these shares are too low; rerun when it is quiet</b>"
+
+
 def busy_model_figure(values: Sequence[Any], step_us: dict[str, Sequence[float]], device_steps_us: Sequence[float],
                       label: str, parameter: str, active: int = 0, busy: bool = False) -> go.Figure:
     """MODEL: the device's busy share, device / max(host, device), with a slider over the device step. ``busy``: the
@@ -441,8 +445,7 @@ def busy_model_figure(values: Sequence[Any], step_us: dict[str, Sequence[float]]
                                 "pad": {"t": 60}}])
     return _layout(fig, "MODEL: device busy share of an async loop, step = max(host, device)",
                    _subtitle(f"host: scheduler step measured on {label}; the device step is assumed (slider)",
-                             "<b>host times taken on a busy machine: these shares are too low; rerun when it is "
-                             "quiet</b>" if busy else ""),
+                             BUSY_MODEL_NOTE if busy else ""),
                    xaxis_title=parameter, yaxis_title="device busy share", yaxis_range=[0, 1.05],
                    yaxis_tickformat=".0%", height=430)  # in percent, as the page and the GPU's figure say it
 
@@ -622,8 +625,7 @@ def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us:
                           else f"the host's queueing {host_us / 1000:g} ms per step assumed"),
                          "(each configuration's own host work, the model's compute left out)"
                          if host_measured_on is not None else "", unwritten_note(labels),
-                         "<b>host times taken on a busy machine: these shares are too low; rerun when it is quiet</b>"
-                         if busy else "")
+                         BUSY_MODEL_NOTE if busy else "")
     return _layout(fig, "MODEL: the device's busy share per configuration", subtitle,
                    yaxis_title="device busy share (modelled)", yaxis_range=[0, 1.1], yaxis_tickformat=".0%",
                    xaxis_tickangle=0, height=480 + 20 * subtitle.count("<br>"), above_plot=25)

@@ -798,3 +798,12 @@ def test_host_blocked_says_when_the_cpu_step_times_part():
     assert host_blocked_note(close) == ""
     note = host_blocked_note(apart)
     assert "1.90x apart" in note and "noise" in note
+
+
+def test_the_evidence_prints_a_line_per_key_and_a_log_under_its_key():
+    """What the lab's evidence cells print (ch2.evidence_text), the stream log on the lines under its name."""
+    from synclab.lazy_streams import evidence_text
+
+    evidence = {"outputs right": True, "stream ops": ["copy"], "stream log": "  0  default  copy\n  1  default  wait"}
+    assert evidence_text(evidence) == "outputs right: True\nstream log: \n  0  default  copy\n  1  default  wait"
+    assert evidence_text(evidence, leave_out=("stream ops", "stream log")) == "outputs right: True"

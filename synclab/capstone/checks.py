@@ -38,12 +38,21 @@ FIXED_MIX = "the fixed mix: min_tokens at its boundary, a fractional logit bias,
 FIXED_MIX_NO_BIAS = "the fixed mix again, its biased request left out: min_tokens with no logit bias in the batch"
 
 
+# min_tokens_mix with its biased request, then without it: the clauses random draws reach only by chance
+FIXED_MIXES = ({"fixed": "min_tokens"}, {"fixed": "min_tokens", "with_bias": False})
+
+
 def _hunt_mixes(rng: random.Random) -> list[dict]:
-    """The fixed mix first (min_tokens_mix: the clauses random draws reach only by chance, so that its message names
-    the fault on every seed), then random mixes. Each as data (:func:`hunt_mix` builds it), so that the process
-    holding the runner builds the same mix."""
-    return [{"fixed": "min_tokens"}, {"fixed": "min_tokens", "with_bias": False}] + [
-        {"seed": rng.getrandbits(32), "num_requests": rng.randint(3, 7)} for _ in range(HUNT_CASES)]
+    """The fixed mixes first (:data:`FIXED_MIXES`, so that their messages name the fault on every seed), then random
+    mixes. Each as data (:func:`hunt_mix` builds it), so that the process holding the runner builds the same mix."""
+    return [*FIXED_MIXES] + [{"seed": rng.getrandbits(32), "num_requests": rng.randint(3, 7)} for _ in range(HUNT_CASES)]
+
+
+def _mix_name(mix: dict, number: int) -> str:
+    """How a report names a hunt mix: the fixed one, with or without its bias, or the ``number``-th random one."""
+    if mix.get("fixed"):
+        return FIXED_MIX if mix.get("with_bias", True) else FIXED_MIX_NO_BIAS
+    return f"random mix {number} of {HUNT_CASES}"
 
 
 def hunt_mix(mix: dict) -> Workload:
@@ -113,7 +122,7 @@ def _lines(steps: list[list[dict]], kind: bool = True) -> list[str]:
 def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: random.Random) -> None:
     """On each mix, the counted run's own tokens against the planted runner's; then that run's syncs."""
     for i, mix in enumerate(_hunt_mixes(rng)):
-        case = (FIXED_MIX, FIXED_MIX_NO_BIAS)[i] if i < 2 else f"random mix {i - 1} of {HUNT_CASES}"  # named first: a hang says
+        case = _mix_name(mix, i - len(FIXED_MIXES) + 1)  # named before the run: a hang says where
         workload = hunt_mix(mix)
         want = _planted_outputs(workload)
         seen = hunt_outcome(clean_runner, mix)  # the syncs count on a run whose results count too: this very run
@@ -123,7 +132,8 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
         asked = f"; that request asked for {_sampling_in_words(spec.sampling)}" if spec is not None and spec.sampling else ""
         expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
                got=diff, case=case,  # the request's sampling in the message, which is never shortened
-               hint=_NO_BIAS_HINT if i == 1 else _feature_hint(spec, outputs, want))  # i == 1: the mix with a bias passed
+               # without its bias, the same requests' mix with it has passed: the ban hangs on the bias
+               hint=_NO_BIAS_HINT if mix.get("with_bias") is False else _feature_hint(spec, outputs, want))
         found_right(outputs)  # the grader's seed drew this mix
         lines = _lines(stray)
         kinds = dict.fromkeys(e["kind"] for step in stray for e in step)

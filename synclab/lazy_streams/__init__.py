@@ -21,12 +21,12 @@ says what the notebook imports.
 from synclab.lazy_streams.workloads import (RunnerClass, cpu_platform, resolve, watch_pooler_outputs)
 from synclab.lazy_streams.spot_the_bug import (BUG_LABELS, SPOT_THE_BUG, RunnerA, RunnerB, RunnerC, RunnerD, RunnerE,
                                               RunnerF)
-from synclab.lazy_streams.checks import CHECKS_2_1, check_diagnosis, check_runner, inspect_runner
+from synclab.lazy_streams.checks import CHECKS_2_1, check_diagnosis, check_runner, evidence_text, inspect_runner
 from synclab.lazy_streams.profiling import (BATCH_SIZES, LOOP_STEPS, PR_THROUGHPUT_GAIN, host_blocked, host_blocked_note, loop_sweep,
                                             model_run, opening_model_figure, output_copy_model, profile_loop, profile_model, step_loop,
                                             where_the_host_waits)
 
 __all__ = ['BATCH_SIZES', 'BUG_LABELS', 'CHECKS_2_1', 'LOOP_STEPS', 'PR_THROUGHPUT_GAIN',
            'RunnerA', 'RunnerB', 'RunnerC', 'RunnerClass', 'RunnerD', 'RunnerE', 'RunnerF', 'SPOT_THE_BUG', 'check_diagnosis',
-           'check_runner', 'cpu_platform', 'host_blocked', 'host_blocked_note', 'inspect_runner', 'loop_sweep', 'model_run', 'opening_model_figure', 'output_copy_model',
+           'check_runner', 'cpu_platform', 'evidence_text', 'host_blocked', 'host_blocked_note', 'inspect_runner', 'loop_sweep', 'model_run', 'opening_model_figure', 'output_copy_model',
            'profile_loop', 'profile_model', 'resolve', 'step_loop', 'watch_pooler_outputs', 'where_the_host_waits']

@@ -770,6 +770,13 @@ def _evidence_place(where: str) -> str:
     return "the asynchronous output's constructor (in _pool)" if function == "__init__" else f"the runner's {function}"
 
 
+def evidence_text(evidence: dict[str, Any], leave_out: tuple[str, ...] = ("stream ops",)) -> str:
+    """:func:`inspect_runner`'s evidence as the lab prints it: a line per key, a value of several lines (the stream
+    log) starting on the line under its key."""
+    return "\n".join(f"{key}: " + (f"\n{value}" if "\n" in str(value) else str(value))
+                     for key, value in evidence.items() if key not in leave_out)
+
+
 def inspect_runner(runner_cls: RunnerClass, num_reqs: int = 3, seed: int = 0) -> dict[str, Any]:
     """Run one step of ``runner_cls`` under simulated CUDA and gather the evidence a profiler would show."""
     model = _model()
