@@ -208,10 +208,12 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "the skips and before the fit."),
     ),
     "6.1": (
-        Hint("find them with the tools",
-             "The hunt's table (`ch6.stray_lines`) already groups the run's stray syncs by line. Name the feature "
-             "each line belongs to before you change anything, then count again after each change, with the same "
-             "two calls (`ch6.step_syncs` with your runner, then `ch6.stray_lines`)."),
+        Hint("read what the count names",
+             "The hunt's table (`ch6.stray_lines`) names each line that made a stray sync, and its kind. Before you "
+             "change anything, say for each line which feature it serves and which side holds the data it needs: "
+             "the host (send it without a wait) or the device (read it where the host already has a copy). Count "
+             "again after each change, with the same two calls (`ch6.step_syncs` with your runner, then "
+             "`ch6.stray_lines`)."),
         Hint("three kinds, three remedies",
              "The syncs are of three kinds, each with its remedy:\n\n"
              "- **an upload that blocks** (a Python list, or a Python number written through indices, `x[i, j] = v`): "
