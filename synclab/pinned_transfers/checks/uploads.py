@@ -496,13 +496,14 @@ def _check_gather_uploads(sampler_cls: SamplerClass, rng: random.Random) -> None
 
 
 def _check_gather_wsl(sampler_cls: SamplerClass, rng: random.Random) -> None:
-    spec = logprob_spec(rng, 8, 64)
-    ran = gather_outcomes(sampler_cls, [spec], pinning=False)
-    if "unavailable" in ran:
-        raise pinning_refused(ran["unavailable"], "8 requests")
-    _same_logprobs(ran["calls"][0]["result"], spec, "8 requests, no pinned memory")
-    expect_no_syncs(ran["calls"][0]["syncs"], "gather_specific_token_logprobs", "keep non_blocking=True",
-                    "8 requests", staged_ok=True)
+    token_zero_case, batch, vocab, ids = _FIXED_LOGPROB_CASES[0]  # a path of its own for WSL meets token 0 too
+    for case, spec in (("8 requests", logprob_spec(rng, 8, 64)), (token_zero_case, logprob_spec(rng, batch, vocab, ids=ids))):
+        ran = gather_outcomes(sampler_cls, [spec], pinning=False)
+        if "unavailable" in ran:
+            raise pinning_refused(ran["unavailable"], case)
+        _same_logprobs(ran["calls"][0]["result"], spec, f"{case}, no pinned memory")
+        expect_no_syncs(ran["calls"][0]["syncs"], "gather_specific_token_logprobs", "keep non_blocking=True",
+                        case, staged_ok=True)
 
 
 CHECKS_3_2 = [
@@ -517,7 +518,7 @@ CHECKS_3_2 = [
     Check("3.2", "no pinned buffer written before its upload ran (back-to-back calls, simulated streams)",
           _check_gather_races, crash_hints=GATHER_CRASH_HINTS, id="no-refill-race"),
     Check("3.2", "as many uploads for 64 requests as for 1 (simulated streams)", _check_gather_uploads, crash_hints=GATHER_CRASH_HINTS, id="uploads"),
-    Check("3.2", "WSL (no pinned memory): no error, same result", _check_gather_wsl, crash_hints=GATHER_CRASH_HINTS, id="wsl"),
+    Check("3.2", "WSL (no pinned memory): no error, same result, token 0 requested too", _check_gather_wsl, crash_hints=GATHER_CRASH_HINTS, id="wsl"),
 ]
 
 
