@@ -175,7 +175,8 @@ _NO_BIAS_HINT = ("the same requests passed beside a logit bias and fail without 
 
 # What removes a stray sync of each kind the hunt meets (hint 2's three remedies, said where the kind shows).
 _REMEDIES = {
-    SyncKind.H2D_COPY: "A synchronous copy up: send host data with self.upload(data, dtype); a Python number written "
+    SyncKind.H2D_COPY: "A synchronous copy up: send host data with self.upload(data, dtype); host tensors used as "
+                       "indices into a device tensor go up the same way (upload them), and a Python number written "
                        "through device indices (x[rows, cols] = v) is such a copy too: write a device tensor of the "
                        "values (index_put_ with uploaded values, or masked_fill_ with an uploaded mask).",
     SyncKind.NONZERO: "A result sized by device data (nonzero): the host made the mask, so take nonzero of its "
@@ -226,16 +227,23 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
         anyone = (f" If your check reads only the first of the request's {len(listed)} stop tokens "
                   f"{shown}: token {right[-1]} is another, and any of them ends it."
                   if len(listed) > 1 and right[-1] != listed[0] else "")
+        if len(mine) == len(right) + 1:  # one token more: the stop was seen, a call too late
+            return (f"yours kept one token past the stop token {right[-1]} it sampled at output position "
+                    f"{len(right) - 1}, then stopped: the stop was reported a step late, by a later call of a hook "
+                    "(judged on an earlier output, or kept for the next call). Report it in the call that sees the "
+                    f"token: _stopped_on_device gets this step's sampled, stopped_on_host this step's output.{anyone}")
         if len(right) - 1 != min_tokens:  # past min_tokens' boundary: no ban kept it going, its stop was missed
             return (f"yours went on past the stop token {right[-1]} it sampled at output position {len(right) - 1}, "
                     f"where the right run stopped (min_tokens {min_tokens} was behind it): {_PAIRING}.{anyone}")
+        # a ban held too long would have kept the stop token from being sampled at all: here no hook reported it
         return (f"yours went on past the stop token {right[-1]} at output position {len(right) - 1}, where the right "
-                f"run stopped.{anyone} Either no stop hook reported it (_stopped_on_device or stopped_on_host must "
-                f"name the request), or the ban held one token too long: stop tokens are banned only while fewer "
-                f"than min_tokens ({min_tokens}) tokens are out (<, not <=)")
+                f"run stopped.{anyone} No stop hook reported it: _stopped_on_device or stopped_on_host must name the "
+                "request, judged on the token this step sampled (the tokens self.states holds are a step behind, "
+                "placeholders while a step is in flight)")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] not in stops:
         return (f"yours stopped after {len(mine)} token(s), on token {mine[-1]}, which is not one of its stop tokens: "
-                f"{_PAIRING}")
+                f"{_PAIRING}; or state kept from an earlier run (the check's runs reuse request ids: keep state on "
+                "the runner, self, never in the module)")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] in stops:
         return (f"yours stopped on the stop token {mine[-1]} after {len(mine)} token(s), where the right run went on: "
                 f"min_tokens ({min_tokens}) bans stop tokens until that many tokens are out")

@@ -1,8 +1,8 @@
 """The engine after a colleague added three sampling features: logit bias, min_tokens and stop tokens.
 
 Taught in chapter 6 (the capstone), Exercise 6.1. The features work: every token
-is right. But the step no longer runs ahead of the device. Find out why with the
-tools (``count_syncs`` and the profiler), not by reading this file first.
+is right. But the step no longer runs ahead of the device. Count its syncs first
+(``count_syncs``, the lab's hunt cell): the count names each line that made one.
 """
 
 from __future__ import annotations
