@@ -57,6 +57,7 @@ CATEGORY_COLORS = {
 COUNTER_DISPATCH = {"PythonDispatchMode", "PythonTLSSnapshot"}
 COUNTED = ("sync", "staged copy")  # the categories of count_syncs' marks
 MARK_LEGEND = {"sync": "sync", "staged copy": "staging copy"}
+NO_MARK_COLOR = "#c8c8c8"  # a run's legend entry with a count of 0: grey, so that it does not read as a sync
 
 
 @dataclass(frozen=True)
@@ -347,11 +348,11 @@ def timeline_figure(traces: Trace | dict[str, Trace], title: str = "Profiler tim
         for run, in_run in _marks_per_run(marks, traces):  # a legend entry per run: short lines wrap
             fig.add_trace(go.Scatter(  # a run with no mark keeps its entry: plotly drops an empty trace's
                 x=[ev.start_us for _, ev in in_run] or [None], y=[row for row, _ in in_run] or [None], mode="markers",
-                marker={"symbol": "line-ns-open", "size": 30, "color": CATEGORY_COLORS[category],
-                        "line": {"width": 3.5}},  # thick: a thin tick hid among the host's bars
+                # thick: a thin tick hid among the host's bars; a count of 0 grey in the legend, not read as a sync
+                marker={"symbol": "line-ns-open", "size": 30, "line": {"width": 3.5},
+                        "color": CATEGORY_COLORS[category] if in_run else NO_MARK_COLOR},
                 name=f"{MARK_LEGEND[category]} (count_syncs): {len(in_run)} in {run}", showlegend=True,  # 0 too
                 hovertext=[f"{ev.name}<br>at {ev.start_us:.1f} us" for _, ev in in_run], hoverinfo="text",
-                opacity=1.0 if in_run else 0.3,  # a count of 0: its legend tick faded, not read as a sync
             ))
     provenance = next(iter(traces.values())).provenance.label if traces else ""
     entries = len({trace.name for trace in fig.data if trace.showlegend is not False})  # one line each, at worst

@@ -254,6 +254,13 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
                 f"still bans there: this request resumed with {prior} tokens already out, and those do not count. "
                 "Count the tokens generated in this run: its output so far less prior_output_token_ids, as "
                 "PlantedRunner does")
+    if at is not None and mine[at] in stops and at < min_tokens:  # the ban did not hold where it must
+        return (f"at output position {at} yours sampled the stop token {mine[at]}, which min_tokens ({min_tokens}) "
+                "still bans there: your ban never reached the logits (masked_fill without its underscore returns a "
+                "new tensor, and rebinding logits in the hook changes nothing outside it), or it went to another row")
+    if at is not None and right[at] in stops and at == min_tokens:  # the ban held one token too long
+        return (f"at output position {at} the right run sampled the stop token {right[at]}, which yours still "
+                f"banned: min_tokens ({min_tokens}) {_MIN_TOKENS_RULE}")
     if at is not None and (mine[at] in stops or right[at] in stops):
         which = mine[at] if mine[at] in stops else right[at]
         return (f"at output position {at} the stop token {which} was sampled in one run and banned in the other: "

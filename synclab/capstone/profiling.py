@@ -270,7 +270,8 @@ class HostTime:
         off = self.parts_off()
         if off <= BUSY_PARTS_OFF:
             rows.append(f"(the step: the median over the rounds; each part: its median over the decode steps, adjusted "
-                        f"by at most ±{100 * off:.1f}% so that the parts add up to the step)")
+                        f"by at most ±{100 * off:.1f}% so that the parts add up to the step; steps under a tenth apart "
+                        "are within a shared machine's noise: the counts above say what each fix removes)")
         else:  # a percentage past 100 reads as nonsense: say what it means instead
             rows.append(f"The parts missed the step by more than {BUSY_PARTS_OFF:.0%}: the machine was busy while it "
                         "measured (on a quiet one they miss by a percent or two), so these parts are not to be read. "

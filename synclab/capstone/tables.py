@@ -49,9 +49,18 @@ def host_work_text(table: dict[str, list[int]], points: Sequence[tuple[int, int]
                                   for label, row in table.items()] + note)
 
 
-def busy_shares_text(shares: dict[str, list[float]], device_steps_us: Sequence[float]) -> str:
-    """One line per configuration of the MODEL's busy shares, one value per device step."""
+def busy_shares_text(shares: dict[str, list[float]], device_steps_us: Sequence[float],
+                     host_us: dict[str, float] | None = None) -> str:
+    """One line per configuration of the MODEL's busy shares, one value per device step; with ``host_us`` (each
+    configuration's host time per step, what the MODEL was fed), that time too, and a line on why a share near a
+    step that long moves from run to run."""
     short, width, note = _short(list(shares))
-    return "\n".join([f"{short[label]:>{width}}: " + ", ".join(f"{s:.0%} at {d / 1000:g} ms"
-                                                              for s, d in zip(row, device_steps_us))
-                      for label, row in shares.items()] + note)
+    host = {label: f" (host {host_us[label] / 1000:.1f} ms)" for label in shares if label in (host_us or {})}
+    width += max(map(len, host.values()), default=0)
+    lines = [f"{short[label] + host.get(label, ''):>{width}}: " + ", ".join(f"{s:.0%} at {d / 1000:g} ms"
+                                                                        for s, d in zip(row, device_steps_us))
+             for label, row in shares.items()]
+    if host:  # where the host's step and the device's are close, the machine's noise decides which is longer
+        lines.append("(a share where the host's time is close to the device's moves with the machine's noise: "
+                     "a host time measured on a busy machine is longer, and its shares lower)")
+    return "\n".join(lines + note)
