@@ -469,10 +469,10 @@ def host_events_figure(rows: dict[str, Sequence[Any]], title: str) -> go.Figure:
     shown: set[str] = set()
     for row, events in rows.items():
         calls, runs = 0, []  # runs: [phase, first call, number of calls]
-        syncs: dict[str, list[tuple[int, str]]] = {"stray": [], "planned": []}
+        syncs: dict[str, list[tuple[int, str, str]]] = {"stray": [], "planned": []}
         for event in events:
             if event.kind != "call":
-                syncs[event.kind].append((calls, event.name))
+                syncs[event.kind].append((calls, event.name, event.phase))
                 continue
             if runs and runs[-1][0] == event.phase:
                 runs[-1][2] += 1
@@ -486,11 +486,21 @@ def host_events_figure(rows: dict[str, Sequence[Any]], title: str) -> go.Figure:
                                  showlegend=phase not in shown, hovertext=f"{phase}: {n} torch call(s)"))
             shown.add(phase)
         for kind, marker in (("stray", STRAY_SYNC), ("planned", PLANNED_WAIT)):
-            if syncs[kind]:
+            # a run of syncs in one part of the step: one marker where it begins, their number beside it (crosses a
+            # few calls apart sat on one another, and no reader could count them)
+            groups: list[tuple[int, str, list[str]]] = []  # (first call, part, the syncs' names)
+            for x, name, phase in syncs[kind]:
+                if groups and groups[-1][1] == phase:
+                    groups[-1][2].append(name)
+                else:
+                    groups.append((x, phase, [name]))
+            if groups:
                 label = "stray sync" if kind == "stray" else "planned wait"
-                fig.add_trace(go.Scatter(x=[x for x, _ in syncs[kind]], y=[row] * len(syncs[kind]), mode="markers",
-                                         name=label, legendgroup=label, showlegend=label not in shown, marker=marker,
-                                         hovertext=[name for _, name in syncs[kind]]))
+                fig.add_trace(go.Scatter(x=[x for x, _, _ in groups], y=[row] * len(groups), mode="markers+text",
+                                         name=label, text=[f"×{len(n)}" if len(n) > 1 else "" for _, _, n in groups],
+                                         textposition="middle right", textfont={"size": 11, "color": "black"},
+                                         legendgroup=label, showlegend=label not in shown, marker=marker,
+                                         hovertext=[f"{phase}: " + ", ".join(n) for _, phase, n in groups]))
                 shown.add(label)
     return _layout(fig, title, _subtitle("COUNTED with count_syncs and the torch calls' order, not timed: the same on "
                                          "any machine", counted_here()),
@@ -623,7 +633,7 @@ def busy_share_model_figure(shares: dict[str, Sequence[float]], device_steps_us:
     subtitle = _subtitle("stray syncs per step counted on this workload; the device's work (slider) assumed",
                          (f"host time per step measured on {host_measured_on}" if host_measured_on is not None
                           else f"the host's queueing {host_us / 1000:g} ms per step assumed"),
-                         "(each configuration's own host work, the model's compute left out)"
+                         "(each configuration's own host work, the network's compute left out)"
                          if host_measured_on is not None else "", unwritten_note(labels),
                          BUSY_MODEL_NOTE if busy else "")
     return _layout(fig, "MODEL: the device's busy share per configuration", subtitle,
@@ -695,7 +705,7 @@ def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str
                           ", the machine was busy: run it again when it is quiet"), model,
                          unwritten_note(configs))
     return _layout(fig, title, subtitle, barmode="stack", yaxis_title="host time per decode step (ms)",
-                   xaxis_tickangle=0, height=560 + 20 * subtitle.count("<br>"), above_plot=25)
+                   height=560 + 20 * subtitle.count("<br>"), above_plot=40)  # labels turn only where they would touch
 
 
 # ----------------------------------------------------------------------------- the host/device model

@@ -185,3 +185,19 @@ def test_the_host_steps_parts_add_up_to_the_step():
     (step,) = [t for t in fig["data"] if t["type"] == "scatter"]
     for i, mid in enumerate(step["y"]):
         assert sum(b["y"][i] for b in bars) == pytest.approx(mid, rel=1e-6)
+
+
+def test_a_run_of_syncs_in_one_part_of_the_step_is_one_marker_with_their_number():
+    """Five uploads' syncs a call or two apart drew five crosses on one another: a reader could not count them."""
+    from synclab.capstone.profiling import HostEvent
+
+    uploads = [e for i in range(5) for e in (HostEvent("call", "tensor", "inputs"),
+                                             HostEvent("stray", f"upload {i}", "inputs"))]
+    events = [*uploads, HostEvent("call", "argmax", "sample"), HostEvent("stray", "item", "sample"),
+              HostEvent("planned", "wait", "sample")]
+    fig = figures.host_events_figure({"baseline · decode step": events}, "t")
+    stray = next(d for d in fig.data if d.name == "stray sync")
+    assert list(stray.x) == [1, 6] and list(stray.text) == ["×5", ""]  # where the run begins; a lone sync: no number
+    assert stray.hovertext[0].startswith("inputs: ") and "upload 4" in stray.hovertext[0]
+    planned = next(d for d in fig.data if d.name == "planned wait")
+    assert list(planned.x) == [6] and list(planned.text) == [""]

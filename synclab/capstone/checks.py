@@ -137,9 +137,13 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
         found_right(outputs)  # the grader's seed drew this mix
         lines = _lines(stray)
         kinds = dict.fromkeys(e["kind"] for step in stray for e in step)
+        inherited = sorted({e["where"].split(" in ")[-1] for step in stray for e in step if _PLANTED_FILE in e["where"]})
         expect(not lines, f"{sum(map(len, stray))} stray sync(s) in {steps} steps, from "
                f"{len(lines)} line(s): " + "; ".join(lines), expected="0 per step", case=case,
-               hint="every line that made the host wait, once each: rewrite each without the wait. "
+               hint=(f"a line in {_PLANTED_FILE} is the colleague's code, still running: your class does not "
+                     f"override {' and '.join(inherited)} (or calls super() there), so override it. Every"
+                     if inherited else "every")
+                    + " line that made the host wait, once each: rewrite each without the wait. "
                     + " ".join(dict.fromkeys(_REMEDIES[k] for k in kinds if k in _REMEDIES)))
         staged = _lines(seen["staged"], kind=False)
         expect(not staged, f"{sum(map(len, seen['staged']))} upload(s) from pageable memory in {steps} "
@@ -172,6 +176,8 @@ _NO_BIAS_HINT = ("the same requests passed beside a logit bias and fail without 
                  "when some request has a bias (inside an if on the bias's lists, or after a return when they are "
                  "empty)? The two features are independent: apply each on its own")
 
+
+_PLANTED_FILE = "capstone/planted.py"  # where the colleague's hooks live: a sync there is a hook not overridden
 
 # What removes a stray sync of each kind the hunt meets (hint 2's three remedies, said where the kind shows).
 _REMEDIES = {
