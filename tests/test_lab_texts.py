@@ -581,7 +581,7 @@ def test_chapter_1_states_the_gpu_speedups_at_1_and_8_requests_as_stored():
 
 
 def test_chapter_6_says_how_many_torch_calls_a_sync_fix_adds_and_the_list_cache_saves():
-    """"a pinned upload ... (7 more per step), and chapter 1's split adds 3. The list cache saves 256": the book's
+    """"a pinned upload ... (7 more per step); chapter 1's split adds 3. The list cache saves 256": the book's
     counts per decode step of the capstone's workload (each the same over the steps)."""
     import statistics
 
@@ -590,7 +590,7 @@ def test_chapter_6_says_how_many_torch_calls_a_sync_fix_adds_and_the_list_cache_
     calls = {label: statistics.median(row["torch calls"]) for label, row in ch6.book_ablation_counts().items()}
     more = {label: round(n - calls["baseline"]) for label, n in calls.items()}
     page = " ".join((ROOT / "book" / "06_capstone_engine_step.md").read_text().split())
-    assert (f"where the blocking one was one call ({more['pinned_uploads']} more per step), and chapter 1's split "
+    assert (f"where the blocking upload was one call ({more['pinned_uploads']} more per step); chapter 1's split "
             f"adds {more['slice_then_split']}. The list cache saves {-more['list_cache']}.") in page
     assert calls["all fixes"] == calls["list_cache"] + more["pinned_uploads"] + more["slice_then_split"]
 
