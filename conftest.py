@@ -79,7 +79,8 @@ def pytest_configure(config):
     # One intra-op thread in every process of the suite (the workers, and the kernels and ranks they start,
     # which read OMP_NUM_THREADS): several workers on two cores, each with a pool of spinning threads, ran
     # some tests twenty times slower than alone.
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if not os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():  # unset, or set to nothing (`OMP_NUM_THREADS=`)
+        os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     option = config.option
     # pytest-xdist (3.8) hands out the files with the most tests first unless told not to, whatever the order of

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-
+from collections import Counter
 from itertools import cycle, islice
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -486,29 +486,27 @@ def host_events_figure(rows: dict[str, Sequence[Any]], title: str) -> go.Figure:
                                  showlegend=phase not in shown, hovertext=f"{phase}: {n} torch call(s)"))
             shown.add(phase)
         for kind, marker in (("stray", STRAY_SYNC), ("planned", PLANNED_WAIT)):
-            # a run of syncs in one part of the step: one marker where it begins, their number beside it (crosses a
-            # few calls apart sat on one another, and no reader could count them)
-            groups: list[tuple[int, str, list[str]]] = []  # (first call, part, the syncs' names)
-            for x, name, phase in syncs[kind]:
-                if groups and groups[-1][1] == phase:
-                    groups[-1][2].append(name)
-                else:
-                    groups.append((x, phase, [name]))
-            if groups:
+            if syncs[kind]:
+                # each row's count by part in its legend entry: crosses a call or two apart sit on one another, and
+                # no reader could count them on the bars
                 label = "stray sync" if kind == "stray" else "planned wait"
-                fig.add_trace(go.Scatter(x=[x for x, _, _ in groups], y=[row] * len(groups), mode="markers+text",
-                                         name=label, text=[f"×{len(n)}" if len(n) > 1 else "" for _, _, n in groups],
-                                         textposition="middle right", textfont={"size": 11, "color": "black"},
-                                         legendgroup=label, showlegend=label not in shown, marker=marker,
-                                         hovertext=[f"{phase}: " + ", ".join(n) for _, phase, n in groups]))
-                shown.add(label)
-    return _layout(fig, title, _subtitle("COUNTED with count_syncs and the torch calls' order, not timed: the same on "
-                                         "any machine", counted_here()),
-                   barmode="overlay", xaxis_title="the host's torch calls in the step, in order",
-                   height=230 + 60 * len(rows), above_plot=10,
-                   yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
-                   # the legend below the axis title, whatever the rows: its offset is a fraction of the plot's height
-                   legend={"orientation": "h", "yanchor": "top", "y": -60 / (60 * len(rows))})
+                parts = Counter(phase for _, _, phase in syncs[kind])
+                fig.add_trace(go.Scatter(x=[x for x, _, _ in syncs[kind]], y=[row] * len(syncs[kind]),
+                                         mode="markers", marker=marker, legendgroup=label,
+                                         name=f"{label}: {len(syncs[kind])} in {row} ("
+                                              + ", ".join(f"{phase} {n}" for phase, n in parts.items()) + ")",
+                                         hovertext=[f"{phase}: {name}" for _, name, phase in syncs[kind]]))
+    # the legend at the figure's foot, the bottom margin sized to its lines (the parts three to a line, then a line
+    # per row's syncs): it never runs into the axis title, however many rows have syncs
+    lines = -(-len(shown) // 3) + sum(1 for d in fig.data if isinstance(d, go.Scatter))
+    fig = _layout(fig, title, _subtitle("COUNTED with count_syncs and the torch calls' order, not timed: the same on "
+                                        "any machine", counted_here()),
+                  barmode="overlay", xaxis_title="the host's torch calls in the step, in order",
+                  height=200 + 60 * len(rows) + 26 * lines, above_plot=10,
+                  yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
+                  legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0})
+    fig.update_layout(margin={**fig.layout.margin.to_plotly_json(), "b": 70 + 26 * lines})
+    return fig
 
 
 def trace_timeline_figure(traces: dict[str, dict[str, Sequence[Sequence[float]]]], title: str, label: str) -> go.Figure:

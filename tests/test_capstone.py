@@ -953,7 +953,7 @@ def test_the_pages_model_sentence_holds_on_the_stored_model():
     from synclab.claims import stored_figures
 
     page = " ".join((Path(__file__).parents[1] / "book" / "06_capstone_engine_step.md").read_text().split())
-    said = ("at 2 ms of device work per step a sync fix alone barely moves the busy share, the reverse scan alone "
+    said = ("at 2 ms of device work per step, a sync fix alone barely moves the busy share. The reverse scan alone "
             "moves it most of any one fix, and only all five keep the device busy all the time")
     assert said in page
     figure, measured = stored_figures(Path(__file__).parents[1] / SOLUTION)["ch6_busy_model"]

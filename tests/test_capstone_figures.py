@@ -187,7 +187,7 @@ def test_the_host_steps_parts_add_up_to_the_step():
         assert sum(b["y"][i] for b in bars) == pytest.approx(mid, rel=1e-6)
 
 
-def test_a_run_of_syncs_in_one_part_of_the_step_is_one_marker_with_their_number():
+def test_each_rows_syncs_are_counted_by_part_in_the_legend():
     """Five uploads' syncs a call or two apart drew five crosses on one another: a reader could not count them."""
     from synclab.capstone.profiling import HostEvent
 
@@ -196,8 +196,8 @@ def test_a_run_of_syncs_in_one_part_of_the_step_is_one_marker_with_their_number(
     events = [*uploads, HostEvent("call", "argmax", "sample"), HostEvent("stray", "item", "sample"),
               HostEvent("planned", "wait", "sample")]
     fig = figures.host_events_figure({"baseline · decode step": events}, "t")
-    stray = next(d for d in fig.data if d.name == "stray sync")
-    assert list(stray.x) == [1, 6] and list(stray.text) == ["×5", ""]  # where the run begins; a lone sync: no number
-    assert stray.hovertext[0].startswith("inputs: ") and "upload 4" in stray.hovertext[0]
-    planned = next(d for d in fig.data if d.name == "planned wait")
-    assert list(planned.x) == [6] and list(planned.text) == [""]
+    stray = next(d for d in fig.data if d.name.startswith("stray sync"))
+    assert stray.name == "stray sync: 6 in baseline · decode step (inputs 5, sample 1)"
+    assert list(stray.x) == [1, 2, 3, 4, 5, 6] and stray.hovertext[4] == "inputs: upload 4"
+    planned = next(d for d in fig.data if d.name.startswith("planned wait"))
+    assert planned.name == "planned wait: 1 in baseline · decode step (sample 1)" and list(planned.x) == [6]

@@ -243,13 +243,13 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
                     f"where the right run stopped (min_tokens {min_tokens} was behind it): {_PAIRING}.{anyone}")
         # a ban held too long would have kept the stop token from being sampled at all: here no hook reported it
         return (f"yours went on past the stop token {right[-1]} at output position {len(right) - 1}, where the right "
-                f"run stopped.{anyone} No stop hook reported it: _stopped_on_device or stopped_on_host must name the "
-                "request, judged on the token this step sampled (the tokens self.states holds are a step behind, "
-                "placeholders while a step is in flight)")
+                "run stopped. No stop hook reported it: _stopped_on_device or stopped_on_host must name the request, "
+                "judged on the token this step sampled (the tokens self.states holds are a step behind, placeholders "
+                f"while a step is in flight).{anyone}")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] not in stops:
         return (f"yours stopped after {len(mine)} token(s), on token {mine[-1]}, which is not one of its stop tokens: "
-                f"{_PAIRING}; or state kept from an earlier run (the check's runs reuse request ids: keep state on "
-                "the runner, self, never in the module)")
+                f"{_PAIRING}; or your stop test reads more than the token this step sampled; or state kept from an "
+                "earlier run (the check's runs reuse request ids: keep state on the runner, self, never in the module)")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] in stops:
         return (f"yours stopped on the stop token {mine[-1]} after {len(mine)} token(s), where the right run went on: "
                 f"min_tokens ({min_tokens}) bans stop tokens until that many tokens are out")
@@ -561,10 +561,13 @@ def _reading_why(question: str, truth: dict[str, Any], said: Any = None) -> str:
     if question == "saving_grows_with":
         return ("read the host-work table (or its figure): a fix's saving is the gap to the baseline; see which gap "
                 "widens from 16 to 256 tokens out, and which from 2 to 16 images")
-    return ("not a reason the counts support (a: each fix's code queues no more work on the device than the code "
-            "before it; c: every configuration computes the same tokens, as 6.1's check holds them to; d: no fix "
-            "alone has more stray syncs than the baseline). Look at the MODEL at 2 ms of device work: what does the "
-            "device do while the host waits at a sync, and how many syncs does one fix alone leave?")
+    against = {"a": "each fix's code queues no more work on the device than the code before it",
+               "c": "every configuration computes the same tokens, as 6.1's check holds them to",
+               "d": "no fix alone has more stray syncs than the baseline"}  # only the letter chosen: no elimination
+    said_letter = str(said).strip("() .").lower()[:1]
+    why = f" ({said_letter}: {against[said_letter]})" if said_letter in against else ""
+    return (f"not a reason the counts support{why}. Look at the MODEL at 2 ms of device work: what does the device "
+            "do while the host waits at a sync, and how many syncs does one fix alone leave?")
 
 
 def _pattern_name(answer: Any) -> Any:

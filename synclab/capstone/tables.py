@@ -61,6 +61,7 @@ def busy_shares_text(shares: dict[str, list[float]], device_steps_us: Sequence[f
                                                                         for s, d in zip(row, device_steps_us))
              for label, row in shares.items()]
     if host:  # where the host's step and the device's are close, the machine's noise decides which is longer
-        lines.append("(a share where the host's time is close to the device's moves with the machine's noise: "
-                     "a host time measured on a busy machine is longer, and its shares lower)")
+        lines.append("(host: the configuration's host time per step, the network's compute left out; a share where "
+                     "the host's time is close to the device's moves with the machine's noise: a host time measured "
+                     "on a busy machine is longer, and its shares lower)")
     return "\n".join(lines + note)

@@ -165,8 +165,11 @@ def build_requests(workload: Workload, config: EngineConfig, components: Compone
 
 def engine_for(workload: Workload, config: EngineConfig, components: Components,
                runner_cls: type[EngineRunner] = EngineRunner) -> EngineCore:
-    return EngineCore(config, components, build_requests(workload, config, components), workload.model,
-                      workload.scheduler, runner_cls)
+    requests = build_requests(workload, config, components)
+    if runner_cls.history_type is not list:  # a counted run (counting_histories): the earlier output is history too
+        for request in requests:
+            request.prior_output_token_ids = runner_cls.history_type(request.prior_output_token_ids)
+    return EngineCore(config, components, requests, workload.model, workload.scheduler, runner_cls)
 
 
 @contextmanager

@@ -222,7 +222,7 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "goes to the same masked_fill_);\n"
              "- **a result sized by device data** (`nonzero` of a mask already uploaded): the host made the mask, so "
              "use its own copy: upload the mask and `masked_fill_` with it, or upload its `nonzero` and write device "
-             "values through those indices (`index_put_`);\n"
+             "values through those indices (`index_put_` with an uploaded tensor, not a Python number);\n"
              "- **a device value read back per request**: a hook that receives the step's host copy can read it "
              "there instead.\n\n"
              "Keep each piece of data on the side that uses it."),
