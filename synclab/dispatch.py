@@ -88,7 +88,8 @@ class CountingList(MutableSequence):
         CountingList.by_op[op] += n
 
     def __init__(self, items: Iterable[Any] = ()) -> None:
-        self.__items = list(items)
+        # from another counted list: one counted read of every element, as iterating it would count, in one slice
+        self.__items = list(items[:] if isinstance(items, CountingList) else items)
 
     def __len__(self) -> int:  # the length is the list's header: no element read
         return len(self.__items)
