@@ -455,6 +455,13 @@ PHASE_FIX = {"schedule": "list_cache", "inputs": "pinned_uploads", "pool": "slic
 NO_FIX_GREYS = {"forward": "#6e6e6e", "model": "#6e6e6e", "sample": "#9a9a9a", "collect": "#c4c4c4",
                 "loop": "#dcdcdc", "other": "#dcdcdc"}
 PHASE_COLORS = {**{phase: FIX_COLORS[fix] for phase, fix in PHASE_FIX.items()}, **NO_FIX_GREYS}
+# A grey part whose syncs a fix of another part removes: sampling's logprob uploads are chapter 3's (3.2)
+GREY_NOTES = {"sample": "grey; ch. 3 fixes the syncs of its uploads"}
+
+
+def grey_part(part: str) -> str:
+    """A legend's words for a part no fix of its own changes (chapter 6's figures)."""
+    return GREY_NOTES.get(part, "no fix: grey")
 PLANNED_WAIT = {"symbol": "diamond", "size": 11, "color": "white", "line": {"width": 2, "color": "black"}}
 STRAY_SYNC = {"symbol": "x", "size": 11, "color": COLORS["wait"], "line": {"width": 1, "color": "black"}}
 
@@ -480,7 +487,7 @@ def host_events_figure(rows: dict[str, Sequence[Any]], title: str) -> go.Figure:
                 runs.append([event.phase, calls, 1])
             calls += 1
         for phase, first, n in runs:
-            name = f"{phase} ({PHASE_FIX[phase]})" if phase in PHASE_FIX else f"{phase} (no fix: grey)"
+            name = f"{phase} ({PHASE_FIX[phase]})" if phase in PHASE_FIX else f"{phase} ({grey_part(phase)})"
             fig.add_trace(go.Bar(orientation="h", y=[row], x=[n], base=[first], name=name, legendgroup=phase,
                                  marker_color=PHASE_COLORS.get(phase, PHASE_COLORS["other"]),
                                  showlegend=phase not in shown, hovertext=f"{phase}: {n} torch call(s)"))
@@ -686,7 +693,7 @@ def host_phases_figure(phases: dict[str, dict[str, Any]], title: str, label: str
     for part in next(iter(parts_us.values())):
         fixed_by, color = PHASE_STYLE.get(part, ("", "#bbbbbb"))
         fig.add_trace(go.Bar(x=shown, y=[parts_us[c][part] / 1000 for c in configs], marker_color=color,
-                             name=f"{part} ({fixed_by})" if fixed_by else f"{part} (no fix: grey)",
+                             name=f"{part} ({fixed_by})" if fixed_by else f"{part} ({grey_part(part)})",
                              hovertemplate=f"{part}: %{{y:.2f}} ms<extra></extra>"))
     mids = [median(round_totals_us[c]) / 1000 for c in configs]
     fig.add_trace(go.Scatter(x=shown, y=mids, mode="markers+text", name="whole step", marker_color="black",

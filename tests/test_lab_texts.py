@@ -641,3 +641,19 @@ def test_chapter_6s_host_time_caption_says_the_scans_own_noise_as_stored():
     assert len(scans) == 4
     spread = max(scans) / min(scans) - 1
     assert f"moves by up to {spread:.0%} between their rows" in page, spread
+
+
+def test_chapter_6s_gpu_host_time_caption_names_its_slow_rounds_as_stored():
+    """"lazy_stream's and pinned_uploads' long whiskers: one slow round each, the fifth": the stored H200 host times,
+    where a round past 1.5x its configuration's median is a slow one."""
+    import json
+    import statistics
+
+    stored = json.loads((ROOT / "data" / "reference" / "nvidia-h200" / "ch6.json").read_text())
+    slow = {label: [i for i, t in enumerate(row["round_totals_us"])
+                    if t > 1.5 * statistics.median(row["round_totals_us"])]
+            for label, row in stored["results"]["host_phases"]["phases"].items()}
+    slow = {label: rounds for label, rounds in slow.items() if rounds}
+    assert slow == {"lazy_stream": [4], "pinned_uploads": [4]}, slow
+    page = " ".join((ROOT / "book" / "06_capstone_engine_step.md").read_text().split())
+    assert "lazy_stream's and pinned_uploads' long whiskers: one slow round each, the fifth" in page

@@ -113,8 +113,8 @@ def _report_markdown(report: Any, names: list[str], shown: list[str], why: bool 
         parts.append(f"Above, from `python -m synclab bench {report.chapter}` on a GPU: {adds(shown)}.")
     held = [name for name in missing if f"{name}_contradicted" in shown]  # drawn above, from a run that failed it
     if held:
-        parts.append(f"The {' and '.join(held)} drawn above contradicted the claim it ran under (History has the "
-                     "claims).")
+        parts.append(f"The {' and '.join(held)} drawn above did not show what was expected of it before the run "
+                     "(History says what, and why).")
         missing = [name for name in missing if name not in held]
     if missing:
         what = adds(missing)

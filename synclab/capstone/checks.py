@@ -62,9 +62,23 @@ def hunt_mix(mix: dict) -> Workload:
     return random_mix(random.Random(mix["seed"]), num_requests=mix["num_requests"], hunt_features=True)
 
 
+_BUILT: list[tuple[Callable[[], RunnerClass], RunnerClass]] = []  # the last few factories and the class each made
+
+
+def _built(factory: Callable[[], RunnerClass]) -> RunnerClass:
+    """``factory()`` once per factory: one class serves every mix, as a runner class serves every engine made with
+    it (state kept on the class, not on the runner, would carry one run's requests into the next). Looked up by
+    identity: a factory need not be hashable."""
+    for made_by, runner_cls in _BUILT:
+        if made_by is factory:
+            return runner_cls
+    _BUILT[:] = [*_BUILT[-7:], (factory, factory())]
+    return _BUILT[-1][1]
+
+
 def _runner(factory: Callable[[], RunnerClass]) -> RunnerClass:
     """The reader's runner class: their own, not the planted one handed back nor the engine's plain runner."""
-    runner_cls = factory()
+    runner_cls = _built(factory)
     key = answer_in(runner_cls, "6.1")
     if key is not None:
         raise refuse(key)
@@ -245,11 +259,13 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
         return (f"yours went on past the stop token {right[-1]} at output position {len(right) - 1}, where the right "
                 "run stopped. No stop hook reported it: _stopped_on_device or stopped_on_host must name the request, "
                 "judged on the token this step sampled (the tokens self.states holds are a step behind, placeholders "
-                f"while a step is in flight).{anyone}")
+                "while a step is in flight), with this run's stop tokens (state kept on the class or in the module "
+                f"outlives a run, and the check's runs reuse request ids: keep state on the runner, self).{anyone}")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] not in stops:
         return (f"yours stopped after {len(mine)} token(s), on token {mine[-1]}, which is not one of its stop tokens: "
                 f"{_PAIRING}; or your stop test reads more than the token this step sampled; or state kept from an "
-                "earlier run (the check's runs reuse request ids: keep state on the runner, self, never in the module)")
+                "earlier run (the check's runs reuse request ids: keep state on the runner, self, never on the class "
+                "or in the module)")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] in stops:
         return (f"yours stopped on the stop token {mine[-1]} after {len(mine)} token(s), where the right run went on: "
                 f"min_tokens ({min_tokens}) bans stop tokens until that many tokens are out")
@@ -264,9 +280,10 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
         return (f"at output position {at} yours sampled the stop token {mine[at]}, which min_tokens ({min_tokens}) "
                 "still bans there: your ban never reached the logits (masked_fill without its underscore returns a "
                 "new tensor, and rebinding logits in the hook changes nothing outside it), or it went to another row")
-    if at is not None and right[at] in stops and at == min_tokens:  # the ban held one token too long
-        return (f"at output position {at} the right run sampled the stop token {right[at]}, which yours still "
-                f"banned: min_tokens ({min_tokens}) {_MIN_TOKENS_RULE}")
+    if at is not None and right[at] in stops and at == min_tokens:  # a ban held one token too long, or a bias astray
+        return (f"at output position {at} the right run sampled the stop token {right[at]}, yours {mine[at]}. If "
+                f"your ban still held it: min_tokens ({min_tokens}) {_MIN_TOKENS_RULE}. If not, look at the logit "
+                "bias: each request's own pairs, on its own row")
     if at is not None and (mine[at] in stops or right[at] in stops):
         which = mine[at] if mine[at] in stops else right[at]
         return (f"at output position {at} the stop token {which} was sampled in one run and banned in the other: "
@@ -323,15 +340,21 @@ NO_STRAY = "the planted runner's outputs, with 0 stray syncs per step and at mos
 # a run whose tokens are right, so a runner that changes nothing earns nothing.
 # Each runs whole engines: about 4 s on an idle 2-core machine, and several times that on a loaded one, which must
 # not read as a hung answer (a learner's review saw a correct one time out at a load of 6)
+# A stop hook that returned None: the engine's union of the two hooks' sets raises where no line of the reader's is
+_NONE_STOPS_HINT = ("a stop hook returned None: _stopped_on_device and stopped_on_host each return a set of request "
+                    "ids, an empty set() when no request stops")
+HUNT_CRASH_HINTS = (("KeyError", _gone_from_states_hint), ("'NoneType' object is not iterable", _NONE_STOPS_HINT),
+                    ("unsupported operand type(s) for |", _NONE_STOPS_HINT))
 HUNT_CHECKS = [
     Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=90.0, id="planted-outputs",
-          crash_hints=(("KeyError", _gone_from_states_hint),)),
+          crash_hints=HUNT_CRASH_HINTS),
     Check("6.1", "host work per step flat in output length", _check_flat_in("output length"), after="planted-outputs",
-          timeout_s=90.0, random=False, id="flat-in-output-length"),
+          timeout_s=90.0, random=False, id="flat-in-output-length", crash_hints=HUNT_CRASH_HINTS),
     Check("6.1", "host work per step flat in images per request", _check_flat_in("images"), after="planted-outputs",
-          timeout_s=90.0, random=False, id="flat-in-images"),
+          timeout_s=90.0, random=False, id="flat-in-images", crash_hints=HUNT_CRASH_HINTS),
     Check("6.1", "host work per step flat in tokens generated", _check_flat_in("tokens generated"),
-          after="planted-outputs", timeout_s=90.0, random=False, id="flat-in-tokens-generated"),
+          after="planted-outputs", timeout_s=90.0, random=False, id="flat-in-tokens-generated",
+          crash_hints=HUNT_CRASH_HINTS),
 ]
 HUNT_LIMIT_S = 200.0  # the four together (the grader gives an exercise 240 s)
 

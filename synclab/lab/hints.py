@@ -230,8 +230,9 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
     "6.2": (
         Hint("one count per step",
              "`each_step(engine)` returns the context manager the engine wraps around one step. `count_syncs()` is "
-             "a context manager too, but it does not return the report: the report is what its `with` statement "
-             "binds with `as`, and the engine binds nothing. So write your own context manager "
+             "a context manager too, and its report is what a `with` statement binds with `as`; the engine's `with` "
+             "binds nothing, so handing it count_syncs() counts the step and keeps no report. Write your own "
+             "context manager "
              "(`contextlib.contextmanager`) that opens the count around its `yield`; after the `yield` the step is "
              "over, and the report's events can be split into planned and stray with `ch6.is_planned`."),
         Hint("the averages",
