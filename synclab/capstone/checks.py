@@ -17,7 +17,7 @@ from synclab.capstone.workloads import (RunnerClass, Workload, ablation_workload
                                         last_loaded_fixes, min_tokens_mix,
                                         book_fixes, host_work_in_decode_step, random_mix, run_engine,
                                         step_syncs)
-from synclab.checks import Check, CheckReport, Clause, expect, found_right, run_checks
+from synclab.checks import Check, CheckFailed, CheckReport, Clause, expect, found_right, run_checks
 from synclab.capstone.planted import PlantedRunner
 from synclab.engine.engine_core import PATTERNS, Components, EngineConfig, EngineRunner
 from synclab.answer_keys import answer_in, answer_key, refuse
@@ -76,9 +76,10 @@ def _built(factory: Callable[[], RunnerClass]) -> RunnerClass:
     return _BUILT[-1][1]
 
 
-def _runner(factory: Callable[[], RunnerClass]) -> RunnerClass:
-    """The reader's runner class: their own, not the planted one handed back nor the engine's plain runner."""
-    runner_cls = _built(factory)
+def _runner(factory: Callable[[], RunnerClass], fresh: bool = False) -> RunnerClass:
+    """The reader's runner class: their own, not the planted one handed back nor the engine's plain runner; the
+    class every mix shares, or with ``fresh``, one made for this run alone."""
+    runner_cls = factory() if fresh else _built(factory)
     key = answer_in(runner_cls, "6.1")
     if key is not None:
         raise refuse(key)
@@ -101,11 +102,11 @@ def _events(steps: list[list[SyncEvent]]) -> list[list[dict]]:
 
 
 @runs_with_the_answer
-def hunt_outcome(clean_runner: Callable[[], RunnerClass], mix: dict) -> dict:
+def hunt_outcome(clean_runner: Callable[[], RunnerClass], mix: dict, fresh: bool = False) -> dict:
     """The reader's runner over the hunt's ``mix`` (:func:`hunt_mix`) with the book's fixes, each step counted: its
     outputs (:func:`comparable`) and, per step, its stray syncs, its staging copies, the waits the reader's code
     marked allowed, and its planned waits."""
-    syncs, results = step_syncs(hunt_mix(mix), EngineConfig(), _runner(clean_runner), book_fixes())
+    syncs, results = step_syncs(hunt_mix(mix), EngineConfig(), _runner(clean_runner, fresh), book_fixes())
     return {"outputs": comparable(results), "stray": _events(syncs.stray), "staged": _events(syncs.staged),
             "marked": _events(syncs.marked_by_reader), "planned": list(syncs.planned)}
 
@@ -142,6 +143,13 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
         seen = hunt_outcome(clean_runner, mix)  # the syncs count on a run whose results count too: this very run
         outputs, stray, steps = seen["outputs"], seen["stray"], len(seen["stray"])
         diff = first_difference(outputs, want)
+        if diff is not None and i > 0 and first_difference(hunt_outcome(clean_runner, mix, True)["outputs"],
+                                                           want) is None:  # right from a class of its own
+            raise CheckFailed("your runner's outputs on this mix are right from a new class, and wrong after the "
+                              "class served an earlier mix", got=diff, case=case, names_fault=True,
+                              hint="state kept on the class (or in the module) carries one run's requests into the "
+                                   "next, and the check's runs reuse request ids: keep state on the runner, self "
+                                   "(set in __init__), never on the class")
         spec = next((s for s in workload.requests if diff and diff.startswith(f"{s.request_id}:")), None)
         asked = f"; that request asked for {_sampling_in_words(spec.sampling)}" if spec is not None and spec.sampling else ""
         expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
@@ -209,6 +217,8 @@ _REMEDIES = {
 
 _PAIRING = ("a request stops on the token it sampled itself: pair each sampled token with its own request, in the "
             "output's order (output.req_ids), not the requests' order (an embedding request is never sampled)")
+_STATE = ("or state kept from an earlier run (the check's runs reuse request ids: keep state on the runner, self, never "
+          "on the class or in the module)")
 _FEATURES_HINT = ("keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; a stop "
                   "takes effect when the step's output reaches the host, as before")
 _MIN_TOKENS_RULE = ("bans stop tokens while fewer than that many tokens are out (<, not <=), counting the tokens "
@@ -254,7 +264,8 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
                     f"token: _stopped_on_device gets this step's sampled, stopped_on_host this step's output.{anyone}")
         if len(right) - 1 != min_tokens:  # past min_tokens' boundary: no ban kept it going, its stop was missed
             return (f"yours went on past the stop token {right[-1]} it sampled at output position {len(right) - 1}, "
-                    f"where the right run stopped (min_tokens {min_tokens} was behind it): {_PAIRING}.{anyone}")
+                    f"where the right run stopped (min_tokens {min_tokens} was behind it): {_PAIRING}; {_STATE}."
+                    f"{anyone}")
         # a ban held too long would have kept the stop token from being sampled at all: here no hook reported it
         return (f"yours went on past the stop token {right[-1]} at output position {len(right) - 1}, where the right "
                 "run stopped. No stop hook reported it: _stopped_on_device or stopped_on_host must name the request, "
@@ -263,9 +274,7 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
                 f"outlives a run, and the check's runs reuse request ids: keep state on the runner, self).{anyone}")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] not in stops:
         return (f"yours stopped after {len(mine)} token(s), on token {mine[-1]}, which is not one of its stop tokens: "
-                f"{_PAIRING}; or your stop test reads more than the token this step sampled; or state kept from an "
-                "earlier run (the check's runs reuse request ids: keep state on the runner, self, never on the class "
-                "or in the module)")
+                f"{_PAIRING}; or your stop test reads more than the token this step sampled; {_STATE}")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] in stops:
         return (f"yours stopped on the stop token {mine[-1]} after {len(mine)} token(s), where the right run went on: "
                 f"min_tokens ({min_tokens}) bans stop tokens until that many tokens are out")
