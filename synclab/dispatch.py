@@ -11,7 +11,8 @@ the difference.
 :func:`count_torch_calls` counts them with a ``TorchFunctionMode``: a count, the
 same on every machine, so tests can assert it where they must not assert time.
 :class:`CountingList` counts the elements of a list of tokens that code reads (chapter 4's
-reverse scan against ``list.index``; chapter 6's output histories).
+reverse scan against ``list.index``; chapter 6's output histories); :func:`plain_list` copies one out as a single
+counted read.
 """
 
 from __future__ import annotations
@@ -88,8 +89,7 @@ class CountingList(MutableSequence):
         CountingList.by_op[op] += n
 
     def __init__(self, items: Iterable[Any] = ()) -> None:
-        # from another counted list: one counted read of every element, as iterating it would count, in one slice
-        self.__items = list(items[:] if isinstance(items, CountingList) else items)
+        self.__items = plain_list(items)
 
     def __len__(self) -> int:  # the length is the list's header: no element read
         return len(self.__items)
@@ -160,3 +160,10 @@ class CountingList(MutableSequence):
     def __repr__(self) -> str:  # text of every element, as good as a copy (re.findall(r"\d+", repr(x)))
         CountingList._add("repr(x) or str(x) (writes out every element)", len(self.__items))
         return repr(self.__items)
+
+
+def plain_list(ids: Iterable[Any]) -> list[Any]:
+    """``ids`` as a plain list. A :class:`CountingList` is read as one counted slice of every element (the same count
+    iterating it gives, without a counted step per element: a 60,000-token history copied element by element cost a
+    second per check, chapter 4's); a list or tuple is copied whole; anything else, element by element."""
+    return list(ids[:]) if isinstance(ids, (list, tuple, CountingList)) else list(ids)

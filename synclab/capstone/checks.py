@@ -270,8 +270,7 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
         return (f"yours went on past the stop token {right[-1]} at output position {len(right) - 1}, where the right "
                 "run stopped. No stop hook reported it: _stopped_on_device or stopped_on_host must name the request, "
                 "judged on the token this step sampled (the tokens self.states holds are a step behind, placeholders "
-                "while a step is in flight), with this run's stop tokens (state kept on the class or in the module "
-                f"outlives a run, and the check's runs reuse request ids: keep state on the runner, self).{anyone}")
+                f"while a step is in flight); {_STATE}.{anyone}")
     if len(mine) < len(right) and right[:len(mine)] == mine and mine and mine[-1] not in stops:
         return (f"yours stopped after {len(mine)} token(s), on token {mine[-1]}, which is not one of its stop tokens: "
                 f"{_PAIRING}; or your stop test reads more than the token this step sampled; {_STATE}")
@@ -344,16 +343,17 @@ def _check_flat_in(parameter: str) -> Callable[[Callable[[], RunnerClass], rando
     return check
 
 
-NO_STRAY = "the planted runner's outputs, with 0 stray syncs per step and at most 1 planned wait"
-# The planted runner already has the right outputs and flat host work: the work counts once its syncs are gone, on
-# a run whose tokens are right, so a runner that changes nothing earns nothing.
-# Each runs whole engines: about 4 s on an idle 2-core machine, and several times that on a loaded one, which must
-# not read as a hung answer (a learner's review saw a correct one time out at a load of 6)
 # A stop hook that returned None: the engine's union of the two hooks' sets raises where no line of the reader's is
 _NONE_STOPS_HINT = ("a stop hook returned None: _stopped_on_device and stopped_on_host each return a set of request "
                     "ids, an empty set() when no request stops")
 HUNT_CRASH_HINTS = (("KeyError", _gone_from_states_hint), ("'NoneType' object is not iterable", _NONE_STOPS_HINT),
                     ("unsupported operand type(s) for |", _NONE_STOPS_HINT))
+
+NO_STRAY = "the planted runner's outputs, with 0 stray syncs per step and at most 1 planned wait"
+# The planted runner already has the right outputs and flat host work: the work counts once its syncs are gone, on
+# a run whose tokens are right, so a runner that changes nothing earns nothing.
+# Each runs whole engines: about 4 s on an idle 2-core machine, and several times that on a loaded one, which must
+# not read as a hung answer (a learner's review saw a correct one time out at a load of 6)
 HUNT_CHECKS = [
     Check("6.1", NO_STRAY, _check_outputs_and_syncs, points=2, timeout_s=90.0, id="planted-outputs",
           crash_hints=HUNT_CRASH_HINTS),

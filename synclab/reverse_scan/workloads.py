@@ -13,7 +13,7 @@ import torch
 
 from synclab.answer_keys.runners import runs_with_the_answer
 from synclab.device import mark_device
-from synclab.dispatch import CountingList
+from synclab.dispatch import CountingList, plain_list
 from synclab.engine.input_batch import CachedRequestState, InputBatch, PLACEHOLDER
 from synclab.engine.input_batch_baseline import InputBatchBaseline
 from synclab.sim import cuda as sim_cuda
@@ -90,13 +90,6 @@ class StepOutcome(TypedDict):
     touched_by_op: dict[str, int]  # history elements read, by the list operation that read them
 
 
-def _plain(ids: Any) -> list[int]:
-    """A history as a plain list, once its reads are counted: a whole slice is one counted read of every element (a
-    copy element by element through the counting iterator cost a second per 60,000-token check); anything else that
-    holds ids, element by element."""
-    return list(ids[:]) if isinstance(ids, (list, tuple, CountingList)) else list(ids)
-
-
 @runs_with_the_answer
 def step_outcome(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[list[int]],
                  rows: list[int | None], history_needed: bool = True, in_flight: bool = True) -> StepOutcome:
@@ -119,8 +112,8 @@ def step_outcome(batch_cls: BatchClass, outputs: list[list[int]], sampled: list[
     touched = dict(CountingList.by_op)  # read before the copies below, which read every element themselves
     held = list(batch.sampling_metadata.output_token_ids)
     return StepOutcome(
-        outputs=[_plain(s.output_token_ids) for s in states],
-        in_batch=[_plain(ids) for ids in held],
+        outputs=[plain_list(s.output_token_ids) for s in states],  # after `touched`: these reads are not the answer's
+        in_batch=[plain_list(ids) for ids in held],
         shared=[i < len(held) and held[i] is ids for i, ids in enumerate(before)],
         syncs=report.count, waits=sum(op == "host waits" for op in device.log.ops()),
         device_waits=sum(e.kind in (SyncKind.DEVICE_SYNC, SyncKind.STREAM_SYNC) for e in report.events),
