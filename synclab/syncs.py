@@ -529,9 +529,12 @@ class _FunctionLevel(TorchFunctionMode):
                 kind = SyncKind.H2D_COPY
         elif obs.simulated and name in _HOST_ONLY_ARGUMENTS:
             _refuse_a_device_argument_cuda_wants_on_the_host(name, args)
-        elif obs.simulated and name in _READS_INSIDE:
-            # a Python-level torch function whose own code reads device values back (its body runs uncounted)
+        elif name in _READS_INSIDE:
+            # a Python-level torch function whose own code reads device values back (its body runs uncounted); on
+            # CUDA the dispatcher sees an .item() inside it, never a .tolist() (tensordot's two rows of dims)
             kind, reads_inside = _reads_inside(name, args, kwargs)
+            if not obs.simulated and kind is not SyncKind.TOLIST:
+                kind, reads_inside = None, 0
             for _ in range(reads_inside - 1):  # the last one is recorded below, as every kind is
                 obs.record(kind, name)  # type: ignore[arg-type]
 

@@ -173,6 +173,58 @@ def test_bench_keeps_what_was_recorded_around_a_failing_cell(tmp_path, capsys):
     assert "1 cell(s) failed" in out.err
 
 
+def test_the_bench_logs_each_cell_as_it_runs_with_what_it_printed_and_displayed(tmp_path, capsys):
+    """A GPU log must say where a run was and why a figure lost a variant: each cell as it starts, then its time and
+    the end of what it printed or displayed (a check's report is displayed, not printed)."""
+    from synclab.lab.cli import bench_notebook
+
+    nb = v4.new_notebook(cells=[
+        v4.new_code_cell('from synclab.reference import record\nrecord("ch9", "first", {"value": 1})\nprint("ran")'),
+        v4.new_code_cell('from IPython.display import display\ndisplay("2.1: 7/8 checks passed")'),
+    ])
+    notebook = tmp_path / "ch9.ipynb"
+    nbformat.write(nb, notebook)
+    assert bench_notebook("ch9", notebook, timeout=120, out_root=tmp_path / "out") == 0
+    log = capsys.readouterr().out
+    assert log.index("[cell 0] from synclab.reference import record") < log.index("    ran") < log.index("[cell 1] from")
+    assert "    '2.1: 7/8 checks passed'" in log and re.search(r"\[cell 1\] \d+\.\d s", log)
+
+
+def test_a_bench_stopped_at_its_limit_keeps_what_the_cells_before_recorded(tmp_path):
+    """``timeout`` kills a GPU step at its limit: the cells that ran keep their records, the stop is named."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from synclab.provenance import Provenance
+
+    nb = v4.new_notebook(cells=[
+        v4.new_code_cell('from synclab.reference import record\nrecord("ch9", "first", {"value": 1})'),
+        v4.new_code_cell("import time\ntime.sleep(60)"),
+    ])
+    notebook = tmp_path / "ch9.ipynb"
+    nbformat.write(nb, notebook)
+    code = (f"from pathlib import Path; from synclab.lab.cli import bench_notebook; "  # as python -m synclab runs it:
+            f"from synclab.lab.notebook_runner import stop_on_signals\n"  # a signal stops the run, finally blocks run
+            f"with stop_on_signals(): bench_notebook('ch9', Path({str(notebook)!r}), timeout=120, "
+            f"out_root=Path({str(tmp_path / 'out')!r}))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    lines = []
+    for line in proc.stdout:  # the log says the sleeping cell started: then stop the run as timeout does
+        lines.append(line)
+        if line.startswith("[cell 1]"):
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)
+            break
+    lines += proc.stdout.readlines()
+    assert proc.wait(timeout=60) != 0
+    data = json.loads((tmp_path / "out" / Provenance.here().slug / "ch9.json").read_text())
+    assert list(data["results"]) == ["first"]
+    assert data["errors"] == ["stopped by SIGTERM in cell 1: the cells after it did not run"]
+
+
 def test_bench_with_nothing_recorded_fails_and_writes_nothing(tmp_path, capsys):
     from synclab.lab.cli import bench_notebook
 

@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LOG = """\
 tests/test_a.py::test_x PASSED
 FAILED tests/test_b.py::test_y[cuda] - AssertionError: 2 != 1
+FAILED tests/test_b.py::test_w[a row (its id has spaces)-cuda] - AssertionError: 0 == 2
+FAILED tests/test_b.py::test_v[plain]
 ERROR tests/test_c.py::test_z - RuntimeError
 =========== 2 failed, 118 passed, 7 skipped, 1 error in 93.12s (0:01:33) ===========
 """
@@ -32,7 +34,9 @@ ERROR tests/test_c.py::test_z - RuntimeError
 def test_a_steps_counts_and_failures_are_read_from_its_log():
     counts = pytest_counts(LOG)
     assert (counts["passed"], counts["failed"], counts["skipped"], counts["error"]) == (118, 2, 7, 1)
-    assert counts["failures"] == ["tests/test_b.py::test_y[cuda]", "tests/test_c.py::test_z"]
+    assert counts["failures"] == ["tests/test_b.py::test_v[plain]",
+                                  "tests/test_b.py::test_w[a row (its id has spaces)-cuda]",
+                                  "tests/test_b.py::test_y[cuda]", "tests/test_c.py::test_z"]
     assert pytest_counts("=== bench: rc=0 in 12 s\n") == {}  # a step that is not pytest: its status alone
 
 

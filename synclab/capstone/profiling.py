@@ -357,6 +357,10 @@ GPU_ABLATION_STEPS = 100  # decode steps measured per run, after the warm-up
 GPU_ABLATION_WARMUP = 10  # steps run first, unmeasured: kernels loaded, allocator and caches warm
 GPU_ABLATION_REPEATS = 5  # runs per configuration, interleaved: the spread
 IDLE_WINDOWS = 5  # a profiled run's measured steps cut into this many windows: the idle share's spread
+# The profiled run records this many steps after the warm-up, then runs on unprofiled: on the H200, profiling all
+# 110 steps of the 8B-like model took 60-65 s per configuration, most of it reading the events back (the whole
+# bench ran past its 300 s); 20 steps give each idle window 4 steps and the timeline its 3.
+GPU_PROFILED_STEPS = 20
 
 
 def model_shape(model: Any) -> dict[str, Any]:
@@ -372,7 +376,7 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, steps: int = GPU_ABL
 
     Each run decodes :func:`~synclab.capstone.workloads.capstone_workload` for ``warmup`` + ``steps`` steps
     and times the ``steps`` after the warm-up. Then one profiled run per configuration gives the idle share
-    (no kernel running), in :data:`IDLE_WINDOWS` windows of its measured steps. The claims
+    (no kernel running), in :data:`IDLE_WINDOWS` windows of its first :data:`GPU_PROFILED_STEPS` measured steps. The claims
     (:func:`gpu_ablation_problems`) are checked here: a storing run records ``ablation`` only when they hold,
     and otherwise records what the GPU showed as ``ablation_contradicted`` and raises. ``None`` on a CPU.
     """
@@ -401,10 +405,11 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, steps: int = GPU_ABL
             bar.step(f"{config.label} ({repeat + 1}/{repeats})")
     out: dict[str, Any] = {"model": repr(model), "model_shape": model_shape(model), "cpu_model": model_shape(CPU_MODEL),
                            "steps": steps, "warmup": warmup, "repeats": repeats, "workload": "capstone_workload",
+                           "profiled_steps": min(steps, GPU_PROFILED_STEPS),
                            "configs": {}}
     timeline: dict[str, Any] = {}
     for config in configs:
-        idle, lanes = _profiled_idle(workload, config, fixes, warmup, steps)
+        idle, lanes = _profiled_idle(workload, config, fixes, warmup, min(steps, GPU_PROFILED_STEPS))
         rates = tokens_per_s[config.label]
         out["configs"][config.label] = {"tokens_per_s": statistics.median(rates), "tokens_per_s_runs": rates,
                                         "idle_share": statistics.median(idle), "idle_share_windows": idle,
@@ -512,17 +517,44 @@ def _timed_run(workload: Workload, config: EngineConfig, fixes: Any, warmup: int
     return time.perf_counter() - clock.started
 
 
+class _ProfiledWindow(_StepClock):
+    """``each_step`` for a profiled run: the profiler ``prof`` records steps ``start`` to ``start + steps - 1``
+    (the first one marked :data:`MEASURED_FROM`), the device drained before it stops, so that the window's last
+    kernels are in it. :meth:`close` stops it where the run ended first."""
+
+    def __init__(self, start: int, steps: int, prof: Any) -> None:
+        super().__init__(start)
+        self.stop, self.prof, self.recording = start + steps, prof, False
+
+    def __call__(self, engine: EngineCore) -> Any:
+        if engine.steps == self.start:
+            self.prof.start()
+            self.recording = True
+        elif engine.steps == self.stop:
+            self.close()
+        return super().__call__(engine)
+
+    def close(self) -> None:
+        if self.recording:
+            import torch
+
+            torch.cuda.synchronize()
+            self.prof.stop()
+            self.recording = False
+
+
 def _profiled_idle(workload: Workload, config: EngineConfig, fixes: Any, warmup: int,
                    steps: int) -> tuple[list[float], dict[str, Any]]:
-    """One profiled run: the idle share in each of :data:`IDLE_WINDOWS` windows after the warm-up, and the lanes of
-    its first :data:`TIMELINE_STEPS` measured steps."""
-    import torch
+    """One profiled run: the idle share in each of :data:`IDLE_WINDOWS` windows of its ``steps`` profiled steps
+    after the warm-up, and the lanes of the first :data:`TIMELINE_STEPS` of them."""
     from torch.profiler import ProfilerActivity, profile
 
-    clock = _StepClock(warmup)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        run_engine(workload, config, fixes, each_step=clock)
-        torch.cuda.synchronize()
+    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    window = _ProfiledWindow(warmup, steps, prof)
+    try:
+        run_engine(workload, config, fixes, each_step=window)
+    finally:
+        window.close()  # the run ended inside the window
     events = prof.events()
     kernels = kernel_intervals(events)
     begin = next(e.time_range.start for e in events if e.name == MEASURED_FROM)  # the warm-up is left out

@@ -497,7 +497,7 @@ def bench_notebook(chapter: str, notebook: Path, timeout: int, out_root: Path | 
     says it failed.
     """
     from synclab.device import has_cuda
-    from synclab.lab.notebook_runner import run_notebook
+    from synclab.lab.notebook_runner import Stopped, run_notebook
     from synclab.provenance import Provenance
     from synclab.reference import BENCH_DIR_ENV, REFERENCE_DIR
     from synclab.run_modes import DELIBERATE_ENV
@@ -506,19 +506,20 @@ def bench_notebook(chapter: str, notebook: Path, timeout: int, out_root: Path | 
     if out_root is None:  # a CPU run is useful to look at, never a reference
         out_root = REFERENCE_DIR if has_cuda() else ROOT / "_build" / "bench"
     out = out_root / prov.slug / f"{chapter}.json"
+    log = BenchLog()
     with tempfile.TemporaryDirectory() as tmp:
-        errors = run_notebook(notebook, {BENCH_DIR_ENV: tmp, DELIBERATE_ENV: "1"}, cell_timeout_s=timeout).errors
         result = Path(tmp) / f"{chapter}.json"
+        try:
+            errors = run_notebook(notebook, {BENCH_DIR_ENV: tmp, DELIBERATE_ENV: "1"}, cell_timeout_s=timeout,
+                                  on_cell=log).errors
+        except Stopped as exc:  # a kill at the step's limit: what the cells before recorded is kept
+            if result.exists():
+                _store_bench(result, out, prov, [f"{exc} in cell {log.current}: the cells after it did not run"])
+            raise
         if not result.exists():
             print(f"{notebook} recorded no results" + (": " + "; ".join(errors) if errors else ""), file=sys.stderr)
             return 1
-        data = json.loads(result.read_text())
-    if errors:
-        data["errors"] = errors
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=1))
-    where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
-    print(f"wrote {where} ({prov.label}): {', '.join(data['results'])}")
+        _store_bench(result, out, prov, errors)
     if not has_cuda():
         print("no GPU here: this is a CPU run, kept out of data/reference/")
     if errors:
@@ -526,6 +527,48 @@ def bench_notebook(chapter: str, notebook: Path, timeout: int, out_root: Path | 
               file=sys.stderr)
         return 1
     return 0
+
+
+class BenchLog:
+    """The bench's log, as it runs (``run_notebook``'s ``on_cell``): a cell as it starts, then its time and the end
+    of what it printed or displayed (a check's report; "... left out: 2.1 ..." says why a figure lacks a variant),
+    flushed, so that a run killed at its limit says where it was."""
+
+    OUTPUT_LINES = 12  # of each cell's printed text
+
+    def __init__(self) -> None:
+        self.current: int | None = None  # the cell running, or the last one that ran
+
+    def __call__(self, index: int, cell: Any, seconds: float | None) -> None:
+        self.current = index
+        if seconds is None:
+            print(f"[cell {index}] {cell.source.splitlines()[0][:100] if cell.source else ''}", flush=True)
+            return
+        text = "".join(self._text(out) for out in cell.get("outputs", []))
+        for line in text.splitlines()[-self.OUTPUT_LINES:]:
+            print(f"    {line[:200]}")
+        print(f"[cell {index}] {seconds:.1f} s", flush=True)
+
+    @staticmethod
+    def _text(out: Any) -> str:
+        """An output as text: what was printed, what was displayed (a check's report), an error's name and message."""
+        if out.get("output_type") == "stream":
+            return out.get("text", "")
+        if out.get("output_type") == "error":
+            return f"{out.get('ename')}: {out.get('evalue')}\n"
+        plain = out.get("data", {}).get("text/plain", "")
+        return plain if plain.endswith("\n") or not plain else plain + "\n"
+
+
+def _store_bench(result: Path, out: Path, prov: Any, errors: list[str]) -> None:
+    """Write what a bench's cells recorded (``result``) to ``out``, with the cells' failures under ``"errors"``."""
+    data = json.loads(result.read_text())
+    if errors:
+        data["errors"] = errors
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1))
+    where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    print(f"wrote {where} ({prov.label}): {', '.join(data['results'])}", flush=True)
 
 
 def cmd_measure(args: argparse.Namespace) -> int:

@@ -20,7 +20,8 @@ from synclab.reference import REFERENCE_DIR
 
 RECORD = "gpu-check.json"
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)\b")
-_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
+# a test's id, its parameters' id whole: "test_sync_table[tensordot with device dims (each row read back)-cuda]"
+_FAILED = re.compile(r"^(?:FAILED|ERROR) ([^\s\[]+(?:\[[^\n]*?\])?)(?= - |\s*$)", re.M)
 
 
 def pytest_counts(log: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from synclab.run_modes import NBVAL_ENV
 
@@ -93,8 +93,13 @@ def _kill(km: Any) -> None:
 
 
 def run_notebook(path: Path, env: dict[str, str] | None = None, *, cell_timeout_s: float = 600,
-                 notebook_timeout_s: float | None = None, cells: set[int] | None = None) -> NotebookRun:
-    """Run ``path``'s code cells (only those in ``cells``, if given) in a fresh kernel, in the notebook's folder."""
+                 notebook_timeout_s: float | None = None, cells: set[int] | None = None,
+                 on_cell: Callable[[int, Any, float | None], None] | None = None) -> NotebookRun:
+    """Run ``path``'s code cells (only those in ``cells``, if given) in a fresh kernel, in the notebook's folder.
+
+    ``on_cell(index, cell, None)`` is called as a cell starts and ``on_cell(index, cell, seconds)`` once it ran: a
+    long run (``bench`` on a GPU) can say where it is, in a log that outlives a kill.
+    """
     import nbformat
     from jupyter_client.manager import AsyncKernelManager
     from jupyter_core.utils import run_sync
@@ -131,7 +136,11 @@ def run_notebook(path: Path, env: dict[str, str] | None = None, *, cell_timeout_
                             continue
                     client.timeout = max(1, int(limit))
                     begun = time.monotonic()
+                    if on_cell is not None:
+                        on_cell(index, cell, None)
                     client.execute_cell(cell, index)
+                    if on_cell is not None:
+                        on_cell(index, cell, time.monotonic() - begun)
                     if time.monotonic() - begun >= client.timeout:
                         run.timed_out[index] = client.timeout
         except DeadKernelError:
