@@ -456,14 +456,14 @@ NO_FIX_GREYS = {"forward": "#6e6e6e", "model": "#6e6e6e", "sample": "#9a9a9a", "
                 "loop": "#dcdcdc", "other": "#dcdcdc"}
 PHASE_COLORS = {**{phase: FIX_COLORS[fix] for phase, fix in PHASE_FIX.items()}, **NO_FIX_GREYS}
 # A grey part whose syncs a fix of another part removes: sampling's logprob uploads are chapter 3's (3.2)
-GREY_NOTES = {"sample": "grey; ch. 3 fixes the syncs of its uploads"}
+GREY_NOTES = {"sample": "grey: no fix of its own; ch. 3's pinned uploads remove its syncs"}
 PLANNED_WAIT = {"symbol": "diamond", "size": 11, "color": "white", "line": {"width": 2, "color": "black"}}
 STRAY_SYNC = {"symbol": "x", "size": 11, "color": COLORS["wait"], "line": {"width": 1, "color": "black"}}
 
 
 def grey_part(part: str) -> str:
     """A legend's words for a part no fix of its own changes (chapter 6's figures)."""
-    return GREY_NOTES.get(part, "no fix: grey")
+    return GREY_NOTES.get(part, "grey: no fix of its own")
 
 
 def host_events_figure(rows: dict[str, Sequence[Any]], title: str) -> go.Figure:

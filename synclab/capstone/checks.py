@@ -36,10 +36,13 @@ HUNT_CASES = 3
 
 FIXED_MIX = "the fixed mix: min_tokens at its boundary, a fractional logit bias, an embedding request first"
 FIXED_MIX_NO_BIAS = "the fixed mix again, its biased request left out: min_tokens with no logit bias in the batch"
+FIXED_MIX_OTHER_STOPS = "the fixed mix's request ids again, each request with other stop tokens"
 
 
-# min_tokens_mix with its biased request, then without it: the clauses random draws reach only by chance
-FIXED_MIXES = ({"fixed": "min_tokens"}, {"fixed": "min_tokens", "with_bias": False})
+# min_tokens_mix with its biased request, then without it, then its ids with other stop tokens: the clauses random
+# draws reach only by chance
+FIXED_MIXES = ({"fixed": "min_tokens"}, {"fixed": "min_tokens", "with_bias": False},
+               {"fixed": "min_tokens", "other_stops": True})
 
 
 def _hunt_mixes(rng: random.Random) -> list[dict]:
@@ -50,6 +53,8 @@ def _hunt_mixes(rng: random.Random) -> list[dict]:
 
 def _mix_name(mix: dict, number: int) -> str:
     """How a report names a hunt mix: the fixed one, with or without its bias, or the ``number``-th random one."""
+    if mix.get("other_stops"):
+        return FIXED_MIX_OTHER_STOPS
     if mix.get("fixed"):
         return FIXED_MIX if mix.get("with_bias", True) else FIXED_MIX_NO_BIAS
     return f"random mix {number} of {HUNT_CASES}"
@@ -58,7 +63,7 @@ def _mix_name(mix: dict, number: int) -> str:
 def hunt_mix(mix: dict) -> Workload:
     """The hunt's mix that ``mix`` names: a random one by its seed and size, or the stop rule's fixed boundary."""
     if mix.get("fixed") == "min_tokens":
-        return min_tokens_mix(with_bias=mix.get("with_bias", True))
+        return min_tokens_mix(with_bias=mix.get("with_bias", True), other_stops=mix.get("other_stops", False))
     return random_mix(random.Random(mix["seed"]), num_requests=mix["num_requests"], hunt_features=True)
 
 
@@ -155,7 +160,8 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
         expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
                got=diff, case=case,  # the request's sampling in the message, which is never shortened
                # without its bias, the same requests' mix with it has passed: the ban hangs on the bias
-               hint=_NO_BIAS_HINT if mix.get("with_bias") is False else _feature_hint(spec, outputs, want))
+               hint=_NO_BIAS_HINT if mix.get("with_bias") is False else
+               _OTHER_STOPS_HINT if mix.get("other_stops") else _feature_hint(spec, outputs, want))
         found_right(outputs)  # the grader's seed drew this mix
         lines = _lines(stray)
         kinds = dict.fromkeys(e["kind"] for step in stray for e in step)
@@ -197,6 +203,13 @@ def _gone_from_states_hint(said: str) -> str:
 _NO_BIAS_HINT = ("the same requests passed beside a logit bias and fail without one: is min_tokens' ban applied only "
                  "when some request has a bias (inside an if on the bias's lists, or after a return when they are "
                  "empty)? The two features are independent: apply each on its own")
+
+
+# The first fixed mix passed and its request ids with other stop tokens did not: something kept by request id
+_OTHER_STOPS_HINT = ("these requests have the first fixed mix's ids, which passed, and other stop tokens: your runner "
+                     "keeps something by request id from an earlier run (on the class or in the module). Keep state "
+                     "on the runner, self (set in __init__), or read each request's sampling params where you need "
+                     "them")
 
 
 _PLANTED_FILE = "capstone/planted.py"  # where the colleague's hooks live: a sync there is a hook not overridden

@@ -275,7 +275,7 @@ class HostTime:
         else:  # a percentage past 100 reads as nonsense: say what it means instead
             rows.append(f"The parts missed the step by more than {BUSY_PARTS_OFF:.0%}: the machine was busy while it "
                         "measured (on a quiet one they miss by a percent or two), so these parts are not to be read. "
-                        "Run the cell again when it is quiet.")
+                        "Read the counts above, which no load changes, and run the cell again when it is quiet.")
         return "\n".join(rows)
 
     def parts_off(self) -> float:

@@ -106,7 +106,7 @@ def random_mix(rng: random.Random, num_requests: int = 6, model: ModelConfig = C
                                                   encoder_cache_size=128), model)
 
 
-def min_tokens_mix(model: ModelConfig = CPU_MODEL, with_bias: bool = True) -> Workload:
+def min_tokens_mix(model: ModelConfig = CPU_MODEL, with_bias: bool = True, other_stops: bool = False) -> Workload:
     """The stop rule's boundary, fixed (6.1's checks): every token but one is a stop token, so each request samples
     that one token until it has generated ``min_tokens`` (stops banned) and then stops at once; one request resumed
     with output already out (only this run's tokens count), one with ``min_tokens`` 0. An off-by-one in the count
@@ -116,11 +116,15 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL, with_bias: bool = True) -> Wo
     request that stops first (min_tokens 0) arrives before the others, so that once it has left the batch a stop
     paired by arrival among the generating requests alone lands on another too (a learner's answer passed without).
     ``with_bias=False`` leaves the biased request out: a ban applied only beside a bias (inside an ``if`` on the
-    bias's lists) shows there on every seed (a learner's answer passed the mix with it, and most random draws)."""
+    bias's lists) shows there on every seed (a learner's answer passed the mix with it, and most random draws).
+    ``other_stops`` keeps the request ids and gives each request another token to sample (its stop tokens all the
+    others): stop tokens kept by request id from an earlier run, on the class or in the module, stop it early on
+    every seed (random mixes reuse ids too, but their stop tokens may happen to agree)."""
     vocab = model.vocab_size
+    shift = 10 if other_stops else 0  # the kept tokens 11, 5, 7 become 21, 15, 17: none a token the mix asks about
 
     def stops_but(kept: int) -> tuple[int, ...]:
-        return tuple(t for t in range(vocab) if t != kept)
+        return tuple(t for t in range(vocab) if t != kept + shift)
 
     specs = (RequestSpec("embed-first", (5, 6, 7), None),  # pooled, never sampled: the output's rows start after it
              # its logprob asked of a stop token min_tokens bans: a ban by a large finite number shows on every seed

@@ -1,0 +1,54 @@
+# Caches each request's stop tokens as a set, by request id, on the runner class: one class serves every engine
+# (and every mix of the check), so a later run that reuses an id with other stop tokens is judged on the
+# earlier request's.
+# fails: planted-outputs
+# says: right from a new class, and wrong after the class served an earlier mix
+def clean_runner() -> type[PlantedRunner]:
+    """``PlantedRunner`` with every stray sync removed and every feature kept."""
+
+    class CleanRunner(PlantedRunner):
+        stop_sets: dict[str, frozenset[int]] = {}  # request id -> its stop tokens (on the class: shared)
+
+        def _apply_sampling_extras(self, logits: torch.Tensor, reqs: list[EngineRequest]) -> None:
+            """Logit bias, then min_tokens, on this step's logits [S, vocab] (device), before sampling."""
+            # logit bias: the colleague's host lists, kept as they were
+            rows, cols, values = [], [], []
+            for row, request in enumerate(reqs):
+                for token, bias in request.sampling.logit_bias:
+                    rows.append(row)
+                    cols.append(token)
+                    values.append(bias)
+            # min_tokens: the colleague's host mask, kept: a request's stop tokens are banned while it has generated
+            # fewer than min_tokens tokens in this run (placeholders count)
+            banned = torch.zeros(logits.shape, dtype=torch.bool)  # [S, vocab] host
+            for row, request in enumerate(reqs):
+                params = request.sampling
+                generated = len(self.states[request.request_id].output_token_ids) - len(request.prior_output_token_ids)
+                if params.stop_token_ids and generated < params.min_tokens:
+                    banned[row, list(params.stop_token_ids)] = True
+            # yours: apply both to the device logits (the bias added, the banned set to -inf), with no wait
+            if rows:  # three host lists: up without a wait (was torch.tensor(list, device=...): 3 blocking copies)
+                logits[self.upload(rows, torch.int64), self.upload(cols, torch.int64)] += self.upload(
+                    values, torch.float32)
+            banned_rows, banned_cols = banned.nonzero(as_tuple=True)  # a host mask: its size is known here, no wait
+            if len(banned_rows):  # the value goes up too: a Python float would be a 0-d host tensor, copied with a wait
+                logits[self.upload(banned_rows, torch.int64), self.upload(banned_cols, torch.int64)] = self.upload(
+                    torch.full((len(banned_rows),), float("-inf")), torch.float32)
+
+        def _stopped_on_device(self, sampled: torch.Tensor, reqs: list[EngineRequest]) -> set[str]:
+            """Stop tokens, judged during the step from ``sampled`` [S] (device): the ids of the requests it ends.
+
+            A stop named here takes effect where one named by ``stopped_on_host`` does: when the step's output
+            reaches the host."""
+            return set()  # int(sampled[row]) read the device once per request
+
+        def stopped_on_host(self, output: EngineOutput, requests: dict[str, EngineRequest]) -> set[str]:
+            """Stop tokens, judged when the step's output reaches the host (``output`` is its host copy; a request that
+            finished may be gone from ``self.states`` by then: read ``output`` and ``requests``)."""
+            for req_id in output.req_ids:  # each request's stop set, made once: a set's lookup is quicker
+                if req_id not in CleanRunner.stop_sets:
+                    CleanRunner.stop_sets[req_id] = frozenset(requests[req_id].sampling.stop_token_ids)
+            return {req_id for req_id, token in zip(output.req_ids, output.sampled_token_ids)
+                    if token in CleanRunner.stop_sets[req_id]}
+
+    return CleanRunner
