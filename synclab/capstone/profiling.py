@@ -39,7 +39,7 @@ from synclab.capstone.workloads import (Workload, ablation_configs,
 from synclab.claims import Faster, claimed_nothing, declare, validated
 from synclab.device import called_from_device_layer, has_cuda
 from synclab.dispatch import CountingList, count_torch_calls
-from synclab.engine.engine_core import EngineConfig, EngineCore, EngineRunner
+from synclab.engine.engine_core import EngineConfig, EngineCore, EngineRunner, shared_model
 from synclab.syncs import SyncReport, attribute_syncs_to_callers, count_syncs
 from synclab.timeline_model import simulate
 
@@ -385,6 +385,7 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, steps: int = GPU_ABL
     import torch
 
     from synclab.claims import ClaimContradicted
+    from synclab.device import pick_device
     from synclab.engine.tiny_llm import CPU_MODEL, gpu_model
     from synclab.reference import record
     from synclab.timing import Progress
@@ -419,6 +420,8 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, steps: int = GPU_ABL
             timeline[config.label] = lanes
         bar.step(f"{config.label} profiled")
     bar.close()
+    # eager, or replayed from CUDA graphs as vLLM's decode steps are (synclab.engine.cuda_graphs), and why not
+    out["forward"] = shared_model(workload.model, pick_device()).forward_mode()
     problems = gpu_ablation_problems(out)
     out["claims"] = {"text": GPU_ABLATION_CLAIM, "holds": not problems, "problems": problems}
     if problems:

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from synclab.device import DeviceLike, is_simulated, mark_device
+from synclab.engine.cuda_graphs import GraphedForward
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class ModelConfig:
     seed: int = 0
     sliding_window: bool = False  # the KV cache a ring of max_model_len positions: positions are unbounded
     dtype: torch.dtype = torch.float32  # the weights' and the KV cache's (logits are computed in float32)
+    cuda_graphs: bool = False  # on a GPU, a windowed forward replayed from CUDA graphs (synclab.engine.cuda_graphs)
 
     @property
     def head_dim(self) -> int:
@@ -65,11 +67,11 @@ GPU_MODEL = ModelConfig(vocab_size=32_000, hidden_size=1024, num_layers=8, num_h
 # A decode step of a small batch then reads its weights once, a few milliseconds on an H100 or H200: device work
 # comparable to the host's step, as in vLLM serving an 8B model at a small batch.
 LLAMA_8B_LIKE = ModelConfig(vocab_size=32_000, hidden_size=4096, num_layers=32, num_heads=32, max_model_len=1024,
-                            max_num_seqs=128, image_feature_size=256, dtype=torch.bfloat16)
+                            max_num_seqs=128, image_feature_size=256, dtype=torch.bfloat16, cuda_graphs=True)
 # On a card too small for it (under 40 GiB: weights, a KV cache and room to work), the same shape at half the width and
 # layers: 0.9 B parameters, stated as such wherever its numbers appear.
 SMALL_GPU_MODEL = ModelConfig(vocab_size=32_000, hidden_size=2048, num_layers=16, num_heads=16, max_model_len=1024,
-                              max_num_seqs=128, image_feature_size=256, dtype=torch.bfloat16)
+                              max_num_seqs=128, image_feature_size=256, dtype=torch.bfloat16, cuda_graphs=True)
 LLAMA_8B_MIN_MEMORY = 40 * 2**30
 
 
@@ -143,6 +145,9 @@ class TinyDecoder(nn.Module):
         self.cache_positions = torch.full(cache_shape[1:3], -1, dtype=torch.int64, device=real_device)
         for tensor in [*self.parameters(), self.k_cache, self.v_cache, self.cache_positions]:
             mark_device(tensor)  # on a CPU: device memory, as far as count_syncs is concerned
+        # a windowed forward's shapes depend on its number of tokens alone: one graph per step size (a GPU's only)
+        graphed = config.cuda_graphs and config.sliding_window and torch.device(real_device).type == "cuda"
+        self.graphed = GraphedForward(self._windowed_forward) if graphed else None
 
     def _build(self, config: ModelConfig) -> None:
         self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
@@ -161,8 +166,23 @@ class TinyDecoder(nn.Module):
                 max_len: int) -> torch.Tensor:
         """``inputs_embeds`` [T, hidden], ``slots`` and ``positions`` [T] int64 -> hidden states [T, hidden].
 
-        ``max_len`` (host int) bounds every position of the step, so attention reads only that much cache.
+        ``max_len`` (host int) bounds every position of the step, so attention reads only that much cache. Where the
+        model is graphed (:attr:`graphed`), the forward is a graph's replay.
         """
+        if self.graphed is not None:
+            return self.graphed(inputs_embeds, slots, positions)
+        return self._layers(inputs_embeds, slots, positions, max_len)
+
+    def _windowed_forward(self, inputs_embeds: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The forward under a sliding window, whose reads ``max_len`` does not bound."""
+        return self._layers(inputs_embeds, slots, positions, self.config.max_model_len)
+
+    def forward_mode(self) -> str:
+        """How the forward runs, in words: eagerly, or from CUDA graphs (:mod:`synclab.engine.cuda_graphs`)."""
+        return self.graphed.mode() if self.graphed is not None else "eager"
+
+    def _layers(self, inputs_embeds: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor,
+                max_len: int) -> torch.Tensor:
         if self.config.sliding_window:
             rows, key_mask, num_keys = self._window(slots, positions)
         else:  # row p holds position p; the request wrote rows 0..p before this token reads them
