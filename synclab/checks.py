@@ -357,8 +357,8 @@ class CheckReport:
                         lines.append(f"      {label + ': ' if label else ''}{text}")
         if self.random_cases_matter:
             call = f"{self.check_function}(..., seed={self.seed})" if self.check_function else f"seed={self.seed}"
-            lines.append(f"  random cases used seed={self.seed}: to replay them, run the check cell again as "
-                         f"{call}")
+            lines.append(f"  random cases used seed={self.seed}: to replay them, run the check cell again (in the "
+                         f"notebook) as {call}")
         return "\n".join(lines)
 
     __repr__ = __str__

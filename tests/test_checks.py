@@ -487,7 +487,7 @@ def test_a_failure_names_the_check_to_call_again_and_the_cell_as_ipython_does():
     from synclab.syncs import location
 
     report = ch4.check_bottleneck_model(lambda costs, device, max_length: None, seed=3)
-    assert "run the check cell again as ch4.check_bottleneck_model(..., seed=3)" in str(report)
+    assert "run the check cell again (in the notebook) as ch4.check_bottleneck_model(..., seed=3)" in str(report)
     assert "check_...(" not in str(report)
     shell = InteractiveShell.instance()
     shell.run_cell("def in_a_cell():\n    return 1\n")

@@ -212,8 +212,8 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "The hunt's table (`ch6.stray_lines`) names each line that made a stray sync, and its kind. Before you "
              "change anything, say for each line which feature it serves and which side holds the data it needs: "
              "the host (send it without a wait) or the device (read it where the host already has a copy). Count "
-             "again after each change, with the same two calls (`ch6.step_syncs` with your runner, then "
-             "`ch6.stray_lines`)."),
+             "again after each change: the cell under your answer counts your runner with the same two calls "
+             "(`ch6.step_syncs`, then `ch6.stray_lines`)."),
         Hint("three kinds, three remedies",
              "The syncs are of three kinds, each with its remedy:\n\n"
              "- **an upload that blocks** (a Python list, or a Python number written through indices, `x[i, j] = v`): "
