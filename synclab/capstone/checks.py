@@ -220,8 +220,10 @@ _REMEDIES = {
                        "indices into a device tensor go up the same way (upload them), and a Python number written "
                        "through device indices (x[rows, cols] = v) is such a copy too: write a device tensor of the "
                        "values (index_put_ with uploaded values, or masked_fill_ with an uploaded mask).",
-    SyncKind.NONZERO: "A result sized by device data (nonzero): the host made the mask, so take nonzero of its "
-                      "host copy and upload the indices (or masked_fill_ with the uploaded mask).",
+    SyncKind.NONZERO: "A result sized by device data (nonzero): where the host made the mask, use its host copy "
+                      "(nonzero there, then upload the indices; or masked_fill_ with the uploaded mask); where the "
+                      "device computed it from sampled values, read those from the step's host copy, in "
+                      "stopped_on_host.",
     SyncKind.BOOL_MASK_INDEX: "Boolean-mask indexing sizes its result by device data: masked_fill_ with the mask "
                               "keeps the shape.",
     **dict.fromkeys((SyncKind.ITEM, SyncKind.BOOL, SyncKind.TOLIST, SyncKind.D2H_COPY),
