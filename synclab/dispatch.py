@@ -17,6 +17,8 @@ counted read.
 
 from __future__ import annotations
 
+import _collections_abc
+import linecache
 import sys
 from collections import Counter
 from contextlib import contextmanager
@@ -27,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator
 from torch.overrides import TorchFunctionMode
 
 from synclab.device import called_from_device_layer
-from synclab.syncs import attribute_syncs_to_callers
+from synclab.syncs import attribute_syncs_to_callers, location
 
 attribute_syncs_to_callers(__file__)  # a sync inside a counted call belongs to the line that made the call
 
@@ -68,6 +70,20 @@ def count_torch_calls() -> Iterator[TorchCalls]:
         yield calls
 
 
+_LIST_MACHINERY = (__file__, _collections_abc.__file__)  # this module's counted methods, and MutableSequence's mixins
+
+
+def _reader_line() -> str:
+    """The line that read a counted list (``Cell In[7]:31 `for t in history:```), past its own methods."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename in _LIST_MACHINERY:
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return location(frame.f_code.co_filename, frame.f_lineno, code if len(code) <= 90 else code[:87] + "...")
+
+
 class CountingList(MutableSequence):
     """A list of tokens that counts the elements Python code reads (``touched``), and by which operation (``by_op``).
 
@@ -82,11 +98,35 @@ class CountingList(MutableSequence):
     __hash__ = None  # type: ignore[assignment]  # mutable, as a list
     touched = 0
     by_op: Counter[str] = Counter()
+    first_at: dict[str, str] = {}  # op -> the first line outside the lab's package that read that way, else the first
+
+    @staticmethod
+    def reset() -> None:
+        """A new count: no element touched, no operation, no line."""
+        CountingList.touched = 0
+        CountingList.by_op.clear()
+        CountingList.first_at.clear()
+
+    @staticmethod
+    def _note(op: str) -> None:
+        """Where ``op`` read: once per call of a method (a frame walk, never one per element), until a line outside
+        the lab's package (the reader's) has read that way."""
+        seen = CountingList.first_at.get(op)
+        if seen is not None and not seen.startswith("synclab/"):
+            return
+        line = _reader_line()
+        if seen is None or not line.startswith("synclab/"):
+            CountingList.first_at[op] = line
+
+    @staticmethod
+    def _count(op: str, n: int) -> None:
+        CountingList.touched += n
+        CountingList.by_op[op] += n
 
     @staticmethod
     def _add(op: str, n: int) -> None:
-        CountingList.touched += n
-        CountingList.by_op[op] += n
+        CountingList._note(op)
+        CountingList._count(op, n)
 
     def __init__(self, items: Iterable[Any] = ()) -> None:
         self.__items = plain_list(items)
@@ -112,13 +152,17 @@ class CountingList(MutableSequence):
         self.__items.insert(index, value)
 
     def __iter__(self) -> Iterator[Any]:
+        op = "iterating over the list from the start"
+        CountingList._note(op)
         for item in self.__items:
-            CountingList._add("iterating over the list from the start", 1)
+            CountingList._count(op, 1)
             yield item
 
     def __reversed__(self) -> Iterator[Any]:
+        op = "iterating backwards (reversed(x))"
+        CountingList._note(op)
         for item in reversed(self.__items):
-            CountingList._add("iterating backwards (reversed(x))", 1)
+            CountingList._count(op, 1)
             yield item
 
     def __contains__(self, value: Any) -> bool:

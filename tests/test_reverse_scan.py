@@ -645,6 +645,25 @@ def test_the_historys_text_is_a_counted_read():
     assert not hasattr(CountingList([1]), "as_list")
 
 
+def test_a_counted_read_keeps_the_line_that_made_it_the_readers_over_the_packages():
+    """Chapter 6's host-work message names the line that read a history: the first reader's line outside the lab's
+    package, where the engine's own read came first; once per call of a method, never per element; reset with the
+    count."""
+    CountingList.reset()
+    history = CountingList(range(5))
+    # as if the engine's own slice had read first, inside the lab's package...
+    CountingList.first_at["slicing (x[a:b] copies the slice)"] = "synclab/engine/engine_core.py:154 `x[a:b]`"
+    for _ in history:
+        pass
+    tail = history[2:]  # ...then the reader's: its line wins
+    assert CountingList.first_at["slicing (x[a:b] copies the slice)"].endswith("`tail = history[2:]  # ...then "
+                                                                             "the reader's: its line wins`")
+    assert "`for _ in history:`" in CountingList.first_at["iterating over the list from the start"]
+    assert CountingList.by_op["iterating over the list from the start"] == 5 and tail == [2, 3, 4]
+    CountingList.reset()
+    assert CountingList.first_at == {} and CountingList.touched == 0 and not CountingList.by_op
+
+
 @pytest.mark.parametrize("wrong", [CopiesAroundTheCount, ShortcutWhenCounted])
 def test_no_call_escapes_the_count_nor_can_tell_it_is_counted(wrong):
     """Every 4.1 check hands the answer the same counted history type, which list's C methods refuse: a read around

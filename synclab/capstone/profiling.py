@@ -97,8 +97,7 @@ def ablation_counts(workload: Workload | None = None, configs: list[EngineConfig
 
         @contextmanager
         def counted(engine: EngineCore) -> Iterator[None]:
-            CountingList.touched = 0
-            CountingList.by_op.clear()
+            CountingList.reset()
             with count_syncs() as report, count_torch_calls() as calls:
                 yield
             per_step["stray syncs"].append(sum(not is_planned(e) for e in report.events))

@@ -607,11 +607,14 @@ class HostWork:
     total: int
     torch_calls: dict[str, int]
     history: dict[str, int]  # elements touched, by list operation
+    history_at: dict[str, str] = field(default_factory=dict)  # list operation -> the line that first read that way
 
     def largest(self) -> str:
-        parts = [(n, f"history: {op}") for op, n in self.history.items()]
-        parts += [(n, f"torch: {name}") for name, n in self.torch_calls.items()]
-        return ", ".join(f"{what} x{n}" for n, what in sorted(parts, reverse=True)[:3])
+        """The three largest parts, a history read with the line that made it: where to look."""
+        parts = [(n, f"history: {op}", self.history_at.get(op, "")) for op, n in self.history.items()]
+        parts += [(n, f"torch: {name}", "") for name, n in self.torch_calls.items()]
+        return ", ".join(f"{what} x{n}" + (f" (first at {where})" if where else "")
+                         for n, what, where in sorted(parts, reverse=True)[:3])
 
 
 def host_work_in_decode_step(runner_cls: RunnerClass, config: EngineConfig, output_len: int, images: int,
@@ -621,11 +624,11 @@ def host_work_in_decode_step(runner_cls: RunnerClass, config: EngineConfig, outp
 
     @contextmanager
     def counted(engine: EngineCore) -> Iterator[None]:
-        CountingList.touched = 0
-        CountingList.by_op.clear()
+        CountingList.reset()
         with count_torch_calls() as calls:
             yield
-        per_step.append(HostWork(calls.count + CountingList.touched, dict(calls.by_name), dict(CountingList.by_op)))
+        per_step.append(HostWork(calls.count + CountingList.touched, dict(calls.by_name), dict(CountingList.by_op),
+                                 {op: CountingList.first_at[op] for op in CountingList.by_op}))
 
     run_engine(decode_workload(output_len, images, hunt_features=hunt_features, decode_tokens=decode_tokens), config,
                components or current_fixes(), counting_histories(runner_cls), each_step=counted)
