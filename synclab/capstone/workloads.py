@@ -568,7 +568,10 @@ def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddi
     Every other one asks for logprobs; ``embeddings`` embedding requests (12-token prompts) join them: all in
     the first step, or with ``pooled_per_step``, that many per step after the generate requests (a stream of
     pooling requests beside the decodes). ``hunt_features`` gives each a logit bias and a stop token banned by
-    ``min_tokens`` for the whole run (6.1's features, exercised in every step without ending a request early).
+    ``min_tokens`` (6.1's features, exercised in every step); the ban holds for the whole run but for the first
+    request's, which lifts two tokens before the end: its stop token (biased to win) is sampled in the last step but
+    one, and judged on the host in the last step that queues work, the step :func:`host_work_in_decode_step` counts
+    (a stop hook that walks a history only when a stop arrives walks it there).
     ``deep``: the requests are resumed deep into their output on ``model`` with a sliding window, their earlier
     tokens' keys not computed again, so that ``output_len`` may be tens of thousands (the first step decodes).
     """
@@ -577,6 +580,7 @@ def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddi
     embeds = [RequestSpec(f"embed-{i}", tuple(range(1, 13))) for i in range(embeddings)]
     specs = [] if pooled_per_step else embeds
     extras = {"logit_bias": ((4, 0.5),), "stop_token_ids": (9,), "min_tokens": 1_000} if hunt_features else {}
+    stops = {"logit_bias": ((4, 0.5), (9, 30.0)), "stop_token_ids": (9,), "min_tokens": decode_tokens - 2}
     for i in range(num_requests):
         prompt: list[int] = [1, 2]
         ims = []
@@ -584,7 +588,7 @@ def decode_workload(output_len: int, images: int, num_requests: int = 4, embeddi
             ims.append(framed_image(f"img-{i}-{j}", len(prompt), 6))
             prompt += [0] * 6 + [3]
         sampling = SamplingParams(max_tokens=decode_tokens, bad_words=((5, 7),), logprob_token_ids=(1, 2) if i % 2 else (),
-                                  **extras)
+                                  **(stops if hunt_features and i == 0 else extras))
         prior = tuple((i + k) % 50 + 8 for k in range(output_len))
         computed = len(prompt) + output_len - 1 if deep else 0  # deep: only the last known token is computed
         specs.append(RequestSpec(f"gen-{i}", tuple(prompt), sampling, tuple(ims), prior, computed))
