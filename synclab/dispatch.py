@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import _collections_abc
 import linecache
+import os
 import sys
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from collections.abc import MutableSequence
+from types import FrameType
 from typing import Any, Callable, Iterable, Iterator
 
 from torch.overrides import TorchFunctionMode
@@ -71,13 +73,19 @@ def count_torch_calls() -> Iterator[TorchCalls]:
 
 
 _LIST_MACHINERY = (__file__, _collections_abc.__file__)  # this module's counted methods, and MutableSequence's mixins
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep  # the lab's own code: the engine's reads
 
 
-def _reader_line() -> str:
-    """The line that read a counted list (``Cell In[7]:31 `for t in history:```), past its own methods."""
+def _reader_frame() -> FrameType | None:
+    """The frame that read a counted list, past the list's own methods."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename in _LIST_MACHINERY:
         frame = frame.f_back
+    return frame
+
+
+def _line_of(frame: FrameType | None) -> str:
+    """A frame's line as a message quotes it (``Cell In[7]:31 `for t in history:```)."""
     if frame is None:
         return "?"
     code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
@@ -114,9 +122,10 @@ class CountingList(MutableSequence):
         seen = CountingList.first_at.get(op)
         if seen is not None and not seen.startswith("synclab/"):
             return
-        line = _reader_line()
-        if seen is None or not line.startswith("synclab/"):
-            CountingList.first_at[op] = line
+        frame = _reader_frame()
+        in_package = frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+        if seen is None or not in_package:  # the engine's reads again: no line to format, the first one stays
+            CountingList.first_at[op] = _line_of(frame)
 
     @staticmethod
     def _count(op: str, n: int) -> None:

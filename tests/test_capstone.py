@@ -989,12 +989,16 @@ def test_the_pages_model_sentence_holds_on_the_stored_model():
     page = " ".join((Path(__file__).parents[1] / "book" / "06_capstone_engine_step.md").read_text().split())
     said = ("at 2 ms of device work per step, a sync fix alone barely moves the busy share. The reverse scan alone "
             "moves it most of any one fix, and only all five keep the device busy all the time, just: their host step "
-            "without the network's compute, {:.1f} ms ({:.1f} ms with it, in the CPU fold), is under the 2 ms by little")
-    printed = next("".join(o["text"]) for c in json.loads((Path(__file__).parents[1] / SOLUTION).read_text())["cells"]
-                   if c["cell_type"] == "code" for o in c.get("outputs", []) if "all fixes (host" in "".join(o.get("text", "")))
-    host_ms = float(re.search(r"all fixes \(host ([\d.]+) ms\)", printed).group(1))  # the MODEL's own printout
-    table = next("".join(o["text"]) for c in json.loads((Path(__file__).parents[1] / SOLUTION).read_text())["cells"]
-                 if c["cell_type"] == "code" for o in c.get("outputs", []) if "= step" in "".join(o.get("text", "")))
+            "without the network's compute, {:.1f} ms ({:.1f} ms with it, in the CPU fold), is under the 2 ms by "
+            "little")
+    cells = json.loads((Path(__file__).parents[1] / SOLUTION).read_text())["cells"]
+
+    def printed(containing: str) -> str:  # the stored printout of the solution's cell that printed ``containing``
+        return next(text for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])
+                    if containing in (text := "".join(o.get("text", ""))))
+
+    host_ms = float(re.search(r"all fixes \(host ([\d.]+) ms\)", printed("all fixes (host")).group(1))  # the MODEL's
+    table = printed("= step")
     row = re.search(r"^all fixes\s+(.*)$", table, re.M).group(1).split()  # the CPU fold's table: parts, then the step
     step_ms = float(row[-1].replace(",", "")) / 1000
     model_ms = float(row[2].replace(",", "")) / 1000  # the network's compute, the part the MODEL leaves out

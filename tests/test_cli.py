@@ -186,7 +186,9 @@ def test_the_bench_logs_each_cell_as_it_runs_with_what_it_printed_and_displayed(
     nbformat.write(nb, notebook)
     assert bench_notebook("ch9", notebook, timeout=120, out_root=tmp_path / "out") == 0
     log = capsys.readouterr().out
-    assert log.index("[cell 0] from synclab.reference import record") < log.index("    ran") < log.index("[cell 1] from")
+    started, printed, next_one = (log.index(line) for line in ("[cell 0] from synclab.reference import record",
+                                                                   "    ran", "[cell 1] from"))
+    assert started < printed < next_one
     assert "    '2.1: 7/8 checks passed'" in log and re.search(r"\[cell 1\] \d+\.\d s", log)
 
 

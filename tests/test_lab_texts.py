@@ -306,8 +306,9 @@ def test_chapter_6s_gpu_ablation_sentences_are_the_stored_run():
     spans = {label: (min(configs[label]["tokens_per_s_runs"]), max(configs[label]["tokens_per_s_runs"]))
              for label in ("reverse_scan", "all fixes")}
     assert spans["all fixes"][0] <= spans["reverse_scan"][1]  # they overlap
-    assert ("their tokens per second overlapped (five runs each: {:,.0f}–{:,.0f} for the scan alone, {:,.0f}–{:,.0f} "
-            "for all five), so that 9% did not show".format(*spans["reverse_scan"], *spans["all fixes"])) in page
+    assert ("their tokens per second overlapped (five runs each: {:,.0f}–{:,.0f} for the scan alone, "
+            "{:,.0f}–{:,.0f} for all five), so that 9% did not show".format(*spans["reverse_scan"],
+                                                                            *spans["all fixes"])) in page
     assert "Every other fix alone stayed within the baseline's five runs" in page
     for label in set(configs) - {"baseline", "reverse_scan", "all fixes"}:
         assert min(base["tokens_per_s_runs"]) <= configs[label]["tokens_per_s"] <= max(base["tokens_per_s_runs"])

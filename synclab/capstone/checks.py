@@ -232,8 +232,8 @@ _REMEDIES = {
 
 _PAIRING = ("a request stops on the token it sampled itself: pair each sampled token with its own request, in the "
             "output's order (output.req_ids), not the requests' order (an embedding request is never sampled)")
-_STATE = ("or state kept from an earlier run (the check's runs reuse request ids: keep state on the runner, self, never "
-          "on the class or in the module)")
+_STATE = ("or state kept from an earlier run (the check's runs reuse request ids: keep state on the runner, self, "
+          "never on the class or in the module)")
 _FEATURES_HINT = ("keep every feature: logit bias, min_tokens (stop tokens banned until then) and stop tokens; a stop "
                   "takes effect when the step's output reaches the host, as before")
 _MIN_TOKENS_RULE = ("bans stop tokens while fewer than that many tokens are out (<, not <=), counting the tokens "

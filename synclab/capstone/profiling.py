@@ -375,8 +375,8 @@ def gpu_ablation(configs: list[EngineConfig] | None = None, steps: int = GPU_ABL
 
     Each run decodes :func:`~synclab.capstone.workloads.capstone_workload` for ``warmup`` + ``steps`` steps
     and times the ``steps`` after the warm-up. Then one profiled run per configuration gives the idle share
-    (no kernel running), in :data:`IDLE_WINDOWS` windows of its first :data:`GPU_PROFILED_STEPS` measured steps. The claims
-    (:func:`gpu_ablation_problems`) are checked here: a storing run records ``ablation`` only when they hold,
+    (no kernel running), in :data:`IDLE_WINDOWS` windows of its first :data:`GPU_PROFILED_STEPS` measured steps.
+    The claims (:func:`gpu_ablation_problems`) are checked here: a storing run records ``ablation`` only when they hold,
     and otherwise records what the GPU showed as ``ablation_contradicted`` and raises. ``None`` on a CPU.
     """
     if not has_cuda():

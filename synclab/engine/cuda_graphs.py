@@ -1,12 +1,12 @@
 """A forward replayed from CUDA graphs, one per input shape (chapter 6, the capstone on a GPU).
 
 An eager forward launches each layer's kernels from the host one at a time: the 8B-like model's 32 layers make about
-twenty launches each per step. In a diagnostic run of the capstone on the H200 those launches, more than the bookkeeping the
-chapters' fixes remove, set the pace of a decode step, and the device idled most of it. vLLM replays a decode step's
-forward from CUDA graphs captured per batch size (``cudagraph_capture_sizes``; in v1 through ``CUDAGraphWrapper`` and
-its dispatcher since #20059, ``docs/design/cuda_graphs.md``), so that the host launches one graph per step. The
-lab's capstone does the same where its model asks for it (``ModelConfig.cuda_graphs``), so that what the fixes
-remove is what is left of the host's step.
+twenty launches each per step. In a diagnostic run of the capstone on the H200 those launches, more than the
+bookkeeping the chapters' fixes remove, set the pace of a decode step, and the device idled most of it. vLLM replays
+a decode step's forward from CUDA graphs captured per batch size (``cudagraph_capture_sizes``; in v1 through
+``CUDAGraphWrapper`` and its dispatcher since #20059, ``docs/design/cuda_graphs.md``), so that the host launches one
+graph per step. The lab's capstone does the same where its model asks for it (``ModelConfig.cuda_graphs``), so that
+what the fixes remove is what is left of the host's step.
 
 A graph replays the kernels it recorded on the tensors it recorded: each call copies its inputs into the graph's own
 (static) input tensors, replays, and returns a copy of the graph's output tensor, which the next replay overwrites
@@ -90,6 +90,6 @@ class GraphedForward:
         """How the forward ran, in words, for a bench's record."""
         if self.failure is not None:
             return f"eager: the CUDA graph's capture failed ({self.failure})"
-        shapes = ", ".join(str(key[0][0][0]) for key in self.graphs)
+        shapes = ", ".join(str(key[0][0][0]) for key in self.graphs)  # each graph's first input's first dim: tokens
         graphs = f"CUDA graphs, {len(self.graphs)} captured ({shapes} tokens a step)" if self.graphs else "eager"
         return graphs + (f", {self.eager_calls} eager calls of other shapes" if self.eager_calls else "")

@@ -173,7 +173,8 @@ class TinyDecoder(nn.Module):
             return self.graphed(inputs_embeds, slots, positions)
         return self._layers(inputs_embeds, slots, positions, max_len)
 
-    def _windowed_forward(self, inputs_embeds: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def _windowed_forward(self, inputs_embeds: torch.Tensor, slots: torch.Tensor,
+                          positions: torch.Tensor) -> torch.Tensor:
         """The forward under a sliding window, whose reads ``max_len`` does not bound."""
         return self._layers(inputs_embeds, slots, positions, self.config.max_model_len)
 
