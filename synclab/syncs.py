@@ -100,25 +100,28 @@ class SyncKind(str, Enum):
     STREAM_SYNC = "Stream.synchronize"  # torch.cuda.Stream.synchronize(): waits for one stream
     EVENT_SYNC = "Event.synchronize"  # torch.cuda.Event.synchronize(): waits for the work before the event
     DEVICE_SYNC = "torch.cuda.synchronize"  # waits for every stream of the device
+    EARLY_READ = "read before its download landed"  # not a wait: a race (report.early_reads; simulated device only)
 
     @property
     def waits_for_device(self) -> bool:
-        """False only for a staging copy: the host copies into a pinned bounce buffer, the device queue runs on.
+        """False for a staging copy (the host copies into a pinned bounce buffer, the device queue runs on) and for an
+        early read, which waits for nothing: that is its fault.
 
         CUDA's *API synchronization behavior* notes: an asynchronous copy from pageable
         memory "may synchronize with the stream" to stage it; for a copy that fits the
         driver's staging buffers the call returns once the data is staged, without
         waiting for queued kernels (``tests/test_syncs.py`` checks both on a GPU).
         """
-        return self is not SyncKind.STAGED_COPY
+        return self not in (SyncKind.STAGED_COPY, SyncKind.EARLY_READ)
 
     @property
     def seen_by_cuda_debug_mode(self) -> bool:
-        """Whether ``torch.cuda.set_sync_debug_mode`` reports this kind (it misses four)."""
+        """Whether ``torch.cuda.set_sync_debug_mode`` reports this kind (it misses four waits, and cannot see an early read)."""
         return self not in _UNSEEN_BY_DEBUG_MODE
 
 
-_UNSEEN_BY_DEBUG_MODE = {SyncKind.PAGEABLE_D2H, SyncKind.STAGED_COPY, SyncKind.EVENT_SYNC, SyncKind.DEVICE_SYNC}
+_UNSEEN_BY_DEBUG_MODE = {SyncKind.PAGEABLE_D2H, SyncKind.STAGED_COPY, SyncKind.EVENT_SYNC, SyncKind.DEVICE_SYNC,
+                         SyncKind.EARLY_READ}
 EXPLICIT_WAITS = (SyncKind.STREAM_SYNC, SyncKind.EVENT_SYNC, SyncKind.DEVICE_SYNC)
 
 
@@ -155,6 +158,7 @@ class SyncReport:
 
     events: list[SyncEvent] = field(default_factory=list)
     staged: list[SyncEvent] = field(default_factory=list)
+    early_reads: list[SyncEvent] = field(default_factory=list)  # host reads of a download still in flight (a race)
     simulated: bool = True  # True: CPU standing in for a GPU
     cuda_reported: int | None = None  # torch.cuda.set_sync_debug_mode's own count (GPU only)
     cuda_stray: int | None = None  # ... of which outside gpu_sync_allowed() regions
@@ -199,6 +203,10 @@ class SyncReport:
             lines.append(f"{self.staged_count} staging copy(ies) from pageable memory (the host copies; "
                          "no wait for the device)")
             lines += [f"  {e}" for e in self.staged]
+        if self.early_reads:
+            lines.append(f"{len(self.early_reads)} read(s) of a download before it landed (a race, not a sync: on a "
+                         "GPU the buffer holds whatever it held)")
+            lines += [f"  {e}" for e in self.early_reads]
         if self.cuda_reported is not None:
             lines.append(f"  torch.cuda.set_sync_debug_mode reported {self.cuda_reported}")
         return "\n".join(lines)
@@ -435,6 +443,7 @@ class _Observer:
         self.current_op = ""  # the Python-level op being run (names a sync found below it)
         self.current_args: tuple = ()  # ... and its arguments
         self.in_flight: list[tuple[torch.Tensor, torch.Tensor]] = []  # (host buffer, the values it will hold)
+        self.early_reads: list[SyncEvent] = []  # host reads of a buffer in ``in_flight``: a race, not a sync
 
     def hold_until_a_wait(self, host: torch.Tensor) -> None:
         """A non_blocking download on the simulated device: ``host`` holds garbage until the host next waits for the
@@ -442,6 +451,19 @@ class _Observer:
         with torch._C.DisableTorchFunction():
             self.in_flight.append((host, host.detach().clone()))
             host.fill_(in_flight_value(host.dtype))
+
+    def note_early_read(self, name: str, args: tuple) -> None:
+        """Record a host op that reads a download's buffer before it has landed (the simulated device only: the
+        counter knows which buffers are in flight). On a GPU such a read sees whatever the memory held, so the host
+        acts on values the step never computed; a wait on an event recorded after the copy, first, makes it safe.
+        Taught in chapter 2 (a copy read too early) and chapter 6 (a stop hook's early read)."""
+        with torch._C.DisableTorchFunction():
+            held = {host.untyped_storage().data_ptr() for host, _ in self.in_flight}
+            read = args[1:] if name == "copy_" else args  # copy_'s first argument is written, not read
+            if not any(isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() in held for a in read):
+                return
+        filename, lineno, function, code = _user_frame()
+        self.early_reads.append(SyncEvent(SyncKind.EARLY_READ, name, filename, lineno, function, code))
 
     def land(self) -> None:
         """Every download in flight lands: the host waited for the device, or the block ended."""
@@ -482,6 +504,9 @@ class _FunctionLevel(TorchFunctionMode):
 
         if obs.simulated and name not in _TAKES_HOST_TENSORS and name not in _REFUSED_BY_TORCH_ITSELF:
             _refuse_mixed_devices(name, args, kwargs)
+
+        if obs.in_flight and name not in _READS_NO_DATA:
+            obs.note_early_read(name, args)
 
         kind = None
         sim_copy_to: bool | None = None  # on the CPU, a transfer must produce a new tensor
@@ -722,6 +747,10 @@ def _refuse_device_data_into_host(func: Any, args: tuple, kwargs: dict) -> None:
 # uploads it, counted), data to upload, and the arguments CUDA wants on the host. Any other op given device tensors
 # and a host tensor that is not a 0-d scalar is refused by CUDA, and by the simulated device (d + h would otherwise
 # upload h uncounted).
+# Calls that read a tensor's metadata, never its values: safe on a buffer whose download is still in flight.
+_READS_NO_DATA = {"__get__", "size", "dim", "numel", "stride", "storage_offset", "is_pinned", "is_contiguous",
+                  "data_ptr", "element_size", "untyped_storage", "__len__", "record_stream"}
+
 _TAKES_HOST_TENSORS = {"to", "cpu", "cuda", "copy_", "set_", "__getitem__", "__setitem__", "index_put", "index_put_",
                        "tensor", "as_tensor", "asarray", "new_tensor", "tensor_split", "pack_padded_sequence",
                        "_pack_padded_sequence", "__contains__", "__get__", "__set__"}
@@ -990,7 +1019,8 @@ def count_syncs(simulate: bool | None = None, *, profiler_marks: bool = False) -
     simulated = (not has_cuda()) if simulate is None else simulate
     obs = _Observer(simulated, profiler_marks)
     report = SyncReport(simulated=simulated)
-    report.events, report.staged = obs.events, obs.staged  # live: a block may watch them grow (chapter 6)
+    # live: a block may watch them grow (chapter 6)
+    report.events, report.staged, report.early_reads = obs.events, obs.staged, obs.early_reads
     arm_cuda = has_cuda() and not simulated
     others: list[warnings.WarningMessage] = []
 
@@ -1023,7 +1053,7 @@ def count_syncs(simulate: bool | None = None, *, profiler_marks: bool = False) -
             if simulated:
                 _ACTIVE_SIMULATED.remove(obs)
             _counting.reset(token)
-            report.events, report.staged = obs.events, obs.staged
+            report.events, report.staged, report.early_reads = obs.events, obs.staged, obs.early_reads
     for w in others:  # hand back the warnings that were not ours to swallow
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 

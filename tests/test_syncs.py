@@ -334,7 +334,8 @@ def test_every_route_on_cuda(name, op, cuda, kinds):
 def test_table_is_large_and_has_both_kinds():
     assert len(TABLE) >= 15
     assert sum(row[2] == 0 for row in TABLE) >= 8  # operations that must NOT be flagged
-    assert {kind for row in TABLE for kind in row[3]} == set(SyncKind)  # every kind has a row
+    # every kind has a row; an early read is no sync (report.early_reads, test_an_early_read_is_recorded_with_its_line)
+    assert {kind for row in TABLE for kind in row[3]} == set(SyncKind) - {SyncKind.EARLY_READ}
 
 
 def test_reports_the_user_line_that_caused_the_sync():
@@ -518,6 +519,27 @@ def test_a_non_blocking_download_read_before_a_wait_reads_what_the_buffer_held()
         pinned.copy_(env.idx, non_blocking=True)
     assert report.count == 1, str(report)
     assert early.tolist() == pinned.tolist() == [2, 9]  # landed by the end of the block
+
+
+def test_an_early_read_is_recorded_with_its_line():
+    """A read of a download's buffer before it lands is a race, not a sync: the report records it apart
+    (``early_reads``) with the line that read, so that a check can name it (chapter 6's stop hook read its tokens at
+    once). Metadata is no read; a view of the buffer is; after a wait nothing is early."""
+    env = make_env()
+    with count_syncs() as report:
+        early = env.idx.to("cpu", non_blocking=True)
+        assert early.shape == (2,) and early.numel() == 2 and len(early) == 2  # metadata: not a read
+        early[1:].tolist()  # the line that read too early
+        env.x[0].item()  # a wait: the download has landed
+        early.tolist()
+    assert report.count == 1 and report.staged == [], str(report)
+    assert report.early_reads, str(report)  # the slice and its .tolist(), both on that line
+    assert all(e.kind is SyncKind.EARLY_READ and "the line that read too early" in e.code for e in report.early_reads)
+    assert f"{len(report.early_reads)} read(s) of a download before it landed" in str(report)
+    with count_syncs() as quiet:  # an upload's buffer and a host tensor are never in flight
+        env.host.to(env.dev, non_blocking=True)
+        (env.host + 1).tolist()
+    assert quiet.early_reads == [] and "before it landed" not in str(quiet)
 
 
 def test_one_value_marks_a_host_buffer_whose_copy_has_not_landed():

@@ -113,7 +113,8 @@ def hunt_outcome(clean_runner: Callable[[], RunnerClass], mix: dict, fresh: bool
     marked allowed, and its planned waits."""
     syncs, results = step_syncs(hunt_mix(mix), EngineConfig(), _runner(clean_runner, fresh), book_fixes())
     return {"outputs": comparable(results), "stray": _events(syncs.stray), "staged": _events(syncs.staged),
-            "marked": _events(syncs.marked_by_reader), "planned": list(syncs.planned)}
+            "marked": _events(syncs.marked_by_reader), "planned": list(syncs.planned),
+            "early": _events(syncs.early_reads)}
 
 
 @runs_with_the_answer
@@ -186,6 +187,14 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
                hint="a wait inside gpu_sync_allowed() still stops the host until the device's queue drains; the one "
                     "planned wait a step may make is the engine's, for the previous step's output. Remove the wait "
                     "rather than mark it")
+        early = _lines(seen["early"], kind=False)
+        expect(not early, f"{sum(map(len, seen['early']))} read(s) of a download before it landed, in {steps} "
+               f"steps, from {len(early)} line(s): " + "; ".join(early),
+               expected="every host read after its copy has landed", case=case,
+               hint="a non_blocking copy to the host returns before the data arrives: read at once, the buffer holds "
+                    "whatever the memory held (here -12345; on a GPU, stale values, which could stop a request). "
+                    "Judge the tokens in stopped_on_host, on the step's output once it reaches the host, or keep "
+                    "the judgment on the device")
         worst = max(seen["planned"], default=0)
         expect(worst <= 1, "a step waited more than once on the output copy", expected="at most 1 planned wait",
                got=f"{worst} in one step", case=case)
@@ -430,6 +439,10 @@ def _row_hint(key: str, got: dict[str, float], want: dict[str, float]) -> str:
             abs(got[key] - want[key] * want["steps"] / n) < 1e-9 for n in (want["steps"] - 1, want["steps"] + 1)):
         return (f"the right count over another number of steps: per step is the run's total divided by its "
                 f"{want['steps']:g} steps, every step counted (the first and the last too)")
+    if per_step and want["tokens"] and want["tokens"] != want["steps"] and \
+            abs(got[key] - want[key] * want["steps"] / want["tokens"]) < 1e-9:
+        return (f"the run's total divided by its {want['tokens']:g} tokens: per step is per engine step, the total "
+                f"divided by the {want['steps']:g} steps (a step samples a token for each decoding request)")
     if key == "stray_per_step" and got[key] > want[key]:
         return ("more than the steps make: count each step in its own count_syncs() block, opened by each_step's "
                 "context manager (a sync outside every step, the engine's setup, belongs to none); count "
@@ -704,6 +717,8 @@ CLAUSES = [
            "Remove the wait rather than mark it", lab="at most one planned wait"),
     Clause("6.1-pinned", "no upload from pageable memory", "planted-outputs", "the fixed mix", "6.1-to-non-blocking",
            "self.upload(data, dtype)"),
+    Clause("6.1-landed", "no read of a download before it lands", "planted-outputs", "the fixed mix",
+           "6.1-reads-the-download-at-once", "before it landed"),
     Clause("6.1-flat", "in the tokens generated so far", "flat-in-tokens-generated", "tokens generated 6 against 96",
            "6.1-counts-generated-by-walking", "keep a count instead"),
     Clause("6.2-planned", "the stray syncs and planned waits per step", "counts", "all fixes",

@@ -463,6 +463,8 @@ class StepSyncs:
     staged: list[list[SyncEvent]] = field(default_factory=list)  # per step: uploads from pageable memory (chapter 3)
     # per step: waits marked allowed by code other than the engine's (whose region holds the step's planned wait)
     marked_by_reader: list[list[SyncEvent]] = field(default_factory=list)
+    # per step: host reads of a download before it landed (a race: on a GPU they read stale memory)
+    early_reads: list[list[SyncEvent]] = field(default_factory=list)
 
     @property
     def stray_per_step(self) -> float:
@@ -485,6 +487,7 @@ def step_syncs(workload: Workload, config: EngineConfig, runner_cls: RunnerClass
     planned: list[int] = []
     staged: list[list[SyncEvent]] = []
     marked: list[list[SyncEvent]] = []
+    early: list[list[SyncEvent]] = []
 
     @contextmanager
     def counted(engine: EngineCore) -> Iterator[None]:
@@ -494,9 +497,10 @@ def step_syncs(workload: Workload, config: EngineConfig, runner_cls: RunnerClass
         planned.append(sum(map(is_planned, report.events)))
         staged.append(list(report.staged))
         marked.append([e for e in report.events if is_planned(e) and not e.allowed_in.startswith(_ENGINE)])
+        early.append(list(report.early_reads))
 
     results = run_engine(workload, config, components or current_fixes(), runner_cls, each_step=counted)
-    return StepSyncs(stray, planned, staged, marked), results
+    return StepSyncs(stray, planned, staged, marked, early), results
 
 
 # Where the code before each PR makes its syncs: the engine's file (and function) -> the pattern whose fix removes it.
