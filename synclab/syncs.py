@@ -100,36 +100,39 @@ class SyncKind(str, Enum):
     STREAM_SYNC = "Stream.synchronize"  # torch.cuda.Stream.synchronize(): waits for one stream
     EVENT_SYNC = "Event.synchronize"  # torch.cuda.Event.synchronize(): waits for the work before the event
     DEVICE_SYNC = "torch.cuda.synchronize"  # waits for every stream of the device
-    EARLY_READ = "read before its download landed"  # not a wait: a race (report.early_reads; simulated device only)
 
     @property
     def waits_for_device(self) -> bool:
-        """False for a staging copy (the host copies into a pinned bounce buffer, the device queue runs on) and for an
-        early read, which waits for nothing: that is its fault.
+        """False only for a staging copy: the host copies into a pinned bounce buffer, the device queue runs on.
 
         CUDA's *API synchronization behavior* notes: an asynchronous copy from pageable
         memory "may synchronize with the stream" to stage it; for a copy that fits the
         driver's staging buffers the call returns once the data is staged, without
         waiting for queued kernels (``tests/test_syncs.py`` checks both on a GPU).
         """
-        return self not in (SyncKind.STAGED_COPY, SyncKind.EARLY_READ)
+        return self is not SyncKind.STAGED_COPY
 
     @property
     def seen_by_cuda_debug_mode(self) -> bool:
-        """Whether ``torch.cuda.set_sync_debug_mode`` reports this kind (it misses four waits, and cannot see an early read)."""
+        """Whether ``torch.cuda.set_sync_debug_mode`` reports this kind (it misses four)."""
         return self not in _UNSEEN_BY_DEBUG_MODE
 
 
-_UNSEEN_BY_DEBUG_MODE = {SyncKind.PAGEABLE_D2H, SyncKind.STAGED_COPY, SyncKind.EVENT_SYNC, SyncKind.DEVICE_SYNC,
-                         SyncKind.EARLY_READ}
+_UNSEEN_BY_DEBUG_MODE = {SyncKind.PAGEABLE_D2H, SyncKind.STAGED_COPY, SyncKind.EVENT_SYNC, SyncKind.DEVICE_SYNC}
 EXPLICIT_WAITS = (SyncKind.STREAM_SYNC, SyncKind.EVENT_SYNC, SyncKind.DEVICE_SYNC)
+
+
+class RaceKind(str, Enum):
+    """A host read that waits for nothing, and should have: no sync, a race (``SyncReport.early_reads``)."""
+
+    EARLY_READ = "read before its download landed"  # the simulated device's in-flight buffers (-12345 until a wait)
 
 
 @dataclass(frozen=True)
 class SyncEvent:
     """One synchronisation: its kind, the torch op, and the line of user code that caused it."""
 
-    kind: SyncKind
+    kind: SyncKind | RaceKind
     op: str
     filename: str
     lineno: int
@@ -463,7 +466,7 @@ class _Observer:
             if not any(isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() in held for a in read):
                 return
         filename, lineno, function, code = _user_frame()
-        self.early_reads.append(SyncEvent(SyncKind.EARLY_READ, name, filename, lineno, function, code))
+        self.early_reads.append(SyncEvent(RaceKind.EARLY_READ, name, filename, lineno, function, code))
 
     def land(self) -> None:
         """Every download in flight lands: the host waited for the device, or the block ended."""

@@ -650,12 +650,18 @@ def test_listings_show_vllms_code_without_the_labs_scaffolding(built_book: Path)
 
 
 def test_figures_are_numbered_per_chapter(built_book: Path) -> None:
-    """Chapter 4's first figure is Fig. 4.1, not the book's 15th: a figure number tells its chapter."""
+    """Chapter 4's first figure is Fig. 4.1, not the book's 15th: a figure number tells its chapter. A folded figure is
+    numbered under the main flow's figure before it (Fig. 6.3.1), so that the main flow's numbers have no gap."""
     for page in sorted((ROOT / "book").glob("0*.md")):
         chapter = int(page.stem[:2])
         html = (built_book / "book" / f"{page.stem}.html").read_text()
         numbers = re.findall(r'<span class="caption-number">Fig\. ([\d.]+) </span>', html)
-        assert numbers == [f"{chapter}.{i}" for i in range(1, len(numbers) + 1)], (page.name, numbers)
+        main = [n for n in numbers if n.count(".") == 1]  # the main flow's: 6.1, 6.2, ... with no gap
+        assert main == [f"{chapter}.{i}" for i in range(1, len(main) + 1)], (page.name, numbers)
+        for n in set(numbers) - set(main):  # a folded figure: under the main flow's figure before it
+            parent, sub = n.rsplit(".", 1)
+            assert numbers.index(n) > numbers.index(parent) if parent in main else parent == f"{chapter}.0", numbers
+            assert sub == "1" or f"{parent}.{int(sub) - 1}" in numbers, (page.name, numbers)
 
 
 def test_a_gpu_figure_is_numbered_as_the_pages_others(built_book: Path) -> None:

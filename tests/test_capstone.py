@@ -988,9 +988,9 @@ def test_the_pages_model_sentence_holds_on_the_stored_model():
 
     page = " ".join((Path(__file__).parents[1] / "book" / "06_capstone_engine_step.md").read_text().split())
     said = ("at 2 ms of device work per step, a sync fix alone barely moves the busy share. The reverse scan alone "
-            "moves it most of any one fix, and only all five keep the device busy all the time, just: their host step "
-            "without the network's compute, {:.1f} ms ({:.1f} ms with it, in the CPU fold), is under the 2 ms by "
-            "little")
+            "moves it most of any one fix. Only all five keep the device busy all the time, and only just: their host "
+            "step, the network's compute left out, is {:.1f} ms, under the 2 ms by little ({:.1f} ms with the compute, "
+            "in the CPU fold)")
     cells = json.loads((Path(__file__).parents[1] / SOLUTION).read_text())["cells"]
 
     def printed(containing: str) -> str:  # the stored printout of the solution's cell that printed ``containing``

@@ -1,6 +1,7 @@
 """Hints before answers: every exercise has a two-step ladder, on its page and in its lab, and no answer comes first.
 
-The ladders live once, in synclab/lab/hints.py. A page shows one with ``{hints} N.M`` after the
+The ladders live once, each chapter's in its module in synclab/lab/course/ (synclab/lab/hints.py gathers them).
+A page shows one with ``{hints} N.M`` after the
 exercise's contract (its body, vLLM's code after the PR, is the last rung); the lab generator puts
 the two hints before the exercise's first code cell. Each rule is shown to fail on a planted case.
 """

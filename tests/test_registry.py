@@ -68,6 +68,14 @@ def registry_problems(root: Path, registry: tuple[Chapter, ...] = REGISTRY) -> l
     return out
 
 
+def test_the_table_of_contents_is_written_from_the_registry() -> None:
+    from synclab.lab.chapters import toc_text
+
+    assert (ROOT / "_toc.yml").read_text() == toc_text(), "run: python -m synclab.lab.chapters toc > _toc.yml"
+    moved = (REGISTRY[1], REGISTRY[0], *REGISTRY[2:])
+    assert toc_text(moved) != toc_text()  # the order is the registry's
+
+
 def test_everything_that_lists_the_chapters_agrees_with_the_registry() -> None:
     found = registry_problems(ROOT)
     assert not found, "\n".join(found)
@@ -79,16 +87,17 @@ def test_a_tree_that_lists_the_chapters_otherwise_is_named(tmp_path: Path) -> No
         source = ROOT / part
         (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / part)
     assert registry_problems(tmp_path) == []
-    (tmp_path / "labs" / "07_new_chapter.ipynb").write_text("{}")
-    (tmp_path / "data" / "reference" / "nvidia-h200" / "ch7.json").write_text("{}")
+    unregistered = len(REGISTRY)  # the number after the last chapter's
+    (tmp_path / "labs" / f"{unregistered:02d}_new_chapter.ipynb").write_text("{}")
+    (tmp_path / "data" / "reference" / "nvidia-h200" / f"ch{unregistered}.json").write_text("{}")
     script = tmp_path / "tools" / "gpu-check.sh"
     script.write_text(script.read_text() + "\nfor ch in ch0 ch1 ch2; do bench $ch; done\n")
     toc = tmp_path / "_toc.yml"
     toc.write_text(toc.read_text().replace("      - file: book/02_lazy_streams\n", ""))
     found = "\n".join(registry_problems(tmp_path))
     assert "_toc.yml's Chapters part lists" in found and "_toc.yml's Solutions part" not in found
-    assert "labs/ holds" in found and "07_new_chapter" in found
-    assert "nvidia-h200/ch7.json: ch7 is not in the registry" in found
+    assert "labs/ holds" in found and f"{unregistered:02d}_new_chapter" in found
+    assert f"nvidia-h200/ch{unregistered}.json: ch{unregistered} is not in the registry" in found
     assert "tools/gpu-check.sh: its bench list is not the registry's" in found
     moved = tuple(Chapter("ch9", c.stem, c.package, c.bench_limit_s, c.page_charts, c.solution_charts)
                   if c.key == "ch3" else c for c in REGISTRY)

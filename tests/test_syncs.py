@@ -26,7 +26,7 @@ import torch
 
 from synclab.device import has_cuda, is_device_tensor, is_pin_memory_available, pick_device, to_device
 from synclab.sim import cuda as sim_cuda
-from synclab.syncs import SyncKind, count_syncs, syncs_per_call
+from synclab.syncs import RaceKind, SyncKind, count_syncs, syncs_per_call
 from tests.devices import EACH_DEVICE
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -334,8 +334,7 @@ def test_every_route_on_cuda(name, op, cuda, kinds):
 def test_table_is_large_and_has_both_kinds():
     assert len(TABLE) >= 15
     assert sum(row[2] == 0 for row in TABLE) >= 8  # operations that must NOT be flagged
-    # every kind has a row; an early read is no sync (report.early_reads, test_an_early_read_is_recorded_with_its_line)
-    assert {kind for row in TABLE for kind in row[3]} == set(SyncKind) - {SyncKind.EARLY_READ}
+    assert {kind for row in TABLE for kind in row[3]} == set(SyncKind)  # every kind has a row
 
 
 def test_reports_the_user_line_that_caused_the_sync():
@@ -534,7 +533,7 @@ def test_an_early_read_is_recorded_with_its_line():
         early.tolist()
     assert report.count == 1 and report.staged == [], str(report)
     assert report.early_reads, str(report)  # the slice and its .tolist(), both on that line
-    assert all(e.kind is SyncKind.EARLY_READ and "the line that read too early" in e.code for e in report.early_reads)
+    assert all(e.kind is RaceKind.EARLY_READ and "the line that read too early" in e.code for e in report.early_reads)
     assert f"{len(report.early_reads)} read(s) of a download before it landed" in str(report)
     with count_syncs() as quiet:  # an upload's buffer and a host tensor are never in flight
         env.host.to(env.dev, non_blocking=True)

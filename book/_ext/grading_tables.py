@@ -45,7 +45,8 @@ class GradingTablesDirective(SphinxDirective):
 
         from synclab.lab.exercises import EXERCISES
 
-        self.env.note_dependency(str(ROOT / "synclab" / "lab" / "exercises.py"))
+        for course in sorted((ROOT / "synclab" / "lab" / "course").glob("*.py")):  # each chapter's exercises
+            self.env.note_dependency(str(course))
         stored = GRADING_DIR / "autograde.json"
         self.env.note_dependency(str(stored))
         points = points_by_chapter(CHAPTERS)

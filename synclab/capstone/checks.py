@@ -156,6 +156,10 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
                               hint="state kept on the class (or in the module) carries one run's requests into the "
                                    "next, and the check's runs reuse request ids: keep state on the runner, self "
                                    "(set in __init__), never on the class")
+        early = _lines(seen["early"], kind=False)  # a read before its copy landed reads -12345: outputs differ by it
+        expect(diff is None or not early, f"your runner's outputs differ from the planted runner's, and it read a "
+               f"download before it landed ({sum(map(len, seen['early']))} read(s), from {len(early)} line(s): "
+               + "; ".join(early) + ")", got=diff, case=case, hint=_EARLY_READ_HINT)
         spec = next((s for s in workload.requests if diff and diff.startswith(f"{s.request_id}:")), None)
         asked = f"; that request asked for {_sampling_in_words(spec.sampling)}" if spec is not None and spec.sampling else ""
         expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
@@ -187,17 +191,17 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
                hint="a wait inside gpu_sync_allowed() still stops the host until the device's queue drains; the one "
                     "planned wait a step may make is the engine's, for the previous step's output. Remove the wait "
                     "rather than mark it")
-        early = _lines(seen["early"], kind=False)
         expect(not early, f"{sum(map(len, seen['early']))} read(s) of a download before it landed, in {steps} "
                f"steps, from {len(early)} line(s): " + "; ".join(early),
-               expected="every host read after its copy has landed", case=case,
-               hint="a non_blocking copy to the host returns before the data arrives: read at once, the buffer holds "
-                    "whatever the memory held (here -12345; on a GPU, stale values, which could stop a request). "
-                    "Judge the tokens in stopped_on_host, on the step's output once it reaches the host, or keep "
-                    "the judgment on the device")
+               expected="every host read after its copy has landed", case=case, hint=_EARLY_READ_HINT)
         worst = max(seen["planned"], default=0)
         expect(worst <= 1, "a step waited more than once on the output copy", expected="at most 1 planned wait",
                got=f"{worst} in one step", case=case)
+
+
+_EARLY_READ_HINT = ("a non_blocking copy to the host returns before the data arrives: read at once, the buffer holds "
+                    "whatever the memory held (here -12345; on a GPU, stale values, which could stop a request). "
+                    "Judge the tokens in stopped_on_host, on the step's output once it reaches the host")
 
 
 def _gone_from_states_hint(said: str) -> str:

@@ -1,8 +1,10 @@
 """The lab's machinery: labs generated from solutions, notebooks run and checked, classes graded.
 
 * :mod:`.cli` — ``python -m synclab``: check, grade, labs, measure, bench, autograde, student-image;
-* :mod:`.chapters` — the chapters by name, and the one place that imports them all;
-* :mod:`.exercises` — every exercise: its chapter, points, what it defines and its check call;
+* :mod:`.chapters` — the registry: one record per chapter, and the one place that imports them all; :mod:`.course`
+  — each chapter's exercises and hints, a module per chapter, which the record points to;
+* :mod:`.exercises` — every exercise, gathered from the registry: its chapter, points, what it defines and its check
+  call;
 * :mod:`.labgen` — labs generated from the solution notebooks; :mod:`.hints`, :mod:`.main_flow`,
   :mod:`.code_sources` — what the pages and labs show of each exercise;
 * :mod:`.notebook_cells` — what a notebook's cells are (setup, answer, check), for the check and the grader;
@@ -23,6 +25,7 @@
   :mod:`.student_image` (the students' install) and :mod:`.expected_results` (the answers of the public cases it
   stores in place of the answers it does not ship);
 * :mod:`.citations` — the pull requests and issues the book cites (the appendix);
+* :mod:`.new_chapter` — ``python -m synclab new-chapter``: a chapter's skeleton from ``templates/``, registered;
 * :mod:`.gpu_record` — what ``make gpu-check`` gave, step by step, kept beside the device's references.
 
 Nothing in a chapter or below imports this package, except :mod:`.notebook_code` and :mod:`.exercises` (chapter 6) and

@@ -15,6 +15,35 @@ import importlib
 import sys
 from dataclasses import dataclass
 from types import ModuleType
+from typing import NamedTuple
+
+
+class Hint(NamedTuple):
+    """One rung of an exercise's ladder of hints (:mod:`synclab.lab.hints` shows them)."""
+
+    title: str  # what the hint is about, shown on the closed fold
+    text: str  # markdown
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: what grading needs and the notebook does not say (:mod:`synclab.lab.exercises`)."""
+
+    task: str  # "1.2"
+    chapter: str  # "ch1"
+    points: int
+    defines: tuple[str, ...]
+    check: str  # the check cell's call, e.g. "ch1.check_all_pool_no_sync(AllPoolNoSync)"
+    stretch: bool = False
+    # Exercises whose definitions this one's code uses (1.2's class inherits 1.1's): the grader loads them
+    # as written when they pass their own checks, else the package's stand-in (``stand_in``), so a bug in
+    # 1.1 costs 1.1's points only.
+    builds_on: tuple[str, ...] = ()
+    stand_in: tuple[tuple[str, str], ...] = ()  # (name, "module:attribute") bound when a builds_on exercise fails
+    # What its answer's process keeps of the package's answers, because its runners (or an honest answer) run them
+    # (``module`` or ``module:name``): chapter 6's engine runs the book's fixes of chapters 1-5, and 6.1's hunt counts
+    # each step with ch6.step_syncs (which answers 6.2). Every other answer is left out of it.
+    answer_process_keeps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -29,6 +58,26 @@ class Chapter:
     @property
     def number(self) -> int:
         return int(self.stem[:2])
+
+    @property
+    def slug(self) -> str:
+        """``"pinned_transfers"``: its package's name, and its module's in ``synclab/lab/course/``."""
+        return self.package.rsplit(".", 1)[-1]
+
+    @property
+    def course(self) -> ModuleType:
+        """Its exercises and hints (``synclab/lab/course/<slug>.py``), imported when first asked for."""
+        return importlib.import_module(f"synclab.lab.course.{self.slug}")
+
+    @property
+    def exercises(self) -> list[Exercise]:
+        """Its exercises, in the notebook's order."""
+        return list(self.course.EXERCISES)
+
+    @property
+    def hints(self) -> dict[str, tuple[Hint, Hint]]:
+        """Its ladders of hints, by task."""
+        return dict(self.course.HINTS)
 
 
 REGISTRY: tuple[Chapter, ...] = (
@@ -46,6 +95,38 @@ CHAPTERS: dict[str, str] = {c.key: c.stem for c in REGISTRY}  # bench name -> no
 PACKAGES: dict[str, str] = {c.key: c.package for c in REGISTRY}
 
 
+_TOC = """\
+# Table of contents of the Sync Lab book (sphinx-external-toc, jb-book format), written from the chapters' registry
+# (python -m synclab.lab.chapters toc > _toc.yml; tests/test_registry.py holds it to that).
+# Pages are paths from the repository root without their suffix.
+format: jb-book
+root: book/intro
+parts:
+  - caption: Chapters
+    chapters:
+{chapters}
+  - caption: Teaching with the lab
+    chapters:
+      - file: book/instructors
+  - caption: Appendix
+    chapters:
+      - file: book/appendix_measurement
+      - file: book/appendix_since
+      - file: book/appendix_citations
+  # last, so that no page's "Next" link leads from a chapter into an answer
+  - caption: Solutions (open one once you have tried its lab)
+    chapters:
+{solutions}
+"""
+
+
+def toc_text(registry: tuple[Chapter, ...] = REGISTRY) -> str:
+    """The book's table of contents (``_toc.yml``): every chapter's page in the registry's order, then the other pages,
+    then every chapter's solution."""
+    return _TOC.format(chapters="\n".join(f"      - file: book/{c.stem}" for c in registry),
+                       solutions="\n".join(f"      - file: solutions/{c.stem}" for c in registry))
+
+
 def import_all() -> list[ModuleType]:
     """Import every chapter's package: each declares its claims (and nothing else happens)."""
     return [importlib.import_module(c.package) for c in REGISTRY]
@@ -53,13 +134,15 @@ def import_all() -> list[ModuleType]:
 
 def main(argv: list[str]) -> int:
     """``python -m synclab.lab.chapters bench``: a line ``<key> <limit_s>`` per chapter, for tools/gpu-check.sh;
-    ``... packages``: the packages, one per line (the Makefile's warm-up imports)."""
+    ``... packages``: the packages, one per line (the Makefile's warm-up imports); ``... toc``: ``_toc.yml``."""
     if argv == ["bench"]:
         print("\n".join(f"{c.key} {c.bench_limit_s}" for c in REGISTRY))
     elif argv == ["packages"]:
         print("\n".join(c.package for c in REGISTRY))
+    elif argv == ["toc"]:
+        print(toc_text(), end="")
     else:
-        print("usage: python -m synclab.lab.chapters bench|packages", file=sys.stderr)
+        print("usage: python -m synclab.lab.chapters bench|packages|toc", file=sys.stderr)
         return 2
     return 0
 

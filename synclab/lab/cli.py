@@ -13,6 +13,7 @@
     python -m synclab autograde-times [ch0 ...]     # time nbgrader autograding each chapter's solution
     python -m synclab student-image DEST            # the students' install: package, data, labs; no solutions
     python -m synclab expected [4.2 ...]            # the public cases' answers the students' install stores
+    python -m synclab new-chapter SLUG [--title T]  # a new chapter's skeleton from templates/, registered
     python -m synclab stop-checks                   # end the warm check server now (else after 15 idle minutes)
 """
 
@@ -462,6 +463,13 @@ def cmd_expected(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_new_chapter(args: argparse.Namespace) -> int:
+    """A new chapter's skeleton from templates/, registered, its solution stored and its lab written."""
+    from synclab.lab.new_chapter import new_chapter
+
+    return new_chapter(args.slug, args.title or args.slug.replace("_", " ").capitalize())
+
+
 def cmd_student_image(args: argparse.Namespace) -> int:
     """Write the students' install (no solution notebooks) into a new folder."""
     from synclab.lab.student_image import StudentImageError, write_student_image
@@ -663,6 +671,10 @@ def main(argv: list[str] | None = None) -> int:
                                         "(data/expected/)")
     p.add_argument("tasks", nargs="*", help="exercises (default: every one judged apart)")
     p.set_defaults(fn=cmd_expected)
+    p = sub.add_parser("new-chapter", help="write a new chapter's skeleton from templates/ and register it")
+    p.add_argument("slug", help="the chapter's package name, in lower case: synclab/<slug>/")
+    p.add_argument("--title", default="", help="the chapter's title (default: the slug in words)")
+    p.set_defaults(fn=cmd_new_chapter)
     p = sub.add_parser("stop-checks", help="end the warm check server now (it ends by itself after 15 idle minutes)")
     p.add_argument("--all", action="store_true", help="every check server of yours, whatever checkout started it")
     p.set_defaults(fn=cmd_stop_checks)

@@ -126,7 +126,7 @@ def _graded_call(source: str, task: str, where: str, points: float) -> str:
         raise LabgenError(f"{where}: a check cell must be one expression (the check call) to be graded") from None
     if source.strip() != EXERCISES[task].check:
         raise LabgenError(f"{where}: the check cell of {task} calls {source.strip()!r}, but the grader calls "
-                          f"{EXERCISES[task].check!r} (synclab/lab/exercises.py)")
+                          f"{EXERCISES[task].check!r} (its chapter's module in synclab/lab/course/)")
     return (f'from synclab.lab.grading import graded\n\n'
             f'graded("{task}", lambda: {source.strip()}, points={points:g}, lab_version="{lab_version()}")')
 

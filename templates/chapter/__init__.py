@@ -1,12 +1,13 @@
-"""Chapter N (<pattern>): <the vLLM component>, what the reader writes, and what the checks ask.
+"""Chapter {{n}} ({{title}}): <the vLLM component>, what the reader writes, and what the checks ask.
 
-Copy this folder to ``synclab/<chapter_name>/`` (see CONTRIBUTING, "Adding a chapter"). This module
-says what the notebook imports; the rooms below hold the code. Every chapter has the same rooms
-(``tests/test_layout.py`` checks it).
+Written by ``python -m synclab new-chapter {{slug}}`` from ``templates/chapter/`` (CONTRIBUTING, "Adding a
+chapter"): replace its example exercise, {{n}}.1 (a sum left on the device), with the chapter's own. This module says
+what the notebook imports; the rooms below hold the code. Every chapter has the same rooms (``tests/test_layout.py``
+checks them).
 """
 
-from synclab.CHAPTER.checks import check_example
-from synclab.CHAPTER.profiling import sync_counts
-from synclab.CHAPTER.workloads import make_inputs
+from synclab.{{slug}}.checks import check_sum_on_device
+from synclab.{{slug}}.profiling import SIZES, sync_counts
+from synclab.{{slug}}.workloads import make_inputs, sum_read_back
 
-__all__ = ["check_example", "make_inputs", "sync_counts"]
+__all__ = ["SIZES", "check_sum_on_device", "make_inputs", "sum_read_back", "sync_counts"]
