@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -210,6 +211,23 @@ def test_the_labs_map_names_every_module_of_the_lab():
         [p.name for p in sorted(lab.iterdir()) if (p / "__init__.py").exists()]  # and its packages (course)
     missing = [m for m in modules if f":mod:`.{m}`" not in text]
     assert not missing, f"synclab/lab/__init__.py does not name: {', '.join(missing)}"
+
+
+def test_every_packages_map_names_its_modules():
+    """Each package's docstring is its map: every module and subpackage of it is named there (``__main__`` aside)."""
+    unnamed = {}
+    for init in sorted(SYNCLAB.rglob("__init__.py")):
+        package = init.parent
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        parts = [p.stem for p in package.glob("*.py") if p.stem not in ("__init__", "__main__")] + \
+            [p.name for p in package.iterdir() if (p / "__init__.py").exists()]
+        if package == SYNCLAB / "lab" / "course":  # a module per chapter, named by its slug: the registry is its map
+            from synclab.lab.chapters import REGISTRY
+
+            parts = [m for m in parts if m not in {c.slug for c in REGISTRY}]
+        if missing := sorted(m for m in parts if not re.search(rf"\b{re.escape(m)}\b", doc)):
+            unnamed[str(package.relative_to(SYNCLAB.parent))] = missing
+    assert not unnamed, f"maps that do not name their modules: {unnamed}"
 
 
 def test_a_page_that_draws_a_model_imports_no_torch():

@@ -240,7 +240,8 @@ _REMEDIES = {
     SyncKind.BOOL_MASK_INDEX: "Boolean-mask indexing sizes its result by device data: masked_fill_ with the mask "
                               "keeps the shape.",
     **dict.fromkeys((SyncKind.ITEM, SyncKind.BOOL, SyncKind.TOLIST, SyncKind.D2H_COPY),
-                    "A device value read back: read it from the step's host copy, in stopped_on_host."),
+                    "A device value read back: read the step's host copy instead, output.sampled_token_ids in "
+                    "stopped_on_host (not a device tensor kept from the step)."),
 }
 
 _PAIRING = ("a request stops on the token it sampled itself: pair each sampled token with its own request, in the "

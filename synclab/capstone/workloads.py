@@ -42,7 +42,7 @@ from synclab.lab.exercises import EXERCISES
 from synclab.lab.notebook_code import ROOT, load_function, read_notebook
 from synclab.sim import cuda as sim_cuda
 from synclab.sim.pinning import simulated_pinning
-from synclab.syncs import SyncEvent, count_syncs
+from synclab.syncs import SyncEvent, SyncKind, count_syncs
 
 RunnerClass = type[EngineRunner]
 
@@ -550,12 +550,14 @@ def stray_sources(syncs: StepSyncs, components: Components, config: EngineConfig
 
 
 def stray_lines(syncs: StepSyncs) -> list[str]:
-    """The hunt's table (Exercise 6.1's scaffolding): every line that made a stray sync in the run, once, with how
-    many it made per step and of which kind, in file and line order. Grouped for you: what is left is to read them."""
+    """The hunt's table (Exercise 6.1's scaffolding): every line that made a stray sync in the run, once per kind of
+    sync it made, with how many it made per step, in file and line order. Grouped for you: what is left is to read
+    them."""
     steps = max(len(syncs.stray), 1)
-    seen: dict[tuple[str, int], tuple[SyncEvent, int]] = {}
+    seen: dict[tuple[str, int, int], tuple[SyncEvent, int]] = {}
+    kinds: dict[SyncKind, int] = {}  # a line's kinds in the order met: a line that makes two kinds has two rows
     for event in (e for step in syncs.stray for e in step):
-        key = (event.filename, event.lineno)
+        key = (event.filename, event.lineno, kinds.setdefault(event.kind, len(kinds)))
         first, n = seen.get(key, (event, 0))
         seen[key] = (first, n + 1)
     return [f"{n / steps:5.2f} per step  {event}" for _, (event, n) in sorted(seen.items())]

@@ -14,8 +14,8 @@ with tensors on the simulated device: its log shows the order of stream operatio
 a copy read too early shows garbage, and every wait is counted.
 
 The package's rooms, as in every chapter: :mod:`.workloads` (what the chapter runs),
-:mod:`.checks` (the exercises' checks) and :mod:`.profiling` (the measurements). This module
-says what the notebook imports.
+:mod:`.checks` (the exercises' checks) and :mod:`.profiling` (the measurements); and one of its own,
+:mod:`.spot_the_bug` (Exercise 2.2's broken runners). This module says what the notebook imports.
 """
 
 from synclab.lazy_streams.workloads import (RunnerClass, cpu_platform, resolve, watch_pooler_outputs)

@@ -36,7 +36,8 @@ def clean_runner() -> type[PlantedRunner]:
             """Stop tokens, judged during the step from ``sampled`` [S] (device): the ids of the requests it ends.
 
             A stop named here takes effect where one named by ``stopped_on_host`` does: when the step's output
-            reaches the host. A set of request ids chosen by ``sampled``'s values is a read of them on the host."""
+            reaches the host. Building a set of request ids from ``sampled``'s values reads them on the host: a
+            sync."""
             return set()  # int(sampled[row]) read the device once per request
 
         def stopped_on_host(self, output: EngineOutput, requests: dict[str, EngineRequest]) -> set[str]:
