@@ -10,7 +10,8 @@
   (the checks' answers, out of the reader's reach; in a students' install, stored for the public cases);
 * :mod:`.sim` — the simulated device: CUDA streams and events, pinned memory;
 * :mod:`.engine` — the parts of vLLM the chapters stand on, with vLLM's names, and their baselines;
-* one package per chapter, each with the same rooms (``workloads``, ``checks``, ``profiling``):
+* one package per chapter, each with the same rooms (``workloads``, ``checks``, ``profiling``), registered in
+  :mod:`.lab.chapters` (whose registry is the list of them):
   :mod:`.primer`, :mod:`.slice_then_split`, :mod:`.lazy_streams`, :mod:`.pinned_transfers`,
   :mod:`.reverse_scan`, :mod:`.list_caches`, :mod:`.capstone`;
 * :mod:`.lab` — the lab's machinery: the command line, lab generation, notebook runs, nbgrader.
