@@ -83,3 +83,18 @@ def test_a_dependency_names_its_check_by_id_and_survives_a_reworded_name():
         first, second = run_checks("t", checks, lambda: None, seed=0).outcomes
         assert second.status == "skipped" and f'counts once "{name}" passes' in second.message
         assert (first.key, second.key) == ("9.9/values", "9.9/in-place")
+
+
+def test_a_seed_draws_the_same_cases_whatever_the_checks_name_says():
+    """A check's random cases follow its key (``9.9/random-cases``), not its wording: a reworded name replays the
+    same cases on the same seed (the stored public cases' answers, data/expected/, stay right); another id draws
+    others."""
+    drawn: list[list[int]] = []
+
+    def draws(impl, rng):
+        drawn.append([rng.randrange(10**6) for _ in range(3)])
+
+    for name, check_id in (("random cases", "random-cases"), ("random cases, reworded", "random-cases"),
+                           ("random cases", "other-cases")):
+        run_checks("t", [Check("9.9", name, draws, id=check_id)], lambda: None, seed=7)
+    assert drawn[0] == drawn[1] != drawn[2]
