@@ -63,7 +63,14 @@ def pytest_runtest_teardown(item, nextitem):
     _set_device_env(SIMULATED)  # collection and module-level code between tests see the simulated device
 
 
+def pytest_addoption(parser):
+    parser.addoption("--refresh-snapshots", action="store_true",
+                     help="rewrite the report texts stored under tests/snapshots/ (tests/snapshots.py)")
+
+
 def pytest_configure(config):
+    if config.getoption("--refresh-snapshots", default=False):
+        os.environ["SYNCLAB_REFRESH_SNAPSHOTS"] = "1"  # tests.snapshots.REFRESH_ENV, in every worker too
     for name, what in (("sim", "tests the simulated device, on every machine (SYNCLAB_DEVICE=sim hides a GPU)"),
                        ("cuda", "tests a real CUDA GPU; skipped without one")):
         config.addinivalue_line("markers", f"{name}: {what}")

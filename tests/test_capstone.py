@@ -1126,3 +1126,33 @@ def test_the_books_fixes_asked_for_by_default_read_the_counts_counted_once():
     assert ch6.host_work_table(components=book_fixes()) == ch6.book_host_work()
     assert ch6.ablation_counts(components=book_fixes()) == ch6.book_ablation_counts()
     assert ch6.host_work_table(components=book_fixes()) is not ch6.host_work_table(components=book_fixes())  # copies
+
+
+def test_the_planned_wait_sits_in_the_placeholder_repair_whenever_a_request_decodes_again(monkeypatch):
+    """The pattern's sentence: step k waits in chapter 4's repair when a request of step k-1 decodes again, bad words
+    or not (the engine's sampler reads the history every step); a learner stripped the bad words and still found the
+    waits there. Only the last step, which queues no forward, waits when it collects the output."""
+    import dataclasses
+    import traceback
+
+    import synclab.engine.engine_core as engine_core
+    from synclab.capstone.workloads import decode_workload, run_engine
+
+    waited_in: list[str] = []
+    for event_class in (engine_core._ReadyEvent, engine_core._OutputCopyEvent):
+        def synchronize(self, _original=event_class.synchronize):
+            if not self.waited:  # the frames that asked: the repair, or collecting the output
+                names = [frame.name for frame in traceback.extract_stack()]
+                waited_in.append("repair" if "update_async_output_token_ids" in names else
+                                 "collect" if "get_output" in names else "elsewhere")
+            return _original(self)
+        monkeypatch.setattr(event_class, "synchronize", synchronize)
+    for bad_words in (True, False):
+        waited_in.clear()
+        workload = decode_workload(16, 0)
+        if not bad_words:
+            workload = dataclasses.replace(workload, requests=tuple(
+                dataclasses.replace(r, sampling=dataclasses.replace(r.sampling, bad_words=())) for r in workload.requests))
+        assert all(r.sampling.bad_words for r in workload.requests) == bad_words
+        run_engine(workload, EngineConfig(), book_fixes())
+        assert waited_in[-1] == "collect" and set(waited_in[:-1]) == {"repair"} and len(waited_in) > 2, waited_in

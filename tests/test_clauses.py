@@ -7,7 +7,9 @@ honest mistake (``tests/honest/wrong/``) that breaks it, and the words its failu
 * each clause's words are found in the page's *The lab* and in the lab's exercise (markup and spacing aside);
 * each clause has a case, and a wrong version whose ``# fails:`` names the clause's check;
 * each wrong version, put into its lab as a learner would, fails the clause's check on the clause's case on every
-  seed of :data:`tests.honest.on_seeds.SEEDS`, with the clause's words (and its file's ``# says:``) in the failure;
+  seed of :data:`tests.honest.on_seeds.SEEDS`, with the clause's words in the failure, and the failure's whole text
+  on the first seed is its stored snapshot (``tests/snapshots/clauses/<clause>.txt``; ``pytest --refresh-snapshots``
+  rewrites them): rewording a message touches its checks room (the message and the clause's words) and its snapshot;
   every other check it fails is one the clause names as a consequence (``also``), on the first seed (all checks
   run), the later seeds running the clause's checks alone.
 
@@ -30,6 +32,7 @@ from synclab.lab.chapters import CHAPTERS, PACKAGES
 from synclab.lab.exercises import EXERCISES
 from tests.honest.corpus import ROOT, answers
 from tests.honest.on_seeds import SEEDS, reports_on_seeds
+from tests.snapshots import matches_snapshot
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
@@ -115,5 +118,10 @@ def test_a_wrong_version_fails_its_clause_alone_on_every_seed(clause):
         assert clause.case in outcome.case, f"seed {seed}: failed on {outcome.case!r}, not on {clause.case!r}"
         for words in (clause.says, *wrong.says):
             assert words in _said(outcome), f"seed {seed}: the failure does not say {words!r}\n{report}"
+        if n == 0:  # the whole text, as the reader gets it, reviewed in its snapshot
+            matches_snapshot(f"clauses/{clause.id}", "\n".join(
+                f"{label}: {value}" for label, value in (("check", outcome.name), ("case", outcome.case),
+                                                         ("message", outcome.message), ("expected", outcome.expected),
+                                                         ("got", outcome.got), ("hint", outcome.hint)) if value))
         others = [o.name for o in failed if o.check_id not in named]
         assert not others, f"seed {seed}: {clause.wrong} also fails {others}, another clause's check\n{report}"

@@ -62,7 +62,7 @@ def test_contributing_names_every_file_the_command_writes_and_the_registrys_fiel
     for named in ("synclab/<slug>/", "templates/chapter/", "synclab/lab/course/<slug>.py", "templates/course.py",
                   "solutions/NN_<slug>.ipynb", "templates/solution.ipynb", "book/NN_<slug>.md", "templates/page.md",
                   "tests/honest/right/N.1-example.py", "tests/honest/wrong/N.1-reads-the-sum-back.py",
-                  "data/expected/N.1.json", "_toc.yml", "REGISTRY"):
+                  "data/expected/N.1.json", "tests/snapshots/clauses/N.1-no-sync.txt", "_toc.yml", "REGISTRY"):
         assert named in text, named
     for field in ("key `chN`", "stem `NN_<slug>`", "package\n`synclab.<slug>`", "bench time limit", "charts"):
         assert field in text, field

@@ -114,7 +114,7 @@ def _report_markdown(report: Any, names: list[str], shown: list[str], why: bool 
     held = [name for name in missing if f"{name}_contradicted" in shown]  # drawn above, from a run that failed it
     if held:
         parts.append(f"The {' and '.join(held)} drawn above did not show what was expected of it before the run "
-                     "(the run's claims, on this page, say what, and why).")
+                     "(History says what, and why).")
         missing = [name for name in missing if name not in held]
     if missing:
         what = adds(missing)

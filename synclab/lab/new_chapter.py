@@ -6,8 +6,9 @@ rooms of ``templates/chapter/``), its exercises and hints (``synclab/lab/course/
 (``book/NN_<slug>.md``), its solution (``solutions/NN_<slug>.ipynb``), and a right and an honest wrong answer of its
 example exercise (``tests/honest/``). It is registered by one line in :data:`synclab.lab.chapters.REGISTRY`, and the
 table of contents is written again from the registry. The command then stores the solution's outputs (``python -m
-synclab measure chN``), its lab (``python -m synclab labs``) and the public cases' answers (``python -m synclab
-expected N.1``), so that the suite passes on the skeleton before a line of the chapter is written. The example
+synclab measure chN``), its lab (``python -m synclab labs``), the public cases' answers (``python -m synclab
+expected N.1``) and its clause's failure text (``tests/snapshots/clauses/N.1-no-sync.txt``, by ``pytest
+--refresh-snapshots``), so that the suite passes on the skeleton before a line of the chapter is written. The example
 exercise, ``N.1`` (a sum left on the device, with one clause, one check of each kind and one figure), is there to be
 replaced.
 """
@@ -94,10 +95,13 @@ def new_chapter(slug: str, title: str, root: Path = ROOT) -> int:
         return 2
     for path in written:
         print(f"wrote {path.relative_to(root)}")
-    for step in (["measure", f"ch{number}"], ["labs"], ["expected", f"{number}.1"]):
-        print(f"python -m synclab {' '.join(step)}", flush=True)
-        if subprocess.run([sys.executable, "-m", "synclab", *step], cwd=root).returncode != 0:
-            print(f"new-chapter: `python -m synclab {' '.join(step)}` failed: fix what it says, then run it again",
+    snapshot = ["pytest", "-q", "-p", "no:cacheprovider", "tests/test_clauses.py", "-k", f"every_seed and {number}.1",
+                "--refresh-snapshots"]  # the clause's failure text, stored for review (tests/snapshots.py)
+    for step in (["synclab", "measure", f"ch{number}"], ["synclab", "labs"], ["synclab", "expected", f"{number}.1"],
+                 snapshot):
+        print(f"python -m {' '.join(step)}", flush=True)
+        if subprocess.run([sys.executable, "-m", *step], cwd=root).returncode != 0:
+            print(f"new-chapter: `python -m {' '.join(step)}` failed: fix what it says, then run it again",
                   file=sys.stderr)
             return 1
     print(f"Chapter {number} is registered and passes its checks: replace its example exercise, {number}.1 "

@@ -9,6 +9,9 @@ that check's message or hint must hold (what names the fault, as the learner wro
     # fails: one-wait
     # says: x.reverse()
 
+A mistake that breaks a clause of a contract says no words of its own: its clause's (in the checks room, beside the
+message) and its failure's stored snapshot hold the message (``tests/test_clauses.py``).
+
 The answer replaces the solution's answer cell(s) of its task in the solution notebook (the other exercises keep
 the solution's answers), so :func:`notebook_with` gives the notebook a learner who wrote it would hand in.
 """

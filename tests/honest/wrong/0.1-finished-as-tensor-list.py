@@ -1,7 +1,6 @@
 # Decides "finished" on the device for the whole batch, then hands back list(tensor): 0-d tensors that compare equal
 # to the right bools, not the bools the engine reads on the host.
 # fails: fixed-cases
-# says: not tensors
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     logits = batch.logits
     tokens = logits.argmax(dim=-1)

@@ -1,6 +1,5 @@
 # Brings the NaN flag back beside each token and reads it from the first row: a batch of 0 requests has no first row.
 # fails: empty-batch
-# says: no row to read
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     n = batch.num_reqs
     tokens = batch.logits.argmax(dim=-1)

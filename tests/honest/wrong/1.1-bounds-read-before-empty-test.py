@@ -1,6 +1,5 @@
 # Slices once and splits by the host's sizes, but reads the sub-group's bounds first: an empty sub-group has none.
 # fails: empty-batch
-# says: no first request to read a bound from
 class AllPool(TokenPoolingMethod):
     def split_hidden_states(self, hidden_states: torch.Tensor, cursor: PoolingCursor) -> list[torch.Tensor]:
         start = int(cursor.first_token_indices_gpu[0].item())

@@ -1,7 +1,6 @@
 # Reads both bounds, then splits the whole batch by the sub-group's sizes (the rest as one piece): right only for a
 # sub-group that starts at row 0.
 # fails: fixed-cases
-# says: The sub-group does not start at row 0
 class AllPool(TokenPoolingMethod):
     def split_hidden_states(self, hidden_states: torch.Tensor, cursor: PoolingCursor) -> list[torch.Tensor]:
         sizes = cursor.num_scheduled_tokens_cpu.tolist()

@@ -1,7 +1,6 @@
 # After queueing the copies, makes the compute stream wait for the side stream (a lifetime guard, it thinks): the
 # next forward then queues behind this step's copies, the overlap lost.
 # fails: ordering
-# says: the compute stream never waits for the side stream
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

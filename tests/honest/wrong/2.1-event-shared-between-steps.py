@@ -1,6 +1,5 @@
 # One event per stream, kept on the stream and recorded again by every step: step 0's wait covers step 1's copies.
 # fails: engine-order
-# says: also waited for step 1's copies
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

@@ -1,6 +1,5 @@
 # Right upload, then a "to be safe" wait for it when a GPU is there: on a GPU a device-wide sync every call.
 # fails: no-syncs
-# says: a wait for the device that nothing here needs
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     pinned = is_pin_memory_available()

@@ -1,7 +1,6 @@
 # uploads each request's ids and mask row on its own, each from pinned memory and non_blocking: no sync, but an
 # upload per request, as the baseline had a copy per request
 # fails: uploads
-# says: an upload per request
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
                                        sampled: torch.Tensor) -> LogprobsTensors | None:

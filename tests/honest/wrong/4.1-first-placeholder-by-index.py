@@ -1,6 +1,5 @@
 # Finds the trailing run with ids.index(-1), the first -1 of the list: a -1 inside the history starts it too early.
 # fails: fixed-cases
-# says: count the trailing -1s from the end
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

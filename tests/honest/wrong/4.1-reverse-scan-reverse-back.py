@@ -1,6 +1,5 @@
 # list.reverse() the history in place, scan the placeholders from the front, then reverse back.
 # fails: flat-in-length
-# says: x.reverse()
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

@@ -1,7 +1,6 @@
 # Waits with torch.cuda.synchronize() where the copy's event is enough: once per step, right values, but on a GPU
 # the host also waits for the forward just queued.
 # fails: one-wait
-# says: also waits for the forward the engine has just queued
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

@@ -1,6 +1,5 @@
 # Returns early only for a request without items: with no new tokens the loop still runs, and asks the cache.
 # fails: fixed-cases
-# says: check_and_update_cache would claim the freeable entry
 class EncoderScheduler(Scheduler):
     def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:

@@ -1,7 +1,6 @@
 # Rule e with <=: a window that starts at the item's offset is stopped too, though it splits nothing it has not
 # started.
 # fails: fixed-cases
-# says: strict <
 class EncoderScheduler(Scheduler):
     def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:

@@ -1,7 +1,6 @@
 # Rule e before rule d: the window is rolled back before an item whose output is already cached, which needs no
 # encoding and so is split by nothing.
 # fails: fixed-cases
-# says: rule d
 class EncoderScheduler(Scheduler):
     def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:

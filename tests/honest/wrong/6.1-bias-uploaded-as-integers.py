@@ -1,7 +1,6 @@
 # Uploads the logit bias values with the indices' dtype (int64): every ±30 bias survives, a fractional one loses
 # its fraction, and the logits it shifts come out wrong.
 # fails: planted-outputs
-# says: its float values
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
     class CleanRunner(PlantedRunner):

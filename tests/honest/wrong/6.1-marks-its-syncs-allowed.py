@@ -1,6 +1,5 @@
 # Keeps the planted runner's syncs and wraps each feature hook in gpu_sync_allowed(): the syncs are marked, not gone.
 # fails: planted-outputs
-# says: marked allowed with gpu_sync_allowed()
 from synclab.syncs import gpu_sync_allowed
 
 

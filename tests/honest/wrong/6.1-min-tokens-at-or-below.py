@@ -1,7 +1,6 @@
 # Bans stop tokens while generated <= min_tokens: one token too long, so a request that should stop on its
 # min_tokens-th token goes on (or a banned token's logprob is -inf where it should not be).
 # fails: planted-outputs
-# says: (<, not <=)
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
     class CleanRunner(PlantedRunner):

@@ -2,7 +2,6 @@
 # landed when .tolist() reads it (the simulated buffer holds -12345, a GPU's whatever it held). The host hook judges
 # the same stops from the step's output, so every token is right: only the race is wrong.
 # fails: planted-outputs
-# says: before it landed
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

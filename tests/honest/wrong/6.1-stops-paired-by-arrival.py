@@ -2,7 +2,6 @@
 # the output's own order (output.req_ids): a stop lands on another request whenever an embedding request, or one
 # that finished, sits before it.
 # fails: planted-outputs
-# says: pair each sampled token with its own request
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
     class CleanRunner(PlantedRunner):

@@ -1,7 +1,6 @@
 # Uploads with torch.tensor(...).to(device, non_blocking=True) instead of self.upload: staging copies from pageable
 # memory, which chapter 3 counts and 6.1's contract refuses as chapter 3 does.
 # fails: planted-outputs
-# says: upload(s) from pageable memory
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

@@ -1,7 +1,6 @@
 # Runs every configuration with the book's fixes, not the ones it is handed: right in the profile, where the two
 # are the same, wrong wherever a fix handed in is held back.
 # fails: counts
-# says: the row ignores the fixes it is handed
 from contextlib import contextmanager
 
 
