@@ -124,3 +124,21 @@ def test_a_host_time_table_whose_parts_miss_their_step_says_the_machine_was_busy
     assert "the machine was busy" in table(parts * 1.2) and "the machine was busy" in table(parts * 0.8)
     # past the bound no percentage is printed (a learner read "adjusted by at most ±123.1%" as nonsense)
     assert "adjusted by at most ±2.0%" in table(parts * 1.02) and "adjusted" not in table(parts * 2.2)
+
+
+def test_the_host_time_table_says_whether_the_pages_claim_held_in_this_run():
+    """A learner computed the ratios by hand to see whether the page's claim held: the table says it, with them."""
+    from types import SimpleNamespace
+
+    from synclab.capstone.profiling import HostTime, _CH6_PHASES_CPU
+
+    def table(holds: bool, scan_us: float) -> str:
+        steps = SimpleNamespace(claim={"claim": {"text": _CH6_PHASES_CPU[0]}, "holds": holds})
+        rows = {"baseline": 8000.0, "reverse_scan": scan_us, "all fixes": 3000.0}
+        return HostTime(steps, {label: HostPhases({p: us / len(HOST_PHASES) for p in HOST_PHASES}, [us] * 3)
+                                for label, us in rows.items()}).table()
+
+    held = table(True, 3600.0)
+    assert f"checked by this run: {_CH6_PHASES_CPU[0]} It held: the reverse scan alone 2.22×, all five 2.67×." in held
+    assert "did not hold in this run" in table(False, 7000.0) and "alone 1.14×" in table(False, 7000.0)
+    assert "claim" not in HostTime(None, {"baseline": HostPhases({p: 1.0 for p in HOST_PHASES}, [9.0])}).table()

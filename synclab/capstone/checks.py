@@ -36,7 +36,8 @@ HUNT_CASES = 3
 
 FIXED_MIX = "the fixed mix: min_tokens at its boundary, a fractional logit bias, an embedding request first"
 FIXED_MIX_NO_BIAS = "the fixed mix again, its biased request left out: min_tokens with no logit bias in the batch"
-FIXED_MIX_OTHER_STOPS = "the fixed mix's request ids again, each request with other stop tokens"
+FIXED_MIX_OTHER_STOPS = ("the fixed mix's request ids again, each request with other stop tokens, the biased one with "
+                         "another biased token")
 
 
 # min_tokens_mix with its biased request, then without it, then its ids with other stop tokens: the clauses random
@@ -219,7 +220,8 @@ _NO_BIAS_HINT = ("the same requests passed beside a logit bias and fail without 
 
 
 # The first fixed mix passed and its request ids with other stop tokens did not: something kept by request id
-_OTHER_STOPS_HINT = ("these requests have the first fixed mix's ids, which passed, and other stop tokens: your runner "
+_OTHER_STOPS_HINT = ("these requests have the first fixed mix's ids, which passed, and other stop tokens and another "
+                     "biased token: your runner "
                      "keeps something by request id from an earlier run (on the class or in the module). Keep state "
                      "on the runner, self (set in __init__), or read each request's sampling params where you need "
                      "them")
@@ -375,8 +377,19 @@ def _check_flat_in(parameter: str) -> Callable[[Callable[[], RunnerClass], rando
 # A stop hook that returned None: the engine's union of the two hooks' sets raises where no line of the reader's is
 _NONE_STOPS_HINT = ("a stop hook returned None: _stopped_on_device and stopped_on_host each return a set of request "
                     "ids, an empty set() when no request stops")
+
+
+def _stops_type_hint(said: str) -> str:
+    """The union of the two hooks' answers failed: name what the hook returned (a learner's list was called None)."""
+    returned = [t for t in re.findall(r"'(\w+)'", said.split("for |", 1)[-1]) if t != "set"]
+    if not returned or returned[0] == "NoneType":
+        return _NONE_STOPS_HINT
+    return (f"a stop hook returned a {returned[0]}: _stopped_on_device and stopped_on_host each return a set of "
+            "request ids (the engine takes their union with |), an empty set() when no request stops")
+
+
 HUNT_CRASH_HINTS = (("KeyError", _gone_from_states_hint), ("'NoneType' object is not iterable", _NONE_STOPS_HINT),
-                    ("unsupported operand type(s) for |", _NONE_STOPS_HINT))
+                    ("unsupported operand type(s) for |", _stops_type_hint))
 
 NO_STRAY = "the planted runner's outputs, with 0 stray syncs per step and at most 1 planned wait"
 # The planted runner already has the right outputs and flat host work: the work counts once its syncs are gone, on

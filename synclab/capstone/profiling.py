@@ -275,7 +275,18 @@ class HostTime:
             rows.append(f"The parts missed the step by more than {BUSY_PARTS_OFF:.0%}: the machine was busy while it "
                         "measured (on a quiet one they miss by a percent or two), so these parts are not to be read. "
                         "Read the counts above, which no load changes, and run the cell again when it is quiet.")
-        return "\n".join(rows)
+        return "\n".join(rows + [self.claim_checked()] if self.claim_checked() else rows)
+
+    def claim_checked(self) -> str:
+        """The page's claim, as this run checked it: held or not, with the two ratios it is about ("" unchecked)."""
+        checked = getattr(self.steps, "claim", None)
+        steps = {label: statistics.median(row.round_totals_us) for label, row in self.phases.items()}
+        if not checked or not {"baseline", "reverse_scan", "all fixes"} <= set(steps):
+            return ""
+        ratios = (f"the reverse scan alone {steps['baseline'] / steps['reverse_scan']:.2f}×, all five "
+                  f"{steps['baseline'] / steps['all fixes']:.2f}×")
+        said = "held" if checked["holds"] else "did not hold in this run (a busy machine's steps are noisy)"
+        return f"The page's claim, checked by this run: {checked['claim']['text']} It {said}: {ratios}."
 
     def parts_off(self) -> float:
         """How far the parts' medians miss the median step, at most over the configurations: a percent or two on a

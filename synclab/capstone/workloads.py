@@ -118,8 +118,10 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL, with_bias: bool = True, other
     ``with_bias=False`` leaves the biased request out: a ban applied only beside a bias (inside an ``if`` on the
     bias's lists) shows there on every seed (a learner's answer passed the mix with it, and most random draws).
     ``other_stops`` keeps the request ids and gives each request another token to sample (its stop tokens all the
-    others): stop tokens kept by request id from an earlier run, on the class or in the module, stop it early on
-    every seed (random mixes reuse ids too, but their stop tokens may happen to agree)."""
+    others), and the biased request another biased token: stop tokens or bias tensors kept by request id from an
+    earlier run, on the class or in the module, stop a request early or bias the wrong token on every seed (random
+    mixes reuse ids too, but their parameters may happen to agree; a learner's bias cached by the batch's ids passed
+    6 runs of 11)."""
     vocab = model.vocab_size
     shift = 10 if other_stops else 0  # the kept tokens 11, 5, 7 become 21, 15, 17: none a token the mix asks about
 
@@ -134,8 +136,8 @@ def min_tokens_mix(model: ModelConfig = CPU_MODEL, with_bias: bool = True, other
              RequestSpec("gen-resumed-min2", (4, 6), SamplingParams(max_tokens=8, stop_token_ids=stops_but(7),
                                                                     min_tokens=2), (), tuple(range(10, 20))),
              # a bias with a fraction, its token's logprob asked: a bias uploaded as integers shows on every seed
-             RequestSpec("gen-free", (2, 4), SamplingParams(max_tokens=5, logprob_token_ids=(3,),
-                                                            logit_bias=((3, 1.75),))))
+             RequestSpec("gen-free", (2, 4), SamplingParams(max_tokens=5, logprob_token_ids=(3 + shift,),
+                                                            logit_bias=((3 + shift, 1.75),))))
     if not with_bias:
         specs = tuple(spec for spec in specs if spec.request_id != "gen-free")
     return Workload(specs, SchedulerConfig(max_num_batched_tokens=64, max_num_encoder_input_tokens=64,
