@@ -118,19 +118,21 @@ def pytest_runtest_logreport(report):
 
 # The files that take longest, started first: make test hands whole files to its workers in collection order, and
 # one of these started last kept the suite running minutes after the others were done. In order of their total
-# time in a fresh clone's `make test --durations=0` (a solution notebook's nbval included: they are collected last);
+# time in `make test --durations=0` (2026-12-01; a solution notebook's nbval included: they are collected last);
 # the files not named here take a few seconds each and fill the gaps at the end.
-LONGEST_FIRST = ["tests/test_judge.py", "tests/test_nbgrader.py", "tests/test_book.py", "tests/test_capstone.py",
+LONGEST_FIRST = ["tests/test_judge.py", "tests/test_nbgrader.py", "tests/test_book.py",
+                 "tests/test_honest_corpus_more.py", "tests/test_judged_apart.py", "tests/test_capstone.py",
+                 "tests/test_clauses.py",
+                 "tests/test_learner_check.py", "tests/test_data_parallel.py", "tests/test_answer_scan.py",
+                 "tests/test_cli_labs.py", "tests/test_honest_corpus.py", "tests/test_cli_fresh_labs.py",
+                 "tests/test_cli.py",
+                 "tests/test_list_caches.py", "tests/test_slice_then_split.py", "tests/test_wrong_versions.py",
                  "tests/test_cli_fresh_labs_more.py", "solutions/06_capstone_engine_step.ipynb",
-                 "tests/test_data_parallel.py", "tests/test_cli_labs.py", "tests/test_lazy_streams.py",
-                 "tests/test_honest_corpus.py", "tests/test_audit.py", "tests/test_honest_corpus_more.py",
-                 "tests/test_cli_fresh_labs.py", "tests/test_answer_scan.py", "tests/test_clauses.py",
-                 "tests/test_wrong_versions.py", "tests/test_judged_apart.py", "tests/test_reverse_scan.py",
-                 "solutions/03_pinned_transfers.ipynb", "tests/test_cli.py", "tests/test_learner_check.py",
-                 "solutions/01_slice_then_split.ipynb", "tests/test_slice_then_split.py", "tests/test_rank_group.py",
-                 "tests/test_checks.py", "solutions/05_list_based_caches.ipynb", "tests/test_notebook_runner.py",
-                 "tests/test_torch_api.py", "tests/test_cli_solutions.py", "solutions/02_lazy_streams.ipynb",
-                 "tests/test_list_caches.py", "tests/test_profiling.py", "tests/test_pinned_transfers.py"]
+                 "tests/test_pinned_transfers.py", "tests/test_notebook_runner.py", "tests/test_nbval_labs.py",
+                 "tests/test_checks.py", "tests/test_rank_group.py", "solutions/01_slice_then_split.ipynb",
+                 "tests/test_audit.py", "solutions/03_pinned_transfers.ipynb", "tests/test_reverse_scan.py",
+                 "solutions/05_list_based_caches.ipynb", "tests/test_lazy_streams.py", "tests/test_torch_api.py",
+                 "tests/test_cli_solutions.py", "solutions/02_lazy_streams.ipynb", "tests/test_profiling.py"]
 
 
 def pytest_collection_modifyitems(session, config, items):
