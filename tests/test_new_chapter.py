@@ -83,13 +83,13 @@ def test_a_new_chapter_passes_the_chapters_tests_as_written(tmp_path: Path) -> N
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     env = {**os.environ, "PYTHONPATH": str(clone), "OMP_NUM_THREADS": "1"}  # the clone's package, not this one
-    made = subprocess.run([sys.executable, "-m", "synclab", "new-chapter", "throwaway_chapter"], cwd=clone, env=env,
+    made = subprocess.run([sys.executable, "-m", "synclab", "new-chapter", "paged_prefill"], cwd=clone, env=env,
                           capture_output=True, text=True)
     assert made.returncode == 0, made.stdout + made.stderr
     n = len(REGISTRY)
     tests = ["tests/test_registry.py", "tests/test_layout.py", "tests/test_pages.py", "tests/test_hints.py",
              "tests/test_check_ids.py", "tests/test_clauses.py", "tests/test_labgen.py", "tests/test_lab_texts.py",
-             "tests/test_honest_corpus_more.py", "tests/test_new_chapter.py", f"solutions/{n:02d}_throwaway_chapter.ipynb"]
+             "tests/test_honest_corpus_more.py", "tests/test_new_chapter.py", f"solutions/{n:02d}_paged_prefill.ipynb"]
     ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval", "-m", "not heavy",
                           *tests], cwd=clone, env=env, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout[-4000:]
