@@ -746,14 +746,14 @@ def _refuse_device_data_into_host(func: Any, args: tuple, kwargs: dict) -> None:
                            f"copy to the host first with .cpu() or copy_, one counted sync)")
 
 
-# Torch functions that take host tensors beside device ones on CUDA: transfers, indexing with a host index (torch
-# uploads it, counted), data to upload, and the arguments CUDA wants on the host. Any other op given device tensors
-# and a host tensor that is not a 0-d scalar is refused by CUDA, and by the simulated device (d + h would otherwise
-# upload h uncounted).
 # Calls that read a tensor's metadata, never its values: safe on a buffer whose download is still in flight.
 _READS_NO_DATA = {"__get__", "size", "dim", "numel", "stride", "storage_offset", "is_pinned", "is_contiguous",
                   "data_ptr", "element_size", "untyped_storage", "__len__", "record_stream"}
 
+# Torch functions that take host tensors beside device ones on CUDA: transfers, indexing with a host index (torch
+# uploads it, counted), data to upload, and the arguments CUDA wants on the host. Any other op given device tensors
+# and a host tensor that is not a 0-d scalar is refused by CUDA, and by the simulated device (d + h would otherwise
+# upload h uncounted).
 _TAKES_HOST_TENSORS = {"to", "cpu", "cuda", "copy_", "set_", "__getitem__", "__setitem__", "index_put", "index_put_",
                        "tensor", "as_tensor", "asarray", "new_tensor", "tensor_split", "pack_padded_sequence",
                        "_pack_padded_sequence", "__contains__", "__get__", "__set__"}

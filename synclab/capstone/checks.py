@@ -158,9 +158,10 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
                                    "next, and the check's runs reuse request ids: keep state on the runner, self "
                                    "(set in __init__), never on the class")
         early = _lines(seen["early"], kind=False)  # a read before its copy landed reads -12345: outputs differ by it
-        expect(diff is None or not early, f"your runner's outputs differ from the planted runner's, and it read a "
-               f"download before it landed ({sum(map(len, seen['early']))} read(s), from {len(early)} line(s): "
-               + "; ".join(early) + ")", got=diff, case=case, hint=_EARLY_READ_HINT)
+        early_said = (f"{sum(map(len, seen['early']))} read(s) of a download before it landed, in {steps} steps, "
+                      f"from {len(early)} line(s): " + "; ".join(early))
+        expect(diff is None or not early, f"your runner's outputs differ from the planted runner's, after {early_said}",
+               got=diff, case=case, hint=_EARLY_READ_HINT)
         spec = next((s for s in workload.requests if diff and diff.startswith(f"{s.request_id}:")), None)
         asked = f"; that request asked for {_sampling_in_words(spec.sampling)}" if spec is not None and spec.sampling else ""
         expect(diff is None, f"your runner's outputs differ from the planted runner's (which are right){asked}",
@@ -192,9 +193,8 @@ def _check_outputs_and_syncs(clean_runner: Callable[[], RunnerClass], rng: rando
                hint="a wait inside gpu_sync_allowed() still stops the host until the device's queue drains; the one "
                     "planned wait a step may make is the engine's, for the previous step's output. Remove the wait "
                     "rather than mark it")
-        expect(not early, f"{sum(map(len, seen['early']))} read(s) of a download before it landed, in {steps} "
-               f"steps, from {len(early)} line(s): " + "; ".join(early),
-               expected="every host read after its copy has landed", case=case, hint=_EARLY_READ_HINT)
+        expect(not early, early_said, expected="every host read after its copy has landed", case=case,
+               hint=_EARLY_READ_HINT)
         worst = max(seen["planned"], default=0)
         expect(worst <= 1, "a step waited more than once on the output copy", expected="at most 1 planned wait",
                got=f"{worst} in one step", case=case)

@@ -275,7 +275,8 @@ class HostTime:
             rows.append(f"The parts missed the step by more than {BUSY_PARTS_OFF:.0%}: the machine was busy while it "
                         "measured (on a quiet one they miss by a percent or two), so these parts are not to be read. "
                         "Read the counts above, which no load changes, and run the cell again when it is quiet.")
-        return "\n".join(rows + [self.claim_checked()] if self.claim_checked() else rows)
+        checked = self.claim_checked()
+        return "\n".join(rows + [checked] if checked else rows)
 
     def claim_checked(self) -> str:
         """The page's claim, as this run checked it: held or not, with the two ratios it is about ("" unchecked)."""
