@@ -17,9 +17,11 @@ from pathlib import Path
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 REFRESH_ENV = "SYNCLAB_REFRESH_SNAPSHOTS"  # set by conftest.py for ``pytest --refresh-snapshots``
 
-# What differs from run to run and says nothing of the message: times, and addresses in a repr.
+# What differs from run to run, or moves with any edit above a line, and says nothing of the message: times,
+# addresses in a repr, temporary paths, and line numbers (the code a report quotes stays, and says which line).
 _VOLATILE = [(re.compile(r"\b\d+(\.\d+)?\s*(s|ms|us|µs)\b"), "TIME"), (re.compile(r"0x[0-9a-fA-F]+"), "ADDRESS"),
-             (re.compile(r"/tmp/[^\s'\"]+"), "TMPPATH")]
+             (re.compile(r"/tmp/[^\s'\"]+"), "TMPPATH"), (re.compile(r"(\.py|<string>):\d+\b"), r"\1:LINE"),
+             (re.compile(r"\bline \d+\b"), "line N")]
 
 
 def normalised(text: str) -> str:
@@ -40,3 +42,19 @@ def matches_snapshot(name: str, text: str) -> None:
     stored = path.read_text()
     diff = "".join(difflib.unified_diff(stored.splitlines(True), text.splitlines(True), "stored", "now"))
     assert stored == text, f"{path.name} differs (pytest --refresh-snapshots rewrites it, if the change is meant):\n{diff}"
+
+
+def matches_report_snapshot(report: object, part: str = "") -> None:
+    """``str(report)`` is the snapshot ``tests/snapshots/reports/<test file>/<test>[<part>].txt``, named after the
+    running test (its parameters included), so that a test pins a report's whole text, not a few words of it."""
+    current = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]  # "tests/test_x.py::test_y[0] (call)"
+    path, test = current.split("::", 1)
+    name = re.sub(r"[^\w.\-\[\]]+", "_", test + (f"[{part}]" if part else ""))
+    matches_snapshot(f"reports/{Path(path).stem}/{name}", str(report))
+
+
+def failure_text(outcome) -> str:
+    """What a failed check tells the reader, label by label, as a snapshot stores it."""
+    return "\n".join(f"{label}: {value}" for label, value in (
+        ("check", outcome.name), ("case", outcome.case), ("message", outcome.message), ("expected", outcome.expected),
+        ("got", outcome.got), ("hint", outcome.hint)) if value)

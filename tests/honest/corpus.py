@@ -3,14 +3,14 @@
 ``right/<task>-<name>.py`` is a correct answer: the whole answer cell (or cells, one after the other) of Exercise
 ``<task>``, in any style: imports, module-level constants and loggers, helpers, lambdas, dunders, prints. Each must
 earn full marks on every path, with no review line that zeroes it. ``wrong/<task>-<name>.py`` is an honest mistake;
-its first lines say which check it fails, by the check's id (:attr:`synclab.checks.Check.id`), and may say words
-that check's message or hint must hold (what names the fault, as the learner wrote it)::
+its first line says which check it fails, by the check's id (:attr:`synclab.checks.Check.id`)::
 
     # fails: one-wait
-    # says: x.reverse()
 
-A mistake that breaks a clause of a contract says no words of its own: its clause's (in the checks room, beside the
-message) and its failure's stored snapshot hold the message (``tests/test_clauses.py``).
+What that check then tells the reader is stored whole, as a snapshot: ``tests/snapshots/clauses/<clause>.txt`` for a
+mistake that breaks a clause of a contract (``tests/test_clauses.py``, where the clause's few words also say which
+fault the message must name), ``tests/snapshots/wrong/<file's stem>.txt`` for the others, on seed 0. So a reworded
+message touches its check's room and the snapshots it changes, never the corpus.
 
 The answer replaces the solution's answer cell(s) of its task in the solution notebook (the other exercises keep
 the solution's answers), so :func:`notebook_with` gives the notebook a learner who wrote it would hand in.
@@ -38,7 +38,6 @@ class Answer:
     task: str
     source: str
     fails: str  # the id of the check a wrong answer fails ("" for a right one)
-    says: tuple[str, ...] = ()  # words the failed check's message or hint must hold
 
     @property
     def name(self) -> str:
@@ -56,8 +55,9 @@ def answers(kind: str) -> list[Answer]:
         fails = re.search(r"^# fails: (.+)$", source, re.M)
         if kind == "wrong" and not fails:
             raise ValueError(f"{path.name}: a wrong answer says which check it fails (# fails: ...)")
-        says = tuple(m.strip() for m in re.findall(r"^# says: (.+)$", source, re.M))
-        found.append(Answer(path, task, source, fails[1].strip() if fails else "", says))
+        if re.search(r"^# says: ", source, re.M):
+            raise ValueError(f"{path.name}: what a check says is kept in its snapshot (tests/snapshots/), not here")
+        found.append(Answer(path, task, source, fails[1].strip() if fails else ""))
     return found
 
 

@@ -1,7 +1,6 @@
 # Reads the tokens and NaN flags back with .to('cpu', non_blocking=True), then at once reads the result: the copy has not
 # landed, so the flags it reads are garbage (not 0) and the step raises over logits that hold no NaN.
 # fails: one-sync
-# says: copy has not landed
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     tokens = batch.logits.argmax(dim=-1)
     nan = torch.isnan(batch.logits).any(dim=-1).long()

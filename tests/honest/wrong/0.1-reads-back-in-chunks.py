@@ -1,7 +1,6 @@
 # Reads the step's answers back a hundred requests at a time: one read per hundred requests, so three syncs in a step
 # of 257 requests, and one in every step of up to a hundred.
 # fails: one-sync
-# says: syncs in one step of 257 requests
 def decode_step(batch: primer.DecodeBatch) -> primer.StepOutput:
     tokens = batch.logits.argmax(dim=-1)  # [num_reqs]
     nan = torch.isnan(batch.logits).any(dim=-1).long()  # [num_reqs]

@@ -1,6 +1,5 @@
 # Ends the sub-group's slice at the FIRST request's last token: one slice and one split, but of too few rows.
 # fails: fixed-cases
-# says: last_token_indices_gpu[-1]
 class AllPool(TokenPoolingMethod):
     def split_hidden_states(self, hidden_states: torch.Tensor, cursor: PoolingCursor) -> list[torch.Tensor]:
         sizes = cursor.num_scheduled_tokens_cpu.tolist()

@@ -1,6 +1,5 @@
 # Right in every value, but without chunked prefill it hands back torch.split's tuple: forward's result is a list.
 # fails: empty-batch
-# says: forward returns a list (PoolerOutput is a list)
 class AllPool(TokenPoolingMethod):
     def split_hidden_states(self, hidden_states: torch.Tensor, cursor: PoolingCursor) -> list[torch.Tensor]:
         sizes = cursor.num_scheduled_tokens_cpu.tolist()

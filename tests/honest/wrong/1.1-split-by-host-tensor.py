@@ -1,6 +1,5 @@
 # Splits by the host tensor of sizes itself: split takes Python ints, so torch raises a TypeError (on a GPU too).
 # fails: fixed-cases
-# says: split takes the sizes as Python ints
 class AllPool(TokenPoolingMethod):
     """vLLM's token-wise ALL pooling as the chapter's fix left it: slice the sub-group once, then split."""
 

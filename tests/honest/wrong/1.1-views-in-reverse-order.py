@@ -1,7 +1,6 @@
 # Hands the split's views back in reverse, as if the sizes were the other way round: each request gets another one's
 # rows (a learner's swapped order was told the sub-group does not start at row 0).
 # fails: fixed-cases
-# says: another request of this step: the outputs come out in the batch's order
 class AllPool(TokenPoolingMethod):
     """vLLM's token-wise ALL pooling as the chapter's fix left it: slice the sub-group once, then split."""
 

@@ -1,7 +1,6 @@
 # Returns the Nones at once unless every request finished (all() where the contract says any()): a step with
 # some requests finished copies nothing.
 # fails: syncs
-# says: any(), not all()
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

@@ -1,7 +1,6 @@
 # Takes the platform's path before it asks whether anything finished: on a CPU (or XPU) a step with nothing to copy
 # still calls self._sync_device().
 # fails: cpu-platform
-# says: a CPU step with nothing to copy called self._sync_device()
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

@@ -1,7 +1,6 @@
 # Waits for the device before the CPU path's copy, not after it: on a CPU the outputs are right, on XPU the
 # non-blocking copy would still be in flight when the host reads the buffers.
 # fails: cpu-platform
-# says: the CPU path waited before its copy, not after it
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

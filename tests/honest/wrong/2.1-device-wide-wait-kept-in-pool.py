@@ -1,7 +1,6 @@
 # Keeps the baseline's self._sync_device() in _pool on the CUDA path: the outputs are right, and the host waits for the
 # whole device inside the step; the sync is found inside _sync_device(), the line _pool called.
 # fails: syncs
-# says: the line named is inside self._sync_device(), which your _pool calls
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

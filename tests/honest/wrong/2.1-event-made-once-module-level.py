@@ -1,7 +1,6 @@
 # One event made once (lazily, at module level) and shared by every step: each step records it again, so step 0's
 # wait covers step 1's copies too.
 # fails: engine-order
-# says: also waited for step 1's copies
 _EVENT = None
 
 class AsyncPoolingOutput:

@@ -1,7 +1,6 @@
 # Each step records its own event, but get_output() waits with torch.cuda.synchronize(): a device-wide wait, for
 # the next step's forward and copies too.
 # fails: engine-order
-# says: waits for all the work queued so far
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
 

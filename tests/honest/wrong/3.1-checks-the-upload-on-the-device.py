@@ -1,7 +1,6 @@
 # Right upload, then a sanity check of the values it sent: bool() of a device comparison reads the result back,
 # a sync every call.
 # fails: no-syncs
-# says: this line reads device data back to the host
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     pin = is_pin_memory_available()

@@ -1,7 +1,6 @@
 # Pins the data, then converts it to the dtype asked for on the host: the conversion makes a new, pageable tensor,
 # and that is the one uploaded.
 # fails: no-syncs
-# says: a conversion on the host after pinning
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     pin = is_pin_memory_available()

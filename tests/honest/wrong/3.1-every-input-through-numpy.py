@@ -1,7 +1,6 @@
 # Turns every input into a NumPy array first (a tensor by .numpy()), then pins a copy of it: NumPy has no bfloat16,
 # so a bfloat16 CPU tensor raises.
 # fails: values
-# says: NumPy has no such dtype
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     pin = is_pin_memory_available()

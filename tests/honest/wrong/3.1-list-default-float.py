@@ -1,7 +1,6 @@
 # builds a list with a dtype of its own choosing when the caller gives none (float32): torch.tensor's default for a
 # list of ints is int64
 # fails: values
-# says: let torch.tensor(data) choose
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     pin = is_pin_memory_available()

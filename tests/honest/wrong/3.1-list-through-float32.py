@@ -1,7 +1,6 @@
 # Builds the host tensor without the caller's dtype and converts in the upload: a float list asked for as float64
 # goes through float32 first, and loses what float32 cannot hold.
 # fails: values
-# says: float64
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     pin = is_pin_memory_available()

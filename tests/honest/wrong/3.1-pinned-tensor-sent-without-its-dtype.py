@@ -1,7 +1,6 @@
 # Sends a tensor that is pinned and contiguous already straight up, as the contract allows, but forgets the dtype the
 # caller asked for on that path: an int32 tensor asked for as int64 arrives as int32.
 # fails: values
-# says: dtype
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     pin = is_pin_memory_available()

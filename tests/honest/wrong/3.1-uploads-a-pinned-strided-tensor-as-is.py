@@ -1,7 +1,6 @@
 # Uploads a tensor that is pinned already as it is, and pins a contiguous copy of any other: a pinned transposed
 # tensor is strided still, and torch uploads a strided host tensor through a pageable temporary, a staging copy.
 # fails: no-syncs
-# says: Pin a contiguous copy instead
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
     pin = is_pin_memory_available()

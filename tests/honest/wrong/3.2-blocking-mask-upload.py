@@ -1,6 +1,5 @@
 # uploads the mask with a plain .to(device): a synchronous upload (the ids go up non_blocking)
 # fails: no-syncs
-# says: a synchronous upload
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
                                        sampled: torch.Tensor) -> LogprobsTensors | None:

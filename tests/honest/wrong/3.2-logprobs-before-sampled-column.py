@@ -1,6 +1,5 @@
 # gathers the logprobs first and writes the sampled token into column 0 afterwards: column 0's logprob is token 0's
 # fails: fixed-cases
-# says: only column 0, the sampled token's, differs
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
                                        sampled: torch.Tensor) -> LogprobsTensors | None:

@@ -2,7 +2,6 @@
 # stream gets to it, so the host wrote a buffer an upload still needed (on a CPU the copy has already run: column 0
 # arrives masked as padding).
 # fails: no-refill-race
-# says: a host write into a pinned buffer an upload still needs
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
                                        sampled: torch.Tensor) -> LogprobsTensors | None:

@@ -1,7 +1,6 @@
 # The mask marks column 0 inside the loop over the requests' ids: a request that asked for none (no entry in the
 # dict) has even its sampled token masked as padding.
 # fails: fixed-cases
-# says: column 0 (the sampled token) was masked as padding
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
                                        sampled: torch.Tensor) -> LogprobsTensors | None:

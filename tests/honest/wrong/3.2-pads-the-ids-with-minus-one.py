@@ -1,7 +1,6 @@
 # Pads the id matrix with -1, as chapter 4's sampled rows are padded: an id outside the vocabulary reaches the gather
 # (a learner's torch.empty did the same with whatever the memory held, and got a bare IndexError).
 # fails: fixed-cases
-# says: every padded entry of the id matrix must be 0
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
                                        sampled: torch.Tensor) -> LogprobsTensors | None:

@@ -1,7 +1,6 @@
 # A path of its own for WSL (no pinned memory): the ids padded with 0 in a Python list, and the mask taken from the
 # padding, `ids != 0`, so a request that asks for token 0 loses it there, and only there.
 # fails: wsl
-# says: token 0
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],
                                        sampled: torch.Tensor) -> LogprobsTensors | None:

@@ -1,7 +1,6 @@
 # the flags written with a plain scatter_ of every position's "is a prompt token" (1 or 0): a prompt token that comes
 # again past the prompt gets a 0 written over its flag, the last write winning
 # fails: prompt-flags
-# says: wrote a 0 over the flag
 def bincount(expanded_idx_mapping: torch.Tensor, all_token_ids: torch.Tensor, prompt_len: torch.Tensor,
              prefill_len: torch.Tensor, prompt_bin_mask: torch.Tensor, output_bin_counts: torch.Tensor,
              max_prefill_len: int) -> None:

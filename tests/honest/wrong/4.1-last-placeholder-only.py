@@ -1,6 +1,5 @@
 # Replaces the last placeholder alone, as plain decoding needs: after a speculative step the earlier ones stay.
 # fails: fixed-cases
-# says: only the last placeholder was replaced
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

@@ -1,6 +1,5 @@
 # Rebuilds each repaired list by concatenation (outputs[i] = lst[:first] + ids): the request state keeps the old list.
 # fails: in-place
-# says: never replace it
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

@@ -1,7 +1,6 @@
 # Takes each request's sampled ids from the row at its index in this step's batch, not from its row last step
 # (prev_req_id_to_index): right only while the two orders agree.
 # fails: fixed-cases
-# says: prev_req_id_to_index[req_id]
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

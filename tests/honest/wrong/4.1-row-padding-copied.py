@@ -1,6 +1,5 @@
 # Copies the whole sampled row, its -1 padding included: a rejected draft's -1 lands in the history.
 # fails: fixed-cases
-# says: the row's -1s came along
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

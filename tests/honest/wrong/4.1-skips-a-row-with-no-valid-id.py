@@ -1,7 +1,6 @@
 # Skips a row whose ids are all -1 (the request sampled nothing in flight): its placeholders must all go, and the
 # list comes back as it was.
 # fails: fixed-cases
-# says: the row has no valid id (all -1), so either it was skipped
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

@@ -1,7 +1,6 @@
 # Waits as soon as any list ends with a placeholder, before looking up the rows: a new request's trailing -1
 # (no row last step, its list left as it is) makes it wait for ids nobody needs.
 # fails: one-wait
-# says: look up the request's row
 class ReverseScanBatch(InputBatch):
     def update_async_output_token_ids(self) -> None:
         """Replace each request's trailing -1 placeholders with the ids sampled last step (in place)."""

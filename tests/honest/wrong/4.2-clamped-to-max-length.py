@@ -1,7 +1,6 @@
 # Clamps the crossing to the measured range: a line that crosses past max_length answers max_length, where the host
 # is still under the device's step, instead of None.
 # fails: fixed-tables
-# says: not clamped to the range's end
 import statistics
 
 

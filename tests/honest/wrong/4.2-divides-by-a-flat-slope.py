@@ -1,6 +1,5 @@
 # Solves a + b * L = device_step_us straight away: a flat line (b == 0) divides by zero.
 # fails: fixed-tables
-# says: a flat line (slope 0) was divided by
 import statistics
 
 

@@ -1,7 +1,6 @@
 # The least-squares line, but "at or above" read as "above": a line that starts exactly at the device step, and never
 # rises past it, is answered None where the host is the bottleneck from length 0.
 # fails: fixed-tables
-# says: at or above the device step at length 0
 def host_bottleneck_length(costs_us: dict[int, float], device_step_us: float, max_length: int) -> float | None:
     """The smallest output length in [0, max_length] at which the host's fitted cost reaches the device's step."""
     n = len(costs_us)

@@ -1,7 +1,6 @@
 # Clamps the end index to 0 instead of guarding it: no [-1] (the review's total), but a range ending at 0 reads
 # cumsum[0], 1 when the item's first position is an embedding (a learner's probe passed every fixed case).
 # fails: fixed-cases
-# says: index end_idx - 1 only if end_idx > 0
 class ListCachedRange(PlaceholderRange):
     """``PlaceholderRange`` as the chapter's fix left it: the cumsum of ``is_embed`` cached as a Python list."""
 

@@ -1,6 +1,5 @@
 # the cache built as list(np.cumsum(...)): NumPy int64 scalars, not Python ints
 # fails: cached-list
-# says: array.tolist() gives Python ints
 import numpy as np
 
 

@@ -1,7 +1,6 @@
 # The window asked of the item as it is, not clamped to it: a negative start where the window starts inside the
 # item, an end past its length where the window runs beyond it. vLLM's list raises or reads from the back.
 # fails: fixed-cases
-# says: clamp the window
 class EncoderScheduler(Scheduler):
     def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
                                      encoder_compute_budget: int) -> tuple[list[int], int, int]:

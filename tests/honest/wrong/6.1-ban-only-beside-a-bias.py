@@ -1,7 +1,6 @@
 # Applies min_tokens' ban only inside the logit bias's `if rows:`: right in every step where some request has a
 # bias (the fixed mix has one throughout), wrong in a step where none has (a learner's answer passed most seeds).
 # fails: planted-outputs
-# says: is min_tokens' ban applied only when some request has a bias
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

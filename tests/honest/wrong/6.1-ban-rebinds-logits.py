@@ -1,7 +1,6 @@
 # The ban applied out of place: masked_fill (no underscore) returns a new tensor, and rebinding the hook's local
 # `logits` leaves the step's logits as they were, so min_tokens bans nothing.
 # fails: planted-outputs
-# says: rebinding logits in the hook changes nothing outside it
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

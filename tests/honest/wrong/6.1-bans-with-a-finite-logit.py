@@ -1,7 +1,6 @@
 # Bans min_tokens' stop tokens with a large negative logit (-1e4) instead of -inf: the tokens come out the same,
 # but a banned token's logprob is finite where it must be -inf.
 # fails: planted-outputs
-# says: not to a large negative number
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
     class CleanRunner(PlantedRunner):

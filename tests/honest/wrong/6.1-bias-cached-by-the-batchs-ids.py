@@ -1,7 +1,6 @@
 # Caches the uploaded bias tensors on the class, keyed by the batch's request ids, so that a batch seen before uploads
 # nothing: the next run that reuses those ids with another bias applies the old one. Every stop is judged right.
 # fails: planted-outputs
-# says: right from a new class
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

@@ -1,7 +1,6 @@
 # The bias indexed by column alone: each request's bias lands on every row, so a request samples a token another
 # request favoured.
 # fails: planted-outputs
-# says: look at the logit bias
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

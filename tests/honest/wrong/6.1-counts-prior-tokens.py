@@ -1,6 +1,5 @@
 # Counts a resumed request's tokens from before this run as generated: min_tokens' ban on its stop tokens ends early.
 # fails: planted-outputs
-# says: resumed with
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
     class CleanRunner(PlantedRunner):

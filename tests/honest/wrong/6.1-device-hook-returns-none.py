@@ -1,7 +1,6 @@
 # The device hook, with nothing to judge, returns None where the contract asks for a set: the engine's union of the
 # two hooks' stops raises a TypeError in the engine's own code, no line of the reader's.
 # fails: planted-outputs
-# says: an empty set() when no request stops
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

@@ -1,7 +1,6 @@
 # The stop check moved to the host hook, and the device hook's override deleted with the old code: the colleague's
 # _stopped_on_device, which reads each request's sampled token back, is inherited and still runs.
 # fails: planted-outputs
-# says: your class does not override _stopped_on_device
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

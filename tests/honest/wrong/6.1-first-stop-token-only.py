@@ -1,6 +1,5 @@
 # Ends a request on the first of its stop tokens only: a request that samples another of its stop tokens goes on.
 # fails: planted-outputs
-# says: any of them ends it
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
     class CleanRunner(PlantedRunner):

@@ -1,7 +1,6 @@
 # The host stop hook builds its answer with a list comprehension: a list of request ids, not a set. The engine takes
 # the union of the two hooks' answers with |, which a list does not support.
 # fails: planted-outputs
-# says: returned a list
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

@@ -1,7 +1,6 @@
 # Judges each stop on the request's whole earlier output joined with the new token: right tokens, no sync, but a
 # new list of every earlier token per request per step, host work that grows with the output's length.
 # fails: flat-in-output-length
-# says: x + y
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

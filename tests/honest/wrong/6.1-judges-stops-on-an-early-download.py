@@ -2,7 +2,6 @@
 # copy has not landed when it is read (the simulated buffer holds -12345), so no stop is ever seen and the outputs
 # run long. The failure leads with the early read, its cause, not with the outputs alone.
 # fails: planted-outputs
-# says: before it landed
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

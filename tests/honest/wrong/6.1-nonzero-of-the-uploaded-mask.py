@@ -1,7 +1,6 @@
 # Uploads min_tokens' mask without a wait, then takes nonzero of the device copy: the result's size is on the
 # device, so the host waits to learn it (the host had the mask all along).
 # fails: planted-outputs
-# says: where the host made the mask, use its host copy
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

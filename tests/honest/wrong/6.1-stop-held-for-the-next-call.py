@@ -1,7 +1,6 @@
 # Holds each stop found in the step's output back for the next call of the host hook, to let the step in flight
 # finish first: every stop takes effect a step late, one token past its stop token.
 # fails: planted-outputs
-# says: one token past the stop token
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

@@ -2,7 +2,6 @@
 # instead of the step's own sampled tokens: that list is a step behind, its last entry a placeholder while a step is
 # in flight, so no stop is ever seen.
 # fails: planted-outputs
-# says: a step behind
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

@@ -1,7 +1,6 @@
 # Caches each request's stop tokens as a set, by request id, in the module: a later run that reuses an id with
 # other stop tokens is judged on the earlier request's (the fixed mix's ids again, with other stop tokens).
 # fails: planted-outputs
-# says: the first fixed mix's ids, which passed, and other stop tokens
 STOP_SETS: dict[str, frozenset[int]] = {}  # request id -> its stop tokens, kept for every run
 
 

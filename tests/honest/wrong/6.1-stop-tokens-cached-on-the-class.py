@@ -2,7 +2,6 @@
 # (and every mix of the check), so a later run that reuses an id with other stop tokens is judged on the
 # earlier request's.
 # fails: planted-outputs
-# says: right from a new class, and wrong after the class served an earlier mix
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

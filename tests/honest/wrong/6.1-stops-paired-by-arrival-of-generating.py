@@ -1,7 +1,6 @@
 # Pairs the sampled tokens with the generating requests in their arrival order (the requests' dict, embeddings
 # left out), not with output.req_ids: right while the batch keeps that order, wrong once it does not.
 # fails: planted-outputs
-# says: pair each sampled token with its own request
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

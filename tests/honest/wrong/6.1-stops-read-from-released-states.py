@@ -1,7 +1,6 @@
 # Judges the stops on the host from each request's state instead of the step's output: a request that finished is
 # released before its last output comes back, and self.states no longer holds it (a learner's bare KeyError).
 # fails: planted-outputs
-# says: may be gone from self.states
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

@@ -1,7 +1,6 @@
 # Judges the stops on the host copy, but when a stop token arrives walks the request's whole output history to make
 # sure min_tokens allowed it (the ban already did): a step in which a request stops reads its whole history.
 # fails: flat-in-output-length
-# says: iterating over the list from the start
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

@@ -1,7 +1,6 @@
 # Finds the banned positions on the host and uploads them, but writes the Python float -inf through the device
 # indices: torch makes it a 0-d host tensor and copies it over with a wait.
 # fails: planted-outputs
-# says: a Python number written
 def clean_runner() -> type[PlantedRunner]:
     """``PlantedRunner`` with every stray sync removed and every feature kept."""
 

@@ -1,7 +1,6 @@
 # Counts each step right, but averages over one step fewer than the run made (the last step "only collects"): every
 # per-step figure comes out a little high.
 # fails: counts
-# says: divided by its
 from contextlib import contextmanager
 
 

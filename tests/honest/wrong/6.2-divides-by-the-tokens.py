@@ -1,7 +1,6 @@
 # Counts each step right, but divides the run's totals by the tokens it produced, not by its steps (a step samples
 # one token per decoding request): every per-step figure comes out several times too low.
 # fails: counts
-# says: divided by its
 from contextlib import contextmanager
 
 

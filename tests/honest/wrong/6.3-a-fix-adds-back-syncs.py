@@ -1,7 +1,6 @@
 # Reads "one sync fix alone buys little" as a fix that adds back the syncs it removes (reason d); the counts show
 # every fix alone at or under the baseline's stray syncs.
 # fails: answers
-# says: no fix alone has more stray syncs than the baseline
 def my_reading() -> dict:
     """Your answer to each of ch6.READING_QUESTIONS, read off the counts above."""
     return {
