@@ -81,6 +81,9 @@ def toc_pages() -> list[str]:
     def walk(node: Any) -> None:
         if isinstance(node, dict):
             docs.extend(str(node[key]) for key in ("root", "file") if key in node)
+            if "glob" in node:  # the chapters: book/[0-9][0-9]_* and solutions/[0-9][0-9]_*, in name order, as Sphinx
+                docs.extend(str(p.relative_to(ROOT).with_suffix("")) for p in sorted(ROOT.glob(node["glob"] + ".*"))
+                            if p.suffix in (".md", ".ipynb"))
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from synclab.lab.chapters import REGISTRY, toc_text
+from synclab.lab.chapters import REGISTRY
 from synclab.lab.new_chapter import NewChapterError, planned_chapter, write_skeleton
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
@@ -30,7 +30,7 @@ def test_the_skeleton_is_the_chapters_own_files_and_one_registry_entry(tmp_path:
     n = len(REGISTRY)
     names = sorted(str(p.relative_to(tmp_path)) for p in written)
     assert names == sorted([
-        "_toc.yml", "synclab/lab/chapters.py", f"book/{n:02d}_throwaway_chapter.md",
+        "synclab/lab/chapters.py", f"book/{n:02d}_throwaway_chapter.md",
         f"solutions/{n:02d}_throwaway_chapter.ipynb", "synclab/lab/course/throwaway_chapter.py",
         *(f"synclab/throwaway_chapter/{room}.py" for room in ("__init__", "workloads", "checks", "profiling")),
         f"tests/honest/right/{n}.1-example.py", f"tests/honest/wrong/{n}.1-reads-the-sum-back.py"])
@@ -44,8 +44,6 @@ def test_the_skeleton_is_the_chapters_own_files_and_one_registry_entry(tmp_path:
     registry = (tmp_path / "synclab" / "lab" / "chapters.py").read_text()
     entry = f'    Chapter("ch{n}", "{n:02d}_throwaway_chapter", "synclab.throwaway_chapter", 120, 2, 1),\n)\n'
     assert entry in registry and registry.count("    Chapter(") == len(REGISTRY) + 1
-    assert (tmp_path / "_toc.yml").read_text() == toc_text((*REGISTRY, planned_chapter("throwaway_chapter")))
-    assert f"book/{n:02d}_throwaway_chapter" in (tmp_path / "_toc.yml").read_text()
 
 
 @pytest.mark.parametrize("slug, says", [("Throwaway chapter", "a Python name in lower case"),
@@ -62,7 +60,7 @@ def test_contributing_names_every_file_the_command_writes_and_the_registrys_fiel
     for named in ("synclab/<slug>/", "templates/chapter/", "synclab/lab/course/<slug>.py", "templates/course.py",
                   "solutions/NN_<slug>.ipynb", "templates/solution.ipynb", "book/NN_<slug>.md", "templates/page.md",
                   "tests/honest/right/N.1-example.py", "tests/honest/wrong/N.1-reads-the-sum-back.py",
-                  "data/expected/N.1.json", "tests/snapshots/clauses/N.1-no-sync.txt", "_toc.yml", "REGISTRY"):
+                  "data/expected/N.1.json", "tests/snapshots/clauses/N.1-no-sync.txt", "REGISTRY"):
         assert named in text, named
     for field in ("key `chN`", "stem `NN_<slug>`", "package\n`synclab.<slug>`", "bench time limit", "charts"):
         assert field in text, field

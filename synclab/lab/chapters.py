@@ -95,38 +95,6 @@ CHAPTERS: dict[str, str] = {c.key: c.stem for c in REGISTRY}  # bench name -> no
 PACKAGES: dict[str, str] = {c.key: c.package for c in REGISTRY}
 
 
-_TOC = """\
-# Table of contents of the Sync Lab book (sphinx-external-toc, jb-book format), written from the chapters' registry
-# (python -m synclab.lab.chapters toc > _toc.yml; tests/test_registry.py holds it to that).
-# Pages are paths from the repository root without their suffix.
-format: jb-book
-root: book/intro
-parts:
-  - caption: Chapters
-    chapters:
-{chapters}
-  - caption: Teaching with the lab
-    chapters:
-      - file: book/instructors
-  - caption: Appendix
-    chapters:
-      - file: book/appendix_measurement
-      - file: book/appendix_since
-      - file: book/appendix_citations
-  # last, so that no page's "Next" link leads from a chapter into an answer
-  - caption: Solutions (open one once you have tried its lab)
-    chapters:
-{solutions}
-"""
-
-
-def toc_text(registry: tuple[Chapter, ...] = REGISTRY) -> str:
-    """The book's table of contents (``_toc.yml``): every chapter's page in the registry's order, then the other pages,
-    then every chapter's solution."""
-    return _TOC.format(chapters="\n".join(f"      - file: book/{c.stem}" for c in registry),
-                       solutions="\n".join(f"      - file: solutions/{c.stem}" for c in registry))
-
-
 def import_all() -> list[ModuleType]:
     """Import every chapter's package: each declares its claims (and nothing else happens)."""
     return [importlib.import_module(c.package) for c in REGISTRY]
@@ -134,15 +102,13 @@ def import_all() -> list[ModuleType]:
 
 def main(argv: list[str]) -> int:
     """``python -m synclab.lab.chapters bench``: a line ``<key> <limit_s>`` per chapter, for tools/gpu-check.sh;
-    ``... packages``: the packages, one per line (the Makefile's warm-up imports); ``... toc``: ``_toc.yml``."""
+    ``... packages``: the packages, one per line (the Makefile's warm-up imports)."""
     if argv == ["bench"]:
         print("\n".join(f"{c.key} {c.bench_limit_s}" for c in REGISTRY))
     elif argv == ["packages"]:
         print("\n".join(c.package for c in REGISTRY))
-    elif argv == ["toc"]:
-        print(toc_text(), end="")
     else:
-        print("usage: python -m synclab.lab.chapters bench|packages|toc", file=sys.stderr)
+        print("usage: python -m synclab.lab.chapters bench|packages", file=sys.stderr)
         return 2
     return 0
 

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from synclab.lab.chapters import REGISTRY, Chapter, toc_text
+from synclab.lab.chapters import REGISTRY, Chapter
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
@@ -80,9 +80,8 @@ def write_skeleton(slug: str, title: str, root: Path = ROOT) -> list[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(_filled(template.read_text(), chapter, title))
     registry_file = root / "synclab" / "lab" / "chapters.py"
-    registry_file.write_text(_registered(registry_file.read_text(), chapter))
-    (root / "_toc.yml").write_text(toc_text((*REGISTRY, chapter)))
-    return [*targets.values(), registry_file, root / "_toc.yml"]
+    registry_file.write_text(_registered(registry_file.read_text(), chapter))  # _toc.yml globs the new page
+    return [*targets.values(), registry_file]
 
 
 def new_chapter(slug: str, title: str, root: Path = ROOT) -> int:
