@@ -35,6 +35,7 @@ import yaml
 
 from synclab.lab.chapters import REGISTRY
 from synclab.run_modes import BOOK_BUILD_ENV
+from tests.toc import read_toc
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "_build"
@@ -76,22 +77,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.sim]  # registered in pyproject.toml
 
 def toc_pages() -> list[str]:
     """HTML page of every document listed in _toc.yml, the root first."""
-    docs: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            docs.extend(str(node[key]) for key in ("root", "file") if key in node)
-            if "glob" in node:  # the chapters: book/[0-9][0-9]_* and solutions/[0-9][0-9]_*, in name order, as Sphinx
-                docs.extend(str(p.relative_to(ROOT).with_suffix("")) for p in sorted(ROOT.glob(node["glob"] + ".*"))
-                            if p.suffix in (".md", ".ipynb"))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(yaml.safe_load((ROOT / "_toc.yml").read_text()))
-    return [f"{Path(doc).with_suffix('')}.html" for doc in docs]
+    return [f"{doc}.html" for doc in read_toc()]
 
 
 PAGES = toc_pages() + EXTRA_PAGES

@@ -10,12 +10,11 @@ Each rule is shown to fail on a planted page.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from synclab.lab.main_flow import MAX_PR_MENTIONS, MAX_WORDS, main_flow, pr_mentions, pr_numbers, problems, words
+from tests.toc import read_toc, toc_files
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
@@ -96,16 +95,6 @@ def test_a_hash_in_a_links_address_or_a_word_like_added_is_not_history(tmp_path:
 # ----------------------------------------------------------------------------- the table of contents
 
 
-def toc_files(toc: dict[str, Any]) -> list[str]:
-    """Every file of a jb-book table of contents, in reading order, the root first."""
-    files = [toc["root"]]
-    for part in toc.get("parts", []):
-        for chapter in part.get("chapters", []):
-            files.append(chapter["file"])
-            files += [section["file"] for section in chapter.get("sections", [])]
-    return files
-
-
 def solutions_in_the_reading_path(files: list[str]) -> list[str]:
     """Solutions listed before the last chapter page: "Next" would open them in the middle of the book."""
     chapters = [i for i, f in enumerate(files) if f.startswith("book/0")]
@@ -113,7 +102,7 @@ def solutions_in_the_reading_path(files: list[str]) -> list[str]:
 
 
 def test_no_solution_sits_between_two_chapters() -> None:
-    files = toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+    files = read_toc()
     assert solutions_in_the_reading_path(files) == []
     assert sum(f.startswith("solutions/") for f in files) == len(CHAPTER_PAGES)  # each still in the book
 

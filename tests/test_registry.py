@@ -13,27 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from synclab.lab.chapters import BY_KEY, CHAPTERS, PACKAGES, REGISTRY, Chapter
+from tests.toc import part_files
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _toc_files(root: Path, caption: str) -> list[str]:
-    """The pages a part of ``_toc.yml`` lists, its globs expanded in name order, as Sphinx expands them."""
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    (part,) = [p for p in toc["parts"] if p["caption"].startswith(caption)]
-    files = []
-    for entry in part["chapters"]:
-        if "glob" in entry:
-            files += [str(p.relative_to(root).with_suffix("")) for p in sorted(root.glob(entry["glob"] + ".*"))
-                      if p.suffix in (".md", ".ipynb")]
-        else:
-            files.append(entry["file"])
-    return files
 
 
 def registry_problems(root: Path, registry: tuple[Chapter, ...] = REGISTRY) -> list[str]:
@@ -44,9 +30,9 @@ def registry_problems(root: Path, registry: tuple[Chapter, ...] = REGISTRY) -> l
     stems = [c.stem for c in registry]
     keys = {c.key for c in registry}
     out = []
-    if (got := _toc_files(root, "Chapters")) != [f"book/{s}" for s in stems]:
+    if (got := part_files(root, "Chapters")) != [f"book/{s}" for s in stems]:
         out.append(f"_toc.yml's Chapters part lists {got}, the registry {stems}")
-    if (got := _toc_files(root, "Solutions")) != [f"solutions/{s}" for s in stems]:
+    if (got := part_files(root, "Solutions")) != [f"solutions/{s}" for s in stems]:
         out.append(f"_toc.yml's Solutions part lists {got}, the registry {stems}")
     for folder, pattern in (("book", "0*.md"), ("labs", "0*.ipynb"), ("solutions", "0*.ipynb")):
         if (got := sorted(p.stem for p in (root / folder).glob(pattern))) != sorted(stems):
@@ -83,9 +69,9 @@ def test_the_table_of_contents_globs_the_chapters_so_a_new_one_leaves_it_as_it_i
     n = len(REGISTRY)
     (tmp_path / "book" / f"{n:02d}_new_chapter.md").write_text("# a new chapter\n")
     (tmp_path / "solutions" / f"{n:02d}_new_chapter.ipynb").write_text("{}")
-    assert _toc_files(tmp_path, "Chapters")[-1] == f"book/{n:02d}_new_chapter"
-    assert _toc_files(tmp_path, "Solutions")[-1] == f"solutions/{n:02d}_new_chapter"
-    assert _toc_files(tmp_path, "Teaching") == ["book/instructors"]
+    assert part_files(tmp_path, "Chapters")[-1] == f"book/{n:02d}_new_chapter"
+    assert part_files(tmp_path, "Solutions")[-1] == f"solutions/{n:02d}_new_chapter"
+    assert part_files(tmp_path, "Teaching") == ["book/instructors"]
 
 
 def test_everything_that_lists_the_chapters_agrees_with_the_registry() -> None:
