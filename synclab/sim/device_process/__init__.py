@@ -1,0 +1,15 @@
+"""The simulated device in a process of its own: the host reaches its data only by a transfer the device counts.
+
+Being built (CONTRIBUTING, "The device process"); the in-process simulation (:mod:`synclab.device`,
+:mod:`synclab.syncs`, :mod:`synclab.sim.cuda`) is still the one the lab uses. On a GPU the host cannot read device
+memory without a copy, and the driver, not the program, performs the copy. Here the same holds by construction:
+
+* :mod:`.handle` — the reader's side: :class:`~.handle.DeviceTensor`, a tensor that holds only its metadata (shape,
+  dtype, strides, device ``simgpu``) and sends every op on it to the device process, which runs it on the data;
+  :class:`~.handle.SimulatedGPU` starts that process and is what the reader's code holds;
+* :mod:`.server` — the device process: the data, the ops run in the order they were queued (lazily, at the next
+  transfer: a model of ordering, not of time), and every transfer to the host performed and counted there;
+* :mod:`.ledger` — the transfers the device process counted, by kind, with the reader's line; read by a watcher
+  over a connection of its own, which the reader's code does not hold;
+* :mod:`.wire` — what crosses between the two: host tensors as bytes, ops by name, device tensors by id.
+"""

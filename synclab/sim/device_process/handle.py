@@ -1,0 +1,295 @@
+"""The reader's side of the device process: a tensor that holds only metadata, and the device it lives on.
+
+Taught with chapter 0's sync table. A :class:`DeviceTensor` knows its shape, dtype, strides and device
+(``simgpu:0``), which the host knows on a GPU too: each op on it is worked out on meta tensors here (so shapes and
+dtypes are the ones torch gives, and a shape error is raised at once, as CUDA raises it on the host), then queued
+to the device process, which runs it on the data. A value reaches this process only when it asks for it: ``item``,
+``tolist``, ``bool``, ``print``, a copy to the host, or an op whose output size depends on the data (``nonzero``).
+Each is a transfer the device process performs and counts, with the line of the reader's code that asked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from synclab.sim.device_process.ledger import Transfer
+from synclab.sim.device_process.server import serve
+from synclab.sim.device_process.wire import DEVICE_TYPE, Ref, leaves, mapped, op_name, pack, unpack
+from synclab.syncs import SyncKind, _user_frame, attribute_syncs_to_callers, location
+
+attribute_syncs_to_callers(__file__)
+
+aten = torch.ops.aten
+_OUTBOX_LIMIT = 256
+
+
+def _register_the_device_name() -> None:
+    """torch.device("simgpu") names PrivateUse1, with a device guard, so that indexing and factories accept it."""
+    if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
+        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+        _setup_privateuseone_for_python_backend(DEVICE_TYPE)
+
+
+# ops whose output's size is the data's: the host must learn it before it can name the output
+_SIZED_BY_DATA = {aten.nonzero.default: SyncKind.NONZERO, aten.masked_select.default: SyncKind.NONZERO,
+                  aten._unique2.default: SyncKind.NONZERO, aten.unique_consecutive.default: SyncKind.NONZERO,
+                  aten.unique_dim.default: SyncKind.NONZERO, aten.repeat_interleave.Tensor: SyncKind.NONZERO,
+                  aten.bincount.default: SyncKind.NONZERO}
+# Python-level reads: the method's name, the kind of transfer it makes
+_READS = {"tolist": SyncKind.TOLIST, "item": SyncKind.ITEM, "__bool__": SyncKind.BOOL, "__int__": SyncKind.ITEM,
+          "__float__": SyncKind.ITEM, "__index__": SyncKind.TENSOR_SLICE, "__repr__": SyncKind.PRINT,
+          "__format__": SyncKind.PRINT, "numpy": SyncKind.D2H_COPY}
+
+
+def _where() -> str:
+    filename, lineno, function, code = _user_frame()
+    return f"{location(filename, lineno)} in {function}: {code}"
+
+
+class SimulatedGPU:
+    """The device: its process, the reader's connection to it, and the watcher's (``ledger``)."""
+
+    def __init__(self) -> None:
+        _register_the_device_name()
+        context = multiprocessing.get_context("spawn")
+        self._conn, device_end = context.Pipe()
+        self._watch, watch_end = context.Pipe()
+        self.process = context.Process(target=serve, args=(device_end, watch_end), daemon=True,
+                                       name="synclab-simulated-gpu")
+        self.process.start()
+        device_end.close()
+        watch_end.close()
+        self._ids = itertools.count(1)
+        self._outbox: list[tuple] = []
+        self.freed: list[int] = []  # ids of tensors the reader's side dropped, sent with the next batch
+        self.device = torch.device(DEVICE_TYPE, 0)
+
+    # -- the reader's side: ops are queued here and go in one message with the next question (or every
+    # _OUTBOX_LIMIT ops), as a driver batches launches; a question is answered after everything queued before it
+    def send(self, message: tuple) -> None:
+        self._outbox.append(message)
+        if len(self._outbox) >= _OUTBOX_LIMIT:
+            self.flush()
+
+    def flush(self) -> None:
+        freed, self.freed = self.freed, []  # appended to by finalizers, which may run in the middle of a send
+        if freed:
+            self._outbox.append(("free", freed))
+        if self._outbox:
+            batch, self._outbox = self._outbox, []
+            self._conn.send(("batch", batch))
+
+    def ask(self, message: tuple) -> Any:
+        self.flush()
+        self._conn.send(message)
+        answer = self._conn.recv()
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def upload(self, host: torch.Tensor, *, blocking: bool = True) -> "DeviceTensor":
+        """``host`` copied to the device: a synchronous host-to-device copy, unless it is queued (``blocking=False``,
+        which pinned memory allows; pinned buffers come with the streams)."""
+        out = DeviceTensor(self, torch.empty_like(host, device="meta"), self.new_id())
+        self.send(("upload", out._id, pack(host), SyncKind.H2D_COPY.value if blocking else "", _where()))
+        return out
+
+    # -- the watcher's side: the counts, which the reader's connection cannot reach
+    def ledger(self) -> tuple[list[Transfer], int]:
+        self.flush()  # in this process the two sides meet; a grader's watcher sees what the reader has sent
+        self._watch.send(("ledger",))
+        return self._watch.recv()
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            self._watch.send(("stop",))
+            self.process.join(timeout=10)
+
+
+class DeviceTensor(torch.Tensor):
+    """A tensor on the device process: metadata here, data there."""
+
+    @staticmethod
+    def __new__(cls, gpu: SimulatedGPU, meta: torch.Tensor, id_: int) -> "DeviceTensor":
+        out = torch.Tensor._make_wrapper_subclass(cls, meta.shape, strides=meta.stride(), dtype=meta.dtype,
+                                                  storage_offset=meta.storage_offset(), device=gpu.device,
+                                                  requires_grad=False)
+        out._gpu, out._meta, out._id = gpu, meta, id_
+        weakref.finalize(out, _free, weakref.ref(gpu), id_)
+        return out
+
+    @classmethod
+    def __torch_function__(cls, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        name = getattr(func, "__name__", "")
+        if name in _READS and args and isinstance(args[0], DeviceTensor):
+            return _read(args[0], _READS[name], name, args[1:])
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        gpu = next(t._gpu for t in leaves((args, kwargs)) if isinstance(t, DeviceTensor))
+        if func is aten._local_scalar_dense.default:
+            return _read(args[0], SyncKind.ITEM, "item", ())
+        if func in (aten._to_copy.default, aten.copy_.default) and _to_host(func, args, kwargs):
+            return _copy_to_host(func, args, kwargs)
+        if func in _SIZED_BY_DATA:
+            return _sized_by_data(gpu, func, args, kwargs, _SIZED_BY_DATA[func])
+        outputs = _outputs(func, args, kwargs)
+        if outputs is None:  # torch's meta kernels know no size for it: a boolean mask's, say
+            return _sized_by_data(gpu, func, args, kwargs, SyncKind.BOOL_MASK_INDEX)
+        spec, out_leaves = outputs
+        inputs = [t for t in leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        out_ids, wrapped = [], []
+        for leaf in out_leaves:
+            if isinstance(leaf, _Input):  # in place: the same tensor comes back
+                wrapped.append(inputs[leaf.position])
+                out_ids.append(inputs[leaf.position]._id)
+            elif isinstance(leaf, _New):
+                wrapped.append(DeviceTensor(gpu, leaf.meta(), gpu.new_id()))
+                out_ids.append(wrapped[-1]._id)
+            else:
+                wrapped.append(leaf)
+        gpu.send(("op", op_name(func), _on_the_wire(args), _on_the_wire(kwargs), out_ids))
+        return wrapped[0] if spec is None else tree_unflatten(wrapped, spec)
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # print(t) and f"{t}" read the values
+        return _read(self, SyncKind.PRINT, "__repr__", ())
+
+
+def _free(gpu_ref: "weakref.ref[SimulatedGPU]", id_: int) -> None:
+    gpu = gpu_ref()
+    if gpu is not None:
+        gpu.freed.append(id_)  # no send here: a finalizer may run inside one
+
+
+@dataclass(frozen=True)
+class _Input:
+    position: int  # among the op's tensor arguments, flattened
+
+
+@dataclass(frozen=True)
+class _New:
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    dtype: torch.dtype
+
+    def meta(self) -> torch.Tensor:
+        extent = self.offset + 1 + sum((n - 1) * s for n, s in zip(self.shape, self.stride)) if all(self.shape) else 0
+        return torch.empty(extent, dtype=self.dtype, device="meta").as_strided(self.shape, self.stride, self.offset)
+
+
+# An op's outputs by its signature (the op, its tensors' metadata, its other arguments): a step repeats the same ops
+# on the same shapes, and torch's meta kernels for pointwise ops are Python (hundreds of microseconds each)
+_OUTPUTS: dict[tuple, tuple[Any, list]] = {}
+
+
+def _signature(value: Any) -> Any:
+    if isinstance(value, DeviceTensor):
+        value = value._meta
+    if isinstance(value, torch.Tensor):
+        return ("T", tuple(value.shape), value.stride(), value.dtype, value.storage_offset(), value.device.type)
+    if isinstance(value, (list, tuple)):
+        return (type(value), tuple(_signature(v) for v in value))
+    if isinstance(value, dict):
+        return (dict, tuple((k, _signature(v)) for k, v in value.items()))
+    hash(value)  # an unhashable argument: no signature, the meta kernel runs
+    return (type(value), value)
+
+
+def _outputs(func: Any, args: tuple, kwargs: dict) -> tuple[Any, list] | None:
+    """The op's output structure and leaves (:class:`_Input`, :class:`_New` or a plain value); None when its size
+    is the data's."""
+    try:
+        key = (func, _signature(args), _signature(kwargs))
+    except TypeError:
+        key = None
+    if key is not None and key in _OUTPUTS:
+        return _OUTPUTS[key]
+    metas = [t._meta if isinstance(t, DeviceTensor) else t for t in leaves((args, kwargs))
+             if isinstance(t, torch.Tensor)]
+    try:
+        out = func(*_as_meta(args), **_as_meta(kwargs))
+    except NotImplementedError:
+        return None
+    flat, spec = tree_flatten(out)
+    positions = {id(m): i for i, m in enumerate(metas)}
+    found = (None if isinstance(out, torch.Tensor) else spec,  # None: one tensor, returned as it is
+             [_Input(positions[id(v)]) if isinstance(v, torch.Tensor) and id(v) in positions
+              else _New(tuple(v.shape), v.stride(), v.storage_offset(), v.dtype) if isinstance(v, torch.Tensor)
+              else v for v in flat])
+    if key is not None:
+        _OUTPUTS[key] = found
+    return found
+
+
+def _as_meta(value: Any) -> Any:
+    def meta(v: Any) -> Any:
+        if isinstance(v, DeviceTensor):
+            return v._meta
+        if isinstance(v, torch.Tensor):
+            return v.to("meta")  # a host tensor in a device op: its values go up with the op
+        if isinstance(v, torch.device) and v.type == DEVICE_TYPE:
+            return torch.device("meta")
+        return v
+    return mapped(meta, value)
+
+
+def _on_the_wire(value: Any) -> Any:
+    return mapped(lambda v: Ref(v._id) if isinstance(v, DeviceTensor) else pack(v) if isinstance(v, torch.Tensor)
+                    else v, value)
+
+
+def _read(tensor: DeviceTensor, kind: SyncKind, name: str, rest: tuple) -> Any:
+    host = unpack(tensor._gpu.ask(("read", kind.value, Ref(tensor._id), _where())))
+    if name == "__repr__":  # as torch prints a CUDA tensor: the values, then the device
+        return repr(host)[:-1] + f", device='{tensor.device}')"
+    if name == "__format__":
+        return format(host, *rest)
+    if name in ("__int__", "__index__"):
+        return int(host.item())
+    if name == "__float__":
+        return float(host.item())
+    if name == "numpy":
+        raise TypeError(f"can't convert {tensor.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
+                        "tensor to host memory first.")
+    return getattr(host, name)(*rest)
+
+
+def _to_host(func: Any, args: tuple, kwargs: dict) -> bool:
+    if func is aten.copy_.default:
+        return not isinstance(args[0], DeviceTensor)
+    device = kwargs.get("device")
+    return device is not None and torch.device(device).type == "cpu"
+
+
+def _copy_to_host(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+    source = args[1] if func is aten.copy_.default else args[0]
+    host = unpack(source._gpu.ask(("read", SyncKind.D2H_COPY.value, Ref(source._id), _where())))
+    if func is aten.copy_.default:
+        return args[0].copy_(host)
+    return host.to(dtype=kwargs.get("dtype") or host.dtype)
+
+
+def _sized_by_data(gpu: SimulatedGPU, func: Any, args: tuple, kwargs: dict, kind: SyncKind) -> Any:
+    """Run at once, the sizes brought back (a transfer), then the outputs named with them."""
+    ids = [gpu.new_id() for _ in range(4)]  # at most four outputs (unique's)
+    sizes = gpu.ask(("sized", kind.value, op_name(func), _on_the_wire(args), _on_the_wire(kwargs), ids, _where()))
+    if func._schema.is_mutable:  # x[mask] = v: in place, the same tensor
+        return args[0]
+    leaves = [DeviceTensor(gpu, torch.empty_strided(shape, stride, dtype=getattr(torch, dtype), device="meta"), id_)
+              for id_, (shape, stride, _offset, dtype) in zip(ids, sizes)]
+    return leaves[0] if len(leaves) == 1 else tuple(leaves)

@@ -1,0 +1,30 @@
+"""The transfers the device process performed for the host, counted where the reader's code cannot reach them.
+
+Taught with chapter 0's sync table: each transfer has a kind (:class:`synclab.syncs.SyncKind`'s values), the line of
+the reader's code that asked for it (as the reader's side named it: a label, which a reader could mislabel but not
+uncount), and the bytes that crossed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Transfer:
+    kind: str  # a SyncKind value: "item", "tolist", "blocking device-to-host copy", ...
+    where: str  # the reader's line, "cell 4, line 2: x.sum().item()"
+    nbytes: int
+
+
+@dataclass
+class Ledger:
+    transfers: list[Transfer] = field(default_factory=list)
+    ops: int = 0  # ops the host queued on the device: the host's work on device tensors
+
+    def record(self, kind: str, where: str, nbytes: int) -> None:
+        self.transfers.append(Transfer(kind, where, nbytes))
+
+    def by_kind(self) -> dict[str, int]:
+        return dict(Counter(t.kind for t in self.transfers))

@@ -1,0 +1,89 @@
+"""What crosses between the reader's process and the device process (:mod:`synclab.sim.device_process`).
+
+Host tensors cross as their bytes (not as shared memory: the device process keeps a copy, as an upload does), ops as
+their ATen names, device tensors as the id the reader's side gave them when it queued the op that makes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+
+DEVICE_TYPE = "simgpu"  # the simulated device's name, as torch.device reports it: "simgpu:0"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A device tensor, by the id the reader's side gave it."""
+
+    id: int
+
+
+@dataclass(frozen=True)
+class HostBytes:
+    """A host tensor's values, dtype and shape: what an upload carries."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    data: bytes
+
+
+def pack(tensor: torch.Tensor) -> HostBytes:
+    flat = tensor.detach().contiguous().reshape(-1)  # [numel]
+    return HostBytes(str(flat.dtype).removeprefix("torch."), tuple(tensor.shape),
+                     flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+
+
+def unpack(host: HostBytes) -> torch.Tensor:
+    dtype = getattr(torch, host.dtype)
+    if not host.data:
+        return torch.empty(host.shape, dtype=dtype)
+    return torch.frombuffer(bytearray(host.data), dtype=torch.uint8).view(dtype).reshape(host.shape)
+
+
+def op_name(func: Any) -> str:
+    """``aten::add.Tensor`` for ``torch.ops.aten.add.Tensor``."""
+    return func.name()
+
+
+def resolve(name: str) -> Any:
+    namespace, rest = name.split("::")
+    op, _, overload = rest.partition(".")
+    packet = getattr(getattr(torch.ops, namespace), op)
+    return getattr(packet, overload or "default")
+
+
+def device_of(value: Any) -> Any:
+    """A ``simgpu`` device argument as the device process runs it: on its CPU."""
+    if isinstance(value, torch.device) and value.type == DEVICE_TYPE:
+        return torch.device("cpu")
+    return value
+
+
+def leaves(value: Any) -> Iterator[Any]:
+    """An op's arguments, flattened: they nest only in tuples, lists and dicts (torch's pytree, without its cost)."""
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            yield from leaves(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from leaves(v)
+    else:
+        yield value
+
+
+def mapped(fn: Callable[[Any], Any], value: Any) -> Any:
+    """``value`` with ``fn`` applied to each leaf, its tuples, lists and dicts kept."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(mapped(fn, v) for v in value)
+    if isinstance(value, dict):
+        return {k: mapped(fn, v) for k, v in value.items()}
+    return fn(value)
+
+
+def on_the_device(args: Any, data: dict[int, torch.Tensor]) -> Any:
+    """``args`` with each :class:`Ref` replaced by its data and each host tensor by its values."""
+    return mapped(lambda v: data[v.id] if isinstance(v, Ref) else unpack(v) if isinstance(v, HostBytes)
+                    else device_of(v), args)

@@ -1,0 +1,128 @@
+"""The device process (synclab/sim/device_process/): the data in a process of its own, every transfer counted there.
+
+Its first step: a tensor of metadata in the reader's process whose ops run on the data in the device process; the
+sync table's reads each one transfer of its kind with the reader's line, the other ops none; the counts out of the
+reader's reach. The lab does not use it yet (CONTRIBUTING, "The device process").
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Iterator
+
+import pytest
+import torch
+
+from synclab.sim.device_process.handle import DeviceTensor, SimulatedGPU
+from synclab.sim.device_process.ledger import Ledger
+from synclab.syncs import SyncKind
+
+pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
+
+
+@pytest.fixture(scope="module")
+def gpu() -> Iterator[SimulatedGPU]:
+    device = SimulatedGPU()
+    yield device
+    device.close()
+    assert not device.process.is_alive()
+
+
+def transfers_made_by(gpu: SimulatedGPU, run) -> list:
+    before = len(gpu.ledger()[0])
+    run()
+    return gpu.ledger()[0][before:]
+
+
+HOST = torch.arange(24, dtype=torch.float32).reshape(4, 6)  # [4, 6]
+
+# ops that read nothing back: the same values on the device as on the host, and no transfer
+SAME_VALUES = {
+    "arithmetic": lambda x: (x * 2 + 1) / 3,
+    "a reduction": lambda x: x.sum(0),
+    "a slice and a view": lambda x: x[1:3].reshape(-1),
+    "an int index": lambda x: x[2],
+    "split by sizes on the host": lambda x: x.split([1, 3])[1],
+    "cat": lambda x: torch.cat([x, x[:1]]),
+    "a comparison": lambda x: x > 5,
+    "argmax": lambda x: x.argmax(dim=1),
+    "a matmul": lambda x: x @ x.T,
+    "in place": lambda x: x.clone().add_(1),
+    "where with three tensors": lambda x: torch.where(x > 5, x, -x),
+}
+
+
+@pytest.mark.parametrize("name", SAME_VALUES)
+def test_an_op_gives_the_hosts_values_and_metadata_and_reads_nothing_back(gpu: SimulatedGPU, name: str) -> None:
+    op = SAME_VALUES[name]
+    expected = op(HOST.clone())
+    results = []
+    moved = transfers_made_by(gpu, lambda: results.append(op(gpu.upload(HOST, blocking=False))))
+    (out,) = results
+    assert isinstance(out, DeviceTensor) and out.device.type == "simgpu" and out.is_cuda is False
+    assert (out.shape, out.dtype) == (expected.shape, expected.dtype)
+    assert moved == []  # an op on the device waits for nothing
+    assert torch.equal(out.cpu(), expected)
+
+
+READS = {  # the sync table's reads: each one transfer, of its kind
+    SyncKind.ITEM: lambda x: x[0, 1].item(),
+    SyncKind.TOLIST: lambda x: x[1].tolist(),
+    SyncKind.BOOL: lambda x: bool(x[0, 0]),
+    SyncKind.PRINT: lambda x: f"{x[0, :2]!r}",
+    SyncKind.D2H_COPY: lambda x: x.cpu(),
+    SyncKind.NONZERO: lambda x: (x > 20).nonzero(),
+    SyncKind.BOOL_MASK_INDEX: lambda x: x[x > 20],
+}
+
+
+@pytest.mark.parametrize("kind", READS, ids=lambda k: k.name)
+def test_a_read_is_one_transfer_of_its_kind_with_the_readers_line(gpu: SimulatedGPU, kind: SyncKind) -> None:
+    x = gpu.upload(HOST, blocking=False)
+    got = []
+    moved = transfers_made_by(gpu, lambda: got.append(READS[kind](x)))
+    assert [t.kind for t in moved] == [kind.value], moved
+    assert "test_device_process.py" in moved[0].where and "lambda x:" in moved[0].where  # the reader's line
+
+
+def test_values_read_back_are_the_hosts(gpu: SimulatedGPU) -> None:
+    x = gpu.upload(HOST, blocking=False)
+    assert x[0, 1].item() == 1.0 and x[1].tolist() == HOST[1].tolist() and bool(x[0, 0]) is False
+    assert int(x[3, 5]) == 23 and float(x.sum()) == float(HOST.sum())
+    assert torch.equal((x > 20).nonzero().cpu(), (HOST > 20).nonzero())
+    assert torch.equal(x[x > 20].cpu(), HOST[HOST > 20]) and x[x > 20].shape == (3,)
+    assert "device='simgpu:0'" in repr(x[0, :2])
+
+
+def test_a_blocking_upload_is_a_synchronous_copy_and_a_queued_one_is_none(gpu: SimulatedGPU) -> None:
+    assert [t.kind for t in transfers_made_by(gpu, lambda: gpu.upload(HOST))] == [SyncKind.H2D_COPY.value]
+    assert transfers_made_by(gpu, lambda: gpu.upload(HOST, blocking=False)) == []
+
+
+def test_a_queued_ops_error_surfaces_at_the_next_transfer(gpu: SimulatedGPU) -> None:
+    fresh = SimulatedGPU()  # a failed op stays this device's error, as a CUDA error does
+    try:
+        x = fresh.upload(torch.arange(4), blocking=False)
+        y = x.to(torch.float32)
+        fresh.send(("op", "aten::no_such_op", (), {}, []))
+        with pytest.raises(RuntimeError, match="an op queued earlier failed on the device"):
+            y.sum().item()
+    finally:
+        fresh.close()
+
+
+def test_nothing_the_readers_connection_sends_lowers_a_count(gpu: SimulatedGPU) -> None:
+    """The counts live in the device process: the reader's process holds no ledger, and its connection has no message
+    that resets, edits or reads one."""
+    x = gpu.upload(HOST, blocking=False)
+    x.sum().item()
+    transfers, ops = gpu.ledger()
+    assert not [o for o in gc.get_objects() if type(o) is Ledger]  # none in this process
+    for forged in (("reset",), ("ledger",), ("stop",), ("batch", [("reset",)]), ("free", list(range(10**4))),
+                   "not a message"):
+        gpu._conn.send(forged)
+    x2 = gpu.upload(HOST, blocking=False)
+    x2.sum().item()
+    after, ops_after = gpu.ledger()
+    assert after[:len(transfers)] == transfers and len(after) == len(transfers) + 1 and ops_after > ops
+    assert gpu.process.is_alive()
