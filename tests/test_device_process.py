@@ -126,3 +126,56 @@ def test_nothing_the_readers_connection_sends_lowers_a_count(gpu: SimulatedGPU) 
     after, ops_after = gpu.ledger()
     assert after[:len(transfers)] == transfers and len(after) == len(transfers) + 1 and ops_after > ops
     assert gpu.process.is_alive()
+
+
+# ----------------------------------------------------------------------------- step 2: by the device's name
+
+MADE = {  # a factory given the device's name: the host's values, no transfer
+    "empty then zero_": (lambda d: torch.zeros(2, 3, device=d), torch.zeros(2, 3)),
+    "arange": (lambda d: torch.arange(5, device=d), torch.arange(5)),
+    "arange with a step": (lambda d: torch.arange(2, 9, 3, device=d), torch.arange(2, 9, 3)),
+    "full": (lambda d: torch.full((2,), 7, device=d), torch.full((2,), 7)),
+    "linspace": (lambda d: torch.linspace(0, 1, 5, device=d), torch.linspace(0, 1, 5)),
+    "a 0-d host tensor is a scalar": (lambda d: torch.arange(3, device=d) + torch.tensor(2), torch.arange(3) + 2),
+}
+
+
+@pytest.mark.parametrize("name", MADE)
+def test_a_factory_by_the_devices_name_makes_a_device_tensor_and_moves_nothing(gpu: SimulatedGPU, name: str) -> None:
+    make, expected = MADE[name]
+    made = []
+    assert transfers_made_by(gpu, lambda: made.append(make("simgpu"))) == []
+    assert isinstance(made[0], DeviceTensor) and made[0].device == gpu.device
+    assert torch.equal(made[0].cpu(), expected)
+
+
+UPLOADS = {  # the host's values going up: the kind the sync table gives each
+    "torch.tensor(list, device=...)": (lambda d: torch.tensor([1, 2, 3], device=d), SyncKind.H2D_COPY),
+    "t.to(device)": (lambda d: torch.ones(4).to(d), SyncKind.H2D_COPY),
+    "t.to(device, non_blocking=True) from pageable memory": (lambda d: torch.ones(4).to(d, non_blocking=True),
+                                                             SyncKind.STAGED_COPY),
+    "device[host index]": (lambda d: torch.arange(5, device=d)[torch.tensor([0, 3])], SyncKind.H2D_COPY),
+    "device.copy_(host)": (lambda d: torch.zeros(3, device=d).copy_(torch.ones(3)), SyncKind.H2D_COPY),
+}
+
+
+@pytest.mark.parametrize("name", UPLOADS)
+def test_an_upload_is_counted_as_the_sync_table_says(gpu: SimulatedGPU, name: str) -> None:
+    upload, kind = UPLOADS[name]
+    made = []
+    moved = transfers_made_by(gpu, lambda: made.append(upload("simgpu")))
+    assert [t.kind for t in moved] == [kind.value], moved
+    made[0].cpu()  # and the values arrived
+
+
+def test_a_host_tensor_beside_device_tensors_is_refused_as_cuda_refuses_it(gpu: SimulatedGPU) -> None:
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.arange(5, device="simgpu") + torch.ones(5)
+
+
+def test_a_factory_with_no_gpu_running_says_to_start_one(monkeypatch) -> None:
+    from synclab.sim.device_process import handle
+
+    monkeypatch.setattr(handle, "_STARTED", [])
+    with pytest.raises(RuntimeError, match=r"no simulated GPU is running: start one \(SimulatedGPU\(\)\)"):
+        handle.current_gpu()

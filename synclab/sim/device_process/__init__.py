@@ -9,6 +9,8 @@ memory without a copy, and the driver, not the program, performs the copy. Here 
   :class:`~.handle.SimulatedGPU` starts that process and is what the reader's code holds;
 * :mod:`.server` — the device process: the data, the ops run in the order they were queued (lazily, at the next
   transfer: a model of ordering, not of time), and every transfer to the host performed and counted there;
+* :mod:`.factories` — ``torch.empty(..., device="simgpu")``, ``t.to("simgpu")`` and the like: the device's kernels
+  for torch's factories and uploads (PrivateUse1's, renamed);
 * :mod:`.ledger` — the transfers the device process counted, by kind, with the reader's line; read by a watcher
   over a connection of its own, which the reader's code does not hold;
 * :mod:`.wire` — what crosses between the two: host tensors as bytes, ops by name, device tensors by id.

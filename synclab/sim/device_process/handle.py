@@ -21,21 +21,22 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from synclab.sim.device_process.ledger import Transfer
 from synclab.sim.device_process.server import serve
-from synclab.sim.device_process.wire import DEVICE_TYPE, Ref, leaves, mapped, op_name, pack, unpack
+from synclab.sim.device_process.wire import (DEVICE_TYPE, Ref, leaves, mapped, op_name, pack,
+                                             register_device_name, unpack)
 from synclab.syncs import SyncKind, _user_frame, attribute_syncs_to_callers, location
 
 attribute_syncs_to_callers(__file__)
 
 aten = torch.ops.aten
 _OUTBOX_LIMIT = 256
+_STARTED: list["SimulatedGPU"] = []
 
 
-def _register_the_device_name() -> None:
-    """torch.device("simgpu") names PrivateUse1, with a device guard, so that indexing and factories accept it."""
-    if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
-        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
-
-        _setup_privateuseone_for_python_backend(DEVICE_TYPE)
+def current_gpu() -> "SimulatedGPU":
+    """The simulated GPU started last: a factory given the device's name makes its tensor there."""
+    if not _STARTED:
+        raise RuntimeError(f"no simulated GPU is running: start one (SimulatedGPU()) before using device {DEVICE_TYPE!r}")
+    return _STARTED[-1]
 
 
 # ops whose output's size is the data's: the host must learn it before it can name the output
@@ -58,7 +59,7 @@ class SimulatedGPU:
     """The device: its process, the reader's connection to it, and the watcher's (``ledger``)."""
 
     def __init__(self) -> None:
-        _register_the_device_name()
+        register_device_name()
         context = multiprocessing.get_context("spawn")
         self._conn, device_end = context.Pipe()
         self._watch, watch_end = context.Pipe()
@@ -71,6 +72,10 @@ class SimulatedGPU:
         self._outbox: list[tuple] = []
         self.freed: list[int] = []  # ids of tensors the reader's side dropped, sent with the next batch
         self.device = torch.device(DEVICE_TYPE, 0)
+        _STARTED.append(self)  # the device that torch.empty(..., device="simgpu") and the like make tensors on
+        from synclab.sim.device_process.factories import register  # it imports this module
+
+        register()
 
     # -- the reader's side: ops are queued here and go in one message with the next question (or every
     # _OUTBOX_LIMIT ops), as a driver batches launches; a question is answered after everything queued before it
@@ -95,6 +100,12 @@ class SimulatedGPU:
             raise answer
         return answer
 
+    def write(self, target: "DeviceTensor", host: torch.Tensor, non_blocking: bool) -> None:
+        """``target.copy_(host)``: the host's values go up, a synchronous copy unless ``non_blocking`` (then, from
+        pageable memory, a staging copy: pinned buffers come with the streams)."""
+        kind = SyncKind.STAGED_COPY if non_blocking else SyncKind.H2D_COPY
+        self.send(("write", Ref(target._id), pack(host.expand(target.shape)), kind.value, _where()))
+
     def new_id(self) -> int:
         return next(self._ids)
 
@@ -112,6 +123,8 @@ class SimulatedGPU:
         return self._watch.recv()
 
     def close(self) -> None:
+        if self in _STARTED:
+            _STARTED.remove(self)
         if self.process.is_alive():
             self._watch.send(("stop",))
             self.process.join(timeout=10)
@@ -145,6 +158,10 @@ class DeviceTensor(torch.Tensor):
             return _read(args[0], SyncKind.ITEM, "item", ())
         if func in (aten._to_copy.default, aten.copy_.default) and _to_host(func, args, kwargs):
             return _copy_to_host(func, args, kwargs)
+        if func is aten.copy_.default and not isinstance(args[1], DeviceTensor):  # an upload into a device tensor
+            gpu.write(args[0], args[1], bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking")))
+            return args[0]
+        _uploads_or_refuses(gpu, func, args, kwargs)
         if func in _SIZED_BY_DATA:
             return _sized_by_data(gpu, func, args, kwargs, _SIZED_BY_DATA[func])
         outputs = _outputs(func, args, kwargs)
@@ -267,6 +284,24 @@ def _read(tensor: DeviceTensor, kind: SyncKind, name: str, rest: tuple) -> Any:
         raise TypeError(f"can't convert {tensor.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
                         "tensor to host memory first.")
     return getattr(host, name)(*rest)
+
+
+_INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default}
+
+
+def _uploads_or_refuses(gpu: SimulatedGPU, func: Any, args: tuple, kwargs: dict) -> None:
+    """A host tensor (not a 0-d scalar) in a device op: an index, which torch uploads (a synchronous copy, counted),
+    or anything else, which CUDA refuses with these words."""
+    hosts = [t for t in leaves((args, kwargs)) if isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor)
+             and t.dim() > 0]
+    if not hosts:
+        return
+    if func in _INDEXING:
+        for host in hosts:
+            gpu.send(("count", SyncKind.H2D_COPY.value, _where(), host.numel() * host.element_size()))
+        return
+    raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                       f"{gpu.device} and cpu! ({op_name(func)} was given a host tensor beside device tensors)")
 
 
 def _to_host(func: Any, args: tuple, kwargs: dict) -> bool:

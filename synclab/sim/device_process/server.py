@@ -16,7 +16,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from synclab.sim.device_process.ledger import Ledger
-from synclab.sim.device_process.wire import Ref, on_the_device, pack, resolve
+from synclab.sim.device_process.wire import Ref, on_the_device, pack, register_device_name, resolve
 
 
 class DeviceState:
@@ -68,6 +68,15 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
         if kind:  # a synchronous upload: the host waited for it
             state.ledger.record(kind, where, len(host.data))
         return False, None
+    if verb == "write":  # ("write", Ref, HostBytes, kind or "", where): a host tensor copied into a device one
+        _, ref, host, kind, where = message
+        state.data[ref.id].copy_(on_the_device(host, state.data))
+        if kind:
+            state.ledger.record(kind, where, len(host.data))
+        return False, None
+    if verb == "count":  # ("count", kind, where, nbytes): a transfer made inside an op (a host index uploaded)
+        state.ledger.record(message[1], message[2], message[3])
+        return False, None
     if verb == "read":  # ("read", kind, Ref or [Ref], where)
         return True, state.transfer(message[1], message[3], message[2])
     if verb == "sized":  # ("sized", kind, name, args, kwargs, out_ids, where): an op whose output size is data
@@ -84,6 +93,7 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
 def serve(reader: Connection, watcher: Connection) -> None:
     """Answer the reader's side and the watcher until the watcher says stop (or either goes away)."""
     torch.set_num_threads(1)
+    register_device_name()
     state = DeviceState()
     while True:
         for conn in wait([reader, watcher]):
@@ -91,6 +101,9 @@ def serve(reader: Connection, watcher: Connection) -> None:
                 message = conn.recv()
             except EOFError:
                 return
+            except Exception as exc:  # noqa: BLE001 - a message that cannot be read: the ops in it are lost
+                state.error = state.error or f"a message the device could not read: {type(exc).__name__}: {exc}"
+                continue
             if conn is watcher:
                 if message == ("stop",):
                     return

@@ -14,6 +14,15 @@ import torch
 DEVICE_TYPE = "simgpu"  # the simulated device's name, as torch.device reports it: "simgpu:0"
 
 
+def register_device_name() -> None:
+    """``torch.device("simgpu")`` names PrivateUse1, with a device guard, so that indexing and factories accept it;
+    both processes register it (a device crosses the connection by its name)."""
+    if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
+        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+        _setup_privateuseone_for_python_backend(DEVICE_TYPE)
+
+
 @dataclass(frozen=True)
 class Ref:
     """A device tensor, by the id the reader's side gave it."""
