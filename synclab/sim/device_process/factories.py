@@ -9,11 +9,10 @@ device=...)`` copies through ``_copy_from`` (a synchronous upload, as on CUDA).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from synclab.sim.device_process.handle import DeviceTensor, current_gpu
 from synclab.sim.device_process.wire import DEVICE_TYPE
 
 _LIBRARY: list[torch.library.Library] = []  # kept alive: the kernels stay registered while it lives
@@ -22,14 +21,14 @@ _LIBRARY: list[torch.library.Library] = []  # kept alive: the kernels stay regis
 _MADE_HERE = ("empty.memory_format", "empty_strided", "arange", "arange.start", "arange.start_step")
 
 
-def _factory(name: str) -> Any:
+def _factory(name: str, current_gpu: Callable[[], Any]) -> Any:
     op = getattr(torch.ops.aten, name.split(".")[0])
     overload = getattr(op, name.split(".")[1] if "." in name else "default")
 
-    def make(*args: Any, **kwargs: Any) -> DeviceTensor:
+    def make(*args: Any, **kwargs: Any) -> torch.Tensor:
         gpu = current_gpu()
         meta = overload(*args, **{**kwargs, "device": torch.device("meta"), "pin_memory": None})
-        out = DeviceTensor(gpu, meta, gpu.new_id())
+        out = gpu.tensor_for(meta)
         gpu.send(("op", overload.name(), args, {**kwargs, "pin_memory": None}, [out._id]))
         return out
     return make
@@ -37,19 +36,21 @@ def _factory(name: str) -> Any:
 
 def _copy_from(source: torch.Tensor, target: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
     """``torch.tensor(data, device=...)``: the host's values copied into the device tensor just made."""
-    if isinstance(target, DeviceTensor) and not isinstance(source, DeviceTensor):
-        target._gpu.write(target, source, non_blocking)
+    gpu = getattr(target, "_gpu", None)
+    if gpu is not None and getattr(source, "_gpu", None) is None:
+        gpu.write(target, source, non_blocking)
         return target
     raise NotImplementedError(f"_copy_from from {source.device} to {target.device}")
 
 
-def register() -> None:
-    """Once per process: the device's kernels for the factories and for ``_copy_from``."""
+def register(current_gpu: Callable[[], Any]) -> None:
+    """Once per process: the device's kernels for the factories (made on ``current_gpu()``) and for
+    ``_copy_from``."""
     if _LIBRARY:
         return
     library = torch.library.Library("aten", "IMPL")
     for name in _MADE_HERE:
-        library.impl(name, _factory(name), "PrivateUse1")
+        library.impl(name, _factory(name, current_gpu), "PrivateUse1")
     library.impl("_copy_from", _copy_from, "PrivateUse1")
     _LIBRARY.append(library)
     assert torch.device(DEVICE_TYPE).type == DEVICE_TYPE

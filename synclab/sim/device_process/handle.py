@@ -19,6 +19,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from synclab.sim.device_process.factories import register as register_factories
 from synclab.sim.device_process.ledger import Transfer
 from synclab.sim.device_process.server import serve
 from synclab.sim.device_process.wire import (DEVICE_TYPE, Ref, leaves, mapped, op_name, pack,
@@ -73,9 +74,7 @@ class SimulatedGPU:
         self.freed: list[int] = []  # ids of tensors the reader's side dropped, sent with the next batch
         self.device = torch.device(DEVICE_TYPE, 0)
         _STARTED.append(self)  # the device that torch.empty(..., device="simgpu") and the like make tensors on
-        from synclab.sim.device_process.factories import register  # it imports this module
-
-        register()
+        register_factories(current_gpu)
 
     # -- the reader's side: ops are queued here and go in one message with the next question (or every
     # _OUTBOX_LIMIT ops), as a driver batches launches; a question is answered after everything queued before it
@@ -105,6 +104,10 @@ class SimulatedGPU:
         pageable memory, a staging copy: pinned buffers come with the streams)."""
         kind = SyncKind.STAGED_COPY if non_blocking else SyncKind.H2D_COPY
         self.send(("write", Ref(target._id), pack(host.expand(target.shape)), kind.value, _where()))
+
+    def tensor_for(self, meta: torch.Tensor) -> "DeviceTensor":
+        """A new device tensor with ``meta``'s metadata (its data made by the op queued next)."""
+        return DeviceTensor(self, meta, self.new_id())
 
     def new_id(self) -> int:
         return next(self._ids)
