@@ -179,3 +179,20 @@ def test_a_factory_with_no_gpu_running_says_to_start_one(monkeypatch) -> None:
     monkeypatch.setattr(handle, "_STARTED", [])
     with pytest.raises(RuntimeError, match=r"no simulated GPU is running: start one \(SimulatedGPU\(\)\)"):
         handle.current_gpu()
+
+
+RESIZED = {  # ops that change a tensor's size in place: the host's metadata follows, cached or not
+    "resize_": (lambda d: torch.zeros(3, device=d).resize_(2, 2).fill_(1), torch.ones(2, 2)),
+    "an out= op": (lambda d: torch.add(torch.ones(4, device=d), 1, out=torch.empty(0, device=d)), torch.full((4,), 2.0)),
+    "arange into a buffer": (lambda d: torch.arange(3, out=torch.empty(0, dtype=torch.long, device=d)),
+                             torch.arange(3)),
+}
+
+
+@pytest.mark.parametrize("name", RESIZED)
+def test_an_op_that_resizes_a_tensor_in_place_moves_its_metadata_too(gpu: SimulatedGPU, name: str) -> None:
+    make, expected = RESIZED[name]
+    for _ in range(2):  # the second time the op's metadata comes from the cache
+        out = make("simgpu")
+        assert out.shape == expected.shape and out.stride() == expected.stride() and out.numel() == expected.numel()
+        assert torch.equal(out.cpu(), expected)

@@ -138,9 +138,10 @@ class DeviceTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, gpu: SimulatedGPU, meta: torch.Tensor, id_: int) -> "DeviceTensor":
+        # its sizes and strides are asked of its meta tensor ("sizes"): resize_ and out= ops change them in place
         out = torch.Tensor._make_wrapper_subclass(cls, meta.shape, strides=meta.stride(), dtype=meta.dtype,
                                                   storage_offset=meta.storage_offset(), device=gpu.device,
-                                                  requires_grad=False)
+                                                  requires_grad=False, dispatch_sizes_strides_policy="sizes")
         out._gpu, out._meta, out._id = gpu, meta, id_
         weakref.finalize(out, _free, weakref.ref(gpu), id_)
         return out
@@ -156,6 +157,8 @@ class DeviceTensor(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
+        if func in _METADATA:  # a size, stride or offset: the host knows it, from the meta tensor
+            return _METADATA[func](args[0]._meta)
         gpu = next(t._gpu for t in leaves((args, kwargs)) if isinstance(t, DeviceTensor))
         if func is aten._local_scalar_dense.default:
             return _read(args[0], SyncKind.ITEM, "item", ())
@@ -175,6 +178,8 @@ class DeviceTensor(torch.Tensor):
         out_ids, wrapped = [], []
         for leaf in out_leaves:
             if isinstance(leaf, _Input):  # in place: the same tensor comes back
+                if leaf.after is not None and _layout(inputs[leaf.position]._meta) != _layout(leaf.after):
+                    inputs[leaf.position]._meta = leaf.after.meta()  # its new size (a cached op ran no meta kernel)
                 wrapped.append(inputs[leaf.position])
                 out_ids.append(inputs[leaf.position]._id)
             elif isinstance(leaf, _New):
@@ -195,9 +200,15 @@ def _free(gpu_ref: "weakref.ref[SimulatedGPU]", id_: int) -> None:
         gpu.freed.append(id_)  # no send here: a finalizer may run inside one
 
 
+_METADATA = {aten.sym_size.default: lambda m: m.shape, aten.sym_stride.default: lambda m: m.stride(),
+             aten.sym_storage_offset.default: lambda m: m.storage_offset(), aten.sym_numel.default: lambda m: m.numel(),
+             aten.dim.default: lambda m: m.dim()}
+
+
 @dataclass(frozen=True)
 class _Input:
     position: int  # among the op's tensor arguments, flattened
+    after: "_New | None" = None  # its metadata after the op, where the op changed it (resize_, an out= op)
 
 
 @dataclass(frozen=True)
@@ -241,6 +252,7 @@ def _outputs(func: Any, args: tuple, kwargs: dict) -> tuple[Any, list] | None:
         return _OUTPUTS[key]
     metas = [t._meta if isinstance(t, DeviceTensor) else t for t in leaves((args, kwargs))
              if isinstance(t, torch.Tensor)]
+    before = [_layout(m) for m in metas]  # an op that resizes an input changes these in place
     try:
         out = func(*_as_meta(args), **_as_meta(kwargs))
     except NotImplementedError:
@@ -248,12 +260,19 @@ def _outputs(func: Any, args: tuple, kwargs: dict) -> tuple[Any, list] | None:
     flat, spec = tree_flatten(out)
     positions = {id(m): i for i, m in enumerate(metas)}
     found = (None if isinstance(out, torch.Tensor) else spec,  # None: one tensor, returned as it is
-             [_Input(positions[id(v)]) if isinstance(v, torch.Tensor) and id(v) in positions
-              else _New(tuple(v.shape), v.stride(), v.storage_offset(), v.dtype) if isinstance(v, torch.Tensor)
+             [_Input(positions[id(v)], _New(*_layout(v), v.dtype) if _layout(v) != before[positions[id(v)]] else None)
+              if isinstance(v, torch.Tensor) and id(v) in positions
+              else _New(*_layout(v), v.dtype) if isinstance(v, torch.Tensor)
               else v for v in flat])
     if key is not None:
         _OUTPUTS[key] = found
     return found
+
+
+def _layout(t: "torch.Tensor | _New") -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    if isinstance(t, _New):
+        return t.shape, t.stride, t.offset
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
 def _as_meta(value: Any) -> Any:
