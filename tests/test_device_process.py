@@ -1,8 +1,9 @@
 """The device process (synclab/sim/device_process/): the data in a process of its own, every transfer counted there.
 
-Its first step: a tensor of metadata in the reader's process whose ops run on the data in the device process; the
-sync table's reads each one transfer of its kind with the reader's line, the other ops none; the counts out of the
-reader's reach. The lab does not use it yet (CONTRIBUTING, "The device process").
+Steps 1-3 of its plan (CONTRIBUTING, "The device process"): a tensor of metadata in the reader's process whose ops
+run on the data in the device process; the sync table's reads each one transfer of its kind with the reader's line,
+the other ops none; the counts out of the reader's reach; factories and uploads by the device's name; pinned
+buffers that a copy lands in at the next wait. The lab does not use it yet.
 """
 
 from __future__ import annotations
@@ -196,3 +197,44 @@ def test_an_op_that_resizes_a_tensor_in_place_moves_its_metadata_too(gpu: Simula
         out = make("simgpu")
         assert out.shape == expected.shape and out.stride() == expected.stride() and out.numel() == expected.numel()
         assert torch.equal(out.cpu(), expected)
+
+
+# ----------------------------------------------------------------------------- step 3: pinned memory and waits
+
+
+def test_a_download_into_pinned_memory_lands_at_the_next_wait_and_waits_for_nothing(gpu: SimulatedGPU) -> None:
+    x = torch.arange(1, 5, device="simgpu")
+    buffer = gpu.pinned((4,), torch.int64)
+    moved = transfers_made_by(gpu, lambda: buffer.copy_(x, non_blocking=True))
+    assert moved == [] and buffer.tolist() == [0, 0, 0, 0]  # not landed: the memory holds what it held
+    assert [t.kind for t in transfers_made_by(gpu, gpu.synchronize)] == [SyncKind.DEVICE_SYNC.value]
+    assert buffer.tolist() == [1, 2, 3, 4]
+
+
+def test_to_the_host_non_blocking_makes_a_pinned_buffer_that_a_later_wait_fills(gpu: SimulatedGPU) -> None:
+    x = torch.arange(1, 4, device="simgpu")
+    early = []
+    assert transfers_made_by(gpu, lambda: early.append(x.to("cpu", non_blocking=True))) == []
+    assert early[0].tolist() == [0, 0, 0]  # read before it landed: a race, no sync
+    x.sum().item()  # any wait for the device lands it
+    assert early[0].tolist() == [1, 2, 3]
+
+
+def test_a_non_blocking_download_into_pageable_memory_is_a_wait(gpu: SimulatedGPU) -> None:
+    x = torch.arange(1, 4, device="simgpu")
+    pageable = torch.zeros(3, dtype=torch.int64)
+    moved = transfers_made_by(gpu, lambda: pageable.copy_(x, non_blocking=True))
+    assert [t.kind for t in moved] == [SyncKind.PAGEABLE_D2H.value] and pageable.tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("wait_first", [False, True], ids=["refilled before the upload ran", "refilled after a wait"])
+def test_an_upload_from_pinned_memory_reads_the_buffer_when_it_runs(gpu: SimulatedGPU, wait_first: bool) -> None:
+    """The staging race: a pinned buffer refilled before its non_blocking upload ran sends the new values."""
+    staging = gpu.pinned((3,), torch.int64)
+    staging.copy_(torch.tensor([1, 2, 3]))
+    target = torch.zeros(3, dtype=torch.int64, device="simgpu")
+    assert transfers_made_by(gpu, lambda: target.copy_(staging, non_blocking=True)) == []
+    if wait_first:
+        gpu.synchronize()
+    staging.copy_(torch.tensor([7, 8, 9]))  # the next step's values
+    assert target.tolist() == ([1, 2, 3] if wait_first else [7, 8, 9])

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+import torch.multiprocessing  # noqa: F401 - a pinned buffer crosses as shared memory (its reductions)
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from synclab.sim.device_process.factories import register as register_factories
 from synclab.sim.device_process.ledger import Transfer
 from synclab.sim.device_process.server import serve
-from synclab.sim.device_process.wire import (DEVICE_TYPE, Ref, leaves, mapped, op_name, pack,
+from synclab.sim.device_process.wire import (DEVICE_TYPE, PinnedView, Ref, leaves, mapped, op_name, pack,
                                              register_device_name, unpack)
 from synclab.syncs import SyncKind, _user_frame, attribute_syncs_to_callers, location
 
@@ -72,6 +73,7 @@ class SimulatedGPU:
         self._ids = itertools.count(1)
         self._outbox: list[tuple] = []
         self.freed: list[int] = []  # ids of tensors the reader's side dropped, sent with the next batch
+        self._pinned: dict[int, tuple[int, torch.Tensor]] = {}  # a pinned buffer's storage address: its id, itself
         self.device = torch.device(DEVICE_TYPE, 0)
         _STARTED.append(self)  # the device that torch.empty(..., device="simgpu") and the like make tensors on
         register_factories(current_gpu)
@@ -100,10 +102,35 @@ class SimulatedGPU:
         return answer
 
     def write(self, target: "DeviceTensor", host: torch.Tensor, non_blocking: bool) -> None:
-        """``target.copy_(host)``: the host's values go up, a synchronous copy unless ``non_blocking`` (then, from
-        pageable memory, a staging copy: pinned buffers come with the streams)."""
+        """``target.copy_(host)``: the host's values go up. A synchronous copy, unless ``non_blocking``: then from
+        pinned memory the device reads the buffer when it runs the copy (no wait), from pageable memory the host
+        first stages it (a staging copy)."""
+        view = self.pinned_view(host) if non_blocking else None
+        if view is not None:
+            self.send(("from_pinned", Ref(target._id), view))
+            return
         kind = SyncKind.STAGED_COPY if non_blocking else SyncKind.H2D_COPY
         self.send(("write", Ref(target._id), pack(host.expand(target.shape)), kind.value, _where()))
+
+    def pinned(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """A pinned host buffer (zeros): host memory the device process maps too, so a non_blocking copy into it
+        lands when the device runs it, and one from it reads it then, as on CUDA."""
+        buffer = torch.zeros(shape, dtype=dtype).share_memory_()
+        pid = self.new_id()
+        self._pinned[buffer.untyped_storage().data_ptr()] = (pid, buffer)
+        self.send(("pin", pid, buffer))
+        return buffer
+
+    def pinned_view(self, host: torch.Tensor) -> PinnedView | None:
+        """``host``'s place in a pinned buffer, or None for pageable memory."""
+        found = self._pinned.get(host.untyped_storage().data_ptr())
+        if found is None:
+            return None
+        return PinnedView(found[0], tuple(host.shape), tuple(host.stride()), host.storage_offset())
+
+    def synchronize(self) -> None:
+        """``torch.cuda.synchronize()``: the host waits until the device has run everything queued."""
+        self.ask(("sync", SyncKind.DEVICE_SYNC.value, _where()))
 
     def tensor_for(self, meta: torch.Tensor) -> "DeviceTensor":
         """A new device tensor with ``meta``'s metadata (its data made by the op queued next)."""
@@ -334,9 +361,22 @@ def _to_host(func: Any, args: tuple, kwargs: dict) -> bool:
 
 
 def _copy_to_host(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
-    source = args[1] if func is aten.copy_.default else args[0]
-    host = unpack(source._gpu.ask(("read", SyncKind.D2H_COPY.value, Ref(source._id), _where())))
-    if func is aten.copy_.default:
+    """A download. Blocking: a wait, the values read back. ``non_blocking``: into pinned memory it is queued and lands
+    when the device runs it (``t.to("cpu", non_blocking=True)`` makes the pinned buffer, as torch does on CUDA); into
+    pageable memory the copy returns only once done, a wait."""
+    copy = func is aten.copy_.default
+    source = args[1] if copy else args[0]
+    gpu = source._gpu
+    non_blocking = bool(args[2] if copy and len(args) > 2 else kwargs.get("non_blocking"))
+    if non_blocking:
+        target = args[0] if copy else gpu.pinned(tuple(source.shape), kwargs.get("dtype") or source.dtype)
+        view = gpu.pinned_view(target)
+        if view is not None:
+            gpu.send(("to_pinned", view, Ref(source._id)))
+            return target
+    kind = SyncKind.PAGEABLE_D2H if non_blocking else SyncKind.D2H_COPY
+    host = unpack(gpu.ask(("read", kind.value, Ref(source._id), _where())))
+    if copy:
         return args[0].copy_(host)
     return host.to(dtype=kwargs.get("dtype") or host.dtype)
 

@@ -31,6 +31,16 @@ class Ref:
 
 
 @dataclass(frozen=True)
+class PinnedView:
+    """A view of a pinned host buffer, which both processes map: the buffer's id and the view's layout in it."""
+
+    pid: int
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+
+
+@dataclass(frozen=True)
 class HostBytes:
     """A host tensor's values, dtype and shape: what an upload carries."""
 
