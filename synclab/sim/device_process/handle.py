@@ -133,16 +133,16 @@ class SimulatedGPU:
         self.ask(("sync", SyncKind.DEVICE_SYNC.value, _where()))
 
     def tensor_for(self, meta: torch.Tensor) -> "DeviceTensor":
-        """A new device tensor with ``meta``'s metadata (its data made by the op queued next)."""
+        """A new device tensor with ``meta``'s metadata and a new id (its data made by the op queued next)."""
         return DeviceTensor(self, meta, self.new_id())
 
     def new_id(self) -> int:
         return next(self._ids)
 
     def upload(self, host: torch.Tensor, *, blocking: bool = True) -> "DeviceTensor":
-        """``host`` copied to the device: a synchronous host-to-device copy, unless it is queued (``blocking=False``,
-        which pinned memory allows; pinned buffers come with the streams)."""
-        out = DeviceTensor(self, torch.empty_like(host, device="meta"), self.new_id())
+        """``host`` copied to a new device tensor: a synchronous host-to-device copy, or with ``blocking=False`` one
+        queued and not counted (the tests' way to put data on the device without a transfer of their own)."""
+        out = self.tensor_for(torch.empty_like(host, device="meta"))
         self.send(("upload", out._id, pack(host), SyncKind.H2D_COPY.value if blocking else "", _where()))
         return out
 
@@ -210,7 +210,7 @@ class DeviceTensor(torch.Tensor):
                 wrapped.append(inputs[leaf.position])
                 out_ids.append(inputs[leaf.position]._id)
             elif isinstance(leaf, _New):
-                wrapped.append(DeviceTensor(gpu, leaf.meta(), gpu.new_id()))
+                wrapped.append(gpu.tensor_for(leaf.meta()))
                 out_ids.append(wrapped[-1]._id)
             else:
                 wrapped.append(leaf)
@@ -387,6 +387,6 @@ def _sized_by_data(gpu: SimulatedGPU, func: Any, args: tuple, kwargs: dict, kind
     sizes = gpu.ask(("sized", kind.value, op_name(func), _on_the_wire(args), _on_the_wire(kwargs), ids, _where()))
     if func._schema.is_mutable:  # x[mask] = v: in place, the same tensor
         return args[0]
-    leaves = [DeviceTensor(gpu, torch.empty_strided(shape, stride, dtype=getattr(torch, dtype), device="meta"), id_)
-              for id_, (shape, stride, _offset, dtype) in zip(ids, sizes)]
-    return leaves[0] if len(leaves) == 1 else tuple(leaves)
+    made = [DeviceTensor(gpu, torch.empty_strided(shape, stride, dtype=getattr(torch, dtype), device="meta"), id_)
+            for id_, (shape, stride, _offset, dtype) in zip(ids, sizes)]  # the ids the device process stored them by
+    return made[0] if len(made) == 1 else tuple(made)
