@@ -3,7 +3,9 @@
 Steps 1-3 of its plan (CONTRIBUTING, "The device process"): a tensor of metadata in the reader's process whose ops
 run on the data in the device process; the sync table's reads each one transfer of its kind with the reader's line,
 the other ops none; the counts out of the reader's reach; factories and uploads by the device's name; pinned
-buffers that a copy lands in at the next wait. The lab does not use it yet.
+buffers that a copy lands in when its stream runs; streams and events whose work runs only when the host waits on
+them, and a stream that uses data no wait ordered it after (or memory freed on another stream) recorded as a race.
+The lab does not use it yet.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 
 from synclab.sim.device_process.handle import DeviceTensor, SimulatedGPU
 from synclab.sim.device_process.ledger import Ledger
-from synclab.syncs import SyncKind
+from synclab.syncs import IN_FLIGHT, SyncKind
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
@@ -30,9 +32,9 @@ def gpu() -> Iterator[SimulatedGPU]:
 
 
 def transfers_made_by(gpu: SimulatedGPU, run) -> list:
-    before = len(gpu.ledger()[0])
+    before = len(gpu.ledger().transfers)
     run()
-    return gpu.ledger()[0][before:]
+    return gpu.ledger().transfers[before:]
 
 
 HOST = torch.arange(24, dtype=torch.float32).reshape(4, 6)  # [4, 6]
@@ -117,14 +119,17 @@ def test_nothing_the_readers_connection_sends_lowers_a_count(gpu: SimulatedGPU) 
     that resets, edits or reads one."""
     x = gpu.upload(HOST, blocking=False)
     x.sum().item()
-    transfers, ops = gpu.ledger()
+    counted = gpu.ledger()  # a copy, which the watcher holds
+    transfers, ops = counted.transfers, counted.ops
+    del counted
     assert not [o for o in gc.get_objects() if type(o) is Ledger]  # none in this process
     for forged in (("reset",), ("ledger",), ("stop",), ("batch", [("reset",)]), ("free", list(range(10**4))),
                    "not a message"):
         gpu._conn.send(forged)
     x2 = gpu.upload(HOST, blocking=False)
     x2.sum().item()
-    after, ops_after = gpu.ledger()
+    counted = gpu.ledger()
+    after, ops_after = counted.transfers, counted.ops
     assert after[:len(transfers)] == transfers and len(after) == len(transfers) + 1 and ops_after > ops
     assert gpu.process.is_alive()
 
@@ -215,7 +220,7 @@ def test_to_the_host_non_blocking_makes_a_pinned_buffer_that_a_later_wait_fills(
     x = torch.arange(1, 4, device="simgpu")
     early = []
     assert transfers_made_by(gpu, lambda: early.append(x.to("cpu", non_blocking=True))) == []
-    assert early[0].tolist() == [0, 0, 0]  # read before it landed: a race, no sync
+    assert early[0].tolist() == [IN_FLIGHT] * 3  # read before it landed: what such memory holds, a race, no sync
     x.sum().item()  # any wait for the device lands it
     assert early[0].tolist() == [1, 2, 3]
 
@@ -238,3 +243,104 @@ def test_an_upload_from_pinned_memory_reads_the_buffer_when_it_runs(gpu: Simulat
         gpu.synchronize()
     staging.copy_(torch.tensor([7, 8, 9]))  # the next step's values
     assert target.tolist() == ([1, 2, 3] if wait_first else [7, 8, 9])
+
+
+def test_t_pin_memory_makes_a_buffer_an_upload_reads_without_a_staging_copy(gpu: SimulatedGPU) -> None:
+    pinned, pageable = torch.ones(4).pin_memory(), torch.ones(4)
+    assert pinned.is_pinned() and not pageable.is_pinned()
+    made = []
+    assert transfers_made_by(gpu, lambda: made.append(pinned.to("simgpu", non_blocking=True))) == []
+    assert made[0].tolist() == [1.0] * 4
+
+
+# ----------------------------------------------------------------------------- step 3: streams and events
+
+
+def test_a_side_streams_work_runs_only_when_the_host_waits_on_it(gpu: SimulatedGPU) -> None:
+    """A read on the default stream waits for the default stream alone (PyTorch's side streams do not block with
+    it): the side stream's copy lands at the wait on its event."""
+    x = torch.arange(1, 5, device="simgpu")
+    buffer = gpu.pinned((4,), torch.int64)
+    side = gpu.Stream()
+    side.wait_stream(gpu.current_stream())
+    with gpu.stream(side):
+        assert gpu.current_stream() == side
+        buffer.copy_(x * 10, non_blocking=True)
+        copied = side.record_event()
+    assert gpu.current_stream() == gpu.default_stream()
+    assert [t.kind for t in transfers_made_by(gpu, lambda: x.sum().item())] == [SyncKind.ITEM.value]
+    assert buffer.tolist() == [0, 0, 0, 0]  # the default stream ran; the side stream's copy has not
+    assert [t.kind for t in transfers_made_by(gpu, copied.synchronize)] == [SyncKind.EVENT_SYNC.value]
+    assert buffer.tolist() == [10, 20, 30, 40]
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["after wait_stream", "without a wait"])
+def test_a_stream_that_copies_data_no_wait_ordered_it_after_gets_what_the_memory_held(gpu: SimulatedGPU,
+                                                                                      ordered: bool) -> None:
+    y = torch.arange(4, device="simgpu") + 1  # queued on the default stream, not run
+    side = gpu.Stream()
+    if ordered:
+        side.wait_stream(gpu.current_stream())
+    with gpu.stream(side):
+        out = y.to("cpu", non_blocking=True)
+    races = len(gpu.ledger().races)
+    assert [t.kind for t in transfers_made_by(gpu, side.synchronize)] == [SyncKind.STREAM_SYNC.value]
+    new_races = gpu.ledger().races[races:]
+    if ordered:
+        assert out.tolist() == [1, 2, 3, 4] and new_races == []
+    else:
+        assert out.tolist() == [IN_FLIGHT] * 4
+        assert new_races == [f"side stream {side.sid} used a tensor that default had not made yet: no wait_stream "
+                             f"or wait_event ordered side stream {side.sid} after it"]
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["record_stream", "no record_stream"])
+def test_memory_freed_on_its_stream_waits_for_the_streams_record_stream_names(gpu: SimulatedGPU,
+                                                                             recorded: bool) -> None:
+    """The caching allocator's rule: a tensor dropped by the host is freed on the stream that made it, and a side
+    stream still to use it must be named with record_stream."""
+    x = torch.arange(1, 4, device="simgpu")
+    side = gpu.Stream()
+    side.wait_stream(gpu.current_stream())
+    with gpu.stream(side):
+        out = x.to("cpu", non_blocking=True)
+        if recorded:
+            x.record_stream(side)
+    del x
+    gc.collect()
+    races = len(gpu.ledger().races)
+    torch.zeros(1, device="simgpu").sum().item()  # the default stream runs, and reaches the free
+    side.synchronize()
+    new_races = gpu.ledger().races[races:]
+    if recorded:
+        assert out.tolist() == [1, 2, 3] and new_races == []
+    else:
+        assert out.tolist() == [IN_FLIGHT] * 3 and len(new_races) == 1 and "freed on default" in new_races[0]
+
+
+def test_a_query_waits_for_nothing_and_the_work_is_done_by_the_next(gpu: SimulatedGPU) -> None:
+    side = gpu.Stream()
+    with gpu.stream(side):
+        torch.ones(3, device="simgpu") * 2
+        done = side.record_event()
+    answers = []
+    assert transfers_made_by(gpu, lambda: answers.extend([done.query(), done.query(), side.query()])) == []
+    assert answers == [False, True, True]
+    assert gpu.Event().query()  # never recorded: nothing to wait for, as on CUDA
+
+
+def test_streams_made_and_how_the_host_waits_are_logged_in_the_device_process(gpu: SimulatedGPU) -> None:
+    before = gpu.ledger()
+    side = gpu.Stream()
+    sleeping, spinning = gpu.Event(blocking=True), gpu.Event()
+    for event in (sleeping, spinning):
+        event.record(side)
+        event.synchronize()
+    after = gpu.ledger()
+    assert after.streams_made == before.streams_made + 1
+    assert after.log[len(before.log):] == [
+        ("create", f"side stream {side.sid}", ""),
+        ("record", f"side stream {side.sid}", f"event {sleeping.eid}"),
+        ("event_synchronize", f"side stream {side.sid}", "the host sleeps"),
+        ("record", f"side stream {side.sid}", f"event {spinning.eid}"),
+        ("event_synchronize", f"side stream {side.sid}", "the host spins")]

@@ -7,8 +7,10 @@ memory without a copy, and the driver, not the program, performs the copy. Here 
 * :mod:`.handle` — the reader's side: :class:`~.handle.DeviceTensor`, a tensor that holds only its metadata (shape,
   dtype, strides, device ``simgpu``) and sends every op on it to the device process, which runs it on the data;
   :class:`~.handle.SimulatedGPU` starts that process and is what the reader's code holds;
-* :mod:`.server` — the device process: the data, the ops run in the order they were queued (lazily, at the next
-  transfer: a model of ordering, not of time), and every transfer to the host performed and counted there;
+* :mod:`.server` — the device process: the data, each stream's queue run in order when the host waits on it (the
+  latest a GPU could: a model of ordering, not of time), and every transfer to the host performed and counted there;
+* :mod:`.streams` — streams and events as the host holds them (``torch.cuda.Stream``'s and ``Event``'s API): handles
+  whose order lives in the device process;
 * :mod:`.factories` — ``torch.empty(..., device="simgpu")``, ``t.to("simgpu")`` and the like: the device's kernels
   for torch's factories and uploads (PrivateUse1's, renamed);
 * :mod:`.ledger` — the transfers the device process counted, by kind, with the reader's line; read by a watcher

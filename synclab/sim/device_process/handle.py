@@ -21,11 +21,12 @@ import torch.multiprocessing  # noqa: F401 - a pinned buffer crosses as shared m
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from synclab.sim.device_process.factories import register as register_factories
-from synclab.sim.device_process.ledger import Transfer
-from synclab.sim.device_process.server import serve
+from synclab.sim.device_process.ledger import Ledger
+from synclab.sim.device_process.server import DEFAULT_STREAM, serve
+from synclab.sim.device_process.streams import Event, Stream, using
 from synclab.sim.device_process.wire import (DEVICE_TYPE, PinnedView, Ref, leaves, mapped, op_name, pack,
-                                             register_device_name, unpack)
-from synclab.syncs import SyncKind, _user_frame, attribute_syncs_to_callers, location
+                                             reader_line, register_device_name, unpack)
+from synclab.syncs import SyncKind, attribute_syncs_to_callers, in_flight_value
 
 attribute_syncs_to_callers(__file__)
 
@@ -52,11 +53,6 @@ _READS = {"tolist": SyncKind.TOLIST, "item": SyncKind.ITEM, "__bool__": SyncKind
           "__format__": SyncKind.PRINT, "numpy": SyncKind.D2H_COPY}
 
 
-def _where() -> str:
-    filename, lineno, function, code = _user_frame()
-    return f"{location(filename, lineno)} in {function}: {code}"
-
-
 class SimulatedGPU:
     """The device: its process, the reader's connection to it, and the watcher's (``ledger``)."""
 
@@ -75,6 +71,8 @@ class SimulatedGPU:
         self.freed: list[int] = []  # ids of tensors the reader's side dropped, sent with the next batch
         self._pinned: dict[int, tuple[int, torch.Tensor]] = {}  # a pinned buffer's storage address: its id, itself
         self.device = torch.device(DEVICE_TYPE, 0)
+        self._default_stream = Stream(self, sid=DEFAULT_STREAM)
+        self._current_stream = self._default_stream
         _STARTED.append(self)  # the device that torch.empty(..., device="simgpu") and the like make tensors on
         register_factories(current_gpu)
 
@@ -110,12 +108,12 @@ class SimulatedGPU:
             self.send(("from_pinned", Ref(target._id), view))
             return
         kind = SyncKind.STAGED_COPY if non_blocking else SyncKind.H2D_COPY
-        self.send(("write", Ref(target._id), pack(host.expand(target.shape)), kind.value, _where()))
+        self.send(("write", Ref(target._id), pack(host.expand(target.shape)), kind.value, reader_line()))
 
-    def pinned(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """A pinned host buffer (zeros): host memory the device process maps too, so a non_blocking copy into it
-        lands when the device runs it, and one from it reads it then, as on CUDA."""
-        buffer = torch.zeros(shape, dtype=dtype).share_memory_()
+    def pinned(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32, fill: float | bool = 0) -> torch.Tensor:
+        """A pinned host buffer (of ``fill``): host memory the device process maps too, so a non_blocking copy into
+        it lands when the device runs it, and one from it reads it then, as on CUDA."""
+        buffer = torch.full(shape, fill, dtype=dtype).share_memory_()
         pid = self.new_id()
         self._pinned[buffer.untyped_storage().data_ptr()] = (pid, buffer)
         self.send(("pin", pid, buffer))
@@ -129,8 +127,33 @@ class SimulatedGPU:
         return PinnedView(found[0], tuple(host.shape), tuple(host.stride()), host.storage_offset())
 
     def synchronize(self) -> None:
-        """``torch.cuda.synchronize()``: the host waits until the device has run everything queued."""
-        self.ask(("sync", SyncKind.DEVICE_SYNC.value, _where()))
+        """``torch.cuda.synchronize()``: the host waits until the device has run everything queued, on every
+        stream."""
+        self.ask(("sync", SyncKind.DEVICE_SYNC.value, reader_line()))
+
+    # -- streams and events (chapter 2), as torch.cuda names them
+    def Stream(self) -> Stream:  # noqa: N802 - torch.cuda.Stream's name
+        """A new side stream."""
+        return Stream(self)
+
+    def Event(self, **flags: bool) -> Event:  # noqa: N802 - torch.cuda.Event's name
+        return Event(self, **flags)
+
+    def stream(self, stream: Stream | None) -> Any:
+        """``torch.cuda.stream(s)``: a context in which work is queued on ``s``."""
+        return using(self, stream)
+
+    def current_stream(self) -> Stream:
+        return self._current_stream
+
+    def default_stream(self) -> Stream:
+        return self._default_stream
+
+    def use(self, stream: Stream) -> None:
+        """Queue what follows on ``stream``."""
+        if stream != self._current_stream:
+            self._current_stream = stream
+            self.send(("use", stream.sid))
 
     def tensor_for(self, meta: torch.Tensor) -> "DeviceTensor":
         """A new device tensor with ``meta``'s metadata and a new id (its data made by the op queued next)."""
@@ -143,11 +166,12 @@ class SimulatedGPU:
         """``host`` copied to a new device tensor: a synchronous host-to-device copy, or with ``blocking=False`` one
         queued and not counted (the tests' way to put data on the device without a transfer of their own)."""
         out = self.tensor_for(torch.empty_like(host, device="meta"))
-        self.send(("upload", out._id, pack(host), SyncKind.H2D_COPY.value if blocking else "", _where()))
+        self.send(("upload", out._id, pack(host), SyncKind.H2D_COPY.value if blocking else "", reader_line()))
         return out
 
     # -- the watcher's side: the counts, which the reader's connection cannot reach
-    def ledger(self) -> tuple[list[Transfer], int]:
+    def ledger(self) -> Ledger:
+        """A copy of the device process's ledger: its transfers, ops, streams, log and races."""
         self.flush()  # in this process the two sides meet; a grader's watcher sees what the reader has sent
         self._watch.send(("ledger",))
         return self._watch.recv()
@@ -219,6 +243,11 @@ class DeviceTensor(torch.Tensor):
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # print(t) and f"{t}" read the values
         return _read(self, SyncKind.PRINT, "__repr__", ())
+
+    def record_stream(self, stream: Stream) -> None:  # type: ignore[override]
+        """This tensor is used on ``stream`` too: its memory is freed once that stream has run what it queued so
+        far, not only its own stream (the caching allocator's rule)."""
+        self._gpu.send(("record_stream", self._id, stream.sid))
 
 
 def _free(gpu_ref: "weakref.ref[SimulatedGPU]", id_: int) -> None:
@@ -319,8 +348,13 @@ def _on_the_wire(value: Any) -> Any:
                     else v, value)
 
 
+def _layout_of(tensor: DeviceTensor) -> tuple[tuple[int, ...], str]:
+    """What the device process needs to make up a tensor no stream has made yet (a race): its shape and dtype."""
+    return tuple(tensor.shape), str(tensor.dtype).removeprefix("torch.")
+
+
 def _read(tensor: DeviceTensor, kind: SyncKind, name: str, rest: tuple) -> Any:
-    host = unpack(tensor._gpu.ask(("read", kind.value, Ref(tensor._id), _where())))
+    host = unpack(tensor._gpu.ask(("read", kind.value, Ref(tensor._id), reader_line(), _layout_of(tensor))))
     if name == "__repr__":  # as torch prints a CUDA tensor: the values, then the device
         return repr(host)[:-1] + f", device='{tensor.device}')"
     if name == "__format__":
@@ -347,7 +381,7 @@ def _uploads_or_refuses(gpu: SimulatedGPU, func: Any, args: tuple, kwargs: dict)
         return
     if func in _INDEXING:
         for host in hosts:
-            gpu.send(("count", SyncKind.H2D_COPY.value, _where(), host.numel() * host.element_size()))
+            gpu.send(("count", SyncKind.H2D_COPY.value, reader_line(), host.numel() * host.element_size()))
         return
     raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                        f"{gpu.device} and cpu! ({op_name(func)} was given a host tensor beside device tensors)")
@@ -369,13 +403,14 @@ def _copy_to_host(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
     gpu = source._gpu
     non_blocking = bool(args[2] if copy and len(args) > 2 else kwargs.get("non_blocking"))
     if non_blocking:
-        target = args[0] if copy else gpu.pinned(tuple(source.shape), kwargs.get("dtype") or source.dtype)
+        dtype = kwargs.get("dtype") or source.dtype  # the new buffer holds what such memory holds: not the data yet
+        target = args[0] if copy else gpu.pinned(tuple(source.shape), dtype, in_flight_value(dtype))
         view = gpu.pinned_view(target)
         if view is not None:
             gpu.send(("to_pinned", view, Ref(source._id)))
             return target
     kind = SyncKind.PAGEABLE_D2H if non_blocking else SyncKind.D2H_COPY
-    host = unpack(gpu.ask(("read", kind.value, Ref(source._id), _where())))
+    host = unpack(gpu.ask(("read", kind.value, Ref(source._id), reader_line(), _layout_of(source))))
     if copy:
         return args[0].copy_(host)
     return host.to(dtype=kwargs.get("dtype") or host.dtype)
@@ -384,7 +419,7 @@ def _copy_to_host(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
 def _sized_by_data(gpu: SimulatedGPU, func: Any, args: tuple, kwargs: dict, kind: SyncKind) -> Any:
     """Run at once, the sizes brought back (a transfer), then the outputs named with them."""
     ids = [gpu.new_id() for _ in range(4)]  # at most four outputs (unique's)
-    sizes = gpu.ask(("sized", kind.value, op_name(func), _on_the_wire(args), _on_the_wire(kwargs), ids, _where()))
+    sizes = gpu.ask(("sized", kind.value, op_name(func), _on_the_wire(args), _on_the_wire(kwargs), ids, reader_line()))
     if func._schema.is_mutable:  # x[mask] = v: in place, the same tensor
         return args[0]
     made = [DeviceTensor(gpu, torch.empty_strided(shape, stride, dtype=getattr(torch, dtype), device="meta"), id_)

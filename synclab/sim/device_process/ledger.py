@@ -2,7 +2,8 @@
 
 Taught with chapter 0's sync table: each transfer has a kind (:class:`synclab.syncs.SyncKind`'s values), the line of
 the reader's code that asked for it (as the reader's side named it: a label, which a reader could mislabel but not
-uncount), and the bytes that crossed.
+uncount), and the bytes that crossed. Beside them: the host's ops, the streams it made, what it asked of streams
+and events (chapter 2), and the races the device saw (a stream that used data no wait had ordered it after).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ class Transfer:
 class Ledger:
     transfers: list[Transfer] = field(default_factory=list)
     ops: int = 0  # ops the host queued on the device: the host's work on device tensors
+    streams_made: int = 0  # side streams the host created (the default stream is not one)
+    log: list[tuple[str, str, str]] = field(default_factory=list)  # (what, on which stream, detail): streams' work
+    races: list[str] = field(default_factory=list)  # data a stream used before a wait ordered it there
 
     def record(self, kind: str, where: str, nbytes: int) -> None:
         self.transfers.append(Transfer(kind, where, nbytes))

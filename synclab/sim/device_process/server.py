@@ -1,15 +1,18 @@
 """The device process: the device's data, the ops the host queued, and every transfer back, counted here.
 
-Taught with chapter 0's sync table. The reader's side (:mod:`.handle`) sends two kinds of message on its connection:
-ops, which it does not wait for (the device queues them, and runs them in order when the host next waits), and
-requests for data, which it waits for: a transfer, recorded in the :class:`~.ledger.Ledger` with its kind and the
-reader's line. Pinned host buffers are memory both processes map: a copy into one lands when the queue runs.
-A watcher (a check, the grader) reads the ledger over a connection of its own. Nothing the reader's connection can
-send lowers a count: it has no message that resets, edits or reads the ledger.
+Taught with chapter 0's sync table and chapter 2's streams. The reader's side (:mod:`.handle`) sends two kinds of
+message on its connection: ops, which it does not wait for (each stream queues them, and runs them in order when the
+host next waits on it), and requests for data, which it waits for: a transfer, recorded in the
+:class:`~.ledger.Ledger` with its kind and the reader's line. Pinned host buffers are memory both processes map: a
+copy into one lands when its stream runs. A watcher (a check, the grader) reads the ledger over a connection of its
+own. Nothing the reader's connection can send lowers a count: it has no message that resets, edits or reads the
+ledger.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -17,118 +20,301 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from synclab.sim.device_process.ledger import Ledger
-from synclab.sim.device_process.wire import Ref, on_the_device, pack, register_device_name, resolve
+from synclab.sim.device_process.wire import Ref, leaves, on_the_device, pack, register_device_name, resolve
+from synclab.syncs import in_flight_value
+
+DEFAULT_STREAM = 0
+
+
+@dataclass
+class Stream:
+    """One stream's queue: what the host queued on it and has not been run, and how far it has run."""
+
+    name: str
+    queue: deque = field(default_factory=deque)
+    queued: int = 0  # messages ever queued: an event recorded now completes when ``ran`` reaches this
+    ran: int = 0
 
 
 class DeviceState:
-    """The device's memory (tensors by id), the ledger, and the first error a queued op raised."""
+    """The device's memory (tensors by id), its streams and events, the ledger, and the first error a queued op
+    raised."""
 
     def __init__(self) -> None:
         self.data: dict[int, torch.Tensor] = {}
         self.ledger = Ledger()
         self.error: str = ""  # as on a GPU, a queued op's error surfaces at the next transfer
-        self.queue: list[tuple] = []  # what the host queued, run when it waits
+        self.streams: dict[int, Stream] = {DEFAULT_STREAM: Stream("default")}
+        self.current = DEFAULT_STREAM  # the stream the host queues on (torch.cuda.stream(s) changes it)
+        self.events: dict[int, tuple[int, int]] = {}  # an event: (its stream, how far that stream must have run)
+        self.made_on: dict[int, int] = {}  # a tensor: the stream that made it (where its memory is freed)
+        self.used_on: dict[int, set[int]] = {}  # record_stream: other streams that must run before it is freed
+        self.releases: dict[int, int] = {}  # a freed tensor: the streams that have still to reach its free
+        self.freed_on: dict[int, str] = {}  # with side streams: a tensor freed, and on which stream
         self.pinned: dict[int, torch.Tensor] = {}  # pinned host buffers, in memory both processes share
 
-    def drain(self) -> None:
-        queue, self.queue = self.queue, []
-        for message in queue:
-            try:
-                run_queued(self, message)
-            except Exception as exc:  # noqa: BLE001 - reported at the next transfer, as a device error is
-                self.error = self.error or f"{message[0]}: {type(exc).__name__}: {exc}"
+    # -- queues
+    def enqueue(self, message: tuple, stream: int | None = None) -> None:
+        queue = self.streams[self.current if stream is None else stream]
+        queue.queue.append(message)
+        queue.queued += 1
 
+    def run_stream(self, sid: int, upto: int | None = None) -> None:
+        """Run stream ``sid``'s queue, to its end or until ``upto`` messages have run in all."""
+        # A wait ("await") runs the other stream only up to where it had been queued when the host asked for the
+        # wait, so the recursion always goes back in the host's order: streams cannot wait on each other in a circle
+        stream = self.streams[sid]
+        while stream.queue and (upto is None or stream.ran < upto):
+            message = stream.queue.popleft()
+            stream.ran += 1
+            try:
+                run_queued(self, sid, message)
+            except Exception as exc:  # noqa: BLE001 - reported at the next transfer, as a device error is
+                self.fail(f"{message[0]}: {type(exc).__name__}: {exc}")
+
+    def run_all(self) -> None:
+        for sid in list(self.streams):
+            self.run_stream(sid)
+
+    def fail(self, error: str) -> None:
+        self.error = self.error or error
+
+    # -- data
     def pinned_view(self, view: Any) -> torch.Tensor:
         return self.pinned[view.pid].as_strided(view.shape, view.stride, view.offset)
 
-    def run(self, name: str, args: tuple, kwargs: dict, out_ids: list[int]) -> Any:
+    def run(self, sid: int, name: str, args: tuple, kwargs: dict, out_ids: list[int]) -> Any:
         try:
             out = resolve(name)(*on_the_device(args, self.data), **on_the_device(kwargs, self.data))
         except Exception as exc:  # noqa: BLE001 - reported at the next transfer, as a device error is
-            self.error = self.error or f"{name}: {type(exc).__name__}: {exc}"
+            self.fail(self.missing(sid, (args, kwargs)) or f"{name}: {type(exc).__name__}: {exc}")
             return None
-        leaves = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        for id_, tensor in zip(out_ids, leaves):
+        found = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        for id_, tensor in zip(out_ids, found):
             self.data[id_] = tensor
-        return leaves
+        return found
 
-    def transfer(self, kind: str, where: str, value: Any) -> Any:
-        """``value`` (a Ref, or a list of them) brought to the host, recorded as one transfer of ``kind``."""
+    def missing(self, sid: int, value: Any) -> str:
+        """Why a tensor ``value`` names is not in memory when stream ``sid`` runs: a race, recorded; "" if none is
+        missing."""
+        for ref in leaves(value):
+            if isinstance(ref, Ref) and ref.id not in self.data:
+                here = self.streams[sid].name
+                if ref.id in self.freed_on:
+                    race = (f"{here} used a tensor freed on {self.freed_on[ref.id]} before {here} ran "
+                            f"(tensor.record_stream({here}) keeps it until then)")
+                else:
+                    maker = self.streams[self.made_on.get(ref.id, sid)].name
+                    race = (f"{here} used a tensor that {maker} had not made yet: no wait_stream or wait_event "
+                            f"ordered {here} after it")
+                self.ledger.races.append(race)
+                return race
+        return ""
+
+    def transfer(self, sid: int, kind: str, ref: Ref, where: str, layout: tuple | None = None) -> Any:
+        """``ref``'s data brought to the host, recorded as one transfer of ``kind``. Data no stream has made yet
+        reads as what the memory held (the in-flight value), a race."""
         if self.error:
             raise RuntimeError(f"an op queued earlier failed on the device: {self.error}")
-        tensors = [self.data[r.id] for r in (value if isinstance(value, list) else [value])]
-        self.ledger.record(kind, where, sum(t.numel() * t.element_size() for t in tensors))
-        return [pack(t) for t in tensors] if isinstance(value, list) else pack(tensors[0])
+        tensor = self.data.get(ref.id)
+        if tensor is None:
+            if layout is None:
+                raise RuntimeError(self.missing(sid, ref))
+            self.missing(sid, ref)
+            shape, dtype = layout[0], getattr(torch, layout[1])
+            tensor = torch.full(shape, in_flight_value(dtype), dtype=dtype)
+        self.ledger.record(kind, where, tensor.numel() * tensor.element_size())
+        return pack(tensor)
+
+    # -- frees, as the caching allocator makes them: the memory goes back to the stream that made it
+    def free(self, ids: list[int]) -> None:
+        for id_ in ids:
+            streams = {self.made_on.pop(id_, DEFAULT_STREAM), *self.used_on.pop(id_, ())}
+            self.releases[id_] = len(streams)
+            for sid in streams:
+                self.enqueue(("release", id_), sid)
+
+    def release(self, sid: int, id_: int) -> None:
+        left = self.releases.pop(id_, 1) - 1
+        if left:
+            self.releases[id_] = left
+            return
+        self.data.pop(id_, None)
+        if len(self.streams) > 1:  # another stream may still use it: say so if it does
+            self.freed_on[id_] = self.streams[sid].name
 
 
-# what the host waits for: a message of one of these kinds runs everything queued before it first
+# what the host waits for: a message of one of these kinds runs what it waits on first
 _WAITS = {"item", "tolist", "bool", "tensor-bounded slice", "data-dependent output size", "boolean-mask indexing",
           "blocking device-to-host copy", "synchronous host-to-device copy", "non_blocking copy into pageable memory",
           "print", "Stream.synchronize", "Event.synchronize", "torch.cuda.synchronize"}
+_QUEUED = ("op", "to_pinned", "from_pinned")
 
 
 def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
     """One message from the reader's side: (whether it is answered, the answer).
 
-    The device runs what is queued only when the host waits (a read, a blocking copy, a synchronize): the latest a
-    GPU could, so that every read of a buffer before its copy has landed, and every pinned buffer refilled before its
-    upload ran, shows. A transfer's kind is recorded when the message comes: the host waited then."""
+    The device runs what a stream queued only when the host waits on it (a read on that stream, a blocking copy, a
+    synchronize, an event's): the latest a GPU could, so that every read of a buffer before its copy has landed,
+    every pinned buffer refilled before its upload ran, and every stream that uses data without a wait, shows. A
+    transfer's kind is recorded when the message comes: the host waited then."""
     verb = message[0]
     if verb == "batch":  # ("batch", [message, ...]): none answered
         for queued in message[1]:
             handle(state, queued)
         return False, None
-    if verb in ("op", "free", "to_pinned", "from_pinned"):
-        state.ledger.ops += verb == "op"  # the host's work: counted when it is queued, as the host did it then
-        state.queue.append(message)
+    if verb in _QUEUED:
+        if verb == "op":  # ("op", name, args, kwargs, out_ids): the host's work, counted when it is queued
+            state.ledger.ops += 1
+            for id_ in message[4]:
+                state.made_on[id_] = state.current
+        state.enqueue(message)
+        return False, None
+    if verb in _STREAMS:
+        return _STREAMS[verb](state, *message[1:])
+    if verb == "free":  # ("free", ids)
+        state.free(message[1])
         return False, None
     if verb == "pin":  # ("pin", pid, tensor in shared memory): a pinned host buffer, which both processes see
         state.pinned[message[1]] = message[2]
         return False, None
-    if verb in ("upload", "write", "count"):
+    if verb in ("upload", "write", "count"):  # a synchronous one: copied on the current stream, which the host waits for
         kind, where, nbytes = (message[1], message[2], message[3]) if verb == "count" else \
             (message[3], message[4], len(message[2].data))
-        if kind in _WAITS:
-            state.drain()
         if kind:
             state.ledger.record(kind, where, nbytes)
+        if verb == "upload":
+            state.made_on[message[1]] = state.current
         if verb != "count":
-            state.queue.append(message)
+            state.enqueue(message)
+        if kind in _WAITS:
+            state.run_stream(state.current)
         return False, None
-    state.drain()
-    if verb == "read":  # ("read", kind, Ref or [Ref], where)
-        return True, state.transfer(message[1], message[3], message[2])
-    if verb == "sync":  # ("sync", kind, where): a wait for the device, nothing copied
+    if verb == "read":  # ("read", kind, Ref, where, (shape, dtype)): the current stream's work, then the copy
+        state.run_stream(state.current)
+        return True, state.transfer(state.current, *message[1:])
+    if verb == "sync":  # ("sync", kind, where): torch.cuda.synchronize(), a wait for every stream
+        state.run_all()
         state.ledger.record(message[1], message[2], 0)
         return True, None
     if verb == "sized":  # ("sized", kind, name, args, kwargs, out_ids, where): an op whose output size is data
         _, kind, name, args, kwargs, out_ids, where = message
+        state.run_stream(state.current)
         state.ledger.ops += 1
-        leaves = state.run(name, args, kwargs, out_ids)
-        if leaves is None:
+        found = state.run(state.current, name, args, kwargs, out_ids)
+        if found is None:
             raise RuntimeError(state.error)
-        state.ledger.record(kind, where, 8 * len(leaves))  # the sizes cross, not the values
+        for id_ in out_ids[:len(found)]:
+            state.made_on[id_] = state.current
+        state.ledger.record(kind, where, 8 * len(found))  # the sizes cross, not the values
         return True, [(tuple(t.shape), tuple(t.stride()), t.storage_offset(), str(t.dtype).removeprefix("torch."))
-                      for t in leaves]
+                      for t in found]
     raise ValueError(f"the device process has no message {verb!r}")
 
 
-def run_queued(state: DeviceState, message: tuple) -> None:
-    """One queued message, run when the host waits."""
+def run_queued(state: DeviceState, sid: int, message: tuple) -> None:
+    """One queued message, run when the host waits on its stream ``sid``."""
     verb = message[0]
     if verb == "op":  # ("op", name, args, kwargs, out_ids)
-        state.run(*message[1:])
-    elif verb == "free":  # ("free", ids)
-        for id_ in message[1]:
-            state.data.pop(id_, None)
+        state.run(sid, *message[1:])
+    elif verb == "release":  # ("release", id): a tensor the host dropped, freed once this stream reaches it
+        state.release(sid, message[1])
+    elif verb == "await":  # ("await", stream, how far): wait_event, as the stream reaches it
+        state.run_stream(message[1], message[2])
     elif verb == "upload":  # ("upload", id, HostBytes, kind, where)
         state.data[message[1]] = on_the_device(message[2], state.data)
     elif verb == "write":  # ("write", Ref, HostBytes, kind, where): a host tensor copied into a device one
         state.data[message[1].id].copy_(on_the_device(message[2], state.data))
     elif verb == "to_pinned":  # ("to_pinned", PinnedView, Ref): a download lands in pinned memory
-        state.pinned_view(message[1]).copy_(state.data[message[2].id])
+        target = state.pinned_view(message[1])
+        if message[2].id in state.data:
+            target.copy_(state.data[message[2].id])
+        else:  # a stream copied data it was not ordered after: the buffer gets what that memory held
+            state.missing(sid, message[2])
+            target.fill_(in_flight_value(target.dtype))
     elif verb == "from_pinned":  # ("from_pinned", Ref, PinnedView): an upload reads pinned memory as it runs
         state.data[message[1].id].copy_(state.pinned_view(message[2]))
+
+
+# -- streams and events (chapter 2): each message names its stream or event by the id the reader's side gave it
+
+def _new_stream(state: DeviceState, sid: int) -> tuple[bool, Any]:
+    state.streams[sid] = Stream(f"side stream {sid}")
+    state.ledger.streams_made += 1
+    state.ledger.log.append(("create", state.streams[sid].name, ""))
+    return False, None
+
+
+def _use(state: DeviceState, sid: int) -> tuple[bool, Any]:
+    state.current = sid
+    return False, None
+
+
+def _record(state: DeviceState, eid: int, sid: int) -> tuple[bool, Any]:
+    stream = state.streams[sid]
+    state.events[eid] = (sid, stream.queued)
+    state.ledger.log.append(("record", stream.name, f"event {eid}"))
+    return False, None
+
+
+def _wait_event(state: DeviceState, eid: int, sid: int) -> tuple[bool, Any]:
+    """Stream ``sid`` runs nothing queued after this until the event's work has run (an unrecorded event: no wait)."""
+    if eid in state.events:
+        state.enqueue(("await", *state.events[eid]), sid)
+    state.ledger.log.append(("wait_event", state.streams[sid].name, f"event {eid}"))
+    return False, None
+
+
+def _wait_stream(state: DeviceState, sid: int, other: int) -> tuple[bool, Any]:
+    state.enqueue(("await", other, state.streams[other].queued), sid)
+    state.ledger.log.append(("wait_stream", state.streams[sid].name, f"waits for {state.streams[other].name}"))
+    return False, None
+
+
+def _record_stream(state: DeviceState, tensor_id: int, sid: int) -> tuple[bool, Any]:
+    state.used_on.setdefault(tensor_id, set()).add(sid)
+    state.ledger.log.append(("record_stream", state.streams[sid].name, f"tensor {tensor_id}"))
+    return False, None
+
+
+def _sync_stream(state: DeviceState, sid: int, kind: str, where: str) -> tuple[bool, Any]:
+    state.run_stream(sid)
+    state.ledger.record(kind, where, 0)
+    state.ledger.log.append(("synchronize", state.streams[sid].name, ""))
+    return True, None
+
+
+def _sync_event(state: DeviceState, eid: int, kind: str, where: str, blocking: bool) -> tuple[bool, Any]:
+    if eid in state.events:
+        state.run_stream(*state.events[eid])
+    state.ledger.record(kind, where, 0)
+    state.ledger.log.append(("event_synchronize", state.streams[state.events.get(eid, (0, 0))[0]].name,
+                             "the host sleeps" if blocking else "the host spins"))
+    return True, None
+
+
+def _query(state: DeviceState, sid: int, upto: int | None) -> bool:
+    """Whether stream ``sid`` has run that far. A device finishes what it was given, in time: a query that finds the
+    work not done runs it, so the next query finds it done. No wait, and nothing counted."""
+    stream = state.streams[sid]
+    pending = len(stream.queue) if upto is None else max(0, upto - stream.ran)
+    work = any(stream.queue[i][0] != "release" for i in range(pending))  # a free is the allocator's, not work
+    state.run_stream(sid, upto)
+    return not work
+
+
+def _query_stream(state: DeviceState, sid: int) -> tuple[bool, Any]:
+    return True, _query(state, sid, None)
+
+
+def _query_event(state: DeviceState, eid: int) -> tuple[bool, Any]:
+    return True, eid not in state.events or _query(state, *state.events[eid])
+
+
+_STREAMS = {"stream": _new_stream, "use": _use, "record": _record, "wait_event": _wait_event,
+            "wait_stream": _wait_stream, "record_stream": _record_stream, "sync_stream": _sync_stream,
+            "sync_event": _sync_event, "query_stream": _query_stream, "query_event": _query_event}
+_ANSWERED = ("read", "sized", "sync", "sync_stream", "sync_event", "query_stream", "query_event")
 
 
 def serve(reader: Connection, watcher: Connection) -> None:
@@ -143,17 +329,17 @@ def serve(reader: Connection, watcher: Connection) -> None:
             except EOFError:
                 return
             except Exception as exc:  # noqa: BLE001 - a message that cannot be read: the ops in it are lost
-                state.error = state.error or f"a message the device could not read: {type(exc).__name__}: {exc}"
+                state.fail(f"a message the device could not read: {type(exc).__name__}: {exc}")
                 continue
             if conn is watcher:
                 if message == ("stop",):
                     return
                 if message == ("ledger",):
-                    watcher.send((list(state.ledger.transfers), state.ledger.ops))
+                    watcher.send(state.ledger)
                 continue
             try:
                 answered, answer = handle(state, message)
             except Exception as exc:  # noqa: BLE001 - the reader's side raises it where it asked
-                answered, answer = isinstance(message, tuple) and message[:1] in (("read",), ("sized",)), exc
+                answered, answer = isinstance(message, tuple) and message[:1] in [(v,) for v in _ANSWERED], exc
             if answered:
                 reader.send(answer)

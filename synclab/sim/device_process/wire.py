@@ -11,6 +11,10 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from synclab.syncs import _user_frame, attribute_syncs_to_callers, location
+
+attribute_syncs_to_callers(__file__)
+
 DEVICE_TYPE = "simgpu"  # the simulated device's name, as torch.device reports it: "simgpu:0"
 
 
@@ -21,6 +25,12 @@ def register_device_name() -> None:
         from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
         _setup_privateuseone_for_python_backend(DEVICE_TYPE)
+
+
+def reader_line() -> str:
+    """The line of the reader's code that asked, as the device process records it with a transfer."""
+    filename, lineno, function, code = _user_frame()
+    return f"{location(filename, lineno)} in {function}: {code}"
 
 
 @dataclass(frozen=True)
