@@ -69,8 +69,20 @@ def is_cuda_alike() -> bool:
     return has_cuda()
 
 
+_DEVICE_PROCESS: list[torch.device] = []  # set by synclab.sim.device_process.machine.running_on (innermost last)
+
+
+def runs_on_device_process() -> bool:
+    """True inside ``running_on(gpu)``: the simulated GPU in a process of its own (being built: CONTRIBUTING, "The
+    device process") is the device, in place of the in-process one."""
+    return bool(_DEVICE_PROCESS)
+
+
 def pick_device() -> DeviceLike:
-    """``torch.device("cuda")`` when a GPU is there, else the simulated device on the CPU."""
+    """``torch.device("cuda")`` when a GPU is there, else the simulated device: the device process's inside
+    ``running_on(gpu)``, else the one on the CPU."""
+    if _DEVICE_PROCESS:
+        return _DEVICE_PROCESS[-1]
     return torch.device("cuda") if has_cuda() else SIM_DEVICE
 
 

@@ -5,7 +5,8 @@ run on the data in the device process; the sync table's reads each one transfer 
 the other ops none; the counts out of the reader's reach; factories and uploads by the device's name; pinned
 buffers that a copy lands in when its stream runs; streams and events whose work runs only when the host waits on
 them, and a stream that uses data no wait ordered it after (or memory freed on another stream) recorded as a race.
-The lab does not use it yet.
+Step 6 begun: the in-process device's sync table, routes and refusals (tests/test_syncs.py) row by row, and the
+capstone's engine step by step, count the same on it. The lab does not use it yet.
 """
 
 from __future__ import annotations
@@ -344,3 +345,120 @@ def test_streams_made_and_how_the_host_waits_are_logged_in_the_device_process(gp
         ("event_synchronize", f"side stream {side.sid}", "the host sleeps"),
         ("record", f"side stream {side.sid}", f"event {spinning.eid}"),
         ("event_synchronize", f"side stream {side.sid}", "the host spins")]
+
+
+# ----------------------------------------------------------------------------- step 6 begun: the same sync table
+# The in-process device's tables (tests/test_syncs.py), run on the device process: its ledger must count what
+# count_syncs counts, row by row, and refuse what it refuses.
+
+
+def _transfers_of(gpu: SimulatedGPU, op, env) -> list:
+    before = len(gpu.ledger().transfers)
+    op(env)
+    return gpu.ledger().transfers[before:]
+
+
+def _table_rows():
+    from tests.test_syncs import TABLE
+    return TABLE
+
+
+def _route_rows():
+    from tests.test_syncs import ROUTES
+    return ROUTES
+
+
+def _refused_rows():
+    from tests.test_syncs import REFUSED
+    return REFUSED
+
+
+@pytest.mark.parametrize("row", _table_rows(), ids=[row[0] for row in _table_rows()])
+def test_the_device_process_counts_the_sync_table_as_the_in_process_device(gpu: SimulatedGPU, row) -> None:
+    from synclab.sim.device_process.machine import running_on
+    from tests.test_syncs import make_env
+
+    name, op, expected, kinds = row
+    with running_on(gpu):
+        env = make_env()
+        moved = _transfers_of(gpu, op, env)
+    waits = [t for t in moved if SyncKind(t.kind).waits_for_device]
+    agrees = (len(waits), {SyncKind(t.kind) for t in moved}) == (expected, kinds)
+    assert agrees, f"{name}: the device process moved {moved}; count_syncs counts {expected} of {kinds}"
+
+
+@pytest.mark.parametrize("row", _route_rows(), ids=[row[0] for row in _route_rows()])
+def test_the_device_process_takes_every_route_to_a_device_tensors_bytes_as_cuda_does(gpu: SimulatedGPU, row) -> None:
+    from synclab.sim.device_process.machine import running_on
+    from tests.test_syncs import make_env
+
+    name, op, cuda, kinds = row
+    with running_on(gpu):
+        env = make_env()
+        before = len(gpu.ledger().transfers)
+        raised = None
+        try:
+            op(env)
+        except Exception as exc:  # noqa: BLE001 - compared with what CUDA raises below
+            raised = exc
+        moved = gpu.ledger().transfers[before:]
+    expected = 0 if isinstance(cuda, type) else cuda
+    agrees = (len(moved), {SyncKind(t.kind) for t in moved}) == (expected, kinds) and \
+        (isinstance(raised, cuda) if isinstance(cuda, type) else raised is None)
+    assert agrees, f"{name}: the device process moved {moved} and raised {raised!r}; CUDA: {cuda} of {kinds}"
+
+
+@pytest.mark.parametrize("row", _refused_rows(), ids=[row[0] for row in _refused_rows()])
+def test_the_device_process_refuses_what_cuda_refuses(gpu: SimulatedGPU, row) -> None:
+    from synclab.sim.device_process.machine import running_on
+    from tests.test_syncs import make_env
+
+    name, op, words = row
+    with running_on(gpu):
+        env = make_env()
+        try:
+            op(env)
+            raised = None
+        except RuntimeError as exc:
+            raised = exc
+    import re
+    agrees = raised is not None and re.search(words, str(raised)) is not None
+    assert agrees, f"{name}: the device process raised {raised!r}; CUDA raises with {words!r}"
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["baseline", "all fixes"])
+def test_the_capstones_engine_on_the_device_process_gives_the_same_tokens_and_syncs_step_by_step(
+        gpu: SimulatedGPU, fixed: bool) -> None:
+    """The whole engine (chapter 6) on the device process, unchanged: the outputs of the in-process device, and in
+    each step the syncs count_syncs counts there, kind by kind."""
+    import random
+    from collections import Counter
+    from contextlib import contextmanager
+
+    from synclab import capstone as ch6
+    from synclab.engine.engine_core import EngineConfig
+    from synclab.sim.device_process.machine import running_on
+    from synclab.syncs import count_syncs
+
+    mix, config, fixes = ch6.random_mix(random.Random(0)), EngineConfig() if fixed else EngineConfig.baseline(), \
+        ch6.book_fixes()
+    in_process: list[Counter] = []
+    on_the_device_process: list[Counter] = []
+
+    @contextmanager
+    def counted(engine):
+        with count_syncs() as report:
+            yield
+        in_process.append(Counter(e.kind.value for e in report.events + report.staged))
+
+    @contextmanager
+    def from_the_ledger(engine):
+        before = len(gpu.ledger().transfers)
+        yield
+        on_the_device_process.append(Counter(t.kind for t in gpu.ledger().transfers[before:]))
+
+    expected = ch6.comparable(ch6.run_engine(mix, config, fixes, each_step=lambda engine: counted(engine)))
+    with running_on(gpu):
+        got = ch6.comparable(ch6.run_engine(mix, config, fixes, each_step=lambda engine: from_the_ledger(engine)))
+    assert ch6.first_difference(got, expected) is None
+    assert on_the_device_process == in_process and sum(sum(step.values()) for step in in_process) > 0

@@ -31,7 +31,7 @@ from typing import Any, Callable, ContextManager, Iterator
 
 from synclab.answer_keys import answer_key
 from synclab.capstone.chapter_fixes import BOOK_FIXES
-from synclab.device import has_cuda
+from synclab.device import has_cuda, runs_on_device_process
 from synclab.dispatch import CountingList, count_torch_calls
 from synclab.engine.engine_core import (PATTERNS, Components, EngineConfig, EngineCore, EngineRequest, EngineRunner,
                                         ImageInput, RequestResult, SamplingParams, make_request)
@@ -185,7 +185,7 @@ def device_context() -> Iterator[None]:
     The simulated one has streams (so the async path runs) and pinned memory, as a GPU machine has (vLLM's
     ``PIN_MEMORY``): the engine's uploads then take the same steps, and make the same torch calls, on both.
     """
-    if has_cuda():
+    if has_cuda() or runs_on_device_process():  # a real GPU, or the device process (its machine set up already)
         yield
         return
     with sim_cuda.simulated_cuda(), simulated_pinning(True):

@@ -22,7 +22,8 @@ from typing import Protocol
 
 import torch
 
-from synclab.device import DeviceLike, has_cuda, is_pin_memory_available, pick_device, to_device
+from synclab.device import (DeviceLike, has_cuda, is_pin_memory_available, pick_device, runs_on_device_process,
+                            to_device)
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates, query_start_loc_cpu
 from synclab.engine.pooler import LastPool, SequencePooler
@@ -141,7 +142,7 @@ class PoolingModelRunner:
 
     def _sync_device(self) -> None:
         """Wait for all work queued on the device (in the lab, a no-op on a CPU platform)."""
-        if sim_cuda.is_simulating() or has_cuda():
+        if sim_cuda.is_simulating() or has_cuda() or runs_on_device_process():
             torch.cuda.synchronize()
 
     def execute_model(self, batch: PoolingBatch) -> ModelRunnerOutput | AsyncModelRunnerOutput:

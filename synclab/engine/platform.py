@@ -12,7 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from synclab.device import has_cuda
+from synclab.device import has_cuda, runs_on_device_process
 from synclab.sim import cuda as sim_cuda
 
 
@@ -23,7 +23,7 @@ class Platform:
     def is_cuda_alike(self) -> bool:
         if self._forced:
             return self._forced[-1]
-        return has_cuda() or sim_cuda.is_simulating()
+        return has_cuda() or sim_cuda.is_simulating() or runs_on_device_process()
 
 
 current_platform = Platform()

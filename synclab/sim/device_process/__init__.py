@@ -1,7 +1,8 @@
 """The simulated device in a process of its own: the host reaches its data only by a transfer the device counts.
 
 Being built (CONTRIBUTING, "The device process"); the in-process simulation (:mod:`synclab.device`,
-:mod:`synclab.syncs`, :mod:`synclab.sim.cuda`) is still the one the lab uses. On a GPU the host cannot read device
+:mod:`synclab.syncs`, :mod:`synclab.sim.cuda`) is still the one the lab uses. The sync table's rows and the
+capstone's engine already count the same on both (tests/test_device_process.py). On a GPU the host cannot read device
 memory without a copy, and the driver, not the program, performs the copy. Here the same holds by construction:
 
 * :mod:`.handle` — the reader's side: :class:`~.handle.DeviceTensor`, a tensor that holds only its metadata (shape,
@@ -11,6 +12,8 @@ memory without a copy, and the driver, not the program, performs the copy. Here 
   latest a GPU could: a model of ordering, not of time), and every transfer to the host performed and counted there;
 * :mod:`.streams` — streams and events as the host holds them (``torch.cuda.Stream``'s and ``Event``'s API): handles
   whose order lives in the device process;
+* :mod:`.machine` — ``running_on(gpu)``: the reader's process as a GPU machine whose GPU is the device process
+  (``pick_device()``, ``torch.cuda``'s streams and events, pinned memory), so the lab's code runs on it unchanged;
 * :mod:`.factories` — ``torch.empty(..., device="simgpu")``, ``t.to("simgpu")`` and the like: the device's kernels
   for torch's factories and uploads (PrivateUse1's, renamed);
 * :mod:`.ledger` — the transfers the device process counted, by kind, with the reader's line; read by a watcher

@@ -15,6 +15,9 @@ from typing import Any, Callable
 import torch
 
 from synclab.sim.device_process.wire import DEVICE_TYPE
+from synclab.syncs import attribute_syncs_to_callers
+
+attribute_syncs_to_callers(__file__)  # a transfer made here belongs to the reader's line that called
 
 _LIBRARY: list[torch.library.Library] = []  # kept alive: the kernels stay registered while it lives
 

@@ -46,11 +46,22 @@ def current_gpu() -> "SimulatedGPU":
 _SIZED_BY_DATA = {aten.nonzero.default: SyncKind.NONZERO, aten.masked_select.default: SyncKind.NONZERO,
                   aten._unique2.default: SyncKind.NONZERO, aten.unique_consecutive.default: SyncKind.NONZERO,
                   aten.unique_dim.default: SyncKind.NONZERO, aten.repeat_interleave.Tensor: SyncKind.NONZERO,
-                  aten.bincount.default: SyncKind.NONZERO}
+                  aten.bincount.default: SyncKind.NONZERO, aten._to_sparse.default: SyncKind.NONZERO}
+
+
+def _reads_for_size(func: Any, args: tuple, kwargs: dict) -> int:
+    """How many values ATen's CUDA kernel reads back to size ``func``'s output (a transfer each): bincount reads
+    min() (negatives are refused) and max(), none for an empty input; repeat_interleave reads the total, then
+    checks that no repeat is negative, none when given ``output_size``."""
+    if func is aten.bincount.default:
+        return 2 if args[0].numel() else 0
+    if func is aten.repeat_interleave.Tensor:
+        return 0 if kwargs.get("output_size") is not None else 2
+    return 1
 # Python-level reads: the method's name, the kind of transfer it makes
 _READS = {"tolist": SyncKind.TOLIST, "item": SyncKind.ITEM, "__bool__": SyncKind.BOOL, "__int__": SyncKind.ITEM,
-          "__float__": SyncKind.ITEM, "__index__": SyncKind.TENSOR_SLICE, "__repr__": SyncKind.PRINT,
-          "__format__": SyncKind.PRINT, "numpy": SyncKind.D2H_COPY}
+          "__float__": SyncKind.ITEM, "__repr__": SyncKind.PRINT, "__format__": SyncKind.PRINT,
+          "numpy": SyncKind.D2H_COPY}
 
 
 class SimulatedGPU:
@@ -155,9 +166,13 @@ class SimulatedGPU:
             self._current_stream = stream
             self.send(("use", stream.sid))
 
-    def tensor_for(self, meta: torch.Tensor) -> "DeviceTensor":
-        """A new device tensor with ``meta``'s metadata and a new id (its data made by the op queued next)."""
-        return DeviceTensor(self, meta, self.new_id())
+    def tensor_for(self, meta: torch.Tensor, view_of: "DeviceTensor | None" = None) -> "DeviceTensor":
+        """A new device tensor with ``meta``'s metadata and a new id (its data made by the op queued next); a view
+        shares ``view_of``'s memory."""
+        out = DeviceTensor(self, meta, self.new_id())
+        if view_of is not None:
+            out._storage = view_of._storage
+        return out
 
     def new_id(self) -> int:
         return next(self._ids)
@@ -194,6 +209,7 @@ class DeviceTensor(torch.Tensor):
                                                   storage_offset=meta.storage_offset(), device=gpu.device,
                                                   requires_grad=False, dispatch_sizes_strides_policy="sizes")
         out._gpu, out._meta, out._id = gpu, meta, id_
+        out._storage = id_  # the memory it lives in: its own, or its base's for a view (CUDA's overlap checks)
         weakref.finalize(out, _free, weakref.ref(gpu), id_)
         return out
 
@@ -202,8 +218,18 @@ class DeviceTensor(torch.Tensor):
         name = getattr(func, "__name__", "")
         if name in _READS and args and isinstance(args[0], DeviceTensor):
             return _read(args[0], _READS[name], name, args[1:])
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **(kwargs or {}))
+        if name == "__setitem__" and len(args) == 3 and isinstance(args[2], (bool, int, float)) \
+                and isinstance(args[0], DeviceTensor):
+            # torch's setitem makes a Python number a 0-d host tensor when the target is a CUDA tensor (not for
+            # other devices): x[i] = v then copies it over (a synchronous upload), x[i:j] = v fills with it
+            args = (args[0], args[1], torch.tensor(args[2], dtype=args[0].dtype))
+        indexing = name in ("__getitem__", "__setitem__")  # a 0-d device bound read inside is a tensor-bounded slice
+        _IN_INDEXING[0] += indexing
+        try:
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **(kwargs or {}))
+        finally:
+            _IN_INDEXING[0] -= indexing
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -212,20 +238,31 @@ class DeviceTensor(torch.Tensor):
             return _METADATA[func](args[0]._meta)
         gpu = next(t._gpu for t in leaves((args, kwargs)) if isinstance(t, DeviceTensor))
         if func is aten._local_scalar_dense.default:
-            return _read(args[0], SyncKind.ITEM, "item", ())
+            return _read(args[0], SyncKind.TENSOR_SLICE if _IN_INDEXING[0] else SyncKind.ITEM, "item", ())
+        if func is aten.equal.default:
+            return _equal(*args)
         if func in (aten._to_copy.default, aten.copy_.default) and _to_host(func, args, kwargs):
             return _copy_to_host(func, args, kwargs)
         if func is aten.copy_.default and not isinstance(args[1], DeviceTensor):  # an upload into a device tensor
             gpu.write(args[0], args[1], bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking")))
             return args[0]
         _uploads_or_refuses(gpu, func, args, kwargs)
-        if func in _SIZED_BY_DATA:
-            return _sized_by_data(gpu, func, args, kwargs, _SIZED_BY_DATA[func])
+        if func in _SIZED_BY_DATA and not (func is aten.repeat_interleave.Tensor and kwargs.get("output_size")):
+            return _sized_by_data(gpu, func, args, kwargs, _SIZED_BY_DATA[func], _reads_for_size(func, args, kwargs))
+        if func in _INDEXING and func is not aten.index.Tensor and isinstance(args[2], DeviceTensor) \
+                and _overlaps(args[0], args[2]):
+            raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
+                               "refer to a single memory location. Please clone() the tensor before performing the "
+                               "operation.")
+        if func in _INDEXING and _mask_indices(func, args) and not _masked_fill(func, args):
+            # ATen turns a boolean mask into indices (a nonzero, sized by the data) before it writes through them
+            gpu.send(("count", SyncKind.BOOL_MASK_INDEX.value, reader_line(), 8))
         outputs = _outputs(func, args, kwargs)
         if outputs is None:  # torch's meta kernels know no size for it: a boolean mask's, say
             return _sized_by_data(gpu, func, args, kwargs, SyncKind.BOOL_MASK_INDEX)
         spec, out_leaves = outputs
         inputs = [t for t in leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        base = args[0] if _makes_views(func) and isinstance(args[0], DeviceTensor) else None
         out_ids, wrapped = [], []
         for leaf in out_leaves:
             if isinstance(leaf, _Input):  # in place: the same tensor comes back
@@ -234,7 +271,7 @@ class DeviceTensor(torch.Tensor):
                 wrapped.append(inputs[leaf.position])
                 out_ids.append(inputs[leaf.position]._id)
             elif isinstance(leaf, _New):
-                wrapped.append(gpu.tensor_for(leaf.meta()))
+                wrapped.append(gpu.tensor_for(leaf.meta(), view_of=base))
                 out_ids.append(wrapped[-1]._id)
             else:
                 wrapped.append(leaf)
@@ -244,10 +281,109 @@ class DeviceTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # print(t) and f"{t}" read the values
         return _read(self, SyncKind.PRINT, "__repr__", ())
 
+    # The reads are methods here too, not only in __torch_function__: torch's Python functions (tensordot, one_hot)
+    # call them with the subclass's torch functions switched off, and torch refuses tolist() on a subclass
+    def tolist(self) -> Any:  # type: ignore[override]
+        return _read(self, SyncKind.TOLIST, "tolist", ())
+
+    def item(self) -> Any:  # type: ignore[override]
+        return _read(self, SyncKind.ITEM, "item", ())
+
+    def __bool__(self) -> bool:
+        return _read(self, SyncKind.BOOL, "__bool__", ())
+
+    def __int__(self) -> int:
+        return _read(self, SyncKind.ITEM, "__int__", ())
+
+    def __float__(self) -> float:
+        return _read(self, SyncKind.ITEM, "__float__", ())
+
+    def __index__(self) -> int:  # a slice's bound inside x[...]; elsewhere (a list's index, bytes(t)) an item
+        return _read(self, SyncKind.TENSOR_SLICE if _IN_INDEXING[0] else SyncKind.ITEM, "__index__", ())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:  # np.asarray(t): refused, nothing read
+        return _read(self, SyncKind.D2H_COPY, "numpy", ())
+
+    def __dlpack_device__(self) -> tuple[int, int]:  # where the data is: CUDA's answer (kDLCUDA, device 0)
+        return (2, 0)
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:  # np.from_dlpack(t): device memory, refused unread
+        raise BufferError("Unsupported device in DLTensor.")
+
+    def __contains__(self, element: Any) -> bool:  # 3 in t: compared on the device, the answer read (a bool)
+        return _read(torch.eq(self, element).any(), SyncKind.BOOL, "__bool__", ())
+
+    def __reduce_ex__(self, protocol: int) -> Any:  # pickle.dumps(t): torch saves the storage through a host copy
+        return (_uploaded, (_read(self, SyncKind.D2H_COPY, "cpu", ()),))
+
+    def untyped_storage(self) -> "_Storage":  # type: ignore[override]
+        return _Storage(self)
+
+    def __format__(self, spec: str) -> str:
+        return _read(self, SyncKind.PRINT, "__format__", (spec,))
+
+    def numpy(self, *, force: bool = False) -> Any:  # type: ignore[override]
+        return _read(self, SyncKind.D2H_COPY, "numpy", ())
+
     def record_stream(self, stream: Stream) -> None:  # type: ignore[override]
         """This tensor is used on ``stream`` too: its memory is freed once that stream has run what it queued so
         far, not only its own stream (the caching allocator's rule)."""
         self._gpu.send(("record_stream", self._id, stream.sid))
+
+
+def _makes_views(func: Any) -> bool:
+    """Whether ``func``'s outputs are views of its first argument (its schema's returns carry an alias)."""
+    return any(r.alias_info is not None for r in func._schema.returns)
+
+
+def _overlaps(a: "DeviceTensor", b: "DeviceTensor") -> bool:
+    """Whether the memory ``a`` spans and the memory ``b`` spans share an element (ATen's overlap check)."""
+    if a._storage != b._storage or a.numel() == 0 or b.numel() == 0:
+        return False
+
+    def span(m: torch.Tensor) -> tuple[int, int]:
+        offset = m.storage_offset()
+        return offset, offset + sum((n - 1) * s for n, s in zip(m.shape, m.stride()))
+    (a0, a1), (b0, b1) = span(a._meta), span(b._meta)
+    return a0 <= b1 and b0 <= a1
+
+
+_IN_INDEXING = [0]  # > 0 inside x[...] or x[...] = v: a device value read there is a slice's bound
+
+
+def _equal(a: "DeviceTensor", b: torch.Tensor) -> bool:
+    """``torch.equal``: answered from the metadata where it can be (other shapes, or the same memory), else as
+    CUDA's kernel does it: compare on the device, then read the answer back (an item)."""
+    if a.shape != b.shape:
+        return False
+    if isinstance(b, DeviceTensor) and a._id == b._id and _layout(a._meta) == _layout(b._meta):
+        return True
+    return _read(torch.eq(a, b).all(), SyncKind.ITEM, "item", ())
+
+
+def _uploaded(host: torch.Tensor) -> "DeviceTensor":
+    """A pickled device tensor, loaded: its values uploaded to the GPU started last (a synchronous copy)."""
+    return host.to(current_gpu().device)
+
+
+class _Storage:
+    """``t.untyped_storage()`` of a device tensor: its bytes, each read back by itself (one transfer per byte, as
+    CUDA's storage reads are)."""
+
+    def __init__(self, tensor: DeviceTensor) -> None:
+        self._bytes = tensor.reshape(-1).view(torch.uint8)  # [nbytes] on the device
+
+    def __len__(self) -> int:
+        return self._bytes.numel()
+
+    def nbytes(self) -> int:
+        return len(self)
+
+    def __getitem__(self, i: int) -> int:
+        return _read(self._bytes[i], SyncKind.ITEM, "item", ())
+
+    def tolist(self) -> list[int]:
+        return [self[i] for i in range(len(self))]
 
 
 def _free(gpu_ref: "weakref.ref[SimulatedGPU]", id_: int) -> None:
@@ -310,7 +446,8 @@ def _outputs(func: Any, args: tuple, kwargs: dict) -> tuple[Any, list] | None:
              if isinstance(t, torch.Tensor)]
     before = [_layout(m) for m in metas]  # an op that resizes an input changes these in place
     try:
-        out = func(*_as_meta(args), **_as_meta(kwargs))
+        with torch._C.DisableTorchFunction():  # the reader's torch-function modes are for its calls, not torch's own
+            out = func(*_as_meta(args), **_as_meta(kwargs))
     except NotImplementedError:
         return None
     flat, spec = tree_flatten(out)
@@ -353,7 +490,22 @@ def _layout_of(tensor: DeviceTensor) -> tuple[tuple[int, ...], str]:
     return tuple(tensor.shape), str(tensor.dtype).removeprefix("torch.")
 
 
+def _refused_on_the_host(tensor: DeviceTensor, name: str) -> None:
+    """What torch refuses before reading anything: a number from a tensor of more than one element, an index from
+    a tensor that is not one integer, numpy from a device tensor."""
+    if name == "numpy":
+        raise TypeError(f"can't convert {tensor.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
+                        "tensor to host memory first.")
+    if name == "__index__" and (tensor.numel() != 1 or tensor.dtype.is_floating_point or tensor.dtype.is_complex):
+        raise TypeError("only integer tensors of a single element can be converted to an index")
+    if name == "__bool__" and tensor.numel() > 1:
+        raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+    if name in ("item", "__int__", "__float__") and tensor.numel() != 1:
+        raise RuntimeError(f"a Tensor with {tensor.numel()} elements cannot be converted to Scalar")
+
+
 def _read(tensor: DeviceTensor, kind: SyncKind, name: str, rest: tuple) -> Any:
+    _refused_on_the_host(tensor, name)
     host = unpack(tensor._gpu.ask(("read", kind.value, Ref(tensor._id), reader_line(), _layout_of(tensor))))
     if name == "__repr__":  # as torch prints a CUDA tensor: the values, then the device
         return repr(host)[:-1] + f", device='{tensor.device}')"
@@ -363,20 +515,36 @@ def _read(tensor: DeviceTensor, kind: SyncKind, name: str, rest: tuple) -> Any:
         return int(host.item())
     if name == "__float__":
         return float(host.item())
-    if name == "numpy":
-        raise TypeError(f"can't convert {tensor.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
-                        "tensor to host memory first.")
     return getattr(host, name)(*rest)
 
 
 _INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default}
 
 
+def _mask_indices(func: Any, args: tuple) -> bool:
+    """Whether an index_put's indices hold a boolean mask."""
+    return func is not aten.index.Tensor and any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8)
+                                                 for i in args[1] if i is not None)
+
+
+def _masked_fill(func: Any, args: tuple) -> bool:
+    """``x[mask] = v``: ATen's index_put_ with one boolean mask on the device and a one-element host value is
+    ``masked_fill_``, which reads the value on the host (no copy; a device value goes through the mask's indices)."""
+    if func not in (aten.index_put_.default, aten._index_put_impl_.default, aten.index_put.default):
+        return False
+    indices, value = args[1], args[2]
+    accumulate = len(args) > 3 and bool(args[3])
+    return (not accumulate and len(indices) == 1 and isinstance(indices[0], DeviceTensor)
+            and indices[0].dtype in (torch.bool, torch.uint8) and not isinstance(value, DeviceTensor)
+            and value.numel() == 1)
+
+
 def _uploads_or_refuses(gpu: SimulatedGPU, func: Any, args: tuple, kwargs: dict) -> None:
     """A host tensor (not a 0-d scalar) in a device op: an index, which torch uploads (a synchronous copy, counted),
     or anything else, which CUDA refuses with these words."""
     hosts = [t for t in leaves((args, kwargs)) if isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor)
-             and t.dim() > 0]
+             and (t.dim() > 0 or (func in _INDEXING and not _masked_fill(func, args)))]  # index_put_ moves a 0-d
+    #                                                                                  host value over, as ATen does
     if not hosts:
         return
     if func in _INDEXING:
@@ -416,10 +584,12 @@ def _copy_to_host(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
     return host.to(dtype=kwargs.get("dtype") or host.dtype)
 
 
-def _sized_by_data(gpu: SimulatedGPU, func: Any, args: tuple, kwargs: dict, kind: SyncKind) -> Any:
-    """Run at once, the sizes brought back (a transfer), then the outputs named with them."""
+def _sized_by_data(gpu: SimulatedGPU, func: Any, args: tuple, kwargs: dict, kind: SyncKind, reads: int = 1) -> Any:
+    """Run at once, the sizes brought back (``reads`` transfers: none where the host could size it alone), then the
+    outputs named with them."""
     ids = [gpu.new_id() for _ in range(4)]  # at most four outputs (unique's)
-    sizes = gpu.ask(("sized", kind.value, op_name(func), _on_the_wire(args), _on_the_wire(kwargs), ids, reader_line()))
+    sizes = gpu.ask(("sized", kind.value, op_name(func), _on_the_wire(args), _on_the_wire(kwargs), ids, reader_line(),
+                     reads))
     if func._schema.is_mutable:  # x[mask] = v: in place, the same tensor
         return args[0]
     made = [DeviceTensor(gpu, torch.empty_strided(shape, stride, dtype=getattr(torch, dtype), device="meta"), id_)

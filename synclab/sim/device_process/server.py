@@ -197,8 +197,8 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
         state.run_all()
         state.ledger.record(message[1], message[2], 0)
         return True, None
-    if verb == "sized":  # ("sized", kind, name, args, kwargs, out_ids, where): an op whose output size is data
-        _, kind, name, args, kwargs, out_ids, where = message
+    if verb == "sized":  # ("sized", kind, name, args, kwargs, out_ids, where, reads): an op whose output size is data
+        _, kind, name, args, kwargs, out_ids, where, reads = message
         state.run_stream(state.current)
         state.ledger.ops += 1
         found = state.run(state.current, name, args, kwargs, out_ids)
@@ -206,7 +206,8 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
             raise RuntimeError(state.error)
         for id_ in out_ids[:len(found)]:
             state.made_on[id_] = state.current
-        state.ledger.record(kind, where, 8 * len(found))  # the sizes cross, not the values
+        for _ in range(reads):  # the values the size is computed from cross, not the data
+            state.ledger.record(kind, where, 8)
         return True, [(tuple(t.shape), tuple(t.stride()), t.storage_offset(), str(t.dtype).removeprefix("torch."))
                       for t in found]
     raise ValueError(f"the device process has no message {verb!r}")

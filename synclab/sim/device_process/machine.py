@@ -1,0 +1,63 @@
+"""The reader's process as a GPU machine whose GPU is the device process: what code written for CUDA asks of it.
+
+Taught with chapter 2 (streams) and chapter 3 (pinned memory). Inside :func:`running_on`:
+
+* ``pick_device()`` answers the simulated GPU's device (``simgpu:0``), so the lab's code makes its tensors there;
+* ``torch.cuda.Stream``, ``Event``, ``stream``, ``current_stream``, ``default_stream`` and ``synchronize`` are the
+  simulated GPU's (:mod:`.streams`), so the engine's side stream and its output event run there;
+* pinned memory exists, as on a GPU machine: ``is_pin_memory_available()`` answers True, and a factory given
+  ``pin_memory=True`` makes a buffer both processes map (torch's own flag asks a C++ allocator, which this machine
+  does not have: the flag is taken off and the tensor pinned with ``pin_memory()``, the device's kernel).
+
+The counts stay in the device process; what this module changes is only which names the reader's code finds.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from synclab.device import _DEVICE_PROCESS, _FORCED_PINNING
+from synclab.syncs import attribute_syncs_to_callers
+
+attribute_syncs_to_callers(__file__)  # a transfer made here belongs to the reader's line that called
+
+_CUDA_NAMES = ("Stream", "Event", "stream", "StreamContext", "current_stream", "default_stream", "synchronize",
+               "is_available")
+
+
+class _PinnedByFlag(TorchFunctionMode):
+    """``pin_memory=True`` on a factory: made without the flag, then pinned (a buffer the device process maps)."""
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if kwargs.get("pin_memory"):
+            return func(*args, **{k: v for k, v in kwargs.items() if k != "pin_memory"}).pin_memory()
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def running_on(gpu: Any) -> Iterator[Any]:
+    """Code inside runs as on a machine whose GPU is ``gpu`` (a :class:`~.handle.SimulatedGPU`)."""
+    names = {"Stream": gpu.Stream, "Event": lambda enable_timing=False, blocking=False, interprocess=False:
+             gpu.Event(enable_timing=enable_timing, blocking=blocking, interprocess=interprocess),
+             "stream": gpu.stream, "StreamContext": gpu.stream,
+             "current_stream": lambda device=None: gpu.current_stream(),
+             "default_stream": lambda device=None: gpu.default_stream(),
+             "synchronize": lambda device=None: gpu.synchronize(), "is_available": lambda: True}
+    originals = {name: getattr(torch.cuda, name) for name in _CUDA_NAMES}
+    for name, value in names.items():
+        setattr(torch.cuda, name, value)
+    _FORCED_PINNING.append(True)
+    _DEVICE_PROCESS.append(gpu.device)  # pick_device() names it: the lab's code makes its tensors there
+    try:
+        with _PinnedByFlag():
+            yield gpu
+    finally:
+        _DEVICE_PROCESS.pop()
+        _FORCED_PINNING.pop()
+        for name, value in originals.items():
+            setattr(torch.cuda, name, value)
