@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import types
 from functools import lru_cache
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 import torch
 
@@ -69,7 +69,12 @@ def is_cuda_alike() -> bool:
     return has_cuda()
 
 
-_DEVICE_PROCESS: list[torch.device] = []  # set by synclab.sim.device_process.machine.running_on (innermost last)
+_DEVICE_PROCESS: list = []  # SimulatedGPUs, set by synclab.sim.device_process.machine.running_on (innermost last)
+
+
+def device_process() -> Any:
+    """The simulated GPU in a process of its own that ``running_on`` made the device, or None."""
+    return _DEVICE_PROCESS[-1] if _DEVICE_PROCESS else None
 
 
 def runs_on_device_process() -> bool:
@@ -82,7 +87,7 @@ def pick_device() -> DeviceLike:
     """``torch.device("cuda")`` when a GPU is there, else the simulated device: the device process's inside
     ``running_on(gpu)``, else the one on the CPU."""
     if _DEVICE_PROCESS:
-        return _DEVICE_PROCESS[-1]
+        return _DEVICE_PROCESS[-1].device
     return torch.device("cuda") if has_cuda() else SIM_DEVICE
 
 

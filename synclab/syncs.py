@@ -65,6 +65,7 @@ import synclab.device as _device_module
 from synclab.device import (
     SIM_DEVICE,
     called_from_device_layer,
+    device_process,
     has_cuda,
     is_device_tensor,
     PIN_INTENT,
@@ -970,6 +971,11 @@ _arm_count = 0
 _mode_before_arming: Any = 0
 
 
+def allowed_by() -> tuple[str, ...]:
+    """The files whose code opened each ``gpu_sync_allowed()`` region open here, innermost last."""
+    return _allowed_by.get()
+
+
 @contextmanager
 def gpu_sync_allowed() -> Iterator[None]:
     """A region whose syncs are made on purpose, named as in vLLM (``gpu_sync_allowed()``, since #44800).
@@ -1019,6 +1025,11 @@ def count_syncs(simulate: bool | None = None, *, profiler_marks: bool = False) -
     ``PROFILER_MARK`` range in a running ``torch.profiler`` trace at each event
     (:func:`synclab.profiling.profile` sets it: the timeline's sync marks).
     """
+    gpu = device_process()
+    if gpu is not None:  # the device process counted every transfer: its ledger is the report
+        with _counted_by_the_device(gpu) as report:
+            yield report
+        return
     simulated = (not has_cuda()) if simulate is None else simulate
     obs = _Observer(simulated, profiler_marks)
     report = SyncReport(simulated=simulated)
@@ -1059,6 +1070,25 @@ def count_syncs(simulate: bool | None = None, *, profiler_marks: bool = False) -
             report.events, report.staged, report.early_reads = obs.events, obs.staged, obs.early_reads
     for w in others:  # hand back the warnings that were not ours to swallow
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+@contextmanager
+def _counted_by_the_device(gpu: Any) -> Iterator[SyncReport]:
+    """``count_syncs`` on the device process (CONTRIBUTING, "The device process"): the transfers its ledger counted
+    while the block ran, as events. Nothing here sees the reader's calls: a read it has no rule for is still a
+    transfer, and nothing the reader's code runs can lower the count."""
+    report = SyncReport(simulated=True)
+    start = gpu.transfer_count()
+    try:
+        yield report
+    finally:
+        for transfer in gpu.transfers_since(start):
+            line = transfer.line
+            event = SyncEvent(SyncKind(transfer.kind), transfer.kind, getattr(line, "filename", "?"),
+                              getattr(line, "lineno", 0), getattr(line, "function", "?"), getattr(line, "code", ""),
+                              transfer.nbytes, allowed=bool(getattr(line, "allowed", False)),
+                              allowed_in=getattr(line, "allowed_in", ""))
+            (report.events if event.kind.waits_for_device else report.staged).append(event)
 
 
 def syncs_per_call(fn: Callable[..., Any], *args: Any, calls: int = 1, **kwargs: Any) -> float:

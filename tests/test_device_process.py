@@ -462,3 +462,33 @@ def test_the_capstones_engine_on_the_device_process_gives_the_same_tokens_and_sy
         got = ch6.comparable(ch6.run_engine(mix, config, fixes, each_step=lambda engine: from_the_ledger(engine)))
     assert ch6.first_difference(got, expected) is None
     assert on_the_device_process == in_process and sum(sum(step.values()) for step in in_process) > 0
+
+
+def test_count_syncs_on_the_device_process_reports_what_its_ledger_counted(gpu: SimulatedGPU) -> None:
+    """Step 5 begun: inside running_on(gpu), count_syncs reads the device process's ledger, allowed regions and
+    staging copies kept apart as on the in-process device."""
+    from synclab.sim.device_process.machine import running_on
+    from synclab.syncs import count_syncs, gpu_sync_allowed
+
+    with running_on(gpu):
+        x = torch.arange(4.0, device="simgpu")
+        with count_syncs() as report:
+            x.sum().item()
+            with gpu_sync_allowed():
+                x.tolist()
+            torch.ones(2).to("simgpu", non_blocking=True)
+    assert [(e.kind, e.allowed) for e in report.events] == [(SyncKind.ITEM, False), (SyncKind.TOLIST, True)]
+    assert [e.kind for e in report.staged] == [SyncKind.STAGED_COPY] and report.stray_count == 1
+    assert report.events[0].filename == __file__ and "x.sum().item()" in report.events[0].code
+
+
+def test_a_pinned_buffer_the_host_drops_is_freed_in_both_processes(gpu: SimulatedGPU) -> None:
+    """Every non_blocking download makes a pinned buffer (shared memory, a file descriptor in each process): the
+    buffers a check's thousands of steps drop must not pile up."""
+    x = torch.arange(4, device="simgpu")
+    for _ in range(3):
+        x.to("cpu", non_blocking=True)  # dropped at once
+    kept = x.to("cpu", non_blocking=True)
+    gpu.synchronize()
+    gpu.pinned((1,))  # a new buffer frees the dropped ones first
+    assert len(gpu._pinned) == 2 and kept.tolist() == [0, 1, 2, 3]

@@ -217,8 +217,13 @@ class _OutputCopyEvent:
 class PendingOutput:
     """A step's output on its way to the host: valid once the event recorded after its copies completes."""
 
-    def __init__(self, req_ids: list[str], tensors: dict[str, Any], stopped: set[str], event: Any) -> None:
+    def __init__(self, req_ids: list[str], tensors: dict[str, Any], stopped: set[str], event: Any,
+                 sources: tuple = ()) -> None:
         self.req_ids, self._host, self.stopped, self.event = req_ids, tensors, stopped, event
+        # the device tensors being copied, kept until the output is collected (as vLLM's async output keeps its
+        # sampled ids): dropped earlier, their memory could be reused on the compute stream before the side stream
+        # had copied it
+        self._sources = sources
 
     def get_output(self) -> EngineOutput:
         if not getattr(self.event, "waited", True):  # the placeholder repair may have waited: no second wait
@@ -449,7 +454,7 @@ class EngineRunner:
             host["logprob_rows"] = tensors["logprob_rows"]
         self.prev_sampled_cpu = host["sampled"].reshape(-1, 1) if "sampled" in host else None  # [S, 1]
         self.prev_event = event
-        return PendingOutput(req_ids, host, stopped, event)
+        return PendingOutput(req_ids, host, stopped, event, sources=(to_copy, pooled))
 
     @staticmethod
     def _queue_copies(to_copy: dict[str, torch.Tensor | None], pooled: dict[str, torch.Tensor]) -> dict[str, Any]:

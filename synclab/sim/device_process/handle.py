@@ -21,7 +21,7 @@ import torch.multiprocessing  # noqa: F401 - a pinned buffer crosses as shared m
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from synclab.sim.device_process.factories import register as register_factories
-from synclab.sim.device_process.ledger import Ledger
+from synclab.sim.device_process.ledger import Ledger, Transfer
 from synclab.sim.device_process.server import DEFAULT_STREAM, serve
 from synclab.sim.device_process.streams import Event, Stream, using
 from synclab.sim.device_process.wire import (DEVICE_TYPE, PinnedView, Ref, leaves, mapped, op_name, pack,
@@ -80,7 +80,7 @@ class SimulatedGPU:
         self._ids = itertools.count(1)
         self._outbox: list[tuple] = []
         self.freed: list[int] = []  # ids of tensors the reader's side dropped, sent with the next batch
-        self._pinned: dict[int, tuple[int, torch.Tensor]] = {}  # a pinned buffer's storage address: its id, itself
+        self._pinned: dict[int, tuple[int, torch.UntypedStorage]] = {}  # a pinned buffer's address: its id, memory
         self.device = torch.device(DEVICE_TYPE, 0)
         self._default_stream = Stream(self, sid=DEFAULT_STREAM)
         self._current_stream = self._default_stream
@@ -100,11 +100,15 @@ class SimulatedGPU:
             self._outbox.append(("free", freed))
         if self._outbox:
             batch, self._outbox = self._outbox, []
-            self._conn.send(("batch", batch))
+            self._send(("batch", batch))
+
+    def _send(self, message: tuple) -> None:
+        with torch._C.DisableTorchFunction():  # pickling a pinned buffer calls torch: the driver's work, not the host's
+            self._conn.send(message)
 
     def ask(self, message: tuple) -> Any:
         self.flush()
-        self._conn.send(message)
+        self._send(message)
         answer = self._conn.recv()
         if isinstance(answer, Exception):
             raise answer
@@ -124,11 +128,22 @@ class SimulatedGPU:
     def pinned(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32, fill: float | bool = 0) -> torch.Tensor:
         """A pinned host buffer (of ``fill``): host memory the device process maps too, so a non_blocking copy into
         it lands when the device runs it, and one from it reads it then, as on CUDA."""
+        self._unpin_the_dropped()
         buffer = torch.full(shape, fill, dtype=dtype).share_memory_()
+        storage = buffer.untyped_storage()
         pid = self.new_id()
-        self._pinned[buffer.untyped_storage().data_ptr()] = (pid, buffer)
+        self._pinned[storage.data_ptr()] = (pid, storage)
         self.send(("pin", pid, buffer))
         return buffer
+
+    def _unpin_the_dropped(self) -> None:
+        """Pinned buffers no host tensor holds any more (only this table does): freed in both processes, in the
+        device process once the copies queued before the free have run (the caching host allocator's rule)."""
+        dropped = [address for address, (_, storage) in self._pinned.items()
+                   if torch._C._storage_Use_Count(storage._cdata) == 1]
+        for address in dropped:
+            pid, _ = self._pinned.pop(address)
+            self.send(("unpin", pid))
 
     def pinned_view(self, host: torch.Tensor) -> PinnedView | None:
         """``host``'s place in a pinned buffer, or None for pageable memory."""
@@ -191,12 +206,40 @@ class SimulatedGPU:
         self._watch.send(("ledger",))
         return self._watch.recv()
 
+    def transfers_since(self, start: int) -> list[Transfer]:
+        """The transfers after the first ``start`` (``count_syncs`` reads its block's this way)."""
+        self.flush()
+        self._watch.send(("since", start))
+        return self._watch.recv()
+
+    def transfer_count(self) -> int:
+        """How many transfers the device process has counted so far."""
+        self.flush()
+        self._watch.send(("count",))
+        return self._watch.recv()
+
     def close(self) -> None:
         if self in _STARTED:
             _STARTED.remove(self)
         if self.process.is_alive():
             self._watch.send(("stop",))
             self.process.join(timeout=10)
+
+
+def _read_kind(name: str) -> SyncKind:
+    if name == "__index__":
+        return SyncKind.TENSOR_SLICE if _IN_INDEXING[0] else SyncKind.ITEM
+    return _READS[name]
+
+
+def _read_method(name: str) -> Callable[..., Any]:
+    """A read as a method of :class:`DeviceTensor` (``t.tolist()``, ``int(t)``, ...)."""
+    def method(self: "DeviceTensor", *rest: Any, **_: Any) -> Any:
+        if torch._C._is_torch_function_mode_enabled():  # a mode sees the call, as it sees a CUDA tensor's
+            return torch.overrides.handle_torch_function(getattr(DeviceTensor, name), (self,), self, *rest)
+        return _read(self, _read_kind(name), name, rest)
+    method.__name__ = name
+    return method
 
 
 class DeviceTensor(torch.Tensor):
@@ -213,23 +256,27 @@ class DeviceTensor(torch.Tensor):
         weakref.finalize(out, _free, weakref.ref(gpu), id_)
         return out
 
-    @classmethod
-    def __torch_function__(cls, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        name = getattr(func, "__name__", "")
-        if name in _READS and args and isinstance(args[0], DeviceTensor):
-            return _read(args[0], _READS[name], name, args[1:])
-        if name == "__setitem__" and len(args) == 3 and isinstance(args[2], (bool, int, float)) \
-                and isinstance(args[0], DeviceTensor):
+    # No torch function of its own: torch treats it as it treats a CUDA tensor (a mode counting the host's torch
+    # calls sees what it sees there, no more: ``t.shape`` is not a call). Only the reads and indexing differ, below
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __getitem__(self, index: Any) -> Any:
+        _IN_INDEXING[0] += 1  # a 0-d device bound read inside is a tensor-bounded slice
+        try:
+            return torch.Tensor.__getitem__(self, index)
+        finally:
+            _IN_INDEXING[0] -= 1
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if isinstance(value, (bool, int, float)):
             # torch's setitem makes a Python number a 0-d host tensor when the target is a CUDA tensor (not for
             # other devices): x[i] = v then copies it over (a synchronous upload), x[i:j] = v fills with it
-            args = (args[0], args[1], torch.tensor(args[2], dtype=args[0].dtype))
-        indexing = name in ("__getitem__", "__setitem__")  # a 0-d device bound read inside is a tensor-bounded slice
-        _IN_INDEXING[0] += indexing
+            value = torch.tensor(value, dtype=self.dtype)
+        _IN_INDEXING[0] += 1
         try:
-            with torch._C.DisableTorchFunctionSubclass():
-                return func(*args, **(kwargs or {}))
+            torch.Tensor.__setitem__(self, index, value)
         finally:
-            _IN_INDEXING[0] -= indexing
+            _IN_INDEXING[0] -= 1
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -281,25 +328,17 @@ class DeviceTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # print(t) and f"{t}" read the values
         return _read(self, SyncKind.PRINT, "__repr__", ())
 
-    # The reads are methods here too, not only in __torch_function__: torch's Python functions (tensordot, one_hot)
-    # call them with the subclass's torch functions switched off, and torch refuses tolist() on a subclass
-    def tolist(self) -> Any:  # type: ignore[override]
-        return _read(self, SyncKind.TOLIST, "tolist", ())
-
-    def item(self) -> Any:  # type: ignore[override]
-        return _read(self, SyncKind.ITEM, "item", ())
-
-    def __bool__(self) -> bool:
-        return _read(self, SyncKind.BOOL, "__bool__", ())
-
-    def __int__(self) -> int:
-        return _read(self, SyncKind.ITEM, "__int__", ())
-
-    def __float__(self) -> float:
-        return _read(self, SyncKind.ITEM, "__float__", ())
-
-    def __index__(self) -> int:  # a slice's bound inside x[...]; elsewhere (a list's index, bytes(t)) an item
-        return _read(self, SyncKind.TENSOR_SLICE if _IN_INDEXING[0] else SyncKind.ITEM, "__index__", ())
+    # The reads: methods (torch refuses tolist() on a subclass, and would read item() at the dispatch level without
+    # its kind). Each goes through an active torch-function mode first, as torch's own methods do, so that a mode
+    # counting the host's torch calls sees it
+    tolist = _read_method("tolist")
+    item = _read_method("item")
+    __bool__ = _read_method("__bool__")
+    __int__ = _read_method("__int__")
+    __float__ = _read_method("__float__")
+    __index__ = _read_method("__index__")  # a slice's bound inside x[...]; elsewhere (a list's index) an item
+    __format__ = _read_method("__format__")
+    numpy = _read_method("numpy")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:  # np.asarray(t): refused, nothing read
         return _read(self, SyncKind.D2H_COPY, "numpy", ())
@@ -319,11 +358,6 @@ class DeviceTensor(torch.Tensor):
     def untyped_storage(self) -> "_Storage":  # type: ignore[override]
         return _Storage(self)
 
-    def __format__(self, spec: str) -> str:
-        return _read(self, SyncKind.PRINT, "__format__", (spec,))
-
-    def numpy(self, *, force: bool = False) -> Any:  # type: ignore[override]
-        return _read(self, SyncKind.D2H_COPY, "numpy", ())
 
     def record_stream(self, stream: Stream) -> None:  # type: ignore[override]
         """This tensor is used on ``stream`` too: its memory is freed once that stream has run what it queued so

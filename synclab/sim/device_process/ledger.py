@@ -10,13 +10,19 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
 class Transfer:
     kind: str  # a SyncKind value: "item", "tolist", "blocking device-to-host copy", ...
-    where: str  # the reader's line, "cell 4, line 2: x.sum().item()"
+    line: Any  # the reader's line (a wire.Line, as the reader's side sent it)
     nbytes: int
+
+    @property
+    def where(self) -> str:
+        """``synclab/engine/engine_core.py:210 in synchronize: self.event.synchronize()``"""
+        return str(self.line)
 
 
 @dataclass
@@ -27,7 +33,7 @@ class Ledger:
     log: list[tuple[str, str, str]] = field(default_factory=list)  # (what, on which stream, detail): streams' work
     races: list[str] = field(default_factory=list)  # data a stream used before a wait ordered it there
 
-    def record(self, kind: str, where: str, nbytes: int) -> None:
+    def record(self, kind: str, where: Any, nbytes: int) -> None:
         self.transfers.append(Transfer(kind, where, nbytes))
 
     def by_kind(self) -> dict[str, int]:

@@ -2,7 +2,8 @@
 
 Taught with chapter 2 (streams) and chapter 3 (pinned memory). Inside :func:`running_on`:
 
-* ``pick_device()`` answers the simulated GPU's device (``simgpu:0``), so the lab's code makes its tensors there;
+* ``pick_device()`` answers the simulated GPU's device (``simgpu:0``), so the lab's code makes its tensors there,
+  and ``count_syncs()`` reports what the device process's ledger counted in its block;
 * ``torch.cuda.Stream``, ``Event``, ``stream``, ``current_stream``, ``default_stream`` and ``synchronize`` are the
   simulated GPU's (:mod:`.streams`), so the engine's side stream and its output event run there;
 * pinned memory exists, as on a GPU machine: ``is_pin_memory_available()`` answers True, and a factory given
@@ -52,7 +53,8 @@ def running_on(gpu: Any) -> Iterator[Any]:
     for name, value in names.items():
         setattr(torch.cuda, name, value)
     _FORCED_PINNING.append(True)
-    _DEVICE_PROCESS.append(gpu.device)  # pick_device() names it: the lab's code makes its tensors there
+    _DEVICE_PROCESS.append(gpu)  # pick_device() names its device (the lab's code makes its tensors there), and
+    #                                count_syncs reads its ledger
     try:
         with _PinnedByFlag():
             yield gpu

@@ -134,6 +134,22 @@ class DeviceState:
             for sid in streams:
                 self.enqueue(("release", id_), sid)
 
+    def unpin(self, pid: int) -> None:
+        busy = [sid for sid, stream in self.streams.items() if stream.queue]
+        if not busy:
+            self.pinned.pop(pid, None)
+            return
+        self.releases[-pid] = len(busy)  # pinned ids by their negatives: the same id space as tensors'
+        for sid in busy:
+            self.enqueue(("unpin", pid), sid)
+
+    def unpinned(self, pid: int) -> None:
+        left = self.releases.pop(-pid, 1) - 1
+        if left:
+            self.releases[-pid] = left
+        else:
+            self.pinned.pop(pid, None)
+
     def release(self, sid: int, id_: int) -> None:
         left = self.releases.pop(id_, 1) - 1
         if left:
@@ -178,6 +194,9 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
     if verb == "pin":  # ("pin", pid, tensor in shared memory): a pinned host buffer, which both processes see
         state.pinned[message[1]] = message[2]
         return False, None
+    if verb == "unpin":  # ("unpin", pid): the host dropped it; freed once every stream has run what it queued
+        state.unpin(message[1])
+        return False, None
     if verb in ("upload", "write", "count"):  # a synchronous one: copied on the current stream, which the host waits for
         kind, where, nbytes = (message[1], message[2], message[3]) if verb == "count" else \
             (message[3], message[4], len(message[2].data))
@@ -220,6 +239,8 @@ def run_queued(state: DeviceState, sid: int, message: tuple) -> None:
         state.run(sid, *message[1:])
     elif verb == "release":  # ("release", id): a tensor the host dropped, freed once this stream reaches it
         state.release(sid, message[1])
+    elif verb == "unpin":  # ("unpin", pid): a pinned buffer the host dropped, once every stream reaches it
+        state.unpinned(message[1])
     elif verb == "await":  # ("await", stream, how far): wait_event, as the stream reaches it
         state.run_stream(message[1], message[2])
     elif verb == "upload":  # ("upload", id, HostBytes, kind, where)
@@ -337,6 +358,10 @@ def serve(reader: Connection, watcher: Connection) -> None:
                     return
                 if message == ("ledger",):
                     watcher.send(state.ledger)
+                elif message == ("count",):
+                    watcher.send(len(state.ledger.transfers))
+                elif isinstance(message, tuple) and message[:1] == ("since",):  # the transfers after the first n
+                    watcher.send(state.ledger.transfers[message[1]:])
                 continue
             try:
                 answered, answer = handle(state, message)

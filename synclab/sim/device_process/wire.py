@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from synclab.syncs import _user_frame, attribute_syncs_to_callers, location
+from synclab.syncs import _user_frame, allowed_by, attribute_syncs_to_callers, location
 
 attribute_syncs_to_callers(__file__)
 
@@ -27,10 +27,26 @@ def register_device_name() -> None:
         _setup_privateuseone_for_python_backend(DEVICE_TYPE)
 
 
-def reader_line() -> str:
+@dataclass(frozen=True)
+class Line:
+    """The line of the reader's code that asked for a transfer, and whether it ran inside ``gpu_sync_allowed()``
+    (a label the reader's side gives: it can mislabel a transfer, never uncount one)."""
+
+    filename: str
+    lineno: int
+    function: str
+    code: str
+    allowed: bool = False
+    allowed_in: str = ""  # the file whose code opened the innermost allowed region
+
+    def __str__(self) -> str:
+        return f"{location(self.filename, self.lineno)} in {self.function}: {self.code}"
+
+
+def reader_line() -> Line:
     """The line of the reader's code that asked, as the device process records it with a transfer."""
-    filename, lineno, function, code = _user_frame()
-    return f"{location(filename, lineno)} in {function}: {code}"
+    openers = allowed_by()
+    return Line(*_user_frame(), allowed=bool(openers), allowed_in=openers[-1] if openers else "")
 
 
 @dataclass(frozen=True)
