@@ -186,9 +186,15 @@ _TORCH_DIR = os.path.dirname(torch.__file__)
 _DEVICE_LAYER = (os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim") + os.sep, os.path.abspath(__file__))
 
 
+# Code of the device layer that stands for torch's own methods (a device-process tensor's __getitem__, its reads):
+# skipped as torch's frames are, so that the call is the line's that made it (synclab.sim.device_process.handle)
+TORCH_METHODS_OF_THE_DEVICE: set = set()
+
+
 def called_from_device_layer(frame: object) -> bool:
     """Whether the first frame outside torch at or above ``frame`` belongs to the lab's device layer."""
-    while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR):  # type: ignore[attr-defined]
+    while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR)  # type: ignore[attr-defined]
+                                 or frame.f_code in TORCH_METHODS_OF_THE_DEVICE):  # type: ignore[attr-defined]
         frame = frame.f_back  # type: ignore[attr-defined]
     if frame is None:
         return False

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from synclab.device import _FORCED_PINNING, PIN_INTENT, has_cuda, is_pinned_host
+from synclab.device import _FORCED_PINNING, PIN_INTENT, has_cuda, is_pinned_host, runs_on_device_process
 from synclab.syncs import attribute_syncs_to_callers
 
 attribute_syncs_to_callers(__file__)  # a sync inside a simulated call belongs to the line that made it
@@ -115,7 +115,7 @@ def simulated_pinning(available: bool = True) -> Iterator[None]:
     ``is_pin_memory_available()`` answers ``available`` inside the block: read it
     inside (vLLM's ``Sampler``/runner read it in their constructors).
     """
-    simulate = not has_cuda()
+    simulate = not has_cuda() and not runs_on_device_process()  # the device process has pinned memory of its own
     mode = _PinningMode(available, simulate) if (simulate or not available) else nullcontext()
     _FORCED_PINNING.append(available)
     try:

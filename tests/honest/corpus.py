@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
@@ -80,3 +81,19 @@ def notebook_with(answer: Answer) -> NotebookNode:
         cell.source = "# (answered in the cell above)\n"
         cell.outputs = []
     return nb
+
+
+def judged_in_a_namespace(answer: Answer, seed: int = 0) -> Any:
+    """``answer``'s check run directly in this process, on ``seed``: the solution's setup cell, the chapter's earlier
+    answers (the book's), then the answer, in one namespace, as a learner's notebook holds them when its check cell
+    runs (not the grader's path: tests/test_device_process.py compares two devices this way)."""
+    nb = nbformat.read(solution_of(answer.task), as_version=4)
+    namespace: dict[str, Any] = {}
+    exec(compile(nb.cells[1].source, "<setup>", "exec"), namespace)
+    order = tuple(map(int, answer.task.split(".")))
+    for cell in nb.cells:
+        found = re.search(r"### BEGIN SOLUTION (\d+)\.(\d+)", cell.source) if cell.cell_type == "code" else None
+        if found and (int(found[1]), int(found[2])) < order:
+            exec(compile(cell.source, f"<solution {found[1]}.{found[2]}>", "exec"), namespace)
+    exec(compile(answer.source, str(answer.path), "exec"), namespace)
+    return eval(EXERCISES[answer.task].check[:-1] + f", seed={seed})", namespace)

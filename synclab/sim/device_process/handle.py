@@ -26,6 +26,7 @@ from synclab.sim.device_process.server import DEFAULT_STREAM, serve
 from synclab.sim.device_process.streams import Event, Stream, using
 from synclab.sim.device_process.wire import (DEVICE_TYPE, PinnedView, Ref, leaves, mapped, op_name, pack,
                                              reader_line, register_device_name, unpack)
+from synclab.device import TORCH_METHODS_OF_THE_DEVICE
 from synclab.syncs import SyncKind, attribute_syncs_to_callers, in_flight_value
 
 attribute_syncs_to_callers(__file__)
@@ -239,6 +240,7 @@ def _read_method(name: str) -> Callable[..., Any]:
             return torch.overrides.handle_torch_function(getattr(DeviceTensor, name), (self,), self, *rest)
         return _read(self, _read_kind(name), name, rest)
     method.__name__ = name
+    TORCH_METHODS_OF_THE_DEVICE.add(method.__code__)
     return method
 
 
@@ -261,6 +263,8 @@ class DeviceTensor(torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     def __getitem__(self, index: Any) -> Any:
+        if torch._C._is_torch_function_mode_enabled():  # a mode sees the call from the reader's line, as on CUDA
+            return torch.overrides.handle_torch_function(DeviceTensor.__getitem__, (self,), self, index)
         _IN_INDEXING[0] += 1  # a 0-d device bound read inside is a tensor-bounded slice
         try:
             return torch.Tensor.__getitem__(self, index)
@@ -268,6 +272,8 @@ class DeviceTensor(torch.Tensor):
             _IN_INDEXING[0] -= 1
 
     def __setitem__(self, index: Any, value: Any) -> None:
+        if torch._C._is_torch_function_mode_enabled():
+            return torch.overrides.handle_torch_function(DeviceTensor.__setitem__, (self,), self, index, value)
         if isinstance(value, (bool, int, float)):
             # torch's setitem makes a Python number a 0-d host tensor when the target is a CUDA tensor (not for
             # other devices): x[i] = v then copies it over (a synchronous upload), x[i:j] = v fills with it
@@ -358,6 +364,9 @@ class DeviceTensor(torch.Tensor):
     def untyped_storage(self) -> "_Storage":  # type: ignore[override]
         return _Storage(self)
 
+    def data_ptr(self) -> int:  # type: ignore[override]  # a device address: no transfer, as on CUDA
+        return (self._storage << _ADDRESS_BITS) + self.storage_offset() * self.element_size()
+
 
     def record_stream(self, stream: Stream) -> None:  # type: ignore[override]
         """This tensor is used on ``stream`` too: its memory is freed once that stream has run what it queued so
@@ -400,24 +409,34 @@ def _uploaded(host: torch.Tensor) -> "DeviceTensor":
     return host.to(current_gpu().device)
 
 
+_ADDRESS_BITS = 40  # a device address: the memory's id above these bits, the byte offset below
+
+
 class _Storage:
-    """``t.untyped_storage()`` of a device tensor: its bytes, each read back by itself (one transfer per byte, as
-    CUDA's storage reads are)."""
+    """``t.untyped_storage()`` of a device tensor: where it lives (``data_ptr()``, a device address, read from the
+    metadata), and its bytes, each read back by itself (one transfer per byte, as CUDA's storage reads are)."""
 
     def __init__(self, tensor: DeviceTensor) -> None:
-        self._bytes = tensor.reshape(-1).view(torch.uint8)  # [nbytes] on the device
+        self._tensor = tensor
+
+    def data_ptr(self) -> int:
+        return self._tensor._storage << _ADDRESS_BITS
 
     def __len__(self) -> int:
-        return self._bytes.numel()
+        return self._tensor.numel() * self._tensor.element_size()
 
     def nbytes(self) -> int:
         return len(self)
 
     def __getitem__(self, i: int) -> int:
-        return _read(self._bytes[i], SyncKind.ITEM, "item", ())
+        data = self._tensor.reshape(-1).view(torch.uint8)  # [nbytes] on the device
+        return _read(data[i], SyncKind.ITEM, "item", ())
 
     def tolist(self) -> list[int]:
         return [self[i] for i in range(len(self))]
+
+
+TORCH_METHODS_OF_THE_DEVICE.update({DeviceTensor.__getitem__.__code__, DeviceTensor.__setitem__.__code__})
 
 
 def _free(gpu_ref: "weakref.ref[SimulatedGPU]", id_: int) -> None:
