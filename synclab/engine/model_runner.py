@@ -22,8 +22,7 @@ from typing import Protocol
 
 import torch
 
-from synclab.device import (DeviceLike, has_cuda, is_pin_memory_available, pick_device, runs_on_device_process,
-                            to_device)
+from synclab.device import DeviceLike, has_cuda, is_pin_memory_available, pick_device, runs_on_device_process, to_device
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.pool_metadata import PoolingMetadata, PoolingParams, PoolingStates, query_start_loc_cpu
 from synclab.engine.pooler import LastPool, SequencePooler
