@@ -1072,15 +1072,34 @@ def count_syncs(simulate: bool | None = None, *, profiler_marks: bool = False) -
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
+class _EarlyReads(TorchFunctionMode):
+    """On the device process: a host op that reads a pinned buffer a download has not landed in yet (the device says
+    which landed with each answer). Not a sync: a race, which the reader's side names (``report.early_reads``)."""
+
+    def __init__(self, gpu: Any, report: SyncReport) -> None:
+        super().__init__()
+        self.gpu, self.report = gpu, report
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        name = getattr(func, "__name__", "")
+        read = args[1:] if name == "copy_" else args  # copy_'s first argument is written, not read
+        if self.gpu.in_flight and any(isinstance(a, torch.Tensor) and a.device.type == "cpu"
+                                      and self.gpu.in_flight_buffer(a) for a in read):
+            filename, lineno, function, code = _user_frame()
+            self.report.early_reads.append(SyncEvent(RaceKind.EARLY_READ, name, filename, lineno, function, code))
+        return func(*args, **(kwargs or {}))
+
+
 @contextmanager
 def _counted_by_the_device(gpu: Any) -> Iterator[SyncReport]:
     """``count_syncs`` on the device process (CONTRIBUTING, "The device process"): the transfers its ledger counted
     while the block ran, as events. Nothing here sees the reader's calls: a read it has no rule for is still a
-    transfer, and nothing the reader's code runs can lower the count."""
+    transfer, and nothing the reader's code runs can lower the count. Early reads are the reader's side's to see."""
     report = SyncReport(simulated=True)
     start = gpu.transfer_count()
     try:
-        yield report
+        with _EarlyReads(gpu, report):
+            yield report
     finally:
         for transfer in gpu.transfers_since(start):
             line = transfer.line

@@ -530,3 +530,21 @@ def test_every_answer_of_the_ported_exercises_gets_the_same_verdict_on_both_devi
                                    for k in in_process.keys() | on_the_device_process.keys()
                                    if in_process.get(k) != on_the_device_process.get(k)}
     assert set(differ) == set(NOT_YET), differ
+
+
+def test_a_read_of_a_download_before_it_lands_is_named_and_one_after_is_not(gpu: SimulatedGPU) -> None:
+    """The device says, with each answer, which pinned buffers downloads landed in; count_syncs names a host read of
+    one still in flight (a race, not a sync), as the in-process counter does."""
+    from synclab.sim.device_process.machine import running_on
+    from synclab.syncs import RaceKind, count_syncs
+
+    with running_on(gpu):
+        x = torch.arange(3, device="simgpu")
+        with count_syncs() as report:
+            host = x.to("cpu", non_blocking=True)
+            early = host.tolist()  # the line the race is named at
+            x.sum().item()  # a wait on the stream the copy is queued on: it lands
+            late = host.tolist()
+    assert early == [IN_FLIGHT] * 3 and late == [0, 1, 2]
+    assert [(e.kind, e.code) for e in report.early_reads] == [(RaceKind.EARLY_READ, "early = host.tolist()  # the line the race is named at")]
+    assert [e.kind for e in report.events] == [SyncKind.ITEM]

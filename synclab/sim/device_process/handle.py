@@ -82,6 +82,7 @@ class SimulatedGPU:
         self._outbox: list[tuple] = []
         self.freed: list[int] = []  # ids of tensors the reader's side dropped, sent with the next batch
         self._pinned: dict[int, tuple[int, torch.UntypedStorage]] = {}  # a pinned buffer's address: its id, memory
+        self.in_flight: dict[int, int] = {}  # a pinned buffer's id: downloads into it queued and not yet landed
         self.device = torch.device(DEVICE_TYPE, 0)
         self._default_stream = Stream(self, sid=DEFAULT_STREAM)
         self._current_stream = self._default_stream
@@ -110,10 +111,24 @@ class SimulatedGPU:
     def ask(self, message: tuple) -> Any:
         self.flush()
         self._send(message)
-        answer = self._conn.recv()
+        answer, landed = self._conn.recv()
+        for pid in landed:
+            self.in_flight[pid] -= 1
+            if not self.in_flight[pid]:
+                del self.in_flight[pid]
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+    def lands_later(self, pid: int) -> None:
+        """A download into pinned buffer ``pid`` was queued: until the device says it landed, reading the buffer
+        reads what the memory held (an early read, which ``count_syncs`` names)."""
+        self.in_flight[pid] = self.in_flight.get(pid, 0) + 1
+
+    def in_flight_buffer(self, host: torch.Tensor) -> bool:
+        """Whether ``host`` lies in a pinned buffer a queued download has not landed in yet."""
+        found = self._pinned.get(host.untyped_storage().data_ptr())
+        return found is not None and self.in_flight.get(found[0], 0) > 0
 
     def write(self, target: "DeviceTensor", host: torch.Tensor, non_blocking: bool) -> None:
         """``target.copy_(host)``: the host's values go up. A synchronous copy, unless ``non_blocking``: then from
@@ -629,6 +644,7 @@ def _copy_to_host(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
         view = gpu.pinned_view(target)
         if view is not None:
             gpu.send(("to_pinned", view, Ref(source._id)))
+            gpu.lands_later(view.pid)
             return target
     kind = SyncKind.PAGEABLE_D2H if non_blocking else SyncKind.D2H_COPY
     host = unpack(gpu.ask(("read", kind.value, Ref(source._id), reader_line(), _layout_of(source))))

@@ -52,6 +52,7 @@ class DeviceState:
         self.releases: dict[int, int] = {}  # a freed tensor: the streams that have still to reach its free
         self.freed_on: dict[int, str] = {}  # with side streams: a tensor freed, and on which stream
         self.pinned: dict[int, torch.Tensor] = {}  # pinned host buffers, in memory both processes share
+        self.landed: list[int] = []  # pinned buffers a download landed in since the last answer (told with it)
 
     # -- queues
     def enqueue(self, message: tuple, stream: int | None = None) -> None:
@@ -248,6 +249,7 @@ def run_queued(state: DeviceState, sid: int, message: tuple) -> None:
     elif verb == "write":  # ("write", Ref, HostBytes, kind, where): a host tensor copied into a device one
         state.data[message[1].id].copy_(on_the_device(message[2], state.data))
     elif verb == "to_pinned":  # ("to_pinned", PinnedView, Ref): a download lands in pinned memory
+        state.landed.append(message[1].pid)
         target = state.pinned_view(message[1])
         if message[2].id in state.data:
             target.copy_(state.data[message[2].id])
@@ -367,5 +369,6 @@ def serve(reader: Connection, watcher: Connection) -> None:
                 answered, answer = handle(state, message)
             except Exception as exc:  # noqa: BLE001 - the reader's side raises it where it asked
                 answered, answer = isinstance(message, tuple) and message[:1] in [(v,) for v in _ANSWERED], exc
-            if answered:
-                reader.send(answer)
+            if answered:  # with the buffers downloads landed in meanwhile: the host may read those now
+                landed, state.landed = state.landed, []
+                reader.send((answer, landed))
