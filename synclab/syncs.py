@@ -812,6 +812,11 @@ def _refuse_a_host_mask(func: Any, args: tuple) -> None:
                            "(CUDA refuses a host mask: build the mask on the device, or move it there first)")
 
 
+# CUDA's words for a write whose values share memory with the tensor written (at::assert_no_overlap)
+ALIASED_WRITE = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                 "single memory location. Please clone() the tensor before performing the operation.")
+
+
 def _refuse_an_aliased_mask_write(func: Any, args: tuple) -> None:
     """``x[mask] = x[:1]``: CUDA refuses a write whose values share memory with the tensor written.
 
@@ -825,9 +830,7 @@ def _refuse_an_aliased_mask_write(func: Any, args: tuple) -> None:
     if not (isinstance(value, torch.Tensor) and is_device_tensor(value) and is_device_tensor(self)):
         return
     if _overlaps(self, value):
-        raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
-                           "refer to a single memory location. Please clone() the tensor before performing the "
-                           "operation.")
+        raise RuntimeError(ALIASED_WRITE)
 
 
 def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:

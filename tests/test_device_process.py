@@ -12,6 +12,7 @@ capstone's engine step by step, count the same on it. The lab does not use it ye
 from __future__ import annotations
 
 import gc
+import re
 from typing import Iterator
 
 import pytest
@@ -19,7 +20,9 @@ import torch
 
 from synclab.sim.device_process.handle import DeviceTensor, SimulatedGPU
 from synclab.sim.device_process.ledger import Ledger
+from synclab.sim.device_process.machine import running_on
 from synclab.syncs import IN_FLIGHT, SyncKind
+from tests.test_syncs import REFUSED, ROUTES, TABLE, make_env
 
 pytestmark = pytest.mark.sim  # the simulated device, on every machine (conftest.py)
 
@@ -352,46 +355,19 @@ def test_streams_made_and_how_the_host_waits_are_logged_in_the_device_process(gp
 # count_syncs counts, row by row, and refuse what it refuses.
 
 
-def _transfers_of(gpu: SimulatedGPU, op, env) -> list:
-    before = len(gpu.ledger().transfers)
-    op(env)
-    return gpu.ledger().transfers[before:]
-
-
-def _table_rows():
-    from tests.test_syncs import TABLE
-    return TABLE
-
-
-def _route_rows():
-    from tests.test_syncs import ROUTES
-    return ROUTES
-
-
-def _refused_rows():
-    from tests.test_syncs import REFUSED
-    return REFUSED
-
-
-@pytest.mark.parametrize("row", _table_rows(), ids=[row[0] for row in _table_rows()])
+@pytest.mark.parametrize("row", TABLE, ids=[row[0] for row in TABLE])
 def test_the_device_process_counts_the_sync_table_as_the_in_process_device(gpu: SimulatedGPU, row) -> None:
-    from synclab.sim.device_process.machine import running_on
-    from tests.test_syncs import make_env
-
     name, op, expected, kinds = row
     with running_on(gpu):
         env = make_env()
-        moved = _transfers_of(gpu, op, env)
+        moved = transfers_made_by(gpu, lambda: op(env))
     waits = [t for t in moved if SyncKind(t.kind).waits_for_device]
     agrees = (len(waits), {SyncKind(t.kind) for t in moved}) == (expected, kinds)
     assert agrees, f"{name}: the device process moved {moved}; count_syncs counts {expected} of {kinds}"
 
 
-@pytest.mark.parametrize("row", _route_rows(), ids=[row[0] for row in _route_rows()])
+@pytest.mark.parametrize("row", ROUTES, ids=[row[0] for row in ROUTES])
 def test_the_device_process_takes_every_route_to_a_device_tensors_bytes_as_cuda_does(gpu: SimulatedGPU, row) -> None:
-    from synclab.sim.device_process.machine import running_on
-    from tests.test_syncs import make_env
-
     name, op, cuda, kinds = row
     with running_on(gpu):
         env = make_env()
@@ -408,11 +384,8 @@ def test_the_device_process_takes_every_route_to_a_device_tensors_bytes_as_cuda_
     assert agrees, f"{name}: the device process moved {moved} and raised {raised!r}; CUDA: {cuda} of {kinds}"
 
 
-@pytest.mark.parametrize("row", _refused_rows(), ids=[row[0] for row in _refused_rows()])
+@pytest.mark.parametrize("row", REFUSED, ids=[row[0] for row in REFUSED])
 def test_the_device_process_refuses_what_cuda_refuses(gpu: SimulatedGPU, row) -> None:
-    from synclab.sim.device_process.machine import running_on
-    from tests.test_syncs import make_env
-
     name, op, words = row
     with running_on(gpu):
         env = make_env()
@@ -421,7 +394,6 @@ def test_the_device_process_refuses_what_cuda_refuses(gpu: SimulatedGPU, row) ->
             raised = None
         except RuntimeError as exc:
             raised = exc
-    import re
     agrees = raised is not None and re.search(words, str(raised)) is not None
     assert agrees, f"{name}: the device process raised {raised!r}; CUDA raises with {words!r}"
 
@@ -437,7 +409,6 @@ def test_the_capstones_engine_on_the_device_process_gives_the_same_tokens_and_sy
 
     from synclab import capstone as ch6
     from synclab.engine.engine_core import EngineConfig
-    from synclab.sim.device_process.machine import running_on
     from synclab.syncs import count_syncs
 
     mix, config, fixes = ch6.random_mix(random.Random(0)), EngineConfig() if fixed else EngineConfig.baseline(), \
@@ -467,7 +438,6 @@ def test_the_capstones_engine_on_the_device_process_gives_the_same_tokens_and_sy
 def test_count_syncs_on_the_device_process_reports_what_its_ledger_counted(gpu: SimulatedGPU) -> None:
     """Step 5 begun: inside running_on(gpu), count_syncs reads the device process's ledger, allowed regions and
     staging copies kept apart as on the in-process device."""
-    from synclab.sim.device_process.machine import running_on
     from synclab.syncs import count_syncs, gpu_sync_allowed
 
     with running_on(gpu):
@@ -514,7 +484,6 @@ def _answers_of(tasks: tuple[str, ...]) -> list:
 
 
 def test_every_answer_of_the_ported_exercises_gets_the_same_verdict_on_both_devices(gpu: SimulatedGPU) -> None:
-    from synclab.sim.device_process.machine import running_on
     from tests.honest.corpus import judged_in_a_namespace
 
     def verdict(report) -> dict[str, str]:
@@ -535,7 +504,6 @@ def test_every_answer_of_the_ported_exercises_gets_the_same_verdict_on_both_devi
 def test_a_read_of_a_download_before_it_lands_is_named_and_one_after_is_not(gpu: SimulatedGPU) -> None:
     """The device says, with each answer, which pinned buffers downloads landed in; count_syncs names a host read of
     one still in flight (a race, not a sync), as the in-process counter does."""
-    from synclab.sim.device_process.machine import running_on
     from synclab.syncs import RaceKind, count_syncs
 
     with running_on(gpu):

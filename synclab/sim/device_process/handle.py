@@ -27,7 +27,7 @@ from synclab.sim.device_process.streams import Event, Stream, using
 from synclab.sim.device_process.wire import (DEVICE_TYPE, PinnedView, Ref, leaves, mapped, op_name, pack,
                                              reader_line, register_device_name, unpack)
 from synclab.device import TORCH_METHODS_OF_THE_DEVICE
-from synclab.syncs import SyncKind, attribute_syncs_to_callers, in_flight_value
+from synclab.syncs import ALIASED_WRITE, SyncKind, _overlaps, attribute_syncs_to_callers, in_flight_value
 
 attribute_syncs_to_callers(__file__)
 
@@ -127,8 +127,8 @@ class SimulatedGPU:
 
     def in_flight_buffer(self, host: torch.Tensor) -> bool:
         """Whether ``host`` lies in a pinned buffer a queued download has not landed in yet."""
-        found = self._pinned.get(host.untyped_storage().data_ptr())
-        return found is not None and self.in_flight.get(found[0], 0) > 0
+        view = self.pinned_view(host)
+        return view is not None and self.in_flight.get(view.pid, 0) > 0
 
     def write(self, target: "DeviceTensor", host: torch.Tensor, non_blocking: bool) -> None:
         """``target.copy_(host)``: the host's values go up. A synchronous copy, unless ``non_blocking``: then from
@@ -319,9 +319,7 @@ class DeviceTensor(torch.Tensor):
             return _sized_by_data(gpu, func, args, kwargs, _SIZED_BY_DATA[func], _reads_for_size(func, args, kwargs))
         if func in _INDEXING and func is not aten.index.Tensor and isinstance(args[2], DeviceTensor) \
                 and _overlaps(args[0], args[2]):
-            raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
-                               "refer to a single memory location. Please clone() the tensor before performing the "
-                               "operation.")
+            raise RuntimeError(ALIASED_WRITE)
         if func in _INDEXING and _mask_indices(func, args) and not _masked_fill(func, args):
             # ATen turns a boolean mask into indices (a nonzero, sized by the data) before it writes through them
             gpu.send(("count", SyncKind.BOOL_MASK_INDEX.value, reader_line(), 8))
@@ -382,7 +380,6 @@ class DeviceTensor(torch.Tensor):
     def data_ptr(self) -> int:  # type: ignore[override]  # a device address: no transfer, as on CUDA
         return (self._storage << _ADDRESS_BITS) + self.storage_offset() * self.element_size()
 
-
     def record_stream(self, stream: Stream) -> None:  # type: ignore[override]
         """This tensor is used on ``stream`` too: its memory is freed once that stream has run what it queued so
         far, not only its own stream (the caching allocator's rule)."""
@@ -392,18 +389,6 @@ class DeviceTensor(torch.Tensor):
 def _makes_views(func: Any) -> bool:
     """Whether ``func``'s outputs are views of its first argument (its schema's returns carry an alias)."""
     return any(r.alias_info is not None for r in func._schema.returns)
-
-
-def _overlaps(a: "DeviceTensor", b: "DeviceTensor") -> bool:
-    """Whether the memory ``a`` spans and the memory ``b`` spans share an element (ATen's overlap check)."""
-    if a._storage != b._storage or a.numel() == 0 or b.numel() == 0:
-        return False
-
-    def span(m: torch.Tensor) -> tuple[int, int]:
-        offset = m.storage_offset()
-        return offset, offset + sum((n - 1) * s for n, s in zip(m.shape, m.stride()))
-    (a0, a1), (b0, b1) = span(a._meta), span(b._meta)
-    return a0 <= b1 and b0 <= a1
 
 
 _IN_INDEXING = [0]  # > 0 inside x[...] or x[...] = v: a device value read there is a slice's bound

@@ -49,7 +49,7 @@ class DeviceState:
         self.events: dict[int, tuple[int, int]] = {}  # an event: (its stream, how far that stream must have run)
         self.made_on: dict[int, int] = {}  # a tensor: the stream that made it (where its memory is freed)
         self.used_on: dict[int, set[int]] = {}  # record_stream: other streams that must run before it is freed
-        self.releases: dict[int, int] = {}  # a freed tensor: the streams that have still to reach its free
+        self.releases: dict[tuple, tuple[int, Any]] = {}  # a freed tensor or buffer: streams still to reach it, drop
         self.freed_on: dict[int, str] = {}  # with side streams: a tensor freed, and on which stream
         self.pinned: dict[int, torch.Tensor] = {}  # pinned host buffers, in memory both processes share
         self.landed: list[int] = []  # pinned buffers a download landed in since the last answer (told with it)
@@ -127,35 +127,39 @@ class DeviceState:
         self.ledger.record(kind, where, tensor.numel() * tensor.element_size())
         return pack(tensor)
 
-    # -- frees, as the caching allocator makes them: the memory goes back to the stream that made it
+    # -- frees, as the caching allocators make them: memory is reused only once every stream that may still use it
+    # has run what it had queued when the host let go
     def free(self, ids: list[int]) -> None:
+        """Device tensors the host dropped: back to the stream that made them, and to those record_stream named."""
         for id_ in ids:
             streams = {self.made_on.pop(id_, DEFAULT_STREAM), *self.used_on.pop(id_, ())}
-            self.releases[id_] = len(streams)
-            for sid in streams:
-                self.enqueue(("release", id_), sid)
+            self.free_after(("tensor", id_), streams, lambda sid, id_=id_: self.forget(sid, id_))
 
     def unpin(self, pid: int) -> None:
+        """A pinned buffer the host dropped: once every stream with work queued has run it."""
         busy = [sid for sid, stream in self.streams.items() if stream.queue]
-        if not busy:
-            self.pinned.pop(pid, None)
-            return
-        self.releases[-pid] = len(busy)  # pinned ids by their negatives: the same id space as tensors'
-        for sid in busy:
-            self.enqueue(("unpin", pid), sid)
+        self.free_after(("pinned", pid), busy, lambda sid: self.pinned.pop(pid, None))
 
-    def unpinned(self, pid: int) -> None:
-        left = self.releases.pop(-pid, 1) - 1
-        if left:
-            self.releases[-pid] = left
+    def free_after(self, key: tuple, streams: Any, drop: Any) -> None:
+        """``drop(sid)`` once each of ``streams`` has reached a release marker queued now (at once if none)."""
+        streams = list(streams)
+        if not streams:
+            drop(DEFAULT_STREAM)
+            return
+        self.releases[key] = (len(streams), drop)
+        for sid in streams:
+            self.enqueue(("release", key), sid)
+
+    def release(self, sid: int, key: tuple) -> None:
+        if key not in self.releases:  # freed twice (a forged free): the first release already dropped it
+            return
+        left, drop = self.releases.pop(key)
+        if left > 1:
+            self.releases[key] = (left - 1, drop)
         else:
-            self.pinned.pop(pid, None)
+            drop(sid)
 
-    def release(self, sid: int, id_: int) -> None:
-        left = self.releases.pop(id_, 1) - 1
-        if left:
-            self.releases[id_] = left
-            return
+    def forget(self, sid: int, id_: int) -> None:
         self.data.pop(id_, None)
         if len(self.streams) > 1:  # another stream may still use it: say so if it does
             self.freed_on[id_] = self.streams[sid].name
@@ -238,10 +242,8 @@ def run_queued(state: DeviceState, sid: int, message: tuple) -> None:
     verb = message[0]
     if verb == "op":  # ("op", name, args, kwargs, out_ids)
         state.run(sid, *message[1:])
-    elif verb == "release":  # ("release", id): a tensor the host dropped, freed once this stream reaches it
+    elif verb == "release":  # ("release", key): a tensor or pinned buffer the host dropped, this stream reached it
         state.release(sid, message[1])
-    elif verb == "unpin":  # ("unpin", pid): a pinned buffer the host dropped, once every stream reaches it
-        state.unpinned(message[1])
     elif verb == "await":  # ("await", stream, how far): wait_event, as the stream reaches it
         state.run_stream(message[1], message[2])
     elif verb == "upload":  # ("upload", id, HostBytes, kind, where)
