@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import types
+import weakref
 from functools import lru_cache
 from typing import Any, Callable, Union
 
@@ -89,6 +90,24 @@ def pick_device() -> DeviceLike:
     if _DEVICE_PROCESS:
         return _DEVICE_PROCESS[-1].device
     return torch.device("cuda") if has_cuda() else SIM_DEVICE
+
+
+def simulated_device() -> DeviceLike:
+    """Where a check puts its tensors under simulated streams (chapters 2 and 3): the device process's device
+    inside ``running_on(gpu)``, else :data:`SIM_DEVICE` (on a GPU machine too: real CUDA work stays outside)."""
+    return _DEVICE_PROCESS[-1].device if _DEVICE_PROCESS else SIM_DEVICE
+
+
+class TensorRef(weakref.ref):
+    """A weak reference to a tensor that remembers which device memory it named (``memory``: the device process's
+    id for it, else None), so that a check can ask the device about that memory once the tensor is gone (chapter 2:
+    is it kept for the stream still copying it?)."""
+
+    __slots__ = ("memory",)
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        super().__init__(tensor)
+        self.memory = getattr(tensor, "_id", None)
 
 
 def is_simulated(device: object) -> bool:

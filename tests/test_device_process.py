@@ -298,6 +298,23 @@ def test_a_stream_that_copies_data_no_wait_ordered_it_after_gets_what_the_memory
                              f"or wait_event ordered side stream {side.sid} after it"]
 
 
+def test_an_op_on_data_no_wait_ordered_it_after_computes_on_what_the_memory_held_and_the_device_goes_on(
+        gpu: SimulatedGPU) -> None:
+    """A race is not a device error: as on a GPU, the op reads whatever the memory held (the in-flight value here),
+    the race is recorded, and the device serves the next read."""
+    from synclab.syncs import in_flight_value
+    y = torch.arange(4, device="simgpu") + 1  # queued on the default stream, not run
+    side = gpu.Stream()
+    with gpu.stream(side):
+        doubled = y * 2  # no wait_stream: side may run before default has made y
+    races = len(gpu.ledger().races)
+    side.synchronize()
+    with gpu.stream(side):
+        got = doubled.tolist()
+    assert got == [in_flight_value(torch.int64) * 2] * 4
+    assert len(gpu.ledger().races) == races + 1 and y.tolist() == [1, 2, 3, 4]
+
+
 @pytest.mark.parametrize("recorded", [True, False], ids=["record_stream", "no record_stream"])
 def test_memory_freed_on_its_stream_waits_for_the_streams_record_stream_names(gpu: SimulatedGPU,
                                                                              recorded: bool) -> None:
@@ -322,36 +339,70 @@ def test_memory_freed_on_its_stream_waits_for_the_streams_record_stream_names(gp
         assert out.tolist() == [IN_FLIGHT] * 3 and len(new_races) == 1 and "freed on default" in new_races[0]
 
 
-def test_a_query_waits_for_nothing_and_the_work_is_done_by_the_next(gpu: SimulatedGPU) -> None:
+def test_a_query_waits_for_nothing_but_a_second_look_is_a_poll_and_counted(gpu: SimulatedGPU) -> None:
     side = gpu.Stream()
     with gpu.stream(side):
         torch.ones(3, device="simgpu") * 2
         done = side.record_event()
     answers = []
-    assert transfers_made_by(gpu, lambda: answers.extend([done.query(), done.query(), side.query()])) == []
+    assert transfers_made_by(gpu, lambda: answers.append(done.query())) == []  # one look: no wait
+    polled = transfers_made_by(gpu, lambda: answers.extend([done.query(), side.query()]))
     assert answers == [False, True, True]
+    assert [t.kind for t in polled] == [SyncKind.EVENT_SYNC.value]  # the host spun until the work was done
     assert gpu.Event().query()  # never recorded: nothing to wait for, as on CUDA
 
 
-def test_streams_made_and_how_the_host_waits_are_logged_in_the_device_process(gpu: SimulatedGPU) -> None:
+def test_the_device_process_logs_the_streams_in_chapter_2s_words(gpu: SimulatedGPU) -> None:
     before = gpu.ledger()
     side = gpu.Stream()
     sleeping, spinning = gpu.Event(blocking=True), gpu.Event()
+    x = torch.ones(4, device="simgpu")
+    with gpu.stream(side):
+        side.wait_stream(gpu.default_stream())
+        x.to("cpu", non_blocking=True)
+        x.record_stream(side)
     for event in (sleeping, spinning):
         event.record(side)
         event.synchronize()
+    gpu.current_stream().wait_event(gpu.Event())
+    gpu.synchronize()
     after = gpu.ledger()
     assert after.streams_made == before.streams_made + 1
+    name = f"side stream {side.sid}"
     assert after.log[len(before.log):] == [
-        ("create", f"side stream {side.sid}", ""),
-        ("record", f"side stream {side.sid}", f"event {sleeping.eid}"),
-        ("event_synchronize", f"side stream {side.sid}", "the host sleeps"),
-        ("record", f"side stream {side.sid}", f"event {spinning.eid}"),
-        ("event_synchronize", f"side stream {side.sid}", "the host spins")]
+        ("create stream", name, ""),
+        ("wait_stream", name, "waits for default"),
+        ("copy to host", name, "[4] non_blocking"),
+        ("record_stream", name, "[4] kept until this stream's work is done"),
+        ("record event", name, "after 1 queued copies"),
+        ("host waits", name, "Event.synchronize (blocking)"),
+        ("record event", name, "after 0 queued copies"),
+        ("host waits", name, "Event.synchronize"),
+        ("wait_event", "default", "an event never recorded: no wait"),
+        ("host waits", "all streams", "torch.cuda.synchronize")]
 
 
-# ----------------------------------------------------------------------------- step 6 begun: the same sync table
-# The in-process device's tables (tests/test_syncs.py), run on the device process: its ledger must count what
+def test_a_check_reads_the_device_processs_streams_as_it_reads_the_in_process_ones(gpu: SimulatedGPU) -> None:
+    """simulated_cuda() inside running_on yields what the watcher reads: the same names, the device process's data."""
+    from synclab.sim.cuda import simulated_cuda
+    with running_on(gpu), simulated_cuda() as device:
+        created, logged = device.streams_created, len(device.log.entries)
+        side = torch.cuda.Stream()
+        x = torch.ones(4, device="simgpu")
+        with torch.cuda.stream(side):
+            side.wait_stream(torch.cuda.default_stream())
+            x.to("cpu", non_blocking=True)
+            x.record_stream(side)
+        queued = device.copies_queued()
+        held = device.held_by([x])
+        side.synchronize()
+        assert device.streams_created == created + 1 and len(queued) == 1 and not device.copies_queued()
+        assert held == [f"side stream {side.sid}"] and device.held_by([x]) == []
+        assert [(e.waiter, e.waits_for) for e in device.edges][-1:] == [(f"side stream {side.sid}", "default")]
+        assert device.log.ops()[logged:] == ["create stream", "wait_stream", "copy to host", "record_stream",
+                                             "host waits"]
+
+
 # count_syncs counts, row by row, and refuse what it refuses.
 
 
@@ -473,8 +524,6 @@ NOT_YET = {
     "wrong/0.1-non-blocking-read-back": "its early read gets the in-flight values on the device process, as on a GPU, "
                                         "and the step raises; in process the copy is done when it returns outside "
                                         "count_syncs, so only the sync check fails",
-    "wrong/4.1-waits-for-the-whole-device": "the check counts the waits on the in-process streams it enters "
-                                            "(synclab.sim.cuda), which the device process does not log yet",
 }
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import random
-import weakref
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator
 
@@ -19,7 +18,7 @@ from synclab.answer_keys.plain_data import tensors_as_data, tensors_from_data
 from synclab.answer_keys.runners import runs_with_the_answer
 from synclab.checks import (Check, CheckFailed, Clause, CheckReport, expect, expect_equal, run_checks, found_right,
                             found_right_tensor)
-from synclab.device import SIM_DEVICE, is_pinned_host
+from synclab.device import is_pinned_host, simulated_device
 from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, TinyPoolingModel, make_pooling_batch
 from synclab.answer_keys import answer_key
 
@@ -149,7 +148,7 @@ class _Seen(dict):
 
 def _cpu_cases(rng: random.Random) -> Iterator[tuple[str, PoolingBatch]]:
     yield ("a fixed batch of 3 requests, all finished",  # a copy on every seed: the platform's path is taken
-           make_pooling_batch(3, rng=random.Random(3), partial_fraction=0.0, device=SIM_DEVICE))
+           make_pooling_batch(3, rng=random.Random(3), partial_fraction=0.0, device=simulated_device()))
     yield ("a first step where no request finishes (4 unfinished chunks)", _unfinished_batch(random.Random(5)))
     yield from _batches(rng, 10)
 
@@ -244,7 +243,7 @@ def lazy_stream_outcome(runner_cls: RunnerClass, seed: int, catch: bool = True) 
             seen["by_constructor"] = device.streams_created
             rng, seen["after"] = random.Random(seed), []
             for _ in range(5):
-                resolve(runner.execute_model(make_pooling_batch(4, rng=rng, device=SIM_DEVICE)))
+                resolve(runner.execute_model(make_pooling_batch(4, rng=rng, device=simulated_device())))
                 seen["after"].append(device.streams_created)
             first = runner._get_or_create_async_output_copy_stream()  # type: ignore[attr-defined]
             seen["same_twice"] = first is runner._get_or_create_async_output_copy_stream()  # type: ignore
@@ -267,7 +266,7 @@ def sync_outcomes(runner_cls: RunnerClass, seed: int, catch: bool = True) -> dic
         runner = runner_cls(model)
         for num_reqs in (1, 16, 64):
             batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=0.3 if num_reqs > 1 else 0.0,
-                                       device=SIM_DEVICE)
+                                       device=simulated_device())
             seen: dict[str, Any] = {}
             cases.append(seen)
             try:
@@ -298,7 +297,7 @@ def ordering_outcome(runner_cls: RunnerClass, seed: int) -> dict:
     the log entry it came at)."""
     with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(_checked_model())
-        resolve(runner.execute_model(make_pooling_batch(6, rng=random.Random(seed), device=SIM_DEVICE)))
+        resolve(runner.execute_model(make_pooling_batch(6, rng=random.Random(seed), device=simulated_device())))
         return {"log": _log_as_data(device), "edges": [[e.waiter, e.waits_for, e.at] for e in device.edges]}
 
 
@@ -309,12 +308,12 @@ def engine_order_outcome(runner_cls: RunnerClass, seed: int) -> dict:
     with sim_cuda.simulated_cuda() as device:
         runner = runner_cls(_checked_model())
         rng = random.Random(seed)
-        batches = [make_pooling_batch(n, rng=rng, device=SIM_DEVICE) for n in (5, 3)]
+        batches = [make_pooling_batch(n, rng=rng, device=simulated_device()) for n in (5, 3)]
         first = runner.execute_model(batches[0])
         recorded_in_pool = any(op == "record event" for op, _, _ in device.log.entries)
-        queued_by_first = {id(c) for stream in device.streams for c in stream.pending}
+        queued_by_first = device.copies_queued()
         second = runner.execute_model(batches[1])
-        queued_by_second = {id(c) for stream in device.streams for c in stream.pending} - queued_by_first
+        queued_by_second = device.copies_queued() - queued_by_first
         # an event that covers no copy (recorded on the compute stream, after leaving the side stream's block)
         empty_events = [detail for op, _, detail in device.log.entries if op == "record event"
                         and detail.startswith("after 0 queued copies")]
@@ -323,7 +322,7 @@ def engine_order_outcome(runner_cls: RunnerClass, seed: int) -> dict:
         first_waits = [detail for op, _, detail in device.log.entries[logged:] if op == "host waits"]
         # step 0's wait covers step 0's copies alone: an event shared between steps, recorded again by step 1, covers
         # step 1's copies too, and the host waits for step 1's forward as in the synchronous runner
-        landed_early = queued_by_second - {id(c) for stream in device.streams for c in stream.pending}
+        landed_early = queued_by_second - device.copies_queued()
         outputs.append(resolve(second))
         return {"asynchronous": hasattr(first, "get_output"), "recorded_in_pool": recorded_in_pool,
                 "recorded_anywhere": any(op == "record event" for op, _, _ in device.log.entries),
@@ -352,30 +351,19 @@ def memory_outcome(runner_cls: RunnerClass, seed: int) -> dict:
     model = _checked_model()
     with _collecting_what_the_case_makes(), sim_cuda.simulated_cuda() as device:
         runner = runner_cls(model)
-        batch = make_pooling_batch(8, rng=random.Random(seed), device=SIM_DEVICE)
+        batch = make_pooling_batch(8, rng=random.Random(seed), device=simulated_device())
         with watch_pooler_outputs(model) as raw_refs:
             result = runner.execute_model(batch)
         gc.collect()
-        kept = all(r() is not None for r in raw_refs)
-        freed_before_wait = _note_frees_before_a_wait(raw_refs, device.log)
+        kept = device.memory_kept(raw_refs)
+        watched = device.watch_frees(raw_refs)
         output = result.get_output()
         gc.collect()
         alive = [r() for r in raw_refs if r() is not None]
-        held_by = sorted({stream.name for stream in device.streams for t in stream.in_use
-                          if any(t is a for a in alive)})
-        return {"kept": kept, "freed_before_wait": sum(freed_before_wait), "alive": len(alive), "held_by": held_by,
+        held_by = device.held_by(alive)
+        return {"kept": kept, "freed_before_wait": device.freed_before_a_wait(watched), "alive": len(alive),
+                "held_by": held_by,
                 "outputs": _outputs_as_data(output.pooler_output)}
-
-
-def _note_frees_before_a_wait(refs: list[weakref.ref], log: sim_cuda.SimLog) -> list[bool]:
-    """A flag per watched tensor, appended when it is freed: whether no host wait had been logged since now. On a GPU
-    a block freed before the wait may be handed to the next step while the side stream still copies from it."""
-    start = len(log.entries)
-    flags: list[bool] = []
-    for ref in refs:
-        if (tensor := ref()) is not None:
-            weakref.finalize(tensor, lambda: flags.append("host waits" not in log.ops()[start:]))
-    return flags
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -513,7 +501,7 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
         case = f"{num_reqs} request{'s' * (num_reqs != 1)}"  # named before the call: a hang reports it
         # unfinished chunks among the finished ones (never all of them: a step must copy something here)
         batch = make_pooling_batch(num_reqs, rng=batches, partial_fraction=0.3 if num_reqs > 1 else 0.0,
-                                   device=SIM_DEVICE)
+                                   device=simulated_device())
         want = _pool_reference(model, batch)
         unfinished = sum(t is None for t in want)
         counted = f"the counted step: {num_reqs} request{'s' * (num_reqs != 1)}, {unfinished} of them unfinished chunks"
@@ -617,7 +605,7 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
     case = "step 0 queued, step 1 queued, then step 0's get_output(), then step 1's"
     seen = engine_order_outcome(runner_cls, seed)
     batches_rng = random.Random(seed)
-    batches = [make_pooling_batch(n, rng=batches_rng, device=SIM_DEVICE) for n in (5, 3)]
+    batches = [make_pooling_batch(n, rng=batches_rng, device=simulated_device()) for n in (5, 3)]
     if seen["asynchronous"] and seen["recorded_anywhere"]:  # no event recorded at all: the wait-once check says so
         expect(seen["recorded_in_pool"], "the event is recorded in get_output(), not when step 0's copies are queued",
                case=case, got="no event recorded while step 0 was queued",
@@ -651,7 +639,7 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
 def _unfinished_batch(rng: random.Random) -> PoolingBatch:
     """Only first chunks of longer prompts: no request finishes in this step."""
     while True:
-        batch = make_pooling_batch(4, rng=rng, max_len=12, partial_fraction=1.0, device=SIM_DEVICE)
+        batch = make_pooling_batch(4, rng=rng, max_len=12, partial_fraction=1.0, device=simulated_device())
         if not any(batch.metadata.get_pooling_cursor().get_finished_mask()):
             return batch
 
@@ -780,7 +768,7 @@ def evidence_text(evidence: dict[str, Any], leave_out: tuple[str, ...] = ("strea
 def inspect_runner(runner_cls: RunnerClass, num_reqs: int = 3, seed: int = 0) -> dict[str, Any]:
     """Run one step of ``runner_cls`` under simulated CUDA and gather the evidence a profiler would show."""
     model = _model()
-    batch = make_pooling_batch(num_reqs, rng=random.Random(seed), device=SIM_DEVICE)
+    batch = make_pooling_batch(num_reqs, rng=random.Random(seed), device=simulated_device())
     want = _pool_reference(model, batch)
     with _collecting_what_the_case_makes(), sim_cuda.simulated_cuda() as device, watch_pooler_outputs(model) as refs:
         runner = runner_cls(model)

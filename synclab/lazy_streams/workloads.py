@@ -6,13 +6,12 @@ A room of :mod:`synclab.lazy_streams` (its docstring tells the chapter).
 from __future__ import annotations
 
 import random
-import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import torch
 
-from synclab.device import SIM_DEVICE
+from synclab.device import TensorRef, simulated_device
 from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, PoolingModelRunner, TinyPoolingModel, make_pooling_batch
 from synclab.engine.platform import forced_platform
 from synclab.sim import cuda as sim_cuda
@@ -87,15 +86,15 @@ def cpu_platform() -> Iterator[type[_StreamSpy]]:
 
 
 @contextmanager
-def watch_pooler_outputs(model: TinyPoolingModel) -> Iterator[list[weakref.ref]]:
+def watch_pooler_outputs(model: TinyPoolingModel) -> Iterator[list[TensorRef]]:
     """Weak references to every device tensor the model's pooler returns in the block: are they freed, and when?"""
-    refs: list[weakref.ref] = []
+    refs: list[TensorRef] = []
     pooler = model.pooler
 
     def watched(hidden_states: torch.Tensor, metadata: Any) -> torch.Tensor | list:
         raw = pooler(hidden_states, metadata)
         items = [raw] if isinstance(raw, torch.Tensor) else [t for t in raw if t is not None]
-        refs.extend(weakref.ref(t) for t in items)
+        refs.extend(TensorRef(t) for t in items)
         return raw
 
     model.pooler = watched  # type: ignore[assignment]
@@ -112,11 +111,11 @@ def _batches(rng: random.Random, trials: int) -> Iterator[tuple[str, PoolingBatc
         padding = rng.randint(1, 8) if trial % 2 else 0  # every other batch padded, as a CUDA graph's
         if padding and not num_reqs:
             num_reqs = rng.randrange(1, 65)
-        batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=SIM_DEVICE, pad=padding)
+        batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=simulated_device(), pad=padding)
         unfinished = batch.metadata.get_pooling_cursor().get_finished_mask().count(False)
         padded = f", padded with {padding} rows past num_scheduled_tokens" if padding else ""
         yield f"random batch #{trial}: {num_reqs} request{'s' * (num_reqs != 1)}, {unfinished} of them unfinished chunks{padded}", batch
 
 
 def _model() -> TinyPoolingModel:
-    return TinyPoolingModel(device=SIM_DEVICE)
+    return TinyPoolingModel(device=simulated_device())

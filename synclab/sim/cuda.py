@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import itertools
 import types
+import weakref
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from synclab.device import (_SIMULATED_GPU, PIN_INTENT, is_async_host_side, is_device_tensor, mark_device,
-                            unmark_device)
+from synclab.device import (_SIMULATED_GPU, PIN_INTENT, TensorRef, device_process, is_async_host_side,
+                            is_device_tensor, mark_device, unmark_device)
+from synclab.sim.stream_log import SimLog, StreamEdge
 from synclab.syncs import (IN_FLIGHT, SyncKind, _target_is_device, _user_frame, attribute_syncs_to_callers,
                            in_flight_value, location, record_simulated_wait)
 
@@ -56,32 +58,6 @@ class _PendingUpload:
     where: str  # the line of code that queued it
 
 
-@dataclass
-class SimLog:
-    """What the simulated device was asked to do, in order: ``(operation, stream name, detail)``."""
-
-    entries: list[tuple[str, str, str]] = field(default_factory=list)
-
-    def add(self, op: str, stream: str, detail: str = "") -> None:
-        self.entries.append((op, stream, detail))
-
-    def ops(self) -> list[str]:
-        return [op for op, _, _ in self.entries]
-
-    def __str__(self) -> str:
-        return "\n".join(f"{i:>3}  {stream:<14} {op:<18} {detail}" for i, (op, stream, detail)
-                         in enumerate(self.entries)) or "(nothing)"
-
-
-@dataclass(frozen=True)
-class StreamEdge:
-    """One ``waiter.wait_stream(waits_for)``, logged at entry ``at``: which way the ordering goes."""
-
-    waiter: str
-    waits_for: str
-    at: int
-
-
 class _SimDevice:
     """The state of one simulated device: its streams, the current one, and the copies in flight."""
 
@@ -98,6 +74,32 @@ class _SimDevice:
     def streams_created(self) -> int:
         """Streams the code under test created (the default stream is not one of them)."""
         return len(self.streams) - 1
+
+    def copies_queued(self) -> set[int]:
+        """The copies to the host queued on any stream and not landed yet (each by identity)."""
+        return {id(copy) for stream in self.streams for copy in stream.pending}
+
+    def held_by(self, tensors: Any) -> list[str]:
+        """The streams whose ``record_stream`` holds one of ``tensors`` (until their queued copies land)."""
+        return sorted({stream.name for stream in self.streams for t in stream.in_use if any(t is a for a in tensors)})
+
+    def memory_kept(self, refs: list[TensorRef]) -> bool:
+        """Whether the memory of every tensor of ``refs`` is still kept (here: the tensor is, by the reader's code or
+        a stream's ``record_stream``)."""
+        return all(ref() is not None for ref in refs)
+
+    def watch_frees(self, refs: list[TensorRef]) -> list[bool]:
+        """From now on, a flag per tensor of ``refs`` as it is freed: whether no host wait had been logged since.
+        On a GPU a block freed before the wait may be handed to the next step while a stream still copies from it."""
+        start, flags = len(self.log.entries), []
+        for tensor in [ref() for ref in refs]:
+            if tensor is not None:
+                weakref.finalize(tensor, lambda: flags.append("host waits" not in self.log.ops()[start:]))
+        return flags
+
+    def freed_before_a_wait(self, watched: list[bool]) -> int:
+        """How many of the tensors :meth:`watch_frees` watched were freed before a host wait."""
+        return sum(watched)
 
     def next_name(self) -> str:
         return f"side stream {next(self._names)}"
@@ -292,7 +294,15 @@ def simulated_cuda(async_copies: bool = True) -> Iterator[_SimDevice]:
 
     ``async_copies=False`` keeps the reader's own ``non_blocking`` copies as a CPU runs them (done on
     return): the waits still work and are counted, for checks that find an unwaited copy another way.
+
+    Inside ``running_on(gpu)`` the device process is the GPU and its streams are already ``torch.cuda``'s: the block
+    yields what the watcher reads of them (:class:`synclab.sim.device_process.streams_seen.StreamsSeen`, the same
+    names) and changes nothing.
     """
+    if (gpu := device_process()) is not None:
+        from synclab.sim.device_process.streams_seen import StreamsSeen  # it reads SimLog from here
+        yield StreamsSeen(gpu)  # type: ignore[misc]
+        return
     device = _SimDevice()
     patches: dict[str, Callable[..., Any] | type] = {
         # torch.cuda.StreamContext(s) is the class torch.cuda.stream(s) returns: the same context here

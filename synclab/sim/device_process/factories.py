@@ -33,7 +33,8 @@ def _factory(name: str, current_gpu: Callable[[], Any]) -> Any:
         gpu = current_gpu()
         meta = overload(*args, **{**kwargs, "device": torch.device("meta"), "pin_memory": None})
         out = gpu.tensor_for(meta)
-        gpu.send(("op", overload.name(), args, {**kwargs, "pin_memory": None}, [out._id]))
+        gpu.send(("op", overload.name(), args, {**kwargs, "pin_memory": None}, [out._id],
+                  [(tuple(out.shape), str(out.dtype).removeprefix("torch."))]))
         return out
     return make
 

@@ -228,6 +228,20 @@ class SimulatedGPU:
         self._watch.send(("since", start))
         return self._watch.recv()
 
+    def streams_state(self) -> dict[str, Any]:
+        """The copies queued on the streams and not run yet, and the tensors ``record_stream`` holds
+        (:class:`~.streams_seen.StreamsSeen` reads them)."""
+        self.flush()
+        self._watch.send(("streams",))
+        return self._watch.recv()
+
+    def streams_log(self, log_start: int = 0, races_start: int = 0, freed: tuple[int, ...] = ()) -> dict[str, Any]:
+        """The streams' log and races after their first entries, the streams made, and where in the log the host
+        let go of each tensor of ``freed`` (its id)."""
+        self.flush()
+        self._watch.send(("streams_log", log_start, races_start, tuple(freed)))
+        return self._watch.recv()
+
     def transfer_count(self) -> int:
         """How many transfers the device process has counted so far."""
         self.flush()
@@ -341,7 +355,8 @@ class DeviceTensor(torch.Tensor):
                 out_ids.append(wrapped[-1]._id)
             else:
                 wrapped.append(leaf)
-        gpu.send(("op", op_name(func), _on_the_wire(args), _on_the_wire(kwargs), out_ids))
+        layouts = [(tuple(t.shape), str(t.dtype).removeprefix("torch.")) for t in wrapped if isinstance(t, DeviceTensor)]
+        gpu.send(("op", op_name(func), _on_the_wire(args), _on_the_wire(kwargs), out_ids, layouts))
         return wrapped[0] if spec is None else tree_unflatten(wrapped, spec)
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # print(t) and f"{t}" read the values
@@ -383,7 +398,7 @@ class DeviceTensor(torch.Tensor):
     def record_stream(self, stream: Stream) -> None:  # type: ignore[override]
         """This tensor is used on ``stream`` too: its memory is freed once that stream has run what it queued so
         far, not only its own stream (the caching allocator's rule)."""
-        self._gpu.send(("record_stream", self._id, stream.sid))
+        self._gpu.send(("record_stream", self._id, stream.sid, list(self.shape)))
 
 
 def _makes_views(func: Any) -> bool:

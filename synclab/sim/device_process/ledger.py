@@ -32,6 +32,7 @@ class Ledger:
     streams_made: int = 0  # side streams the host created (the default stream is not one)
     log: list[tuple[str, str, str]] = field(default_factory=list)  # (what, on which stream, detail): streams' work
     races: list[str] = field(default_factory=list)  # data a stream used before a wait ordered it there
+    frees: dict[int, int] = field(default_factory=dict)  # a tensor the host let go: how long the log was then
 
     def record(self, kind: str, where: Any, nbytes: int) -> None:
         self.transfers.append(Transfer(kind, where, nbytes))

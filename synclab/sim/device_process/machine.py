@@ -5,7 +5,8 @@ Taught with chapter 2 (streams) and chapter 3 (pinned memory). Inside :func:`run
 * ``pick_device()`` answers the simulated GPU's device (``simgpu:0``), so the lab's code makes its tensors there,
   and ``count_syncs()`` reports what the device process's ledger counted in its block;
 * ``torch.cuda.Stream``, ``Event``, ``stream``, ``current_stream``, ``default_stream`` and ``synchronize`` are the
-  simulated GPU's (:mod:`.streams`), so the engine's side stream and its output event run there;
+  simulated GPU's (:mod:`.streams`), and so is ``torch.Event``, so the engine's side stream and its output event run
+  there;
 * pinned memory exists, as on a GPU machine: ``is_pin_memory_available()`` answers True, and a factory given
   ``pin_memory=True`` makes a buffer both processes map (torch's own flag asks a C++ allocator, which this machine
   does not have: the flag is taken off and the tensor pinned with ``pin_memory()``, the device's kernel).
@@ -40,6 +41,15 @@ class _PinnedByFlag(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _generic_event_of(gpu: Any) -> type:
+    """``torch.Event(device, ...)`` making ``gpu``'s events: a class still, as torch's own ``isinstance`` checks
+    on ``torch.Event`` need."""
+    class Event:
+        def __new__(cls, device: Any = None, **flags: bool) -> Any:
+            return gpu.Event(**flags)
+    return Event
+
+
 @contextmanager
 def running_on(gpu: Any) -> Iterator[Any]:
     """Code inside runs as on a machine whose GPU is ``gpu`` (a :class:`~.handle.SimulatedGPU`)."""
@@ -52,6 +62,8 @@ def running_on(gpu: Any) -> Iterator[Any]:
     originals = {name: getattr(torch.cuda, name) for name in _CUDA_NAMES}
     for name, value in names.items():
         setattr(torch.cuda, name, value)
+    generic_event = torch.Event  # torch's device-generic event (vLLM's code wrote it for a while): the GPU's too
+    torch.Event = _generic_event_of(gpu)  # type: ignore[misc]
     _FORCED_PINNING.append(True)
     _DEVICE_PROCESS.append(gpu)  # pick_device() names its device (the lab's code makes its tensors there), and
     #                                count_syncs reads its ledger
@@ -63,3 +75,4 @@ def running_on(gpu: Any) -> Iterator[Any]:
         _FORCED_PINNING.pop()
         for name, value in originals.items():
             setattr(torch.cuda, name, value)
+        torch.Event = generic_event  # type: ignore[misc]

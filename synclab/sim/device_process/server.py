@@ -21,7 +21,7 @@ from torch.utils._pytree import tree_flatten
 
 from synclab.sim.device_process.ledger import Ledger
 from synclab.sim.device_process.wire import Ref, leaves, on_the_device, pack, register_device_name, resolve
-from synclab.syncs import in_flight_value
+from synclab.syncs import SyncKind, in_flight_value
 
 DEFAULT_STREAM = 0
 
@@ -35,6 +35,10 @@ class Stream:
     queued: int = 0  # messages ever queued: an event recorded now completes when ``ran`` reaches this
     ran: int = 0
 
+    def copies_queued(self) -> list[int]:
+        """The downloads queued here and not run yet, each by its place in the stream (``ran`` counts from 0)."""
+        return [self.ran + i for i, message in enumerate(self.queue) if message[0] == "to_pinned"]
+
 
 class DeviceState:
     """The device's memory (tensors by id), its streams and events, the ledger, and the first error a queued op
@@ -47,7 +51,9 @@ class DeviceState:
         self.streams: dict[int, Stream] = {DEFAULT_STREAM: Stream("default")}
         self.current = DEFAULT_STREAM  # the stream the host queues on (torch.cuda.stream(s) changes it)
         self.events: dict[int, tuple[int, int]] = {}  # an event: (its stream, how far that stream must have run)
+        self.polls: dict[tuple, int] = {}  # an event or stream a query found not done: how often (polling is a wait)
         self.made_on: dict[int, int] = {}  # a tensor: the stream that made it (where its memory is freed)
+        self.layouts: dict[int, tuple] = {}  # a tensor an op makes: (shape, dtype), known before the op runs
         self.used_on: dict[int, set[int]] = {}  # record_stream: other streams that must run before it is freed
         self.releases: dict[tuple, tuple[int, Any]] = {}  # a freed tensor or buffer: streams still to reach it, drop
         self.freed_on: dict[int, str] = {}  # with side streams: a tensor freed, and on which stream
@@ -84,9 +90,14 @@ class DeviceState:
     def pinned_view(self, view: Any) -> torch.Tensor:
         return self.pinned[view.pid].as_strided(view.shape, view.stride, view.offset)
 
-    def run(self, sid: int, name: str, args: tuple, kwargs: dict, out_ids: list[int]) -> Any:
+    def run(self, sid: int, name: str, args: tuple, kwargs: dict, out_ids: list[int], layouts: Any = ()) -> Any:
+        data = self.data
+        absent = [ref.id for ref in leaves((args, kwargs)) if isinstance(ref, Ref) and ref.id not in data]
+        if absent and all(id_ in self.layouts for id_ in absent):  # a race: the op reads what the memory held
+            self.missing(sid, (args, kwargs))
+            data = {**data, **{id_: _what_memory_held(*self.layouts[id_]) for id_ in absent}}
         try:
-            out = resolve(name)(*on_the_device(args, self.data), **on_the_device(kwargs, self.data))
+            out = resolve(name)(*on_the_device(args, data), **on_the_device(kwargs, data))
         except Exception as exc:  # noqa: BLE001 - reported at the next transfer, as a device error is
             self.fail(self.missing(sid, (args, kwargs)) or f"{name}: {type(exc).__name__}: {exc}")
             return None
@@ -108,9 +119,32 @@ class DeviceState:
                     maker = self.streams[self.made_on.get(ref.id, sid)].name
                     race = (f"{here} used a tensor that {maker} had not made yet: no wait_stream or wait_event "
                             f"ordered {here} after it")
-                self.ledger.races.append(race)
+                self.race(sid, race)
                 return race
         return ""
+
+    def streams_state(self) -> dict[str, Any]:
+        """For the watcher: the downloads queued and not run (by stream and place), and each tensor a
+        ``record_stream`` holds for a stream that still has copies queued (its id: those streams' names)."""
+        queued = {sid: stream.copies_queued() for sid, stream in self.streams.items()}
+        held = {id_: [self.streams[sid].name for sid in sids if queued[sid]] for id_, sids in self.used_on.items()}
+        return {"copies_queued": {(sid, n) for sid, places in queued.items() for n in places},
+                "held": {id_: names for id_, names in held.items() if names}}
+
+    def streams_log(self, log_start: int, races_start: int, freed: tuple[int, ...] = ()) -> dict[str, Any]:
+        """For the watcher: the log and the races after their first entries, the streams made, and for each of
+        ``freed`` how long the log was when the host let go of it."""
+        return {"log": self.ledger.log[log_start:], "races": self.ledger.races[races_start:],
+                "streams_made": self.ledger.streams_made,
+                "frees": {id_: self.ledger.frees[id_] for id_ in freed if id_ in self.ledger.frees}}
+
+    def race(self, sid: int, race: str) -> None:
+        self.ledger.races.append(race)
+        self.log(sid, "RACE", race)
+
+    def log(self, sid: int | None, what: str, detail: str = "") -> None:
+        """What the host asked of stream ``sid`` (None: all), in the words of chapter 2's simulated streams."""
+        self.ledger.log.append((what, "all streams" if sid is None else self.streams[sid].name, detail))
 
     def transfer(self, sid: int, kind: str, ref: Ref, where: str, layout: tuple | None = None) -> Any:
         """``ref``'s data brought to the host, recorded as one transfer of ``kind``. Data no stream has made yet
@@ -132,7 +166,8 @@ class DeviceState:
     def free(self, ids: list[int]) -> None:
         """Device tensors the host dropped: back to the stream that made them, and to those record_stream named."""
         for id_ in ids:
-            streams = {self.made_on.pop(id_, DEFAULT_STREAM), *self.used_on.pop(id_, ())}
+            self.ledger.frees[id_] = len(self.ledger.log)
+            streams = {self.made_on.pop(id_, DEFAULT_STREAM), *self.used_on.get(id_, ())}  # kept until forgotten
             self.free_after(("tensor", id_), streams, lambda sid, id_=id_: self.forget(sid, id_))
 
     def unpin(self, pid: int) -> None:
@@ -161,8 +196,15 @@ class DeviceState:
 
     def forget(self, sid: int, id_: int) -> None:
         self.data.pop(id_, None)
+        self.used_on.pop(id_, None)
         if len(self.streams) > 1:  # another stream may still use it: say so if it does
             self.freed_on[id_] = self.streams[sid].name
+
+
+def _what_memory_held(shape: tuple[int, ...], dtype: str) -> torch.Tensor:
+    """Memory read before it was written, or after it was freed: on a GPU, whatever it held; here the in-flight value
+    (:func:`synclab.syncs.in_flight_value`), so that it shows."""
+    return torch.full(shape, in_flight_value(getattr(torch, dtype)), dtype=getattr(torch, dtype))
 
 
 # what the host waits for: a message of one of these kinds runs what it waits on first
@@ -185,10 +227,15 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
             handle(state, queued)
         return False, None
     if verb in _QUEUED:
-        if verb == "op":  # ("op", name, args, kwargs, out_ids): the host's work, counted when it is queued
+        if verb == "op":  # ("op", name, args, kwargs, out_ids, layouts): the host's work, counted when queued
             state.ledger.ops += 1
             for id_ in message[4]:
                 state.made_on[id_] = state.current
+            state.layouts.update(zip(message[4], message[5] if len(message) > 5 else ()))
+        elif verb == "to_pinned":  # ("to_pinned", PinnedView, Ref)
+            state.log(state.current, "copy to host", f"{list(message[1].shape)} non_blocking")
+        else:  # ("from_pinned", Ref, PinnedView)
+            state.log(state.current, "copy to device", f"{list(message[2].shape)} non_blocking from pinned memory")
         state.enqueue(message)
         return False, None
     if verb in _STREAMS:
@@ -220,6 +267,7 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
     if verb == "sync":  # ("sync", kind, where): torch.cuda.synchronize(), a wait for every stream
         state.run_all()
         state.ledger.record(message[1], message[2], 0)
+        state.log(None, "host waits", "torch.cuda.synchronize")
         return True, None
     if verb == "sized":  # ("sized", kind, name, args, kwargs, out_ids, where, reads): an op whose output size is data
         _, kind, name, args, kwargs, out_ids, where, reads = message
@@ -240,7 +288,7 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
 def run_queued(state: DeviceState, sid: int, message: tuple) -> None:
     """One queued message, run when the host waits on its stream ``sid``."""
     verb = message[0]
-    if verb == "op":  # ("op", name, args, kwargs, out_ids)
+    if verb == "op":  # ("op", name, args, kwargs, out_ids, layouts)
         state.run(sid, *message[1:])
     elif verb == "release":  # ("release", key): a tensor or pinned buffer the host dropped, this stream reached it
         state.release(sid, message[1])
@@ -267,7 +315,7 @@ def run_queued(state: DeviceState, sid: int, message: tuple) -> None:
 def _new_stream(state: DeviceState, sid: int) -> tuple[bool, Any]:
     state.streams[sid] = Stream(f"side stream {sid}")
     state.ledger.streams_made += 1
-    state.ledger.log.append(("create", state.streams[sid].name, ""))
+    state.log(sid, "create stream")
     return False, None
 
 
@@ -279,34 +327,37 @@ def _use(state: DeviceState, sid: int) -> tuple[bool, Any]:
 def _record(state: DeviceState, eid: int, sid: int) -> tuple[bool, Any]:
     stream = state.streams[sid]
     state.events[eid] = (sid, stream.queued)
-    state.ledger.log.append(("record", stream.name, f"event {eid}"))
+    state.polls.pop(("event", eid), None)
+    state.log(sid, "record event", f"after {len(stream.copies_queued())} queued copies")
     return False, None
 
 
 def _wait_event(state: DeviceState, eid: int, sid: int) -> tuple[bool, Any]:
     """Stream ``sid`` runs nothing queued after this until the event's work has run (an unrecorded event: no wait)."""
-    if eid in state.events:
-        state.enqueue(("await", *state.events[eid]), sid)
-    state.ledger.log.append(("wait_event", state.streams[sid].name, f"event {eid}"))
+    if eid not in state.events:
+        state.log(sid, "wait_event", "an event never recorded: no wait")
+        return False, None
+    state.enqueue(("await", *state.events[eid]), sid)
+    state.log(sid, "wait_event", f"waits for {state.streams[state.events[eid][0]].name} (an event recorded there)")
     return False, None
 
 
 def _wait_stream(state: DeviceState, sid: int, other: int) -> tuple[bool, Any]:
     state.enqueue(("await", other, state.streams[other].queued), sid)
-    state.ledger.log.append(("wait_stream", state.streams[sid].name, f"waits for {state.streams[other].name}"))
+    state.log(sid, "wait_stream", f"waits for {state.streams[other].name}")
     return False, None
 
 
-def _record_stream(state: DeviceState, tensor_id: int, sid: int) -> tuple[bool, Any]:
+def _record_stream(state: DeviceState, tensor_id: int, sid: int, shape: list[int]) -> tuple[bool, Any]:
     state.used_on.setdefault(tensor_id, set()).add(sid)
-    state.ledger.log.append(("record_stream", state.streams[sid].name, f"tensor {tensor_id}"))
+    state.log(sid, "record_stream", f"{shape} kept until this stream's work is done")
     return False, None
 
 
 def _sync_stream(state: DeviceState, sid: int, kind: str, where: str) -> tuple[bool, Any]:
     state.run_stream(sid)
     state.ledger.record(kind, where, 0)
-    state.ledger.log.append(("synchronize", state.streams[sid].name, ""))
+    state.log(sid, "host waits", "Stream.synchronize")
     return True, None
 
 
@@ -314,27 +365,39 @@ def _sync_event(state: DeviceState, eid: int, kind: str, where: str, blocking: b
     if eid in state.events:
         state.run_stream(*state.events[eid])
     state.ledger.record(kind, where, 0)
-    state.ledger.log.append(("event_synchronize", state.streams[state.events.get(eid, (0, 0))[0]].name,
-                             "the host sleeps" if blocking else "the host spins"))
+    detail = "Event.synchronize" + (" (blocking)" if blocking else "")  # the host sleeps; without, it spins
+    if eid in state.events:
+        state.log(state.events[eid][0], "host waits", detail)
+    else:
+        state.ledger.log.append(("host waits", "no stream", detail))
     return True, None
 
 
-def _query(state: DeviceState, sid: int, upto: int | None) -> bool:
-    """Whether stream ``sid`` has run that far. A device finishes what it was given, in time: a query that finds the
-    work not done runs it, so the next query finds it done. No wait, and nothing counted."""
+def _query(state: DeviceState, key: tuple, sid: int, upto: int | None, where: Any) -> bool:
+    """Whether stream ``sid`` has run that far; no wait. The first look that finds work not done says False and
+    runs nothing. A second look at the same thing finds it done: the host polled until then, a spin as real a wait
+    as ``synchronize()`` (the busy-poll a blocking event avoids), counted as one."""
     stream = state.streams[sid]
     pending = len(stream.queue) if upto is None else max(0, upto - stream.ran)
-    work = any(stream.queue[i][0] != "release" for i in range(pending))  # a free is the allocator's, not work
+    if not any(stream.queue[i][0] != "release" for i in range(pending)):  # a free is the allocator's, not work
+        state.run_stream(sid, upto)
+        return True
+    state.polls[key] = state.polls.get(key, 0) + 1
+    if state.polls[key] < 2:
+        return False
+    del state.polls[key]
     state.run_stream(sid, upto)
-    return not work
+    state.ledger.record(SyncKind.EVENT_SYNC.value if key[0] == "event" else SyncKind.STREAM_SYNC.value, where, 0)
+    state.log(sid, "host waits", f"{key[0].capitalize()}.query polled until the copies landed")
+    return True
 
 
-def _query_stream(state: DeviceState, sid: int) -> tuple[bool, Any]:
-    return True, _query(state, sid, None)
+def _query_stream(state: DeviceState, sid: int, where: Any) -> tuple[bool, Any]:
+    return True, _query(state, ("stream", sid), sid, None, where)
 
 
-def _query_event(state: DeviceState, eid: int) -> tuple[bool, Any]:
-    return True, eid not in state.events or _query(state, *state.events[eid])
+def _query_event(state: DeviceState, eid: int, where: Any) -> tuple[bool, Any]:
+    return True, eid not in state.events or _query(state, ("event", eid), *state.events[eid], where)
 
 
 _STREAMS = {"stream": _new_stream, "use": _use, "record": _record, "wait_event": _wait_event,
@@ -362,6 +425,10 @@ def serve(reader: Connection, watcher: Connection) -> None:
                     return
                 if message == ("ledger",):
                     watcher.send(state.ledger)
+                elif message == ("streams",):
+                    watcher.send(state.streams_state())
+                elif isinstance(message, tuple) and message[:1] == ("streams_log",):  # the log after its first n
+                    watcher.send(state.streams_log(*message[1:]))
                 elif message == ("count",):
                     watcher.send(len(state.ledger.transfers))
                 elif isinstance(message, tuple) and message[:1] == ("since",):  # the transfers after the first n

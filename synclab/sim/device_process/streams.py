@@ -31,6 +31,11 @@ class Stream:
         self.sid = sid
         self._before: list[Stream] = []
 
+    @property
+    def name(self) -> str:
+        """The device process's name for it, as its log says it."""
+        return "default" if self.sid == 0 else f"side stream {self.sid}"
+
     def wait_stream(self, other: "Stream") -> None:
         """Work queued on this stream from now on runs after everything queued on ``other`` so far."""
         self.gpu.send(("wait_stream", self.sid, other.sid))
@@ -48,8 +53,9 @@ class Stream:
         self.gpu.ask(("sync_stream", self.sid, SyncKind.STREAM_SYNC.value, reader_line()))
 
     def query(self) -> bool:
-        """Whether this stream has run everything queued on it; no wait."""
-        return self.gpu.ask(("query_stream", self.sid))
+        """Whether this stream has run everything queued on it; no wait (a second look that finds it done: the host
+        polled, a wait)."""
+        return self.gpu.ask(("query_stream", self.sid, reader_line()))
 
     def __enter__(self) -> "Stream":
         self._before.append(self.gpu.current_stream())
@@ -91,8 +97,8 @@ class Event:
         self.gpu.ask(("sync_event", self.eid, SyncKind.EVENT_SYNC.value, reader_line(), self.blocking))
 
     def query(self) -> bool:
-        """Whether the event's work has run; no wait."""
-        return self.gpu.ask(("query_event", self.eid))
+        """Whether the event's work has run; no wait (a second look that finds it done: the host polled, a wait)."""
+        return self.gpu.ask(("query_event", self.eid, reader_line()))
 
 
 @contextmanager
