@@ -18,7 +18,7 @@ import torch
 from synclab.answer_keys import answer_key
 from synclab.answer_keys.runners import runs_with_the_answer
 from synclab.checks import Check, CheckReport, expect, run_checks, found_right
-from synclab.device import SIM_DEVICE, DeviceLike, is_pin_memory_available, pick_device, to_device
+from synclab.device import DeviceLike, is_pin_memory_available, pick_device, simulated_device, to_device
 from synclab.engine.bad_words import apply_bad_words
 from synclab.engine.ngram_proposer_gpu import CachedRequestState, NgramInputBatch
 from synclab.pinned_transfers.checks.common import (PIN_HINT, counted, expect_no_syncs, pinning_refused,
@@ -211,7 +211,7 @@ def _plans(segments: Segments, rng: random.Random) -> Iterator[tuple[NgramSteps,
     """Every step of ``segments``, in order, drawn from ``rng``: what depends on the workload alone, never on the
     update, so that the grader replays here what the answer's process ran."""
     for kind, num_steps in segments:
-        steps = NgramSteps(SIM_DEVICE)
+        steps = NgramSteps(simulated_device())
         plans = _scripted(steps, rng) if kind == "scripted" else _random_steps(steps, rng, num_steps)
         for case, new_reqs in plans:
             yield steps, case, new_reqs
@@ -328,7 +328,7 @@ def _simulated(fn: Callable[[], Any], pinning: bool = True) -> tuple[Any, Any]:
 def count_reorder_step(update: UpdateFunction, num_reqs: int, rng: random.Random) -> int:
     """Syncs of one update in which all ``num_reqs`` requests move to other rows (simulated device and streams)."""
     def run() -> int:
-        steps = NgramSteps(SIM_DEVICE, max_reqs=max(2 * num_reqs, 8))
+        steps = NgramSteps(simulated_device(), max_reqs=max(2 * num_reqs, 8))
         ids = [steps.admit(rng) for _ in range(num_reqs)]
         run_step(update, steps, steps.plan(rng, [], ids, {r: i for i, r in enumerate(ids)}))
         _finish_step(steps, rng)

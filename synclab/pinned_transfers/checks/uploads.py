@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from synclab.checks import Check, CheckFailed, CheckReport, expect, expect_equal, run_checks, found_right
-from synclab.device import SIM_DEVICE, is_device_tensor, pick_device, pin_questions, to_device
+from synclab.device import is_device_tensor, pick_device, pin_questions, simulated_device, to_device
 from synclab.sim import cuda as sim_cuda
 from synclab.engine.pool_metadata import PoolingParams
 from synclab.engine.sampler import LogprobsTensors
@@ -95,7 +95,7 @@ def tensor_data(t: Any) -> dict[str, Any]:
 
 def _device(name: str) -> Any:
     """The device a case names: the lab's (``"pick"``), the host's (``"cpu"``), the simulated streams' (``"sim"``)."""
-    return {"pick": pick_device(), "cpu": "cpu", "sim": SIM_DEVICE}[name]
+    return {"pick": pick_device(), "cpu": "cpu", "sim": simulated_device()}[name]
 
 
 @runs_with_the_answer
@@ -120,7 +120,7 @@ def back_to_back_uploads(impl: H2DFunction, values: list[list[int]]) -> dict[str
     """Uploads of ``values`` (int64) one after another on the simulated streams, no wait between them: the races the
     streams saw, then each result (a runner)."""
     with simulated_pinning(True), sim_cuda.simulated_cuda() as device:
-        uploads = [counted(lambda: impl(data, SIM_DEVICE, torch.int64), simulate=True)[0] for data in values]
+        uploads = [counted(lambda: impl(data, simulated_device(), torch.int64), simulate=True)[0] for data in values]
     # read only now: a read between the calls would be a wait, and the calls would no longer run back to back
     return {"races": [str(race) for race in device.races], "results": [tensor_data(u) for u in uploads]}
 
@@ -315,7 +315,7 @@ def gather_outcomes(sampler_cls: SamplerClass, specs: list[dict[str, Any]], pinn
         sampler = sampler_cls()
         inputs: Any = None
         for spec in specs:
-            inputs = logprob_inputs(spec, SIM_DEVICE if streams else None) if spec is not None else inputs
+            inputs = logprob_inputs(spec, simulated_device() if streams else None) if spec is not None else inputs
             logged = len(device.log.entries) if streams else 0
             try:
                 calls.append(counted(lambda: sampler.gather_specific_token_logprobs(*inputs),

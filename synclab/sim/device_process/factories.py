@@ -52,8 +52,11 @@ def _pinning(current_gpu: Callable[[], Any]) -> tuple[Callable[..., torch.Tensor
     """``t.pin_memory()`` and ``t.is_pinned()`` for host tensors: a pinned buffer of the GPU started last (host
     memory both processes map, chapter 3), and whether a tensor lies in one."""
     def pin_memory(tensor: torch.Tensor, device: Any = None) -> torch.Tensor:
-        buffer = current_gpu().pinned(tuple(tensor.shape), tensor.dtype)
-        return buffer.copy_(tensor)
+        # torch keeps the layout (ATen's _pin_memory): a transposed tensor is pinned transposed, still strided
+        span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride())) \
+            if tensor.numel() else 0
+        buffer = current_gpu().pinned((span,), tensor.dtype)
+        return buffer.as_strided(tuple(tensor.shape), tensor.stride()).copy_(tensor)
 
     def is_pinned(tensor: torch.Tensor, device: Any = None) -> bool:
         try:

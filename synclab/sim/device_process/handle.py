@@ -65,6 +65,16 @@ _READS = {"tolist": SyncKind.TOLIST, "item": SyncKind.ITEM, "__bool__": SyncKind
           "numpy": SyncKind.D2H_COPY}
 
 
+@dataclass(frozen=True)
+class _QueuedUpload:
+    """An upload from pinned memory the device has not run yet, as the host queued it (chapter 3)."""
+
+    source: weakref.ref  # the pinned host tensor it reads when it runs
+    version: int  # the source's version then: a host write into it (or a view of it) bumps it
+    where: str  # the reader's line that queued it
+    stream: int  # the stream it was queued on
+
+
 class SimulatedGPU:
     """The device: its process, the reader's connection to it, and the watcher's (``ledger``)."""
 
@@ -83,6 +93,7 @@ class SimulatedGPU:
         self.freed: list[int] = []  # ids of tensors the reader's side dropped, sent with the next batch
         self._pinned: dict[int, tuple[int, torch.UntypedStorage]] = {}  # a pinned buffer's address: its id, memory
         self.in_flight: dict[int, int] = {}  # a pinned buffer's id: downloads into it queued and not yet landed
+        self._uploads_queued: dict[int, _QueuedUpload] = {}  # uploads from pinned memory the device has not run yet
         self.device = torch.device(DEVICE_TYPE, 0)
         self._default_stream = Stream(self, sid=DEFAULT_STREAM)
         self._current_stream = self._default_stream
@@ -97,6 +108,7 @@ class SimulatedGPU:
             self.flush()
 
     def flush(self) -> None:
+        self._name_refilled_buffers()
         freed, self.freed = self.freed, []  # appended to by finalizers, which may run in the middle of a send
         if freed:
             self._outbox.append(("free", freed))
@@ -111,7 +123,9 @@ class SimulatedGPU:
     def ask(self, message: tuple) -> Any:
         self.flush()
         self._send(message)
-        answer, landed = self._conn.recv()
+        answer, landed, uploaded = self._conn.recv()
+        for upload in uploaded:  # run: a host write into its source from now on is no race
+            self._uploads_queued.pop(upload, None)
         for pid in landed:
             self.in_flight[pid] -= 1
             if not self.in_flight[pid]:
@@ -134,12 +148,28 @@ class SimulatedGPU:
         """``target.copy_(host)``: the host's values go up. A synchronous copy, unless ``non_blocking``: then from
         pinned memory the device reads the buffer when it runs the copy (no wait), from pageable memory the host
         first stages it (a staging copy)."""
-        view = self.pinned_view(host) if non_blocking else None
+        view = self.async_view(host) if non_blocking else None
         if view is not None:
-            self.send(("from_pinned", Ref(target._id), view))
+            upload = self.new_id()
+            self._uploads_queued[upload] = _QueuedUpload(weakref.ref(host), host._version, reader_line(),
+                                                         self._current_stream.sid)
+            self.send(("from_pinned", Ref(target._id), view, upload))
             return
         kind = SyncKind.STAGED_COPY if non_blocking else SyncKind.H2D_COPY
         self.send(("write", Ref(target._id), pack(host.expand(target.shape)), kind.value, reader_line()))
+
+    def _name_refilled_buffers(self) -> None:
+        """A host write into the pinned source of an upload the device has not run yet: the device reads the new
+        values, a race, told to the device (which records it) before anything that could run the upload. Every
+        write to a tensor bumps its version, shared by all its views; the device says with each answer which
+        uploads it ran."""
+        for upload, queued in list(self._uploads_queued.items()):
+            source = queued.source()
+            if source is None or source._version != queued.version:
+                del self._uploads_queued[upload]
+            if source is not None and source._version != queued.version:
+                self._outbox.append(("race", queued.stream, f"the host wrote a pinned buffer before its upload ran "
+                                     f"(queued at {queued.where}); the device may read the new values"))
 
     def pinned(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32, fill: float | bool = 0) -> torch.Tensor:
         """A pinned host buffer (of ``fill``): host memory the device process maps too, so a non_blocking copy into
@@ -167,6 +197,12 @@ class SimulatedGPU:
         if found is None:
             return None
         return PinnedView(found[0], tuple(host.shape), tuple(host.stride()), host.storage_offset())
+
+    def async_view(self, host: torch.Tensor) -> PinnedView | None:
+        """``host``'s place in a pinned buffer where a ``non_blocking`` copy with it runs without the host: pinned and
+        contiguous. CUDA copies a strided view of a pinned buffer through a contiguous temporary of its own, in
+        pageable memory (chapter 3; :func:`synclab.device.is_async_host_side`)."""
+        return self.pinned_view(host) if host.is_contiguous() else None
 
     def synchronize(self) -> None:
         """``torch.cuda.synchronize()``: the host waits until the device has run everything queued, on every
@@ -641,7 +677,7 @@ def _copy_to_host(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
     if non_blocking:
         dtype = kwargs.get("dtype") or source.dtype  # the new buffer holds what such memory holds: not the data yet
         target = args[0] if copy else gpu.pinned(tuple(source.shape), dtype, in_flight_value(dtype))
-        view = gpu.pinned_view(target)
+        view = gpu.async_view(target)
         if view is not None:
             gpu.send(("to_pinned", view, Ref(source._id)))
             gpu.lands_later(view.pid)

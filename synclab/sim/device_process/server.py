@@ -59,6 +59,7 @@ class DeviceState:
         self.freed_on: dict[int, str] = {}  # with side streams: a tensor freed, and on which stream
         self.pinned: dict[int, torch.Tensor] = {}  # pinned host buffers, in memory both processes share
         self.landed: list[int] = []  # pinned buffers a download landed in since the last answer (told with it)
+        self.uploaded: list[int] = []  # uploads from pinned memory run since the last answer (told with it)
 
     # -- queues
     def enqueue(self, message: tuple, stream: int | None = None) -> None:
@@ -234,7 +235,7 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
             state.layouts.update(zip(message[4], message[5] if len(message) > 5 else ()))
         elif verb == "to_pinned":  # ("to_pinned", PinnedView, Ref)
             state.log(state.current, "copy to host", f"{list(message[1].shape)} non_blocking")
-        else:  # ("from_pinned", Ref, PinnedView)
+        else:  # ("from_pinned", Ref, PinnedView, upload id)
             state.log(state.current, "copy to device", f"{list(message[2].shape)} non_blocking from pinned memory")
         state.enqueue(message)
         return False, None
@@ -245,6 +246,9 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
         return False, None
     if verb == "pin":  # ("pin", pid, tensor in shared memory): a pinned host buffer, which both processes see
         state.pinned[message[1]] = message[2]
+        return False, None
+    if verb == "race":  # ("race", stream, what): the host saw it wrote a pinned buffer an upload still needs
+        state.race(message[1], message[2])
         return False, None
     if verb == "unpin":  # ("unpin", pid): the host dropped it; freed once every stream has run what it queued
         state.unpin(message[1])
@@ -306,8 +310,9 @@ def run_queued(state: DeviceState, sid: int, message: tuple) -> None:
         else:  # a stream copied data it was not ordered after: the buffer gets what that memory held
             state.missing(sid, message[2])
             target.fill_(in_flight_value(target.dtype))
-    elif verb == "from_pinned":  # ("from_pinned", Ref, PinnedView): an upload reads pinned memory as it runs
+    elif verb == "from_pinned":  # ("from_pinned", Ref, PinnedView, upload id): an upload reads pinned memory as it runs
         state.data[message[1].id].copy_(state.pinned_view(message[2]))
+        state.uploaded.append(message[3])
 
 
 # -- streams and events (chapter 2): each message names its stream or event by the id the reader's side gave it
@@ -438,6 +443,7 @@ def serve(reader: Connection, watcher: Connection) -> None:
                 answered, answer = handle(state, message)
             except Exception as exc:  # noqa: BLE001 - the reader's side raises it where it asked
                 answered, answer = isinstance(message, tuple) and message[:1] in [(v,) for v in _ANSWERED], exc
-            if answered:  # with the buffers downloads landed in meanwhile: the host may read those now
-                landed, state.landed = state.landed, []
-                reader.send((answer, landed))
+            if answered:  # with the buffers downloads landed in and the uploads run meanwhile: the host may read
+                # those buffers now, and write the uploads' sources
+                landed, uploaded, state.landed, state.uploaded = state.landed, state.uploaded, [], []
+                reader.send((answer, landed, uploaded))
