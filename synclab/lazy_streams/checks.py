@@ -795,8 +795,14 @@ def _symptoms(evidence: dict[str, Any]) -> dict[str, tuple[bool, str]]:
     alive, total = evidence["device tensors alive until get_output"].split(" of ")
     waits = evidence["waits in get_output"]
     ordered = "wait_stream" in evidence["stream ops"]
+    wrong = not evidence["outputs right"]
+    # Wrong outputs say the host read early only where the copy came after the forward: an unordered copy may run
+    # before the forward writes the outputs (on a GPU, and on the device process), and copy what the memory held.
+    read_early = (wrong and ordered, f"outputs right: {evidence['outputs right']}" + (
+        "" if ordered or not wrong else ", but with no wait_stream the copy may have run before the forward wrote "
+        "them: wrong outputs say nothing then of when the host read them"))
     return {
-        "early read": (not evidence["outputs right"], f"outputs right: {evidence['outputs right']}"),
+        "early read": read_early,
         "pageable": (any("pageable" in s for s in evidence["syncs in _pool"]),
                      f"syncs in _pool: {evidence['syncs in _pool'] or 'none'}"),
         "unordered": (not ordered, f"the stream log {'has' if ordered else 'has no'} wait_stream"),
