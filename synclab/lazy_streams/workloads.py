@@ -44,7 +44,7 @@ def _describe(items: list, against: list | None = None, width: int = 4) -> str:
         if t is None:
             return "None"
         if isinstance(t, torch.Tensor) and bool((t == sim_cuda.GARBAGE).all()):
-            return "garbage (copy not landed)"
+            return "garbage (what the memory held: a copy not landed, or one that ran before its data was written)"
         return type(t).__name__ if not isinstance(t, torch.Tensor) else f"tensor{list(t.shape)}"
     start = 0
     first = _first_difference(items, against) if against is not None and len(items) > width else None

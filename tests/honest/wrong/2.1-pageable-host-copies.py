@@ -1,5 +1,6 @@
-# Copies each finished request's vector with .to("cpu", non_blocking=True): into pageable host memory, where a
-# non_blocking copy is a staging copy and the host waits for it.
+# Copies each finished request's vector into a host buffer of its own from torch.empty: pageable memory, where a
+# non_blocking copy returns only once it is done, so the host waits for it. (.to("cpu", non_blocking=True) would not:
+# torch gives a download its own pinned buffer.)
 # fails: memory
 class AsyncPoolingOutput:
     """The result of a CUDA-like step: the outputs are valid once ``get_output()`` returns."""
@@ -12,7 +13,8 @@ class AsyncPoolingOutput:
         compute_stream = torch.cuda.current_stream()
         with torch.cuda.stream(async_output_copy_stream):
             async_output_copy_stream.wait_stream(compute_stream)  # copy only what the forward has written
-            model_runner_output.pooler_output = [row.to("cpu", non_blocking=True) if done else None
+            model_runner_output.pooler_output = [torch.empty(row.shape, dtype=row.dtype).copy_(row, non_blocking=True)
+                                                  if done else None
                                                   for row, done in zip(raw_pooler_output, finished_mask)]
             self.async_copy_ready_event.record()  # after the copies: waiting on it waits for them
 
