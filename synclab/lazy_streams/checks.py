@@ -34,7 +34,9 @@ from synclab.syncs import count_syncs
 # The checks reach the reader's runner through runners (synclab.answer_keys.runners): each builds its case where
 # the runner class lives (in a notebook, here; in the grader, the answer's process), runs it on the simulated
 # device, and sends back what it saw as data: the outputs' values, the stream log, the waits, what stayed alive.
-# The checks compute the pooled values themselves, from the same batches drawn from the same seed.
+# The checks compute the pooled values themselves, from the same batches drawn from the same seed, on the host: a
+# reference is the grader's work, not the device's (on the device process each of its reads would be a round trip).
+HOST = torch.device("cpu")
 
 
 @answer_key("2.1", role="the pooled values (what every right answer hands back)", scope="checks")
@@ -146,11 +148,12 @@ class _Seen(dict):
         return _Seen(cases[i] if i < len(cases) else {"crashed": True}, self._again)
 
 
-def _cpu_cases(rng: random.Random) -> Iterator[tuple[str, PoolingBatch]]:
+def _cpu_cases(rng: random.Random, device: Any = None) -> Iterator[tuple[str, PoolingBatch]]:
+    device = simulated_device() if device is None else device
     yield ("a fixed batch of 3 requests, all finished",  # a copy on every seed: the platform's path is taken
-           make_pooling_batch(3, rng=random.Random(3), partial_fraction=0.0, device=simulated_device()))
-    yield ("a first step where no request finishes (4 unfinished chunks)", _unfinished_batch(random.Random(5)))
-    yield from _batches(rng, 10)
+           make_pooling_batch(3, rng=random.Random(3), partial_fraction=0.0, device=device))
+    yield ("a first step where no request finishes (4 unfinished chunks)", _unfinished_batch(random.Random(5), device))
+    yield from _batches(rng, 10, device)
 
 
 # ----------------------------------------------------------------------------- runners: the reader's runner, where it lives
@@ -372,8 +375,8 @@ def memory_outcome(runner_cls: RunnerClass, seed: int) -> dict:
 def _check_cpu_platform(runner_cls: RunnerClass, rng: random.Random) -> None:
     seed = rng.randrange(2**31)
     seen = _Seen(cpu_platform_outcomes(runner_cls, seed), lambda: cpu_platform_outcomes(runner_cls, seed, False))
-    model = _model()
-    for i, (case, batch) in enumerate(_cpu_cases(random.Random(seed))):
+    model = _model(HOST)
+    for i, (case, batch) in enumerate(_cpu_cases(random.Random(seed), HOST)):
         got = seen.case(i)
         if "cuda_error" in got:
             expect(False, "the CPU platform tried to create a CUDA stream", case=case,
@@ -426,8 +429,8 @@ def _early_read_hint(entries: list[list[str]]) -> str:
 def _check_cuda_path(runner_cls: RunnerClass, rng: random.Random) -> None:
     seed = rng.randrange(2**31)
     seen = _Seen(cuda_path_outcomes(runner_cls, seed), lambda: cuda_path_outcomes(runner_cls, seed, False))
-    model, log = _model(), []
-    for i, (case, batch) in enumerate(_batches(random.Random(seed), 15)):
+    model, log = _model(HOST), []
+    for i, (case, batch) in enumerate(_batches(random.Random(seed), 15, HOST)):
         got = seen.case(i)
         log += got["log"]
         want = _pool_reference(model, batch)
@@ -496,12 +499,11 @@ def _check_lazy_stream(runner_cls: RunnerClass, rng: random.Random) -> None:
 def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
     seed = rng.randrange(2**31)
     seen = _Seen(sync_outcomes(runner_cls, seed), lambda: sync_outcomes(runner_cls, seed, False))
-    model, batches = _model(), random.Random(seed)
+    model, batches = _model(HOST), random.Random(seed)
     for i, num_reqs in enumerate((1, 16, 64)):
         case = f"{num_reqs} request{'s' * (num_reqs != 1)}"  # named before the call: a hang reports it
         # unfinished chunks among the finished ones (never all of them: a step must copy something here)
-        batch = make_pooling_batch(num_reqs, rng=batches, partial_fraction=0.3 if num_reqs > 1 else 0.0,
-                                   device=simulated_device())
+        batch = make_pooling_batch(num_reqs, rng=batches, partial_fraction=0.3 if num_reqs > 1 else 0.0, device=HOST)
         want = _pool_reference(model, batch)
         unfinished = sum(t is None for t in want)
         counted = f"the counted step: {num_reqs} request{'s' * (num_reqs != 1)}, {unfinished} of them unfinished chunks"
@@ -605,7 +607,7 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
     case = "step 0 queued, step 1 queued, then step 0's get_output(), then step 1's"
     seen = engine_order_outcome(runner_cls, seed)
     batches_rng = random.Random(seed)
-    batches = [make_pooling_batch(n, rng=batches_rng, device=simulated_device()) for n in (5, 3)]
+    batches = [make_pooling_batch(n, rng=batches_rng, device=HOST) for n in (5, 3)]
     if seen["asynchronous"] and seen["recorded_anywhere"]:  # no event recorded at all: the wait-once check says so
         expect(seen["recorded_in_pool"], "the event is recorded in get_output(), not when step 0's copies are queued",
                case=case, got="no event recorded while step 0 was queued",
@@ -623,7 +625,7 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
                 "each step's output records its own event (torch.cuda.Event(blocking=True) in the constructor): an "
                 "event kept and recorded again by the next step (one made once, on the runner, the stream or the "
                 "module) moves forward, and waiting on it waits for that step's work too")
-    model = _model()
+    model = _model(HOST)
     for n, (batch, output) in enumerate(zip(batches, map(_outputs_back, seen["outputs"]))):
         want = _pool_reference(model, batch)
         cause = ("the event the host waited on covers no copy (it was recorded after 0 queued copies): record it "
@@ -636,10 +638,11 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
         _found_right_outputs(want)
 
 
-def _unfinished_batch(rng: random.Random) -> PoolingBatch:
+def _unfinished_batch(rng: random.Random, device: Any = None) -> PoolingBatch:
     """Only first chunks of longer prompts: no request finishes in this step."""
     while True:
-        batch = make_pooling_batch(4, rng=rng, max_len=12, partial_fraction=1.0, device=simulated_device())
+        batch = make_pooling_batch(4, rng=rng, max_len=12, partial_fraction=1.0,
+                                   device=simulated_device() if device is None else device)
         if not any(batch.metadata.get_pooling_cursor().get_finished_mask()):
             return batch
 

@@ -104,18 +104,22 @@ def watch_pooler_outputs(model: TinyPoolingModel) -> Iterator[list[TensorRef]]:
         model.pooler = pooler
 
 
-def _batches(rng: random.Random, trials: int) -> Iterator[tuple[str, PoolingBatch]]:
+def _batches(rng: random.Random, trials: int, device: Any = None) -> Iterator[tuple[str, PoolingBatch]]:
+    """``trials`` random batches on ``device`` (the simulated device unless named): the same ``rng`` draws the same
+    batches wherever they are made, so a check's references on the host match what a runner saw on the device."""
+    device = simulated_device() if device is None else device
     for trial in range(trials):
         num_reqs = rng.choice([0, 1, 2, rng.randrange(1, 65)])
         partial = rng.choice([0.0, 0.3, 1.0])
         padding = rng.randint(1, 8) if trial % 2 else 0  # every other batch padded, as a CUDA graph's
         if padding and not num_reqs:
             num_reqs = rng.randrange(1, 65)
-        batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=simulated_device(), pad=padding)
+        batch = make_pooling_batch(num_reqs, rng=rng, partial_fraction=partial, device=device, pad=padding)
         unfinished = batch.metadata.get_pooling_cursor().get_finished_mask().count(False)
         padded = f", padded with {padding} rows past num_scheduled_tokens" if padding else ""
         yield f"random batch #{trial}: {num_reqs} request{'s' * (num_reqs != 1)}, {unfinished} of them unfinished chunks{padded}", batch
 
 
-def _model() -> TinyPoolingModel:
-    return TinyPoolingModel(device=simulated_device())
+def _model(device: Any = None) -> TinyPoolingModel:
+    """The chapter's model on ``device`` (the simulated device unless named): the same weights everywhere."""
+    return TinyPoolingModel(device=simulated_device() if device is None else device)

@@ -90,6 +90,8 @@ class SimulatedGPU:
         watch_end.close()
         self._ids = itertools.count(1)
         self._outbox: list[tuple] = []
+        self._sent = 0  # messages sent on the reader's connection: the device's state changes only with one
+        self._watched: dict[tuple, tuple[int, Any]] = {}  # a watcher's question: the messages sent then, its answer
         self.freed: list[int] = []  # ids of tensors the reader's side dropped, sent with the next batch
         self._pinned: dict[int, tuple[int, torch.UntypedStorage]] = {}  # a pinned buffer's address: its id, memory
         self.in_flight: dict[int, int] = {}  # a pinned buffer's id: downloads into it queued and not yet landed
@@ -107,22 +109,25 @@ class SimulatedGPU:
         if len(self._outbox) >= _OUTBOX_LIMIT:
             self.flush()
 
-    def flush(self) -> None:
+    def flush(self, question: tuple | None = None) -> None:
+        """Send what is queued, with ``question`` last when one is asked (one message: one write, one wake-up)."""
         self._name_refilled_buffers()
         freed, self.freed = self.freed, []  # appended to by finalizers, which may run in the middle of a send
         if freed:
             self._outbox.append(("free", freed))
+        if question is not None:
+            self._outbox.append(question)
         if self._outbox:
             batch, self._outbox = self._outbox, []
             self._send(("batch", batch))
 
     def _send(self, message: tuple) -> None:
+        self._sent += 1  # what the watcher read before is stale from here on
         with torch._C.DisableTorchFunction():  # pickling a pinned buffer calls torch: the driver's work, not the host's
             self._conn.send(message)
 
     def ask(self, message: tuple) -> Any:
-        self.flush()
-        self._send(message)
+        self.flush(message)
         answer, landed, uploaded = self._conn.recv()
         for upload in uploaded:  # run: a host write into its source from now on is no race
             self._uploads_queued.pop(upload, None)
@@ -267,16 +272,23 @@ class SimulatedGPU:
     def streams_state(self) -> dict[str, Any]:
         """The copies queued on the streams and not run yet, and the tensors ``record_stream`` holds
         (:class:`~.streams_seen.StreamsSeen` reads them)."""
-        self.flush()
-        self._watch.send(("streams",))
-        return self._watch.recv()
+        return self._watch_unchanged(("streams",))
 
     def streams_log(self, log_start: int = 0, races_start: int = 0, freed: tuple[int, ...] = ()) -> dict[str, Any]:
         """The streams' log and races after their first entries, the streams made, and where in the log the host
         let go of each tensor of ``freed`` (its id)."""
+        return self._watch_unchanged(("streams_log", log_start, races_start, tuple(freed)))
+
+    def _watch_unchanged(self, question: tuple) -> Any:
+        """The watcher's answer to ``question``, asked again only once the reader's side has sent something since:
+        a check reads the streams many times between two steps (each read a round trip)."""
         self.flush()
-        self._watch.send(("streams_log", log_start, races_start, tuple(freed)))
-        return self._watch.recv()
+        sent, answer = self._watched.get(question, (-1, None))
+        if sent != self._sent:
+            self._watch.send(question)
+            answer = self._watch.recv()
+            self._watched[question] = (self._sent, answer)
+        return answer
 
     def transfer_count(self) -> int:
         """How many transfers the device process has counted so far."""

@@ -223,10 +223,13 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
     every pinned buffer refilled before its upload ran, and every stream that uses data without a wait, shows. A
     transfer's kind is recorded when the message comes: the host waited then."""
     verb = message[0]
-    if verb == "batch":  # ("batch", [message, ...]): none answered
-        for queued in message[1]:
-            handle(state, queued)
-        return False, None
+    if verb == "batch":  # ("batch", [message, ...]): the last one answered where it is a question
+        for queued in message[1][:-1]:
+            try:
+                handle(state, queued)
+            except Exception:  # noqa: BLE001 - as when it came alone: no one waits for its answer
+                pass
+        return handle(state, message[1][-1]) if message[1] else (False, None)
     if verb in _QUEUED:
         if verb == "op":  # ("op", name, args, kwargs, out_ids, layouts): the host's work, counted when queued
             state.ledger.ops += 1
@@ -411,6 +414,13 @@ _STREAMS = {"stream": _new_stream, "use": _use, "record": _record, "wait_event":
 _ANSWERED = ("read", "sized", "sync", "sync_stream", "sync_event", "query_stream", "query_event")
 
 
+def _asks(message: Any) -> bool:
+    """Whether the reader's side waits for an answer to ``message`` (a batch: to its last message)."""
+    if isinstance(message, tuple) and message[:1] == ("batch",) and message[1:2] and message[1]:
+        message = message[1][-1]
+    return isinstance(message, tuple) and message[:1] in [(v,) for v in _ANSWERED]
+
+
 def serve(reader: Connection, watcher: Connection) -> None:
     """Answer the reader's side and the watcher until the watcher says stop (or either goes away)."""
     torch.set_num_threads(1)
@@ -442,7 +452,7 @@ def serve(reader: Connection, watcher: Connection) -> None:
             try:
                 answered, answer = handle(state, message)
             except Exception as exc:  # noqa: BLE001 - the reader's side raises it where it asked
-                answered, answer = isinstance(message, tuple) and message[:1] in [(v,) for v in _ANSWERED], exc
+                answered, answer = _asks(message), exc
             if answered:  # with the buffers downloads landed in and the uploads run meanwhile: the host may read
                 # those buffers now, and write the uploads' sources
                 landed, uploaded, state.landed, state.uploaded = state.landed, state.uploaded, [], []
