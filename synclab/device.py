@@ -221,6 +221,26 @@ def called_from_device_layer(frame: object) -> bool:
     return filename.startswith(_DEVICE_LAYER[0]) or filename == _DEVICE_LAYER[1]
 
 
+def _device_process_of(tensor: torch.Tensor) -> Any:
+    """The device process that holds ``tensor`` (a ``DeviceTensor`` of :mod:`synclab.sim.device_process`, which
+    imports this module), or None."""
+    gpu = getattr(tensor, "_gpu", None)
+    return gpu if gpu is not None and tensor.device == getattr(gpu, "device", None) else None
+
+
+def read_back_together(tensors: list[torch.Tensor]) -> dict[int, torch.Tensor]:
+    """The host copies (``t.detach().to("cpu")``) of those of ``tensors`` the device process holds, by ``id(t)``, read
+    in one round trip: each still one blocking copy, counted as that call counts it. The others are the caller's to
+    read. A check that reads many outputs back uses it (chapter 1's poolers, through
+    :func:`synclab.answer_keys.plain_data.tensors_as_data`)."""
+    held = [t for t in tensors if _device_process_of(t) is not None]
+    by_gpu: dict[int, list[torch.Tensor]] = {}
+    for t in held:
+        by_gpu.setdefault(id(t._gpu), []).append(t)
+    return {id(t): host for group in by_gpu.values()
+            for t, host in zip(group, group[0]._gpu.download_all([t.detach() for t in group]))}
+
+
 def to_device(tensor: torch.Tensor, device: DeviceLike | None = None, non_blocking: bool = False) -> torch.Tensor:
     """Put ``tensor`` in device memory: a real copy to CUDA, or a marked copy on the CPU.
 

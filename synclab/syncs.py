@@ -1086,11 +1086,20 @@ class _EarlyReads(TorchFunctionMode):
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         name = getattr(func, "__name__", "")
         read = args[1:] if name == "copy_" else args  # copy_'s first argument is written, not read
-        if self.gpu.in_flight and any(isinstance(a, torch.Tensor) and a.device.type == "cpu"
-                                      and self.gpu.in_flight_buffer(a) for a in read):
+        landing = [a for a in read if isinstance(a, torch.Tensor) and a.device.type == "cpu"
+                   and self.gpu.in_flight and self.gpu.in_flight_buffer(a)]
+        out = func(*args, **(kwargs or {}))
+        if landing and not _a_view_of(out, landing):  # a view (reshape, a slice) reads nothing: a read of it later does
             filename, lineno, function, code = _user_frame()
             self.report.early_reads.append(SyncEvent(RaceKind.EARLY_READ, name, filename, lineno, function, code))
-        return func(*args, **(kwargs or {}))
+        return out
+
+
+def _a_view_of(out: Any, tensors: list[torch.Tensor]) -> bool:
+    """Whether ``out`` is a tensor in the memory of one of ``tensors`` (a view of it, or itself): made without
+    reading a value."""
+    return isinstance(out, torch.Tensor) and out.untyped_storage().data_ptr() in {
+        t.untyped_storage().data_ptr() for t in tensors}
 
 
 @contextmanager

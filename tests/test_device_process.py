@@ -12,6 +12,7 @@ capstone's engine step by step, count the same on it. The lab does not use it ye
 from __future__ import annotations
 
 import gc
+import os
 import re
 from typing import Iterator
 
@@ -114,6 +115,8 @@ def test_a_queued_ops_error_surfaces_at_the_next_transfer(gpu: SimulatedGPU) -> 
         fresh.send(("op", "aten::no_such_op", (), {}, []))
         with pytest.raises(RuntimeError, match="an op queued earlier failed on the device"):
             y.sum().item()
+        with pytest.raises(RuntimeError, match="every later transfer fails too: restart the kernel"):
+            fresh.upload(torch.arange(2)).tolist()  # a new tensor's read as well: the device stays failed
     finally:
         fresh.close()
 
@@ -129,7 +132,8 @@ def test_nothing_the_readers_connection_sends_lowers_a_count(gpu: SimulatedGPU) 
     assert not [o for o in gc.get_objects() if type(o) is Ledger]  # none in this process
     for forged in (("reset",), ("ledger",), ("stop",), ("batch", [("reset",)]), ("free", list(range(10**4))),
                    "not a message"):
-        gpu._conn.send(forged)
+        gpu._send(forged)  # as the reader's side frames a message
+        gpu._conn.send(forged)  # and unframed
     x2 = gpu.upload(HOST, blocking=False)
     x2.sum().item()
     counted = gpu.ledger()
@@ -515,6 +519,24 @@ def test_the_capstones_engine_on_the_device_process_gives_the_same_tokens_and_sy
     assert on_the_device_process == in_process and sum(sum(step.values()) for step in in_process) > 0
 
 
+def test_outputs_read_back_together_cost_one_round_trip_and_count_a_copy_each(gpu: SimulatedGPU) -> None:
+    """Step 8: a check reading many outputs back (read_back_together, under tensors_as_data) sends one message for
+    all of them, and the ledger counts each as the blocking copy t.to("cpu") is; a host tensor is left to the caller."""
+    from synclab.device import read_back_together
+    from synclab.syncs import count_syncs
+
+    with running_on(gpu):
+        outputs = [torch.arange(n + 1, device="simgpu") for n in range(5)]
+        host = torch.ones(2)
+        with count_syncs() as report:
+            sent = gpu._sent
+            back = read_back_together([*outputs, host])
+            messages = gpu._sent - sent
+    assert messages == 1
+    assert [back[id(t)].tolist() for t in outputs] == [list(range(n + 1)) for n in range(5)] and id(host) not in back
+    assert [e.kind for e in report.events] == [SyncKind.D2H_COPY] * 5
+
+
 def test_count_syncs_on_the_device_process_reports_what_its_ledger_counted(gpu: SimulatedGPU) -> None:
     """Step 5 begun: inside running_on(gpu), count_syncs reads the device process's ledger, allowed regions and
     staging copies kept apart as on the in-process device."""
@@ -530,6 +552,29 @@ def test_count_syncs_on_the_device_process_reports_what_its_ledger_counted(gpu: 
     assert [(e.kind, e.allowed) for e in report.events] == [(SyncKind.ITEM, False), (SyncKind.TOLIST, True)]
     assert [e.kind for e in report.staged] == [SyncKind.STAGED_COPY] and report.stray_count == 1
     assert report.events[0].filename == __file__ and "x.sum().item()" in report.events[0].code
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the device process's open files in /proc")
+def test_a_stream_no_one_waits_for_keeps_no_pinned_buffer_it_never_copied_with(gpu: SimulatedGPU) -> None:
+    """A dropped pinned buffer waits for the streams that copied into or from it, not for every busy stream: a side
+    stream whose work the host never waits for (an answer that crashed mid-step) kept every later buffer mapped, and
+    a long session ran the device process out of files ("received 0 items of ancdata")."""
+    def files_open() -> int:
+        return len(os.listdir(f"/proc/{gpu.process.pid}/fd"))
+
+    with running_on(gpu):
+        x = torch.arange(4, device="simgpu")
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            queued_forever = x + 1  # noqa: F841 - work on a stream no one waits for
+        x.sum().item()
+        before = files_open()
+        for _ in range(60):
+            host = x.to("cpu", non_blocking=True)  # a pinned buffer, its download on the default stream
+            del host
+        x.sum().item()  # the default stream runs: the downloads land, the dropped buffers can go
+        x.sum().item()  # and the host says they went with its next message
+        assert files_open() - before < 20
 
 
 def test_a_pinned_buffer_the_host_drops_is_freed_in_both_processes(gpu: SimulatedGPU) -> None:
@@ -595,3 +640,20 @@ def test_a_read_of_a_download_before_it_lands_is_named_and_one_after_is_not(gpu:
     assert early == [IN_FLIGHT] * 3 and late == [0, 1, 2]
     assert [(e.kind, e.code) for e in report.early_reads] == [(RaceKind.EARLY_READ, "early = host.tolist()  # the line the race is named at")]
     assert [e.kind for e in report.events] == [SyncKind.ITEM]
+
+
+def test_a_view_of_a_download_before_it_lands_reads_nothing_and_a_read_of_the_view_is_named(gpu: SimulatedGPU) -> None:
+    """The capstone's engine keeps a reshaped view of its sampled tokens' buffer while the copy is in flight: no read
+    (the engine reads it after the event); reading the view before the copy lands is the early read."""
+    from synclab.syncs import count_syncs
+
+    with running_on(gpu):
+        x = torch.arange(6, device="simgpu")
+        with count_syncs() as report:
+            host = x.to("cpu", non_blocking=True)
+            column, first = host.reshape(-1, 1), host[:2]  # views: nothing read
+            early = column.sum()  # the read of a view
+            x.sum().item()
+    assert int(early) == 6 * IN_FLIGHT
+    assert [e.code for e in report.early_reads] == ["early = column.sum()  # the read of a view"], report.early_reads
+    assert first.tolist() == [0, 1]

@@ -188,16 +188,20 @@ def tensors_as_data(items: Any, facts: Any, other: Any, sequence: type | tuple =
     does not cross included, as ``other(item)``'s words; ``{"not_list": its type's name}`` when it is no sequence."""
     import torch
 
+    from synclab.device import read_back_together
+
     if not isinstance(items, sequence):
         return {"not_list": type(items).__name__}
+    # read together: one round trip where each read would cost one
+    on_the_host = read_back_together([item for item in items if isinstance(item, torch.Tensor)])
     out: list[dict | None] = []
     for item in items:
         if item is None:
             out.append(None)
             continue
         try:
-            out.append({"tensor": tensor_as_data(item), **facts(item)} if isinstance(item, torch.Tensor) else
-                       {"other": other(item)})
+            out.append({"tensor": tensor_as_data(on_the_host.get(id(item), item)), **facts(item)}
+                       if isinstance(item, torch.Tensor) else {"other": other(item)})
         except TypeError:  # a dtype that does not cross (complex): named, not compared
             out.append({"other": other(item)})
     return {"items": out}

@@ -99,13 +99,14 @@ def decode_step_baseline(batch: DecodeBatch) -> StepOutput:
     return StepOutput(sampled, finished)
 
 
-def batch_of(case: dict) -> DecodeBatch:
+def batch_of(case: dict, device: DeviceLike | None = None) -> DecodeBatch:
     """The decode batch a case of Exercise 0.1's checks names, as data: the same batch in every process.
 
     ``case``: ``num_reqs``, ``vocab``, ``seed`` (of :func:`make_batch`) and ``kind``: ``"plain"``, ``"eos"`` (every
     request samples EOS), ``"at_limit"`` (every request reaches ``max_model_len``), ``"one_short"`` (every request
-    one token short of it) or ``"nan"`` (one NaN logit, at ``nan_at``)."""
-    batch = make_batch(case["num_reqs"], case["vocab"], rng=random.Random(case["seed"]))
+    one token short of it) or ``"nan"`` (one NaN logit, at ``nan_at``). On ``device``, the lab's device unless
+    named (a check's reference makes it on the host)."""
+    batch = make_batch(case["num_reqs"], case["vocab"], rng=random.Random(case["seed"]), device=device)
     if case["kind"] == "eos":
         batch.logits[:, batch.eos_token_id] = 100.0
     elif case["kind"] in ("at_limit", "one_short"):  # this step reaches the limit, or the next one will

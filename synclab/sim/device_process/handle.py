@@ -14,6 +14,7 @@ import itertools
 import multiprocessing
 import weakref
 from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable
 
 import torch
@@ -22,7 +23,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from synclab.sim.device_process.factories import register as register_factories
 from synclab.sim.device_process.ledger import Ledger, Transfer
-from synclab.sim.device_process.server import DEFAULT_STREAM, serve
+from synclab.sim.device_process.server import ASKS, DEFAULT_STREAM, TELLS, serve
 from synclab.sim.device_process.streams import Event, Stream, using
 from synclab.sim.device_process.wire import (DEVICE_TYPE, PinnedView, Ref, leaves, mapped, op_name, pack,
                                              reader_line, register_device_name, unpack)
@@ -112,6 +113,7 @@ class SimulatedGPU:
     def flush(self, question: tuple | None = None) -> None:
         """Send what is queued, with ``question`` last when one is asked (one message: one write, one wake-up)."""
         self._name_refilled_buffers()
+        self._unpin_the_dropped()
         freed, self.freed = self.freed, []  # appended to by finalizers, which may run in the middle of a send
         if freed:
             self._outbox.append(("free", freed))
@@ -119,12 +121,14 @@ class SimulatedGPU:
             self._outbox.append(question)
         if self._outbox:
             batch, self._outbox = self._outbox, []
-            self._send(("batch", batch))
+            self._send(("batch", batch), asks=question is not None)
 
-    def _send(self, message: tuple) -> None:
+    def _send(self, message: tuple, asks: bool = False) -> None:
+        """``message``, marked ahead of its pickle by whether the host waits for an answer: a message the device
+        cannot read (a pinned buffer it could not map) is still answered, with the error, when it asks."""
         self._sent += 1  # what the watcher read before is stale from here on
         with torch._C.DisableTorchFunction():  # pickling a pinned buffer calls torch: the driver's work, not the host's
-            self._conn.send(message)
+            self._conn.send_bytes((ASKS if asks else TELLS) + bytes(ForkingPickler.dumps(message)))
 
     def ask(self, message: tuple) -> Any:
         self.flush(message)
@@ -194,7 +198,7 @@ class SimulatedGPU:
                    if torch._C._storage_Use_Count(storage._cdata) == 1]
         for address in dropped:
             pid, _ = self._pinned.pop(address)
-            self.send(("unpin", pid))
+            self._outbox.append(("unpin", pid))  # sent with what is queued (flush calls this too)
 
     def pinned_view(self, host: torch.Tensor) -> PinnedView | None:
         """``host``'s place in a pinned buffer, or None for pageable memory."""
@@ -289,6 +293,14 @@ class SimulatedGPU:
             answer = self._watch.recv()
             self._watched[question] = (self._sent, answer)
         return answer
+
+    def download_all(self, tensors: list["DeviceTensor"]) -> list[torch.Tensor]:
+        """Each of ``tensors`` copied to the host: that many blocking copies, each counted as ``t.to("cpu")`` is, at
+        the reader's line, answered in one round trip (a check reading many outputs back:
+        :func:`synclab.device.to_host_all`)."""
+        packed = self.ask(("read_all", SyncKind.D2H_COPY.value, [Ref(t._id) for t in tensors], reader_line(),
+                           [_layout_of(t) for t in tensors]))
+        return [unpack(p) for p in packed]
 
     def transfer_count(self) -> int:
         """How many transfers the device process has counted so far."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import torch
@@ -58,6 +59,7 @@ class DeviceState:
         self.releases: dict[tuple, tuple[int, Any]] = {}  # a freed tensor or buffer: streams still to reach it, drop
         self.freed_on: dict[int, str] = {}  # with side streams: a tensor freed, and on which stream
         self.pinned: dict[int, torch.Tensor] = {}  # pinned host buffers, in memory both processes share
+        self.pinned_used_on: dict[int, set[int]] = {}  # a pinned buffer: the streams a copy into or from it was queued on
         self.landed: list[int] = []  # pinned buffers a download landed in since the last answer (told with it)
         self.uploaded: list[int] = []  # uploads from pinned memory run since the last answer (told with it)
 
@@ -151,7 +153,8 @@ class DeviceState:
         """``ref``'s data brought to the host, recorded as one transfer of ``kind``. Data no stream has made yet
         reads as what the memory held (the in-flight value), a race."""
         if self.error:
-            raise RuntimeError(f"an op queued earlier failed on the device: {self.error}")
+            raise RuntimeError(f"an op queued earlier failed on the device: {self.error}. As after a device-side "
+                               "error on a GPU, every later transfer fails too: restart the kernel for a new device")
         tensor = self.data.get(ref.id)
         if tensor is None:
             if layout is None:
@@ -172,8 +175,10 @@ class DeviceState:
             self.free_after(("tensor", id_), streams, lambda sid, id_=id_: self.forget(sid, id_))
 
     def unpin(self, pid: int) -> None:
-        """A pinned buffer the host dropped: once every stream with work queued has run it."""
-        busy = [sid for sid, stream in self.streams.items() if stream.queue]
+        """A pinned buffer the host dropped: freed once each stream that queued a copy into or from it has run what it
+        had queued (CUDA's caching host allocator records an event on each such stream). Not every busy stream: one
+        whose work no one ever waits for would keep every buffer, and the device would run out of them."""
+        busy = [sid for sid in self.pinned_used_on.pop(pid, ()) if self.streams[sid].queue]
         self.free_after(("pinned", pid), busy, lambda sid: self.pinned.pop(pid, None))
 
     def free_after(self, key: tuple, streams: Any, drop: Any) -> None:
@@ -238,8 +243,10 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
             state.layouts.update(zip(message[4], message[5] if len(message) > 5 else ()))
         elif verb == "to_pinned":  # ("to_pinned", PinnedView, Ref)
             state.log(state.current, "copy to host", f"{list(message[1].shape)} non_blocking")
+            state.pinned_used_on.setdefault(message[1].pid, set()).add(state.current)
         else:  # ("from_pinned", Ref, PinnedView, upload id)
             state.log(state.current, "copy to device", f"{list(message[2].shape)} non_blocking from pinned memory")
+            state.pinned_used_on.setdefault(message[2].pid, set()).add(state.current)
         state.enqueue(message)
         return False, None
     if verb in _STREAMS:
@@ -253,7 +260,7 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
     if verb == "race":  # ("race", stream, what): the host saw it wrote a pinned buffer an upload still needs
         state.race(message[1], message[2])
         return False, None
-    if verb == "unpin":  # ("unpin", pid): the host dropped it; freed once every stream has run what it queued
+    if verb == "unpin":  # ("unpin", pid): the host dropped it; freed once the streams that copied with it have run
         state.unpin(message[1])
         return False, None
     if verb in ("upload", "write", "count"):  # a synchronous one: copied on the current stream, which the host waits for
@@ -271,6 +278,10 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
     if verb == "read":  # ("read", kind, Ref, where, (shape, dtype)): the current stream's work, then the copy
         state.run_stream(state.current)
         return True, state.transfer(state.current, *message[1:])
+    if verb == "read_all":  # ("read_all", kind, [Ref], where, [(shape, dtype)]): blocking copies, one after another
+        state.run_stream(state.current)
+        return True, [state.transfer(state.current, message[1], ref, message[3], layout)
+                      for ref, layout in zip(message[2], message[4])]
     if verb == "sync":  # ("sync", kind, where): torch.cuda.synchronize(), a wait for every stream
         state.run_all()
         state.ledger.record(message[1], message[2], 0)
@@ -411,14 +422,7 @@ def _query_event(state: DeviceState, eid: int, where: Any) -> tuple[bool, Any]:
 _STREAMS = {"stream": _new_stream, "use": _use, "record": _record, "wait_event": _wait_event,
             "wait_stream": _wait_stream, "record_stream": _record_stream, "sync_stream": _sync_stream,
             "sync_event": _sync_event, "query_stream": _query_stream, "query_event": _query_event}
-_ANSWERED = ("read", "sized", "sync", "sync_stream", "sync_event", "query_stream", "query_event")
-
-
-def _asks(message: Any) -> bool:
-    """Whether the reader's side waits for an answer to ``message`` (a batch: to its last message)."""
-    if isinstance(message, tuple) and message[:1] == ("batch",) and message[1:2] and message[1]:
-        message = message[1][-1]
-    return isinstance(message, tuple) and message[:1] in [(v,) for v in _ANSWERED]
+ASKS, TELLS = b"?", b"."  # the reader's messages start with one: whether the host waits for an answer
 
 
 def serve(reader: Connection, watcher: Connection) -> None:
@@ -428,12 +432,22 @@ def serve(reader: Connection, watcher: Connection) -> None:
     state = DeviceState()
     while True:
         for conn in wait([reader, watcher]):
+            asks = False
             try:
-                message = conn.recv()
+                if conn is watcher:
+                    message = conn.recv()
+                else:  # the reader's: a byte that says whether the host waits for an answer, then the pickle
+                    raw = conn.recv_bytes()
+                    if raw[:1] not in (ASKS, TELLS):  # not framed by the reader's side: no op of its is lost
+                        continue
+                    asks = raw[:1] == ASKS
+                    message = ForkingPickler.loads(memoryview(raw)[1:])
             except EOFError:
                 return
             except Exception as exc:  # noqa: BLE001 - a message that cannot be read: the ops in it are lost
                 state.fail(f"a message the device could not read: {type(exc).__name__}: {exc}")
+                if asks:  # the host waits: it hears why
+                    reader.send((RuntimeError(state.error), [], []))
                 continue
             if conn is watcher:
                 if message == ("stop",):
@@ -452,7 +466,7 @@ def serve(reader: Connection, watcher: Connection) -> None:
             try:
                 answered, answer = handle(state, message)
             except Exception as exc:  # noqa: BLE001 - the reader's side raises it where it asked
-                answered, answer = _asks(message), exc
+                answered, answer = asks, exc
             if answered:  # with the buffers downloads landed in and the uploads run meanwhile: the host may read
                 # those buffers now, and write the uploads' sources
                 landed, uploaded, state.landed, state.uploaded = state.landed, state.uploaded, [], []
