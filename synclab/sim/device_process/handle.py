@@ -378,7 +378,8 @@ class DeviceTensor(torch.Tensor):
         kwargs = kwargs or {}
         if func in _METADATA:  # a size, stride or offset: the host knows it, from the meta tensor
             return _METADATA[func](args[0]._meta)
-        gpu = next(t._gpu for t in leaves((args, kwargs)) if isinstance(t, DeviceTensor))
+        flat = list(leaves((args, kwargs)))  # the arguments, flattened once for every question below
+        gpu = next(t._gpu for t in flat if isinstance(t, DeviceTensor))
         if func is aten._local_scalar_dense.default:
             return _read(args[0], SyncKind.TENSOR_SLICE if _IN_INDEXING[0] else SyncKind.ITEM, "item", ())
         if func is aten.equal.default:
@@ -388,7 +389,7 @@ class DeviceTensor(torch.Tensor):
         if func is aten.copy_.default and not isinstance(args[1], DeviceTensor):  # an upload into a device tensor
             gpu.write(args[0], args[1], bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking")))
             return args[0]
-        _uploads_or_refuses(gpu, func, args, kwargs)
+        _uploads_or_refuses(gpu, func, args, flat)
         if func in _SIZED_BY_DATA and not (func is aten.repeat_interleave.Tensor and kwargs.get("output_size")):
             return _sized_by_data(gpu, func, args, kwargs, _SIZED_BY_DATA[func], _reads_for_size(func, args, kwargs))
         if func in _INDEXING and func is not aten.index.Tensor and isinstance(args[2], DeviceTensor) \
@@ -401,7 +402,7 @@ class DeviceTensor(torch.Tensor):
         if outputs is None:  # torch's meta kernels know no size for it: a boolean mask's, say
             return _sized_by_data(gpu, func, args, kwargs, SyncKind.BOOL_MASK_INDEX)
         spec, out_leaves = outputs
-        inputs = [t for t in leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        inputs = [t for t in flat if isinstance(t, torch.Tensor)]
         base = args[0] if _makes_views(func) and isinstance(args[0], DeviceTensor) else None
         out_ids, wrapped = [], []
         for leaf in out_leaves:
@@ -415,7 +416,7 @@ class DeviceTensor(torch.Tensor):
                 out_ids.append(wrapped[-1]._id)
             else:
                 wrapped.append(leaf)
-        layouts = [(tuple(t.shape), str(t.dtype).removeprefix("torch.")) for t in wrapped if isinstance(t, DeviceTensor)]
+        layouts = [(tuple(t.shape), _dtype_name(t.dtype)) for t in wrapped if isinstance(t, DeviceTensor)]
         gpu.send(("op", op_name(func), _on_the_wire(args), _on_the_wire(kwargs), out_ids, layouts))
         return wrapped[0] if spec is None else tree_unflatten(wrapped, spec)
 
@@ -462,8 +463,15 @@ class DeviceTensor(torch.Tensor):
 
 
 def _makes_views(func: Any) -> bool:
-    """Whether ``func``'s outputs are views of its first argument (its schema's returns carry an alias)."""
-    return any(r.alias_info is not None for r in func._schema.returns)
+    """Whether ``func``'s outputs are views of its first argument (its schema's returns carry an alias); asked once
+    per op (a step dispatches the same few hundred ops thousands of times)."""
+    found = _VIEWS.get(func)
+    if found is None:
+        found = _VIEWS[func] = any(r.alias_info is not None for r in func._schema.returns)
+    return found
+
+
+_VIEWS: dict[Any, bool] = {}
 
 
 _IN_INDEXING = [0]  # > 0 inside x[...] or x[...] = v: a device value read there is a slice's bound
@@ -615,7 +623,18 @@ def _on_the_wire(value: Any) -> Any:
 
 def _layout_of(tensor: DeviceTensor) -> tuple[tuple[int, ...], str]:
     """What the device process needs to make up a tensor no stream has made yet (a race): its shape and dtype."""
-    return tuple(tensor.shape), str(tensor.dtype).removeprefix("torch.")
+    return tuple(tensor.shape), _dtype_name(tensor.dtype)
+
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    """``"float32"`` for ``torch.float32``, as the device process names it."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
 def _refused_on_the_host(tensor: DeviceTensor, name: str) -> None:
@@ -667,10 +686,10 @@ def _masked_fill(func: Any, args: tuple) -> bool:
             and value.numel() == 1)
 
 
-def _uploads_or_refuses(gpu: SimulatedGPU, func: Any, args: tuple, kwargs: dict) -> None:
-    """A host tensor (not a 0-d scalar) in a device op: an index, which torch uploads (a synchronous copy, counted),
-    or anything else, which CUDA refuses with these words."""
-    hosts = [t for t in leaves((args, kwargs)) if isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor)
+def _uploads_or_refuses(gpu: SimulatedGPU, func: Any, args: tuple, flat: list) -> None:
+    """A host tensor (not a 0-d scalar) in a device op (``flat``: its arguments, flattened): an index, which torch
+    uploads (a synchronous copy, counted), or anything else, which CUDA refuses with these words."""
+    hosts = [t for t in flat if isinstance(t, torch.Tensor) and not isinstance(t, DeviceTensor)
              and (t.dim() > 0 or (func in _INDEXING and not _masked_fill(func, args)))]  # index_put_ moves a 0-d
     #                                                                                  host value over, as ATen does
     if not hosts:
