@@ -34,7 +34,7 @@ class StreamsSeen:
     @property
     def log(self) -> SimLog:
         """What the host asked of the streams, in order: ``(what, on which stream, detail)``."""
-        return SimLog(self._seen()["log"])
+        return SimLog(list(self._seen()["log"]))  # a copy: the handle keeps the answer until the reader sends again
 
     @property
     def edges(self) -> list[StreamEdge]:
@@ -48,7 +48,7 @@ class StreamsSeen:
 
     @property
     def races(self) -> list[str]:
-        return self._seen()["races"]
+        return list(self._seen()["races"])
 
     @property
     def streams_created(self) -> int:
