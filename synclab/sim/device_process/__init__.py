@@ -16,6 +16,8 @@ memory without a copy, and the driver, not the program, performs the copy. Here 
   (``pick_device()``, ``torch.cuda``'s streams and events, pinned memory), so the lab's code runs on it unchanged;
 * :mod:`.factories` — ``torch.empty(..., device="simgpu")``, ``t.to("simgpu")`` and the like: the device's kernels
   for torch's factories and uploads (PrivateUse1's, renamed);
+* :mod:`.host_pool` — pinned host memory as a caching host allocator keeps it: blocks of segments both processes map
+  once, reused once the device process has released them;
 * :mod:`.streams_seen` — what a check reads of the streams (their log, the waits between them, races, copies still
   queued, what memory a stream keeps), asked of the device process by the watcher; chapter 2's checks read it as
   they read the in-process device;

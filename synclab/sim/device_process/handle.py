@@ -22,6 +22,7 @@ import torch.multiprocessing  # noqa: F401 - a pinned buffer crosses as shared m
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from synclab.sim.device_process.factories import register as register_factories
+from synclab.sim.device_process.host_pool import HostPool, as_buffer, block_of
 from synclab.sim.device_process.ledger import Ledger, Transfer
 from synclab.sim.device_process.server import ASKS, DEFAULT_STREAM, TELLS, serve
 from synclab.sim.device_process.streams import Event, Stream, using
@@ -95,6 +96,8 @@ class SimulatedGPU:
         self._watched: dict[tuple, tuple[int, Any]] = {}  # a watcher's question: the messages sent then, its answer
         self.freed: list[int] = []  # ids of tensors the reader's side dropped, sent with the next batch
         self._pinned: dict[int, tuple[int, torch.UntypedStorage]] = {}  # a pinned buffer's address: its id, memory
+        self._host_pool = HostPool()  # the blocks pinned buffers are made in
+        self._blocks: dict[int, tuple[int, int, int]] = {}  # a pinned buffer's id: its block, until the device frees it
         self.in_flight: dict[int, int] = {}  # a pinned buffer's id: downloads into it queued and not yet landed
         self._uploads_queued: dict[int, _QueuedUpload] = {}  # uploads from pinned memory the device has not run yet
         self.device = torch.device(DEVICE_TYPE, 0)
@@ -132,7 +135,9 @@ class SimulatedGPU:
 
     def ask(self, message: tuple) -> Any:
         self.flush(message)
-        answer, landed, uploaded = self._conn.recv()
+        answer, landed, uploaded, released = self._conn.recv()
+        for pid in released:  # the device no longer uses its block: free for the next buffer
+            self._host_pool.release(*self._blocks.pop(pid))
         for upload in uploaded:  # run: a host write into its source from now on is no race
             self._uploads_queued.pop(upload, None)
         for pid in landed:
@@ -184,11 +189,18 @@ class SimulatedGPU:
         """A pinned host buffer (of ``fill``): host memory the device process maps too, so a non_blocking copy into
         it lands when the device runs it, and one from it reads it then, as on CUDA."""
         self._unpin_the_dropped()
-        buffer = torch.full(shape, fill, dtype=dtype).share_memory_()
+        numel = 1
+        for n in shape:
+            numel *= n
+        segment, offset, size, new = self._host_pool.allocate(numel * dtype.itemsize)
+        if new is not None:  # a segment crosses once (its file); a block of it is named by its place
+            self.send(("segment", segment, new))
+        buffer = as_buffer(block_of(self._host_pool.arrays[segment], offset, size), tuple(shape), dtype).fill_(fill)
         storage = buffer.untyped_storage()
         pid = self.new_id()
         self._pinned[storage.data_ptr()] = (pid, storage)
-        self.send(("pin", pid, buffer))
+        self._blocks[pid] = (segment, offset, size)
+        self.send(("pin", pid, segment, offset, size, tuple(shape), _dtype_name(dtype)))
         return buffer
 
     def _unpin_the_dropped(self) -> None:

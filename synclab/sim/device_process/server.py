@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from synclab.sim.device_process.host_pool import as_buffer, block_of
 from synclab.sim.device_process.ledger import Ledger
 from synclab.sim.device_process.wire import Ref, leaves, on_the_device, pack, register_device_name, resolve
 from synclab.syncs import SyncKind, in_flight_value
@@ -59,6 +60,8 @@ class DeviceState:
         self.releases: dict[tuple, tuple[int, Any]] = {}  # a freed tensor or buffer: streams still to reach it, drop
         self.freed_on: dict[int, str] = {}  # with side streams: a tensor freed, and on which stream
         self.pinned: dict[int, torch.Tensor] = {}  # pinned host buffers, in memory both processes share
+        self.segments: dict[int, Any] = {}  # the host memory pinned buffers are blocks of (host_pool), as NumPy views
+        self.released: list[int] = []  # pinned buffers freed since the last answer (told with it: blocks to reuse)
         self.pinned_used_on: dict[int, set[int]] = {}  # a pinned buffer: the streams a copy into or from it was queued on
         self.landed: list[int] = []  # pinned buffers a download landed in since the last answer (told with it)
         self.uploaded: list[int] = []  # uploads from pinned memory run since the last answer (told with it)
@@ -179,7 +182,11 @@ class DeviceState:
         had queued (CUDA's caching host allocator records an event on each such stream). Not every busy stream: one
         whose work no one ever waits for would keep every buffer, and the device would run out of them."""
         busy = [sid for sid in self.pinned_used_on.pop(pid, ()) if self.streams[sid].queue]
-        self.free_after(("pinned", pid), busy, lambda sid: self.pinned.pop(pid, None))
+        self.free_after(("pinned", pid), busy, lambda sid: self._unmap(pid))
+
+    def _unmap(self, pid: int) -> None:
+        if self.pinned.pop(pid, None) is not None:
+            self.released.append(pid)
 
     def free_after(self, key: tuple, streams: Any, drop: Any) -> None:
         """``drop(sid)`` once each of ``streams`` has reached a release marker queued now (at once if none)."""
@@ -254,8 +261,12 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
     if verb == "free":  # ("free", ids)
         state.free(message[1])
         return False, None
-    if verb == "pin":  # ("pin", pid, tensor in shared memory): a pinned host buffer, which both processes see
-        state.pinned[message[1]] = message[2]
+    if verb == "segment":  # ("segment", index, [bytes] uint8 in shared memory): host memory both processes map
+        state.segments[message[1]] = message[2].numpy()  # kept alive by its NumPy view
+        return False, None
+    if verb == "pin":  # ("pin", pid, segment, offset, size, shape, dtype): a pinned buffer, a block of a segment
+        _, pid, segment, offset, size, shape, dtype = message
+        state.pinned[pid] = as_buffer(block_of(state.segments[segment], offset, size), shape, getattr(torch, dtype))
         return False, None
     if verb == "race":  # ("race", stream, what): the host saw it wrote a pinned buffer an upload still needs
         state.race(message[1], message[2])
@@ -447,7 +458,7 @@ def serve(reader: Connection, watcher: Connection) -> None:
             except Exception as exc:  # noqa: BLE001 - a message that cannot be read: the ops in it are lost
                 state.fail(f"a message the device could not read: {type(exc).__name__}: {exc}")
                 if asks:  # the host waits: it hears why
-                    reader.send((RuntimeError(state.error), [], []))
+                    reader.send((RuntimeError(state.error), [], [], []))
                 continue
             if conn is watcher:
                 if message == ("stop",):
@@ -470,4 +481,5 @@ def serve(reader: Connection, watcher: Connection) -> None:
             if answered:  # with the buffers downloads landed in and the uploads run meanwhile: the host may read
                 # those buffers now, and write the uploads' sources
                 landed, uploaded, state.landed, state.uploaded = state.landed, state.uploaded, [], []
-                reader.send((answer, landed, uploaded))
+                released, state.released = state.released, []  # and the pinned buffers it no longer uses
+                reader.send((answer, landed, uploaded, released))
