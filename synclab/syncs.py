@@ -1087,7 +1087,7 @@ class _EarlyReads(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         read = args[1:] if name == "copy_" else args  # copy_'s first argument is written, not read
         landing = [a for a in read if isinstance(a, torch.Tensor) and a.device.type == "cpu"
-                   and self.gpu.in_flight and self.gpu.in_flight_buffer(a)]
+                   and self.gpu.in_flight_buffer(a)] if self.gpu.in_flight else []
         out = func(*args, **(kwargs or {}))
         if landing and not _a_view_of(out, landing):  # a view (reshape, a slice) reads nothing: a read of it later does
             filename, lineno, function, code = _user_frame()

@@ -31,9 +31,9 @@ DecodeStep = Callable[[DecodeBatch], StepOutput]
 
 @answer_key("0.1")
 def _decode_step_reference(case: dict) -> dict:
-    """What a right step does to the batch ``case`` names (:func:`batch_of`), worked out on the host: everything
-    copied to Python first. Its result (the step's output, the lists and both lengths after it) is plain data.
-    Worked out on the host: a reference is the grader's work, not the device's."""
+    """What a right step does to the batch ``case`` names (:func:`batch_of`), worked out on the host (a reference is
+    the grader's work, not the device's): the batch made there, everything copied to Python first. Its result (the
+    step's output, the lists and both lengths after it) is plain data."""
     batch = batch_of(case, torch.device("cpu"))
     logits = batch.logits.cpu()
     if torch.isnan(logits).any():

@@ -11,6 +11,7 @@ Each is a transfer the device process performs and counts, with the line of the 
 from __future__ import annotations
 
 import itertools
+import math
 import multiprocessing
 import weakref
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable
 
 import torch
-import torch.multiprocessing  # noqa: F401 - a pinned buffer crosses as shared memory (its reductions)
+import torch.multiprocessing  # noqa: F401 - pinned memory's segments cross as shared memory (its reductions)
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from synclab.sim.device_process.factories import register as register_factories
@@ -189,10 +190,7 @@ class SimulatedGPU:
         """A pinned host buffer (of ``fill``): host memory the device process maps too, so a non_blocking copy into
         it lands when the device runs it, and one from it reads it then, as on CUDA."""
         self._unpin_the_dropped()
-        numel = 1
-        for n in shape:
-            numel *= n
-        segment, offset, size, new = self._host_pool.allocate(numel * dtype.itemsize)
+        segment, offset, size, new = self._host_pool.allocate(math.prod(shape) * dtype.itemsize)
         if new is not None:  # a segment crosses once (its file); a block of it is named by its place
             self.send(("segment", segment, new))
         buffer = as_buffer(block_of(self._host_pool.arrays[segment], offset, size), tuple(shape), dtype).fill_(fill)
@@ -309,7 +307,7 @@ class SimulatedGPU:
     def download_all(self, tensors: list["DeviceTensor"]) -> list[torch.Tensor]:
         """Each of ``tensors`` copied to the host: that many blocking copies, each counted as ``t.to("cpu")`` is, at
         the reader's line, answered in one round trip (a check reading many outputs back:
-        :func:`synclab.device.to_host_all`)."""
+        :func:`synclab.device.read_back_together`)."""
         packed = self.ask(("read_all", SyncKind.D2H_COPY.value, [Ref(t._id) for t in tensors], reader_line(),
                            [_layout_of(t) for t in tensors]))
         return [unpack(p) for p in packed]

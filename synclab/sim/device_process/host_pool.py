@@ -13,6 +13,7 @@ whether the host still holds it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -29,10 +30,7 @@ def block_of(segment: Any, offset: int, size: int) -> torch.Tensor:
 
 def as_buffer(block: torch.Tensor, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """The block's first bytes as a contiguous tensor of ``shape`` and ``dtype``."""
-    numel = 1
-    for n in shape:
-        numel *= n
-    return block[:numel * dtype.itemsize].view(dtype).reshape(shape)
+    return block[:math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
 
 
 class HostPool:

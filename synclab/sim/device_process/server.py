@@ -475,11 +475,11 @@ def serve(reader: Connection, watcher: Connection) -> None:
                     watcher.send(state.ledger.transfers[message[1]:])
                 continue
             try:
-                answered, answer = handle(state, message)
+                _, answer = handle(state, message)
             except Exception as exc:  # noqa: BLE001 - the reader's side raises it where it asked
-                answered, answer = asks, exc
-            if answered:  # with the buffers downloads landed in and the uploads run meanwhile: the host may read
-                # those buffers now, and write the uploads' sources
+                answer = exc
+            if asks:  # the frame says the host waits: answered, with the buffers downloads landed in and the
+                # uploads run meanwhile (the host may read those buffers now, and write the uploads' sources)
                 landed, uploaded, state.landed, state.uploaded = state.landed, state.uploaded, [], []
                 released, state.released = state.released, []  # and the pinned buffers it no longer uses
                 reader.send((answer, landed, uploaded, released))
