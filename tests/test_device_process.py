@@ -142,6 +142,56 @@ def test_nothing_the_readers_connection_sends_lowers_a_count(gpu: SimulatedGPU) 
     assert gpu.process.is_alive()
 
 
+def _a_reader_that_cheats(reader, results) -> None:
+    """A process handed only the reader's end (as a grader's answer process will be): it reads three values, then
+    tries every way its side has to lower, read or stop the counts."""
+    gpu = SimulatedGPU(reader)
+    x = gpu.upload(HOST, blocking=False)
+    x.sum().item(), x[0, 0].item(), x.tolist()  # three reads: item, item, tolist
+    found = []
+    for ask in (gpu.ledger, gpu.transfer_count, lambda: gpu.transfers_since(0)):
+        try:
+            ask()
+            found.append("read the counts")
+        except RuntimeError as exc:
+            found.append(str(exc))
+    for forged in (("reset",), ("ledger",), ("stop",), ("since", 0), ("batch", [("stop",)])):
+        gpu._send(forged, asks=True)
+        gpu._conn.recv()  # answered with the error: no such message on this connection
+    gpu._watched.clear()
+    gpu.close()
+    results.send(found)
+
+
+def test_a_process_handed_only_the_readers_end_cannot_read_or_lower_the_counts() -> None:
+    """The grader's side (step 5): one process starts the device and keeps its watcher; another gets the reader's end.
+    Its transfers are counted where the first can read them, and nothing it sends reads, lowers or stops them."""
+    import multiprocessing
+
+    from synclab.sim.device_process.handle import start_device
+
+    reader, watcher = start_device()
+    context = multiprocessing.get_context("spawn")
+    results, results_there = context.Pipe()
+    child = context.Process(target=_a_reader_that_cheats, args=(reader, results_there))
+    child.start()
+    reader.close()
+    results_there.close()
+    try:
+        assert results.poll(120), "the reader's process did not answer"
+        found = results.recv()
+        child.join(timeout=60)
+        transfers = watcher.ask(("since", 0))
+        assert [t.kind for t in transfers] == [SyncKind.ITEM.value, SyncKind.ITEM.value, SyncKind.TOLIST.value]
+        assert all("_a_reader_that_cheats" in t.where or "test_device_process.py" in t.where for t in transfers)
+        assert found == ["this process holds only the reader's end of the simulated GPU: its counts are read by the "
+                         "process that started it, as a GPU's driver, not the program, sees its transfers"] * 3
+        assert watcher.process.is_alive() and child.exitcode == 0
+    finally:
+        watcher.stop()
+    assert not watcher.process.is_alive()
+
+
 # ----------------------------------------------------------------------------- step 2: by the device's name
 
 MADE = {  # a factory given the device's name: the host's values, no transfer
@@ -256,6 +306,24 @@ def test_an_upload_from_pinned_memory_reads_the_buffer_when_it_runs(gpu: Simulat
     races = gpu.ledger().races[races_before:]
     assert races == [] if wait_first else (len(races) == 1 and "wrote a pinned buffer before its upload ran" in races[0]
                                            and "test_device_process.py" in races[0])
+
+
+def test_a_buffer_refilled_then_dropped_before_its_upload_ran_is_still_a_race(gpu: SimulatedGPU) -> None:
+    """A function that fills a pinned buffer, queues its upload, writes it again and returns: the buffer is gone from
+    the host's code before anything waits, yet the device reads it when the upload runs (the caching host allocator
+    holds it until then), so the write is a race all the same."""
+    def gather(target: torch.Tensor) -> None:
+        mask = torch.zeros(2, 3, dtype=torch.bool).pin_memory()
+        target.copy_(mask, non_blocking=True)
+        mask[:, 0] = True  # after the upload: too late
+
+    target = torch.zeros(2, 3, dtype=torch.bool, device="simgpu")
+    races_before = len(gpu.ledger().races)
+    gather(target)
+    gc.collect()
+    assert target[:, 0].tolist() == [True, True]  # what the memory held when the upload ran
+    races = gpu.ledger().races[races_before:]
+    assert len(races) == 1 and "wrote a pinned buffer before its upload ran" in races[0]
 
 
 @pytest.mark.parametrize("direction", ["upload", "download"])

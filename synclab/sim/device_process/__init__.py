@@ -7,7 +7,9 @@ memory without a copy, and the driver, not the program, performs the copy. Here 
 
 * :mod:`.handle` — the reader's side: :class:`~.handle.DeviceTensor`, a tensor that holds only its metadata (shape,
   dtype, strides, device ``simgpu``) and sends every op on it to the device process, which runs it on the data;
-  :class:`~.handle.SimulatedGPU` starts that process and is what the reader's code holds;
+  :func:`~.handle.start_device` starts that process and hands out its two ends apart, the reader's connection and
+  the :class:`~.handle.Watcher` (the counts); :class:`~.handle.SimulatedGPU` is what the reader's code holds: a
+  device it started itself (both ends), or the reader's end alone, as a grader's answer process will get it;
 * :mod:`.server` — the device process: the data, each stream's queue run in order when the host waits on it (the
   latest a GPU could: a model of ordering, not of time), and every transfer to the host performed and counted there;
 * :mod:`.streams` — streams and events as the host holds them (``torch.cuda.Stream``'s and ``Event``'s API): handles

@@ -15,6 +15,7 @@ import math
 import multiprocessing
 import weakref
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable
 
@@ -72,25 +73,57 @@ _READS = {"tolist": SyncKind.TOLIST, "item": SyncKind.ITEM, "__bool__": SyncKind
 class _QueuedUpload:
     """An upload from pinned memory the device has not run yet, as the host queued it (chapter 3)."""
 
-    source: weakref.ref  # the pinned host tensor it reads when it runs
+    source: torch.Tensor  # the pinned host tensor it reads when it runs: held until then, as CUDA's caching host
+    #                       allocator holds a freed pinned block until the copies queued with it have run (and a write
+    #                       just before the host dropped the buffer is still seen)
     version: int  # the source's version then: a host write into it (or a view of it) bumps it
     where: str  # the reader's line that queued it
     stream: int  # the stream it was queued on
 
 
+class Watcher:
+    """The device process's counts, read over a connection of their own, which the process that started the device
+    keeps: the reader's connection has no message that reads them or lowers them. Handed only the reader's end (a
+    grader's answer process), code cannot reach them."""
+
+    def __init__(self, conn: Connection, process: multiprocessing.process.BaseProcess) -> None:
+        self._conn, self.process = conn, process
+
+    def ask(self, question: tuple) -> Any:
+        self._conn.send(question)
+        return self._conn.recv()
+
+    def stop(self) -> None:
+        if self.process.is_alive():
+            self._conn.send(("stop",))
+            self.process.join(timeout=10)
+
+
+def start_device() -> tuple[Connection, Watcher]:
+    """A device process: the reader's end of its connection, and its watcher."""
+    context = multiprocessing.get_context("spawn")
+    reader, device_end = context.Pipe()
+    watch, watch_end = context.Pipe()
+    process = context.Process(target=serve, args=(device_end, watch_end), daemon=True, name="synclab-simulated-gpu")
+    process.start()
+    device_end.close()
+    watch_end.close()
+    return reader, Watcher(watch, process)
+
+
 class SimulatedGPU:
     """The device: its process, the reader's connection to it, and the watcher's (``ledger``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reader: Connection | None = None) -> None:
+        """Start a device process and hold both its connections; or, given ``reader`` (the reader's end of one another
+        process started, :func:`start_device`), only the reader's: that process keeps the watcher, and the counts."""
         register_device_name()
-        context = multiprocessing.get_context("spawn")
-        self._conn, device_end = context.Pipe()
-        self._watch, watch_end = context.Pipe()
-        self.process = context.Process(target=serve, args=(device_end, watch_end), daemon=True,
-                                       name="synclab-simulated-gpu")
-        self.process.start()
-        device_end.close()
-        watch_end.close()
+        if reader is None:
+            reader, self._watcher = start_device()
+            self.process: multiprocessing.process.BaseProcess | None = self._watcher.process
+        else:
+            self._watcher, self.process = None, None
+        self._conn = reader
         self._ids = itertools.count(1)
         self._outbox: list[tuple] = []
         self._sent = 0  # messages sent on the reader's connection: the device's state changes only with one
@@ -166,7 +199,7 @@ class SimulatedGPU:
         view = self.async_view(host) if non_blocking else None
         if view is not None:
             upload = self.new_id()
-            self._uploads_queued[upload] = _QueuedUpload(weakref.ref(host), host._version, reader_line(),
+            self._uploads_queued[upload] = _QueuedUpload(host, host._version, reader_line(),
                                                          self._current_stream.sid)
             self.send(("from_pinned", Ref(target._id), view, upload))
             return
@@ -179,10 +212,8 @@ class SimulatedGPU:
         write to a tensor bumps its version, shared by all its views; the device says with each answer which
         uploads it ran."""
         for upload, queued in list(self._uploads_queued.items()):
-            source = queued.source()
-            if source is None or source._version != queued.version:
+            if queued.source._version != queued.version:
                 del self._uploads_queued[upload]
-            if source is not None and source._version != queued.version:
                 self._outbox.append(("race", queued.stream, f"the host wrote a pinned buffer before its upload ran "
                                      f"(queued at {queued.where}); the device may read the new values"))
 
@@ -271,17 +302,20 @@ class SimulatedGPU:
         return out
 
     # -- the watcher's side: the counts, which the reader's connection cannot reach
+    def _watch(self, question: tuple) -> Any:
+        if self._watcher is None:
+            raise RuntimeError("this process holds only the reader's end of the simulated GPU: its counts are read by "
+                               "the process that started it, as a GPU's driver, not the program, sees its transfers")
+        self.flush()  # in this process the two sides meet; a grader's watcher sees what the reader has sent
+        return self._watcher.ask(question)
+
     def ledger(self) -> Ledger:
         """A copy of the device process's ledger: its transfers, ops, streams, log and races."""
-        self.flush()  # in this process the two sides meet; a grader's watcher sees what the reader has sent
-        self._watch.send(("ledger",))
-        return self._watch.recv()
+        return self._watch(("ledger",))
 
     def transfers_since(self, start: int) -> list[Transfer]:
         """The transfers after the first ``start`` (``count_syncs`` reads its block's this way)."""
-        self.flush()
-        self._watch.send(("since", start))
-        return self._watch.recv()
+        return self._watch(("since", start))
 
     def streams_state(self) -> dict[str, Any]:
         """The copies queued on the streams and not run yet, and the tensors ``record_stream`` holds
@@ -299,8 +333,7 @@ class SimulatedGPU:
         self.flush()
         sent, answer = self._watched.get(question, (-1, None))
         if sent != self._sent:
-            self._watch.send(question)
-            answer = self._watch.recv()
+            answer = self._watch(question)
             self._watched[question] = (self._sent, answer)
         return answer
 
@@ -314,16 +347,18 @@ class SimulatedGPU:
 
     def transfer_count(self) -> int:
         """How many transfers the device process has counted so far."""
-        self.flush()
-        self._watch.send(("count",))
-        return self._watch.recv()
+        return self._watch(("count",))
 
     def close(self) -> None:
+        """Stop the device process, where this process started it; else let go of the reader's end (the process
+        that started the device stops it)."""
         if self in _STARTED:
             _STARTED.remove(self)
-        if self.process.is_alive():
-            self._watch.send(("stop",))
-            self.process.join(timeout=10)
+        if self._watcher is not None:
+            self._watcher.stop()
+        else:
+            self.flush()
+            self._conn.close()
 
 
 def _read_kind(name: str) -> SyncKind:
@@ -348,11 +383,10 @@ class DeviceTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, gpu: SimulatedGPU, meta: torch.Tensor, id_: int) -> "DeviceTensor":
-        # its sizes and strides are asked of its meta tensor ("sizes"): resize_ and out= ops change them in place
-        out = torch.Tensor._make_wrapper_subclass(cls, meta.shape, strides=meta.stride(), dtype=meta.dtype,
-                                                  storage_offset=meta.storage_offset(), device=gpu.device,
-                                                  requires_grad=False, dispatch_sizes_strides_policy="sizes")
-        out._gpu, out._meta, out._id = gpu, meta, id_
+        # its sizes and strides are its own, as a CUDA tensor's: torch reads them without a call here (a policy
+        # asking the meta tensor made each slice cost ~10x). An op that changes them in place: see `relaid`
+        out = _wrapper(cls, gpu, meta)
+        out._gpu, out._meta, out._id, out._key = gpu, meta, id_, _meta_key(meta)
         out._storage = id_  # the memory it lives in: its own, or its base's for a view (CUDA's overlap checks)
         weakref.finalize(out, _free, weakref.ref(gpu), id_)
         return out
@@ -388,6 +422,8 @@ class DeviceTensor(torch.Tensor):
         kwargs = kwargs or {}
         if func in _METADATA:  # a size, stride or offset: the host knows it, from the meta tensor
             return _METADATA[func](args[0]._meta)
+        if func is aten._has_compatible_shallow_copy_type.default:  # `relaid` asks it: a question of types
+            return all(isinstance(t, DeviceTensor) for t in args)
         flat = list(leaves((args, kwargs)))  # the arguments, flattened once for every question below
         gpu = next(t._gpu for t in flat if isinstance(t, DeviceTensor))
         if func is aten._local_scalar_dense.default:
@@ -417,8 +453,8 @@ class DeviceTensor(torch.Tensor):
         out_ids, wrapped = [], []
         for leaf in out_leaves:
             if isinstance(leaf, _Input):  # in place: the same tensor comes back
-                if leaf.after is not None and _layout(inputs[leaf.position]._meta) != _layout(leaf.after):
-                    inputs[leaf.position]._meta = leaf.after.meta()  # its new size (a cached op ran no meta kernel)
+                if leaf.after is not None and _layout(inputs[leaf.position]) != _layout(leaf.after):
+                    relaid(inputs[leaf.position], leaf.after.meta())  # resize_, an out= op: its new size
                 wrapped.append(inputs[leaf.position])
                 out_ids.append(inputs[leaf.position]._id)
             elif isinstance(leaf, _New):
@@ -470,6 +506,20 @@ class DeviceTensor(torch.Tensor):
         """This tensor is used on ``stream`` too: its memory is freed once that stream has run what it queued so
         far, not only its own stream (the caching allocator's rule)."""
         self._gpu.send(("record_stream", self._id, stream.sid, list(self.shape)))
+
+
+def _wrapper(cls: type, gpu: SimulatedGPU, meta: torch.Tensor) -> Any:
+    return torch.Tensor._make_wrapper_subclass(cls, meta.shape, strides=meta.stride(), dtype=meta.dtype,
+                                               storage_offset=meta.storage_offset(), device=gpu.device,
+                                               requires_grad=False)
+
+
+def relaid(tensor: DeviceTensor, meta: torch.Tensor) -> None:
+    """``tensor`` now has ``meta``'s sizes, strides and offset (an op resized it in place): the same object, as
+    torch's ``resize_`` keeps it, its metadata swapped as ``t.data = ...`` swaps a parameter's."""
+    with torch._C.DisableTorchFunction():  # the reader's modes see its calls, not this bookkeeping
+        tensor.data = _wrapper(DeviceTensor, tensor._gpu, meta)
+    tensor._meta, tensor._key = meta, _meta_key(meta)
 
 
 def _makes_views(func: Any) -> bool:
@@ -557,8 +607,19 @@ class _New:
     dtype: torch.dtype
 
     def meta(self) -> torch.Tensor:
+        """A meta tensor of this layout: one per cached op, shared by the tensors it makes (nothing changes a
+        tensor's meta tensor in place: an op's meta kernel runs on copies, and `relaid` swaps in a new one)."""
+        found = _TEMPLATES.get(self)
+        if found is None:
+            found = _TEMPLATES[self] = self.fresh()
+        return found
+
+    def fresh(self) -> torch.Tensor:
         extent = self.offset + 1 + sum((n - 1) * s for n, s in zip(self.shape, self.stride)) if all(self.shape) else 0
         return torch.empty(extent, dtype=self.dtype, device="meta").as_strided(self.shape, self.stride, self.offset)
+
+
+_TEMPLATES: dict[_New, torch.Tensor] = {}
 
 
 # An op's outputs by its signature (the op, its tensors' metadata, its other arguments): a step repeats the same ops
@@ -566,9 +627,14 @@ class _New:
 _OUTPUTS: dict[tuple, tuple[Any, list]] = {}
 
 
+def _meta_key(meta: torch.Tensor) -> tuple:
+    """A device tensor's part of an op's signature, worked out once per tensor."""
+    return ("T", tuple(meta.shape), meta.stride(), meta.dtype, meta.storage_offset(), meta.device.type)
+
+
 def _signature(value: Any) -> Any:
     if isinstance(value, DeviceTensor):
-        value = value._meta
+        return value._key
     if isinstance(value, torch.Tensor):
         return ("T", tuple(value.shape), value.stride(), value.dtype, value.storage_offset(), value.device.type)
     if isinstance(value, (list, tuple)):
@@ -588,12 +654,15 @@ def _outputs(func: Any, args: tuple, kwargs: dict) -> tuple[Any, list] | None:
         key = None
     if key is not None and key in _OUTPUTS:
         return _OUTPUTS[key]
-    metas = [t._meta if isinstance(t, DeviceTensor) else t for t in leaves((args, kwargs))
+    # the meta kernel runs on copies: a device tensor's meta tensor may be shared, and an op may change its input
+    copies = {id(t): _New(*_layout(t._meta), t.dtype).fresh() for t in leaves((args, kwargs))
+              if isinstance(t, DeviceTensor)}
+    metas = [copies[id(t)] if isinstance(t, DeviceTensor) else t for t in leaves((args, kwargs))
              if isinstance(t, torch.Tensor)]
     before = [_layout(m) for m in metas]  # an op that resizes an input changes these in place
     try:
         with torch._C.DisableTorchFunction():  # the reader's torch-function modes are for its calls, not torch's own
-            out = func(*_as_meta(args), **_as_meta(kwargs))
+            out = func(*_as_meta(args, copies), **_as_meta(kwargs, copies))
     except NotImplementedError:
         return None
     flat, spec = tree_flatten(out)
@@ -614,10 +683,10 @@ def _layout(t: "torch.Tensor | _New") -> tuple[tuple[int, ...], tuple[int, ...],
     return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
-def _as_meta(value: Any) -> Any:
+def _as_meta(value: Any, copies: dict[int, torch.Tensor]) -> Any:
     def meta(v: Any) -> Any:
         if isinstance(v, DeviceTensor):
-            return v._meta
+            return copies[id(v)]
         if isinstance(v, torch.Tensor):
             return v.to("meta")  # a host tensor in a device op: its values go up with the op
         if isinstance(v, torch.device) and v.type == DEVICE_TYPE:

@@ -437,12 +437,14 @@ ASKS, TELLS = b"?", b"."  # the reader's messages start with one: whether the ho
 
 
 def serve(reader: Connection, watcher: Connection) -> None:
-    """Answer the reader's side and the watcher until the watcher says stop (or either goes away)."""
+    """Answer the reader's side and the watcher until the watcher says stop or goes away (the counts outlive the
+    reader's process: a grader reads them once the answer's process has ended)."""
     torch.set_num_threads(1)
     register_device_name()
     state = DeviceState()
+    conns = [reader, watcher]
     while True:
-        for conn in wait([reader, watcher]):
+        for conn in wait(conns):
             asks = False
             try:
                 if conn is watcher:
@@ -453,8 +455,11 @@ def serve(reader: Connection, watcher: Connection) -> None:
                         continue
                     asks = raw[:1] == ASKS
                     message = ForkingPickler.loads(memoryview(raw)[1:])
-            except EOFError:
-                return
+            except EOFError:  # the reader's process let go (it ended): the watcher may still read the counts
+                if conn is watcher:
+                    return
+                conns.remove(reader)
+                continue
             except Exception as exc:  # noqa: BLE001 - a message that cannot be read: the ops in it are lost
                 state.fail(f"a message the device could not read: {type(exc).__name__}: {exc}")
                 if asks:  # the host waits: it hears why
