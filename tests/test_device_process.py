@@ -142,6 +142,21 @@ def test_nothing_the_readers_connection_sends_lowers_a_count(gpu: SimulatedGPU) 
     assert gpu.process.is_alive()
 
 
+def test_a_mode_counting_calls_sees_a_device_tensors_indexing_and_reads_beside_the_machines_own(
+        gpu: SimulatedGPU) -> None:
+    """The machine's pin-flag mode alone lets indexing and reads skip a second pass; a mode that counts the host's
+    calls beside it still sees each, as it sees them on a CUDA tensor."""
+    from synclab.dispatch import count_torch_calls
+
+    with running_on(gpu):
+        x = torch.arange(4, device="simgpu")
+        with count_torch_calls() as calls:
+            x[1:3]
+            x[0] = 7
+            x.tolist()
+    assert {"__getitem__", "__setitem__", "tolist"} <= set(calls.by_name), calls
+
+
 def _a_reader_that_cheats(reader, results) -> None:
     """A process handed only the reader's end (as a grader's answer process will be): it reads three values, then
     tries every way its side has to lower, read or stop the counts."""

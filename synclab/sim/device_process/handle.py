@@ -367,10 +367,19 @@ def _read_kind(name: str) -> SyncKind:
     return _READS[name]
 
 
+def _a_mode_sees_calls() -> bool:
+    """Whether a torch-function mode that looks at calls is on: any but the machine's own, which only takes a
+    factory's ``pin_memory`` flag (``sees_no_calls``), and would only cost an indexing a second pass."""
+    if not torch._C._is_torch_function_mode_enabled():
+        return False
+    return torch._C._len_torch_function_stack() != 1 or \
+        not getattr(torch._C._get_function_stack_at(0), "sees_no_calls", False)
+
+
 def _read_method(name: str) -> Callable[..., Any]:
     """A read as a method of :class:`DeviceTensor` (``t.tolist()``, ``int(t)``, ...)."""
     def method(self: "DeviceTensor", *rest: Any, **_: Any) -> Any:
-        if torch._C._is_torch_function_mode_enabled():  # a mode sees the call, as it sees a CUDA tensor's
+        if _a_mode_sees_calls():  # a mode sees the call, as it sees a CUDA tensor's
             return torch.overrides.handle_torch_function(getattr(DeviceTensor, name), (self,), self, *rest)
         return _read(self, _read_kind(name), name, rest)
     method.__name__ = name
@@ -396,7 +405,7 @@ class DeviceTensor(torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     def __getitem__(self, index: Any) -> Any:
-        if torch._C._is_torch_function_mode_enabled():  # a mode sees the call from the reader's line, as on CUDA
+        if _a_mode_sees_calls():  # a mode sees the call from the reader's line, as on CUDA
             return torch.overrides.handle_torch_function(DeviceTensor.__getitem__, (self,), self, index)
         _IN_INDEXING[0] += 1  # a 0-d device bound read inside is a tensor-bounded slice
         try:
@@ -405,7 +414,7 @@ class DeviceTensor(torch.Tensor):
             _IN_INDEXING[0] -= 1
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        if torch._C._is_torch_function_mode_enabled():
+        if _a_mode_sees_calls():
             return torch.overrides.handle_torch_function(DeviceTensor.__setitem__, (self,), self, index, value)
         if isinstance(value, (bool, int, float)):
             # torch's setitem makes a Python number a 0-d host tensor when the target is a CUDA tensor (not for

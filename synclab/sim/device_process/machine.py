@@ -34,6 +34,8 @@ _CUDA_NAMES = ("Stream", "Event", "stream", "StreamContext", "current_stream", "
 class _PinnedByFlag(TorchFunctionMode):
     """``pin_memory=True`` on a factory: made without the flag, then pinned (a buffer the device process maps)."""
 
+    sees_no_calls = True  # a device tensor's indexing and reads need not come through it
+
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         if kwargs.get("pin_memory"):

@@ -18,7 +18,6 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from synclab.sim.device_process.host_pool import as_buffer, block_of
 from synclab.sim.device_process.ledger import Ledger
@@ -98,16 +97,22 @@ class DeviceState:
 
     def run(self, sid: int, name: str, args: tuple, kwargs: dict, out_ids: list[int], layouts: Any = ()) -> Any:
         data = self.data
-        absent = [ref.id for ref in leaves((args, kwargs)) if isinstance(ref, Ref) and ref.id not in data]
-        if absent and all(id_ in self.layouts for id_ in absent):  # a race: the op reads what the memory held
-            self.missing(sid, (args, kwargs))
-            data = {**data, **{id_: _what_memory_held(*self.layouts[id_]) for id_ in absent}}
         try:
-            out = resolve(name)(*on_the_device(args, data), **on_the_device(kwargs, data))
+            real_args, real_kwargs = on_the_device(args, data), on_the_device(kwargs, data)
+        except KeyError:  # a tensor no stream has made yet
+            absent = [ref.id for ref in leaves((args, kwargs)) if isinstance(ref, Ref) and ref.id not in data]
+            if all(id_ in self.layouts for id_ in absent):  # a race: the op reads what the memory held
+                self.missing(sid, (args, kwargs))
+                data = {**data, **{id_: _what_memory_held(*self.layouts[id_]) for id_ in absent}}
+            real_args, real_kwargs = None, None
+        try:
+            if real_args is None:
+                real_args, real_kwargs = on_the_device(args, data), on_the_device(kwargs, data)
+            out = resolve(name)(*real_args, **real_kwargs)
         except Exception as exc:  # noqa: BLE001 - reported at the next transfer, as a device error is
             self.fail(self.missing(sid, (args, kwargs)) or f"{name}: {type(exc).__name__}: {exc}")
             return None
-        found = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        found = [out] if isinstance(out, torch.Tensor) else [t for t in leaves(out) if isinstance(t, torch.Tensor)]
         for id_, tensor in zip(out_ids, found):
             self.data[id_] = tensor
         return found

@@ -6,6 +6,7 @@ their ATen names, device tensors as the id the reader's side gave them when it q
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -93,6 +94,7 @@ def op_name(func: Any) -> str:
     return func.name()
 
 
+@functools.lru_cache(maxsize=None)
 def resolve(name: str) -> Any:
     namespace, rest = name.split("::")
     op, _, overload = rest.partition(".")
