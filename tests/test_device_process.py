@@ -157,6 +157,22 @@ def test_a_mode_counting_calls_sees_a_device_tensors_indexing_and_reads_beside_t
     assert {"__getitem__", "__setitem__", "tolist"} <= set(calls.by_name), calls
 
 
+def test_einsum_goes_to_the_device_as_one_op_with_the_hosts_values(gpu: SimulatedGPU) -> None:
+    """torch decomposes einsum into a dozen ops before a device sees it; on the machine it crosses as one (a GPU runs
+    it as one launch sequence), with the values the host computes, and a mode counting calls sees one call."""
+    from synclab.dispatch import count_torch_calls
+
+    q, k = torch.arange(24.0).reshape(2, 3, 4), torch.arange(48.0).reshape(2, 2, 3, 4)
+    with running_on(gpu):
+        q_dev, k_dev = gpu.upload(q, blocking=False), gpu.upload(k, blocking=False)
+        before = gpu.ledger().ops
+        with count_torch_calls() as calls:
+            scores = torch.einsum("thd,tlhd->thl", q_dev, k_dev)
+        ops = gpu.ledger().ops - before
+    assert ops == 1 and calls.by_name["einsum"] == 1
+    assert torch.equal(scores.cpu(), torch.einsum("thd,tlhd->thl", q, k))
+
+
 def _a_reader_that_cheats(reader, results) -> None:
     """A process handed only the reader's end (as a grader's answer process will be): it reads three values, then
     tries every way its side has to lower, read or stop the counts."""

@@ -531,6 +531,16 @@ def relaid(tensor: DeviceTensor, meta: torch.Tensor) -> None:
     tensor._meta, tensor._key = meta, _meta_key(meta)
 
 
+def einsum_as_one_op(equation: str, operands: tuple) -> Any:
+    """``torch.einsum(equation, *operands)`` on device tensors, queued as one op (None where it is not: no device
+    tensor among them, or the operands given as one list)."""
+    tensors = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors) \
+            or not any(isinstance(t, DeviceTensor) for t in tensors):
+        return None
+    return DeviceTensor.__torch_dispatch__(aten.einsum.default, (), (equation, tensors), {})
+
+
 def _makes_views(func: Any) -> bool:
     """Whether ``func``'s outputs are views of its first argument (its schema's returns carry an alias); asked once
     per op (a step dispatches the same few hundred ops thousands of times)."""

@@ -7,6 +7,8 @@ Taught with chapter 2 (streams) and chapter 3 (pinned memory). Inside :func:`run
 * ``torch.cuda.Stream``, ``Event``, ``stream``, ``current_stream``, ``default_stream`` and ``synchronize`` are the
   simulated GPU's (:mod:`.streams`), and so is ``torch.Event``, so the engine's side stream and its output event run
   there;
+* ``torch.einsum`` on device tensors goes to the device as one op, as one launch sequence on a GPU, not as the dozen
+  ops torch decomposes it into before a device sees it (each of which would cross on its own);
 * pinned memory exists, as on a GPU machine: ``is_pin_memory_available()`` answers True, and a factory given
   ``pin_memory=True`` makes a buffer both processes map (torch's own flag asks a C++ allocator, which this machine
   does not have: the flag is taken off and the tensor pinned with ``pin_memory()``, the device's kernel).
@@ -23,6 +25,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from synclab.device import _DEVICE_PROCESS, _FORCED_PINNING
+from synclab.sim.device_process.handle import einsum_as_one_op
 from synclab.syncs import attribute_syncs_to_callers
 
 attribute_syncs_to_callers(__file__)  # a transfer made here belongs to the reader's line that called
@@ -40,6 +43,9 @@ class _PinnedByFlag(TorchFunctionMode):
         kwargs = kwargs or {}
         if kwargs.get("pin_memory"):
             return func(*args, **{k: v for k, v in kwargs.items() if k != "pin_memory"}).pin_memory()
+        if func is torch.einsum and args and isinstance(args[0], str) and not kwargs:
+            whole = einsum_as_one_op(args[0], args[1:])
+            return func(*args) if whole is None else whole
         return func(*args, **kwargs)
 
 
