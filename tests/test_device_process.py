@@ -16,6 +16,7 @@ import os
 import re
 from typing import Iterator
 
+import numpy as np
 import pytest
 import torch
 
@@ -171,6 +172,14 @@ def test_einsum_goes_to_the_device_as_one_op_with_the_hosts_values(gpu: Simulate
         ops = gpu.ledger().ops - before
     assert ops == 1 and calls.by_name["einsum"] == 1
     assert torch.equal(scores.cpu(), torch.einsum("thd,tlhd->thl", q, k))
+
+
+def test_torch_tensor_refuses_to_pin_a_tensor_or_an_array_on_the_machine_too(gpu: SimulatedGPU) -> None:
+    with running_on(gpu):
+        for data, said in ((torch.arange(4), "from a variable"), (np.arange(4), "from numpy")):
+            with pytest.raises(RuntimeError, match=f"Can't pin tensor constructed {said}"):
+                torch.tensor(data, pin_memory=True)
+        assert torch.tensor([1, 2], pin_memory=True).is_pinned()
 
 
 def _a_reader_that_cheats(reader, results) -> None:

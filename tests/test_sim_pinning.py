@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -123,8 +124,7 @@ def test_a_non_blocking_read_nothing_waited_for_is_listed_until_a_wait_covers_it
     assert len(reads) == 2
 
 
-@pytest.mark.parametrize("pinned", [False, True])
-def test_torch_s_warnings_under_simulated_pinning_name_the_caller_s_line(pinned: bool) -> None:
+def test_torch_s_warnings_under_simulated_pinning_name_the_caller_s_line() -> None:
     """``torch.tensor(a_tensor)`` warns that cloning is better: under the simulation, as on a GPU, the warning names
     the line that called torch, not the simulation's."""
     import warnings
@@ -134,5 +134,19 @@ def test_torch_s_warnings_under_simulated_pinning_name_the_caller_s_line(pinned:
     pinning._WARNED.clear()
     with simulated_pinning(True), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        torch.tensor(torch.arange(4), dtype=torch.float32, pin_memory=pinned)
+        torch.tensor(torch.arange(4), dtype=torch.float32)
     assert caught and {w.filename for w in caught} == {__file__}, [(w.filename, w.lineno) for w in caught]
+
+
+@pytest.mark.parametrize("data, said", [(torch.arange(4), "Can't pin tensor constructed from a variable"),
+                                        (np.arange(4), "Can't pin tensor constructed from numpy")],
+                         ids=["a tensor", "an array"])
+def test_torch_tensor_refuses_to_pin_a_tensor_or_an_array_as_torch_does(data, said: str) -> None:
+    """torch refuses these before it asks any allocator, so on every machine (checked against torch itself here,
+    where it has no allocator to ask); a list it pins."""
+    with pytest.raises(RuntimeError, match=said):
+        torch.tensor(data, pin_memory=True)  # torch's own words, outside the simulation
+    with simulated_pinning(True):
+        with pytest.raises(RuntimeError, match=said):
+            torch.tensor(data, pin_memory=True)
+        assert torch.tensor([1, 2], pin_memory=True).is_pinned()

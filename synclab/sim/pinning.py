@@ -32,6 +32,7 @@ import warnings
 from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -51,6 +52,18 @@ def _refuse(what: str) -> None:
         "Ask is_pin_memory_available() and pass its answer, e.g. pin_memory=self.pin_memory.")
 
 
+def refuse_pinning_a_copy_of(func: Callable, args: tuple) -> None:
+    """``torch.tensor(data, pin_memory=True)`` with a tensor or a NumPy array as ``data``: torch refuses it in these
+    words before it asks any allocator, so on every machine (a list, or a NumPy scalar, it pins). Pin such data
+    with ``.pin_memory()``, or copy it into a pinned buffer."""
+    if func is not torch.tensor or not args:
+        return
+    if isinstance(args[0], torch.Tensor):
+        raise RuntimeError("Can't pin tensor constructed from a variable")
+    if isinstance(args[0], np.ndarray):
+        raise RuntimeError("Can't pin tensor constructed from numpy")
+
+
 def _mark_pinned(out: Any) -> Any:
     if isinstance(out, torch.Tensor):
         setattr(out, PIN_INTENT, True)
@@ -67,6 +80,8 @@ class _PinningMode(TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if kwargs.get("pin_memory"):
+            if self.simulate:  # on a GPU torch refuses these itself
+                refuse_pinning_a_copy_of(func, args)
             if not self.available:
                 _refuse(f"torch.{name}(..., pin_memory=True)")
             if self.simulate:
@@ -93,8 +108,8 @@ _WARNED: set[tuple[str, int, str]] = set()
 
 @contextmanager
 def _warnings_said_at(frame: Any) -> Iterator[None]:
-    """torch's warnings from a call made here for the reader's code (``torch.tensor(a_tensor, pin_memory=True)``
-    warns that a tensor is better cloned), said at ``frame``'s line, as torch says them on a GPU, not at this file's."""
+    """torch's warnings from a call made here for the reader's code (``torch.tensor(a_tensor)`` warns that a tensor
+    is better cloned), said at ``frame``'s line, as torch says them on a GPU, not at this file's."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield

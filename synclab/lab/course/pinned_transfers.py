@@ -33,8 +33,9 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
         Hint("which calls",
              "One `.to(device, dtype=dtype, non_blocking=True)` at the end; what goes before it depends on the "
              "input:\n\n"
-             "- a list or an array: `torch.tensor(data, dtype=dtype, pin_memory=pin)` (`torch.as_tensor` takes no "
-             "`pin_memory`);\n"
+             "- a list: `torch.tensor(data, dtype=dtype, pin_memory=pin)` (`torch.as_tensor` takes no "
+             "`pin_memory`, and `torch.tensor` refuses to pin a tensor or an array: the given lines have made an "
+             "array a tensor already, so it follows the next cases);\n"
              "- a pageable CPU tensor: a pinned copy made by this call (sent from pageable memory the upload would "
              "be a staging copy, and the caller may change theirs once the call returns); convert its dtype in the "
              "upload itself or before pinning, never after (that makes a new, pageable tensor);\n"

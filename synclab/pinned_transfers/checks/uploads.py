@@ -252,10 +252,13 @@ GATHER_CRASH_HINTS = (("is out of bounds", "an id outside the vocabulary reached
 
 # A flat .view of a transposed tensor: torch names the stride, not the input that has it
 NOT_CONTIGUOUS_HINT = (("view size is not compatible", "a transposed tensor is not contiguous, so .view cannot flatten "
-                        "it: copy it whole into a buffer of its shape (buffer.copy_(data)), or let torch.tensor or "
-                        ".pin_memory() make the pinned copy, which take any layout"),
+                        "it: copy it whole into a buffer of its shape (buffer.copy_(data)), or let .contiguous() "
+                        "then .pin_memory() make the pinned copy"),
                        ("unsupported ScalarType", "NumPy has no such dtype (bfloat16, for one): keep a CPU tensor a "
-                        "tensor, and pin a contiguous copy of it"))
+                        "tensor, and pin a contiguous copy of it"),
+                       ("Can't pin tensor constructed from", "torch.tensor pins the list it copies, but refuses a "
+                        "tensor or a NumPy array, on every machine: pin those with .pin_memory() (a pinned copy), or "
+                        "copy them into a buffer from torch.empty(..., pin_memory=pin)"))
 
 CHECKS_3_1 = [
     Check("3.1", "same values, dtype and shape as torch.tensor(data, dtype) for lists, arrays, tensors", _check_h2d_values,

@@ -26,6 +26,7 @@ from torch.overrides import TorchFunctionMode
 
 from synclab.device import _DEVICE_PROCESS, _FORCED_PINNING
 from synclab.sim.device_process.handle import einsum_as_one_op
+from synclab.sim.pinning import refuse_pinning_a_copy_of
 from synclab.syncs import attribute_syncs_to_callers
 
 attribute_syncs_to_callers(__file__)  # a transfer made here belongs to the reader's line that called
@@ -42,6 +43,7 @@ class _PinnedByFlag(TorchFunctionMode):
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         if kwargs.get("pin_memory"):
+            refuse_pinning_a_copy_of(func, args)  # torch's own refusals come before any allocator
             return func(*args, **{k: v for k, v in kwargs.items() if k != "pin_memory"}).pin_memory()
         if func is torch.einsum and args and isinstance(args[0], str) and not kwargs:
             whole = einsum_as_one_op(args[0], args[1:])
