@@ -233,7 +233,8 @@ def test_chapter_2s_gpu_waits_and_steps_are_the_stored_runs():
         rows = json.loads((ROOT / "data" / "reference" / gpu / "ch2.json").read_text())["results"]["host_blocked"]
         stored[gpu] = (rows["results"]["sync (before #39113)"], rows["results"]["async (2.1)"])
         assert (f"the tables headed \"{rows['num_reqs']} requests per step\", under the figure: the medians of "
-                f"{rows['steps']} steps at {rows['num_reqs']} requests. The figure, the loop sweep, is the H100's alone"
+                f"{rows['repeats']} runs of {rows['steps']} steps at {rows['num_reqs']} requests. The figure, the loop "
+                "sweep, is the H100's alone"
                 ) in page
     loops = {gpu for gpu in stored if "loop" in json.loads((ROOT / "data" / "reference" / gpu / "ch2.json").read_text())
              ["results"]}

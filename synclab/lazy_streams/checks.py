@@ -554,6 +554,12 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
         _found_right_outputs(want)
 
 
+def _wait_text(edge: tuple) -> str:
+    """A wait between streams as the log shows it: which waited for which (a ``wait_stream`` or a ``wait_event``)."""
+    waiter, waits_for = edge[0], edge[1]
+    return f"{waiter} waits for {waits_for} (a wait_stream or a wait_event)"
+
+
 def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
     case = "one step of 6 requests, its copies queued"  # named before the call: a crash reports it
     seen = ordering_outcome(runner_cls, rng.randrange(2**31))
@@ -568,20 +574,20 @@ def _check_ordering(runner_cls: RunnerClass, rng: random.Random) -> None:
     side = {stream for op, stream, _ in entries if op == "copy to host"}
     itself = [e for e in edges if e[0] == e[1]]
     expect(not itself, "the side stream waited on itself, so the copies are not ordered after the forward",
-           got=f"{itself[0][0]}.wait_stream({itself[0][1]})" if itself else "",
+           got=_wait_text(itself[0]) if itself else "",
            hint="inside `with torch.cuda.stream(side):`, torch.cuda.current_stream() IS the side stream: capture "
                 "the compute stream before you enter the side stream (compute = torch.cuda.current_stream()), "
                 "then side.wait_stream(compute) inside", case=case)
     waits = [at for waiter, waits_for, at in edges if waiter in side and waits_for == "default"]
     backwards = [e for e in edges if e[0] == "default" and e[1] in side]
     expect(not (backwards and not waits), "the compute stream waits for the side stream: the wrong way round",
-           got=f"{backwards[0][0]}.wait_stream({backwards[0][1]})" if backwards else "",
+           got=_wait_text(backwards[0]) if backwards else "",
            hint="the side stream waits for the compute stream: compute = torch.cuda.current_stream() before "
                 "`with torch.cuda.stream(side):` (inside it the current stream is the side stream), then "
                 "side.wait_stream(compute)",
            case=case)
     expect(not backwards, "the compute stream waits for the copies: the next forward queues behind them",
-           got=f"{backwards[0][0]}.wait_stream({backwards[0][1]})" if backwards else "",
+           got=_wait_text(backwards[0]) if backwards else "",
            hint="the compute stream never waits for the side stream: that wait would put the next step's forward "
                 "behind this step's copies, the overlap the side stream is for. What keeps the raw output alive "
                 "until the copies are done is a reference held by the output object (or record_stream), not a "
@@ -629,7 +635,8 @@ def _check_engine_order(runner_cls: RunnerClass, rng: random.Random) -> None:
     for n, (batch, output) in enumerate(zip(batches, map(_outputs_back, seen["outputs"]))):
         want = _pool_reference(model, batch)
         cause = ("the event the host waited on covers no copy (it was recorded after 0 queued copies): record it "
-                 "inside the side stream's block, right after the copies" if seen["empty_events"] else
+                 "right after the copies, on the side stream (recorded before them, or on another stream, it covers "
+                 "none)" if seen["empty_events"] else
                  _early_read_hint(seen["log"]) if _holds_garbage(output) else  # read before the wait
                  "each step's output holds its own copies: buffers shared between steps are overwritten by the "
                  "next step before the first is collected")
