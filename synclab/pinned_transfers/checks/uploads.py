@@ -352,9 +352,14 @@ def _same_logprobs(got: dict[str, Any], spec: dict[str, Any], case: str) -> None
     expect_equal(len(got_ids), len(want_ids), what="number of rows (one per request, with ids or not)", case=case,
                  hint="every request of the batch gets a row, in batch order: one that asked for no ids holds its "
                       "sampled token, then padding")
+    # ids asked for, and not one arrived anywhere (ids in the wrong rows are another mistake, with its own hint)
+    unfilled = not any(any(g[1:]) for g in got_ids) and any(any(w[1:]) for w in want_ids)
     for row, (g, w) in enumerate(zip(got_ids, want_ids)):
         expect(g == w, f"token ids of request {row} differ", expected=w, got=g,
-               hint="column 0 is the sampled token, then the request's ids, then 0s as padding; request i's ids go "
+               hint="only padding reached the device where ids were asked for: a non_blocking upload sends what its "
+                    "pinned buffer holds when the copy runs, so fill the buffers before their .to(device), never "
+                    "after" if unfilled else
+                    "column 0 is the sampled token, then the request's ids, then 0s as padding; request i's ids go "
                     "in row i (logprob_token_ids is keyed by row), a request without ids keeps its row", case=case)
     got_values = torch.tensor(got["logprobs"], dtype=torch.float64)
     want_t = torch.tensor(want_values, dtype=torch.float64)
