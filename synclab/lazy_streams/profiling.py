@@ -189,7 +189,7 @@ def host_blocked(impls: dict[str, RunnerClass], num_reqs: int = 64, steps: int =
     return result
 
 
-def host_blocked_note(blocked: dict[str, dict[str, float]], within: float = 1.25) -> str:
+def host_blocked_note(blocked: dict[str, dict[str, float]], within: float = 1.10) -> str:
     """On a CPU both runners take the CPU path: step times more than ``within`` apart are this machine's noise, said
     so ("" on a GPU, where the gap is the fix's, or when they agree)."""
     steps = [row["step_us"] for row in blocked.values()]
