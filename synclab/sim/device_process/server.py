@@ -95,19 +95,22 @@ class DeviceState:
     def pinned_view(self, view: Any) -> torch.Tensor:
         return self.pinned[view.pid].as_strided(view.shape, view.stride, view.offset)
 
+    def arguments(self, sid: int, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """An op's arguments on the data. A tensor no stream has made yet, whose layout the host sent, is a race:
+        the op reads what the memory held."""
+        try:
+            return on_the_device(args, self.data), on_the_device(kwargs, self.data)
+        except KeyError:
+            absent = [ref.id for ref in leaves((args, kwargs)) if isinstance(ref, Ref) and ref.id not in self.data]
+            if not all(id_ in self.layouts for id_ in absent):
+                raise
+            self.missing(sid, (args, kwargs))
+            data = {**self.data, **{id_: _what_memory_held(*self.layouts[id_]) for id_ in absent}}
+            return on_the_device(args, data), on_the_device(kwargs, data)
+
     def run(self, sid: int, name: str, args: tuple, kwargs: dict, out_ids: list[int], layouts: Any = ()) -> Any:
-        data = self.data
         try:
-            real_args, real_kwargs = on_the_device(args, data), on_the_device(kwargs, data)
-        except KeyError:  # a tensor no stream has made yet
-            absent = [ref.id for ref in leaves((args, kwargs)) if isinstance(ref, Ref) and ref.id not in data]
-            if all(id_ in self.layouts for id_ in absent):  # a race: the op reads what the memory held
-                self.missing(sid, (args, kwargs))
-                data = {**data, **{id_: _what_memory_held(*self.layouts[id_]) for id_ in absent}}
-            real_args, real_kwargs = None, None
-        try:
-            if real_args is None:
-                real_args, real_kwargs = on_the_device(args, data), on_the_device(kwargs, data)
+            real_args, real_kwargs = self.arguments(sid, args, kwargs)
             out = resolve(name)(*real_args, **real_kwargs)
         except Exception as exc:  # noqa: BLE001 - reported at the next transfer, as a device error is
             self.fail(self.missing(sid, (args, kwargs)) or f"{name}: {type(exc).__name__}: {exc}")
