@@ -138,6 +138,7 @@ def test_torch_s_warnings_under_simulated_pinning_name_the_caller_s_line() -> No
     assert caught and {w.filename for w in caught} == {__file__}, [(w.filename, w.lineno) for w in caught]
 
 
+@pytest.mark.filterwarnings("ignore:To copy construct from a tensor")  # torch says it before it refuses
 @pytest.mark.parametrize("data, said", [(torch.arange(4), "Can't pin tensor constructed from a variable"),
                                         (np.arange(4), "Can't pin tensor constructed from numpy")],
                          ids=["a tensor", "an array"])
