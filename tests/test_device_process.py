@@ -6,7 +6,8 @@ the other ops none; the counts out of the reader's reach; factories and uploads 
 buffers that a copy lands in when its stream runs; streams and events whose work runs only when the host waits on
 them, and a stream that uses data no wait ordered it after (or memory freed on another stream) recorded as a race.
 Step 6 begun: the in-process device's sync table, routes and refusals (tests/test_syncs.py) row by row, and the
-capstone's engine step by step, count the same on it. The lab does not use it yet.
+capstone's engine step by step, count the same on it. Step 5 begun: a process handed the reader's end alone is
+counted where another process reads the counts, and cannot read, lower or stop them. The lab does not use it yet.
 """
 
 from __future__ import annotations
