@@ -395,6 +395,9 @@ FIXED_SCHEDULES: list[tuple[str, list[FeatureSpec], int, int, int, dict, list[in
      "no embedding row in the window (get_embeds_indices_in_range gives an empty range): not yet"),
     ("the window reaches the item's first embedding", [FRAMED], 0, 12, 100, {}, [], ([0], 12, 94),
      "budget is taken in embeddings (6), not placeholder tokens (8)"),
+    ("budget too small, the window holding only the item's leading tokens", [("img-l", 10, 8, "FFTTTTTT")], 0, 12, 3,
+     {}, [], ([], 10, 3), "ask can_allocate (rule f) before skipping an item with no embedding row in the window "
+     "(rule g): an item that does not fit stops the window before it, whatever part of it the window holds"),
     ("an item with no embeddings", [("img-z", 10, 4, "FFFF")], 0, 20, 100, {}, [], ([], 20, 100),
      "an item that maps to zero embeddings is never encoded"),
     ("an item of length 0", [("img-e", 5, 0, "")], 0, 10, 100, {}, [], ([], 10, 100),
