@@ -149,8 +149,10 @@ def _check_fixed(range_cls: RangeClass, rng: random.Random) -> None:
         edge = query == "num" and not length or isinstance(query, tuple) and 0 in query  # where the guards matter
         expect_equal(got, want, what=what, case=f"{case}: mask {pattern!r}" if pattern is not None else case,
                      hint="guard the two edges: an empty cumsum has no [-1]; index end_idx - 1 only if end_idx > 0"
-                     if edge else "the count of embeddings before position i is cumsum[i - 1] (0 at i == 0): the "
-                     "range is (the count before start_idx, the count before end_idx)")
+                     if edge else "get_num_embeds() is the count of True positions, the cumsum's last entry (0 "
+                     "for an empty mask), not the mask's length" if query == "num" else "the count of embeddings "
+                     "before position i is cumsum[i - 1] (0 at i == 0): the range is (the count before start_idx, "
+                     "the count before end_idx)")
 
 
 def _check_cumsum(range_cls: RangeClass, rng: random.Random) -> None:
