@@ -133,7 +133,9 @@ def _same_upload(got: dict[str, Any], spec: dict[str, Any], dtype: str | None, c
     want = _host_reference(spec, dtype)
     expect(got["tensor"] and got["on_device"], "the result must be a device tensor",
            got=got["type"] if not got["tensor"] else "a host tensor",
-           hint="return the tensor that .to(device, non_blocking=True) gives back", case=case)
+           hint="return the tensor that .to(device, non_blocking=True) gives back, with `device` as the caller "
+                "passed it (on a machine without a GPU the lab's device is a stand-in, which torch.device(device) "
+                "turns into the CPU)", case=case)
     float64_hint = ""
     if (got["dtype"], want["dtype"]) == ("torch.float64", "torch.float32"):
         float64_hint = (f"the caller asked for dtype {dtype}: a NumPy array or a tensor keeps its own dtype (float64 "
