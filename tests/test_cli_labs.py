@@ -144,6 +144,23 @@ def test_a_cell_that_raises_after_the_checks_passed_fails_the_run_and_is_named()
                                        "error": "IndexError: list index out of range"}]
 
 
+def test_an_answer_cell_that_does_not_parse_is_named_as_its_exercises(tmp_path):
+    """A learner's report: a SyntaxError in 5.1's answer cell was said to be "before the first exercise". The cell
+    is known by the names it defines, read from its lines; a cell after it is "after Exercise 5.1"."""
+    from synclab.lab.cli import cells_raised
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import torch"),
+                                         nbformat.v4.new_code_cell("class ListCachedRange(PlaceholderRange):\n"
+                                                                   "    def get_num_embeds(self) -> int\n"),
+                                         nbformat.v4.new_code_cell("ch5.check_placeholder_range(ListCachedRange)")])
+    nb.metadata["synclab"] = {"generated_from": "solutions/05_list_based_caches.ipynb"}
+    path = tmp_path / "05_list_based_caches.ipynb"
+    nbformat.write(nb, path)
+    raised = cells_raised(path, ["cell 1: SyntaxError: expected ':'",
+                                 "cell 2: NameError: name 'ListCachedRange' is not defined"])
+    assert [r["exercise"] for r in raised] == ["Exercise 5.1's answer", "after Exercise 5.1"], raised
+
+
 def test_a_stretch_left_undone_reads_as_a_stretch_and_its_points_come_apart():
     """Chapter 1 with 1.1 passed and the stretch 1.2 not done: the run passes, and says so; graders see 1.2 apart."""
     from synclab.checks import CheckReport, Outcome

@@ -242,26 +242,28 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return 0 if summary["passed"] else 1
 
 
-def _exercise_of_cells(notebook: Path) -> list[str]:
-    """For each cell of ``notebook``, the last exercise whose code it follows ("" before the first).
+def _exercise_of_cells(notebook: Path) -> list[tuple[str, bool]]:
+    """For each cell of ``notebook``, the last exercise whose code it follows ("" before the first), and whether the
+    cell is that exercise's own.
 
     An exercise's cell is known by its stub or markers, or (in a lab the reader finished, where neither is
-    left) by the names the exercise defines (:mod:`synclab.lab.exercises`).
+    left) by the names the exercise defines (:mod:`synclab.lab.exercises`), read from its lines: a cell that does
+    not parse is still the exercise's.
     """
     import nbformat
 
     from synclab.lab.exercises import of_chapter
-    from synclab.lab.notebook_cells import chapter_of, defined_names, tasks_of
+    from synclab.lab.notebook_cells import chapter_of, defines_any, tasks_of
 
     lab = nbformat.read(notebook, as_version=4)
     exercises = of_chapter(chapter_of(lab) or "")
     last, out = "", []
     for cell in lab.cells:
+        found = []
         if cell.cell_type == "code":
-            names = defined_names(cell.source)
-            found = sorted(tasks_of(cell)) + [e.task for e in exercises if names & set(e.defines)]
+            found = sorted(tasks_of(cell)) + [e.task for e in exercises if defines_any(cell.source, set(e.defines))]
             last = found[-1] if found else last
-        out.append(last)
+        out.append((last, bool(found)))
     return out
 
 
@@ -270,15 +272,15 @@ def cells_raised(notebook: Path, errors: list[str]) -> list[dict[str, Any]]:
     import re
 
     raised = []
-    exercise_of: list[str] | None = None
+    exercise_of: list[tuple[str, bool]] | None = None
     for error in errors:
         found = re.match(r"cell (\d+): (?!timed out)(.*)", error)
         if not found or "NotImplementedError" in found[2]:
             continue
         exercise_of = exercise_of or _exercise_of_cells(notebook)
-        task = exercise_of[int(found[1])] if int(found[1]) < len(exercise_of) else ""
-        raised.append({"cell": int(found[1]), "exercise": f"after Exercise {task}" if task else
-                       "before the first exercise", "error": found[2]})
+        task, own = exercise_of[int(found[1])] if int(found[1]) < len(exercise_of) else ("", False)
+        raised.append({"cell": int(found[1]), "exercise": f"Exercise {task}'s answer" if own else
+                       f"after Exercise {task}" if task else "before the first exercise", "error": found[2]})
     return raised
 
 
