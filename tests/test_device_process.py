@@ -146,7 +146,7 @@ def test_nothing_the_readers_connection_sends_lowers_a_count(gpu: SimulatedGPU) 
 
 def test_a_mode_counting_calls_sees_a_device_tensors_indexing_and_reads_beside_the_machines_own(
         gpu: SimulatedGPU) -> None:
-    """The machine's pin-flag mode alone lets indexing and reads skip a second pass; a mode that counts the host's
+    """The machine's own mode alone lets indexing and reads skip a second pass; a mode that counts the host's
     calls beside it still sees each, as it sees them on a CUDA tensor."""
     from synclab.dispatch import count_torch_calls
 

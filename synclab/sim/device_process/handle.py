@@ -10,6 +10,7 @@ Each is a transfer the device process performs and counts, with the line of the 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import multiprocessing
@@ -368,8 +369,8 @@ def _read_kind(name: str) -> SyncKind:
 
 
 def _a_mode_sees_calls() -> bool:
-    """Whether a torch-function mode that looks at calls is on: any but the machine's own, which only takes a
-    factory's ``pin_memory`` flag (``sees_no_calls``), and would only cost an indexing a second pass."""
+    """Whether a torch-function mode that looks at calls is on: any but the machine's own, which takes over only a
+    factory's ``pin_memory`` flag and einsum (``sees_no_calls``), and would only cost an indexing a second pass."""
     if not torch._C._is_torch_function_mode_enabled():
         return False
     return torch._C._len_torch_function_stack() != 1 or \
@@ -532,8 +533,8 @@ def relaid(tensor: DeviceTensor, meta: torch.Tensor) -> None:
 
 
 def einsum_as_one_op(equation: str, operands: tuple) -> Any:
-    """``torch.einsum(equation, *operands)`` on device tensors, queued as one op (None where it is not: no device
-    tensor among them, or the operands given as one list)."""
+    """``torch.einsum(equation, *operands)`` (or with the operands as one list) on device tensors, queued as one op;
+    None where it is not one: an operand that is no tensor, or no device tensor among them."""
     tensors = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
     if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors) \
             or not any(isinstance(t, DeviceTensor) for t in tensors):
@@ -541,16 +542,11 @@ def einsum_as_one_op(equation: str, operands: tuple) -> Any:
     return DeviceTensor.__torch_dispatch__(aten.einsum.default, (), (equation, tensors), {})
 
 
+@functools.cache
 def _makes_views(func: Any) -> bool:
     """Whether ``func``'s outputs are views of its first argument (its schema's returns carry an alias); asked once
     per op (a step dispatches the same few hundred ops thousands of times)."""
-    found = _VIEWS.get(func)
-    if found is None:
-        found = _VIEWS[func] = any(r.alias_info is not None for r in func._schema.returns)
-    return found
-
-
-_VIEWS: dict[Any, bool] = {}
+    return any(r.alias_info is not None for r in func._schema.returns)
 
 
 _IN_INDEXING = [0]  # > 0 inside x[...] or x[...] = v: a device value read there is a slice's bound
@@ -625,20 +621,15 @@ class _New:
     offset: int
     dtype: torch.dtype
 
+    @functools.cache  # noqa: B019 - a layout's _New lives as long as the op cache that holds it
     def meta(self) -> torch.Tensor:
         """A meta tensor of this layout: one per cached op, shared by the tensors it makes (nothing changes a
         tensor's meta tensor in place: an op's meta kernel runs on copies, and `relaid` swaps in a new one)."""
-        found = _TEMPLATES.get(self)
-        if found is None:
-            found = _TEMPLATES[self] = self.fresh()
-        return found
+        return self.fresh()
 
     def fresh(self) -> torch.Tensor:
         extent = self.offset + 1 + sum((n - 1) * s for n, s in zip(self.shape, self.stride)) if all(self.shape) else 0
         return torch.empty(extent, dtype=self.dtype, device="meta").as_strided(self.shape, self.stride, self.offset)
-
-
-_TEMPLATES: dict[_New, torch.Tensor] = {}
 
 
 # An op's outputs by its signature (the op, its tensors' metadata, its other arguments): a step repeats the same ops
@@ -724,15 +715,10 @@ def _layout_of(tensor: DeviceTensor) -> tuple[tuple[int, ...], str]:
     return tuple(tensor.shape), _dtype_name(tensor.dtype)
 
 
-_DTYPE_NAMES: dict[torch.dtype, str] = {}
-
-
+@functools.cache
 def _dtype_name(dtype: torch.dtype) -> str:
     """``"float32"`` for ``torch.float32``, as the device process names it."""
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
-    return name
+    return str(dtype).removeprefix("torch.")
 
 
 def _refused_on_the_host(tensor: DeviceTensor, name: str) -> None:

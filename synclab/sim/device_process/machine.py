@@ -35,8 +35,9 @@ _CUDA_NAMES = ("Stream", "Event", "stream", "StreamContext", "current_stream", "
                "is_available")
 
 
-class _PinnedByFlag(TorchFunctionMode):
-    """``pin_memory=True`` on a factory: made without the flag, then pinned (a buffer the device process maps)."""
+class _MachineCalls(TorchFunctionMode):
+    """The two torch calls the machine takes over: ``pin_memory=True`` on a factory (made without the flag, then
+    pinned: a buffer the device process maps), and ``torch.einsum`` on device tensors (one op)."""
 
     sees_no_calls = True  # a device tensor's indexing and reads need not come through it
 
@@ -78,7 +79,7 @@ def running_on(gpu: Any) -> Iterator[Any]:
     _DEVICE_PROCESS.append(gpu)  # pick_device() names its device (the lab's code makes its tensors there), and
     #                                count_syncs reads its ledger
     try:
-        with _PinnedByFlag():
+        with _MachineCalls():
             yield gpu
     finally:
         _DEVICE_PROCESS.pop()

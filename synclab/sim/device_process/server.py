@@ -235,8 +235,9 @@ _WAITS = {"item", "tolist", "bool", "tensor-bounded slice", "data-dependent outp
 _QUEUED = ("op", "to_pinned", "from_pinned")
 
 
-def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
-    """One message from the reader's side: (whether it is answered, the answer).
+def handle(state: DeviceState, message: tuple) -> Any:
+    """One message from the reader's side, and its answer (sent back only where the message's frame says the host
+    waits: :func:`serve`).
 
     The device runs what a stream queued only when the host waits on it (a read on that stream, a blocking copy, a
     synchronize, an event's): the latest a GPU could, so that every read of a buffer before its copy has landed,
@@ -249,7 +250,7 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
                 handle(state, queued)
             except Exception:  # noqa: BLE001 - as when it came alone: no one waits for its answer
                 pass
-        return handle(state, message[1][-1]) if message[1] else (False, None)
+        return handle(state, message[1][-1]) if message[1] else None
     if verb in _QUEUED:
         if verb == "op":  # ("op", name, args, kwargs, out_ids, layouts): the host's work, counted when queued
             state.ledger.ops += 1
@@ -263,25 +264,25 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
             state.log(state.current, "copy to device", f"{list(message[2].shape)} non_blocking from pinned memory")
             state.pinned_used_on.setdefault(message[2].pid, set()).add(state.current)
         state.enqueue(message)
-        return False, None
+        return None
     if verb in _STREAMS:
         return _STREAMS[verb](state, *message[1:])
     if verb == "free":  # ("free", ids)
         state.free(message[1])
-        return False, None
+        return None
     if verb == "segment":  # ("segment", index, [bytes] uint8 in shared memory): host memory both processes map
         state.segments[message[1]] = message[2].numpy()  # kept alive by its NumPy view
-        return False, None
+        return None
     if verb == "pin":  # ("pin", pid, segment, offset, size, shape, dtype): a pinned buffer, a block of a segment
         _, pid, segment, offset, size, shape, dtype = message
         state.pinned[pid] = as_buffer(block_of(state.segments[segment], offset, size), shape, getattr(torch, dtype))
-        return False, None
+        return None
     if verb == "race":  # ("race", stream, what): the host saw it wrote a pinned buffer an upload still needs
         state.race(message[1], message[2])
-        return False, None
+        return None
     if verb == "unpin":  # ("unpin", pid): the host dropped it; freed once the streams that copied with it have run
         state.unpin(message[1])
-        return False, None
+        return None
     if verb in ("upload", "write", "count"):  # a synchronous one: copied on the current stream, which the host waits for
         kind, where, nbytes = (message[1], message[2], message[3]) if verb == "count" else \
             (message[3], message[4], len(message[2].data))
@@ -293,19 +294,19 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
             state.enqueue(message)
         if kind in _WAITS:
             state.run_stream(state.current)
-        return False, None
+        return None
     if verb == "read":  # ("read", kind, Ref, where, (shape, dtype)): the current stream's work, then the copy
         state.run_stream(state.current)
-        return True, state.transfer(state.current, *message[1:])
+        return state.transfer(state.current, *message[1:])
     if verb == "read_all":  # ("read_all", kind, [Ref], where, [(shape, dtype)]): blocking copies, one after another
         state.run_stream(state.current)
-        return True, [state.transfer(state.current, message[1], ref, message[3], layout)
+        return [state.transfer(state.current, message[1], ref, message[3], layout)
                       for ref, layout in zip(message[2], message[4])]
     if verb == "sync":  # ("sync", kind, where): torch.cuda.synchronize(), a wait for every stream
         state.run_all()
         state.ledger.record(message[1], message[2], 0)
         state.log(None, "host waits", "torch.cuda.synchronize")
-        return True, None
+        return None
     if verb == "sized":  # ("sized", kind, name, args, kwargs, out_ids, where, reads): an op whose output size is data
         _, kind, name, args, kwargs, out_ids, where, reads = message
         state.run_stream(state.current)
@@ -317,7 +318,7 @@ def handle(state: DeviceState, message: tuple) -> tuple[bool, Any]:
             state.made_on[id_] = state.current
         for _ in range(reads):  # the values the size is computed from cross, not the data
             state.ledger.record(kind, where, 8)
-        return True, [(tuple(t.shape), tuple(t.stride()), t.storage_offset(), str(t.dtype).removeprefix("torch."))
+        return [(tuple(t.shape), tuple(t.stride()), t.storage_offset(), str(t.dtype).removeprefix("torch."))
                       for t in found]
     raise ValueError(f"the device process has no message {verb!r}")
 
@@ -350,56 +351,56 @@ def run_queued(state: DeviceState, sid: int, message: tuple) -> None:
 
 # -- streams and events (chapter 2): each message names its stream or event by the id the reader's side gave it
 
-def _new_stream(state: DeviceState, sid: int) -> tuple[bool, Any]:
+def _new_stream(state: DeviceState, sid: int) -> Any:
     state.streams[sid] = Stream(f"side stream {sid}")
     state.ledger.streams_made += 1
     state.log(sid, "create stream")
-    return False, None
+    return None
 
 
-def _use(state: DeviceState, sid: int) -> tuple[bool, Any]:
+def _use(state: DeviceState, sid: int) -> Any:
     state.current = sid
-    return False, None
+    return None
 
 
-def _record(state: DeviceState, eid: int, sid: int) -> tuple[bool, Any]:
+def _record(state: DeviceState, eid: int, sid: int) -> Any:
     stream = state.streams[sid]
     state.events[eid] = (sid, stream.queued)
     state.polls.pop(("event", eid), None)
     state.log(sid, "record event", f"after {len(stream.copies_queued())} queued copies")
-    return False, None
+    return None
 
 
-def _wait_event(state: DeviceState, eid: int, sid: int) -> tuple[bool, Any]:
+def _wait_event(state: DeviceState, eid: int, sid: int) -> Any:
     """Stream ``sid`` runs nothing queued after this until the event's work has run (an unrecorded event: no wait)."""
     if eid not in state.events:
         state.log(sid, "wait_event", "an event never recorded: no wait")
-        return False, None
+        return None
     state.enqueue(("await", *state.events[eid]), sid)
     state.log(sid, "wait_event", f"waits for {state.streams[state.events[eid][0]].name} (an event recorded there)")
-    return False, None
+    return None
 
 
-def _wait_stream(state: DeviceState, sid: int, other: int) -> tuple[bool, Any]:
+def _wait_stream(state: DeviceState, sid: int, other: int) -> Any:
     state.enqueue(("await", other, state.streams[other].queued), sid)
     state.log(sid, "wait_stream", f"waits for {state.streams[other].name}")
-    return False, None
+    return None
 
 
-def _record_stream(state: DeviceState, tensor_id: int, sid: int, shape: list[int]) -> tuple[bool, Any]:
+def _record_stream(state: DeviceState, tensor_id: int, sid: int, shape: list[int]) -> Any:
     state.used_on.setdefault(tensor_id, set()).add(sid)
     state.log(sid, "record_stream", f"{shape} kept until this stream's work is done")
-    return False, None
+    return None
 
 
-def _sync_stream(state: DeviceState, sid: int, kind: str, where: str) -> tuple[bool, Any]:
+def _sync_stream(state: DeviceState, sid: int, kind: str, where: str) -> Any:
     state.run_stream(sid)
     state.ledger.record(kind, where, 0)
     state.log(sid, "host waits", "Stream.synchronize")
-    return True, None
+    return None
 
 
-def _sync_event(state: DeviceState, eid: int, kind: str, where: str, blocking: bool) -> tuple[bool, Any]:
+def _sync_event(state: DeviceState, eid: int, kind: str, where: str, blocking: bool) -> Any:
     if eid in state.events:
         state.run_stream(*state.events[eid])
     state.ledger.record(kind, where, 0)
@@ -408,7 +409,7 @@ def _sync_event(state: DeviceState, eid: int, kind: str, where: str, blocking: b
         state.log(state.events[eid][0], "host waits", detail)
     else:
         state.ledger.log.append(("host waits", "no stream", detail))
-    return True, None
+    return None
 
 
 def _query(state: DeviceState, key: tuple, sid: int, upto: int | None, where: Any) -> bool:
@@ -430,12 +431,12 @@ def _query(state: DeviceState, key: tuple, sid: int, upto: int | None, where: An
     return True
 
 
-def _query_stream(state: DeviceState, sid: int, where: Any) -> tuple[bool, Any]:
-    return True, _query(state, ("stream", sid), sid, None, where)
+def _query_stream(state: DeviceState, sid: int, where: Any) -> Any:
+    return _query(state, ("stream", sid), sid, None, where)
 
 
-def _query_event(state: DeviceState, eid: int, where: Any) -> tuple[bool, Any]:
-    return True, eid not in state.events or _query(state, ("event", eid), *state.events[eid], where)
+def _query_event(state: DeviceState, eid: int, where: Any) -> Any:
+    return eid not in state.events or _query(state, ("event", eid), *state.events[eid], where)
 
 
 _STREAMS = {"stream": _new_stream, "use": _use, "record": _record, "wait_event": _wait_event,
@@ -488,7 +489,7 @@ def serve(reader: Connection, watcher: Connection) -> None:
                     watcher.send(state.ledger.transfers[message[1]:])
                 continue
             try:
-                _, answer = handle(state, message)
+                answer = handle(state, message)
             except Exception as exc:  # noqa: BLE001 - the reader's side raises it where it asked
                 answer = exc
             if asks:  # the frame says the host waits: answered, with the buffers downloads landed in and the
