@@ -184,13 +184,74 @@ def is_pinned_host(tensor: torch.Tensor) -> bool:
     return tensor.device.type == "cpu" and tensor.is_pinned()
 
 
-def is_async_host_side(tensor: torch.Tensor) -> bool:
-    """Whether a ``non_blocking`` copy with this host tensor on its host side runs without the host (chapter 3).
+# Which copies between host and device go through a pageable temporary that PyTorch makes (chapter 3).
+#
+# A ``non_blocking`` copy from pinned memory is one ``cudaMemcpyAsync`` only when the driver can move the bytes as
+# they lie. When it cannot, PyTorch's CUDA copy (``copy_kernel_cuda`` in ``aten/src/ATen/native/cuda/Copy.cu``)
+# first makes the host side contiguous in a new tensor, in pageable memory, and copies from that: a staging copy on
+# the way up, a wait on the way down, although the caller's tensor is pinned. The rule, as that file has it:
+#
+# * the copy is one memcpy when both sides have the same dtype and the same dense layout: TensorIterator reorders
+#   and merges the dimensions, and sees one contiguous run (a transposed tensor copied into a transposed one);
+# * otherwise the host side, broadcast to the copy's shape, is made ``.contiguous()`` on the host: a new, pageable
+#   tensor, unless it is contiguous already (a dtype change of a contiguous tensor then runs on the device).
+#
+# ``t.to(device)`` makes the device tensor with ``t``'s strides when ``t`` is dense (``_to_copy``): a transposed pinned
+# tensor goes up in one copy, transposed on the device too; a slice of a wider tensor's columns (``buf[:, :n]``)
+# has gaps, and goes through the temporary.
 
-    Pinned and contiguous: PyTorch copies a non-contiguous host tensor through a contiguous temporary of its own,
-    made in pageable memory, so a strided view of a pinned buffer (``pinned[:, :n]``) uploads as pageable memory
-    does (``copy_kernel_cuda``'s temporaries in ``aten/src/ATen/native/cuda/Copy.cu``)."""
-    return is_pinned_host(tensor) and tensor.is_contiguous()
+
+def is_dense(shape: tuple[int, ...] | torch.Size, strides: tuple[int, ...]) -> bool:
+    """Whether a layout covers its memory without gaps or overlaps, in some order of its dimensions
+    (``Tensor.is_non_overlapping_and_dense``): a transposed tensor is dense, a slice of a wider row is not."""
+    expected = 1
+    for size, stride in sorted((p for p in zip(shape, strides) if p[0] != 1), key=lambda p: p[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _alike(shape: tuple[int, ...] | torch.Size, a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """The same strides wherever a dimension has more than one element (a size-1 dimension's stride is moot)."""
+    return all(x == y for size, x, y in zip(shape, a, b) if size != 1)
+
+
+def copies_as_they_lie(host: torch.Tensor, device_shape: tuple[int, ...] | torch.Size | None = None,
+                       device_strides: tuple[int, ...] | None = None,
+                       device_dtype: torch.dtype | None = None) -> bool:
+    """Whether a copy between ``host`` and a device tensor moves ``host``'s own bytes, with no pageable temporary.
+
+    The device side is ``device_shape``, ``device_strides`` and ``device_dtype``; left out, it is the tensor
+    ``host.to(device, dtype=device_dtype)`` makes (``host``'s strides where ``host`` is dense).
+    """
+    shape = tuple(host.shape) if device_shape is None else tuple(device_shape)
+    dtype = host.dtype if device_dtype is None else device_dtype
+    if device_strides is None:
+        device_strides = tuple(host.stride()) if is_dense(host.shape, host.stride()) else None
+    if host.numel() == 0:  # nothing to copy: no memcpy, no temporary
+        return True
+    try:
+        side = host.expand(shape)  # [*shape]: the host side as the copy reads it (a broadcast source has stride 0)
+    except RuntimeError:  # shapes that do not broadcast: the copy itself raises, with torch's words
+        return False
+    one_run = (dtype == host.dtype and device_strides is not None and is_dense(shape, side.stride())
+               and is_dense(shape, device_strides) and _alike(shape, side.stride(), device_strides))
+    return one_run or side.is_contiguous()
+
+
+def is_async_host_side(tensor: torch.Tensor, device_side: torch.Tensor | None = None,
+                       dtype: torch.dtype | None = None) -> bool:
+    """Whether a ``non_blocking`` copy between this host tensor and ``device_side`` runs without the host (chapter 3).
+
+    Pinned, and copied as it lies (:func:`copies_as_they_lie`): a view of a pinned buffer with gaps
+    (``pinned[:, :n]``) goes through a pageable temporary PyTorch makes, as pageable memory does. ``device_side``
+    left out: the tensor ``tensor.to(device, dtype=dtype)`` makes."""
+    if not is_pinned_host(tensor):
+        return False
+    if device_side is None:
+        return copies_as_they_lie(tensor, device_dtype=dtype)
+    return copies_as_they_lie(tensor, tuple(device_side.shape), tuple(device_side.stride()), device_side.dtype)
 
 
 # Called with (source, non_blocking) for each simulated upload. synclab.syncs adds its recorder here:

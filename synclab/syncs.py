@@ -342,6 +342,11 @@ def _target_is_device(args: tuple, kwargs: dict) -> bool | None:
     return None
 
 
+def _target_dtype(args: tuple, kwargs: dict) -> torch.dtype | None:
+    """For ``t.to(...)``: the dtype asked for (``t.to(device, torch.int32)``, ``dtype=``), or None."""
+    return next((a for a in [*args, kwargs.get("dtype")] if isinstance(a, torch.dtype)), None)
+
+
 _SCALAR_READS = {"item": SyncKind.ITEM, "__int__": SyncKind.ITEM, "__float__": SyncKind.ITEM,
                  "__index__": SyncKind.ITEM, "__complex__": SyncKind.ITEM, "tolist": SyncKind.TOLIST,
                  "__bool__": SyncKind.BOOL, "__repr__": SyncKind.PRINT, "__str__": SyncKind.PRINT,
@@ -538,7 +543,7 @@ class _FunctionLevel(TorchFunctionMode):
             src = args[0]
             target = False if name == "cpu" else True if name == "cuda" else _target_is_device(args[1:], kwargs)
             non_blocking = bool(kwargs.get("non_blocking", False)) or any(a is True for a in args[1:])
-            kind, sim_copy_to = self._transfer(src, target, non_blocking)
+            kind, sim_copy_to = self._transfer(src, target, non_blocking, dtype=_target_dtype(args[1:], kwargs))
             in_flight = obs.simulated and sim_copy_to is False and kind is None
         elif name == "copy_" and len(args) >= 2:
             dst, src = args[0], args[1]
@@ -590,20 +595,26 @@ class _FunctionLevel(TorchFunctionMode):
         return out
 
     def _transfer(
-        self, src: torch.Tensor, target_device: bool | None, non_blocking: bool, dst: torch.Tensor | None = None
+        self, src: torch.Tensor, target_device: bool | None, non_blocking: bool, dst: torch.Tensor | None = None,
+        dtype: torch.dtype | None = None,
     ) -> tuple[SyncKind | None, bool | None]:
-        """Classify a copy between host and device. Returns (sync kind or None, copy target)."""
+        """Classify a copy between host and device (``dst`` None: the tensor ``src.to(..., dtype=dtype)`` makes).
+        Returns (sync kind or None, copy target)."""
         src_dev = is_device_tensor(src)
         if target_device is None or target_device == src_dev:
             return None, None  # same side: a dtype change or a device-to-device copy
-        host_side = src if target_device else dst  # the host buffer of the copy (None: a fresh one)
         if not non_blocking:
             return (SyncKind.H2D_COPY if target_device else SyncKind.D2H_COPY), target_device
-        if host_side is None or is_async_host_side(host_side):
-            return None, target_device  # pinned and contiguous (or a fresh pinned buffer torch allocates): asynchronous
+        if target_device:
+            runs_alone = is_async_host_side(src, dst, None if dst is not None else dtype)
+        else:  # into pinned memory as it lies (a download .to() makes lands in a pinned buffer torch allocates)
+            runs_alone = dst is None or is_async_host_side(dst, src)
+        if runs_alone:
+            return None, target_device
         # From pageable memory CUDA must stage the data: an upload returns once the host has copied it
         # into a pinned bounce buffer (no device wait, CUDA's debug mode silent); a download into pageable
-        # memory returns only when the copy, and so everything queued before it, is done.
+        # memory returns only when the copy, and so everything queued before it, is done. A pinned tensor that
+        # cannot be copied as it lies goes through a pageable temporary (synclab.device.copies_as_they_lie), and counts the same.
         return (SyncKind.STAGED_COPY if target_device else SyncKind.PAGEABLE_D2H), target_device
 
     @staticmethod

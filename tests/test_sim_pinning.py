@@ -39,20 +39,24 @@ def test_pin_memory_returns_a_pinned_tensor_as_it_is():
         assert pinned.pin_memory() is pinned
 
 
-def test_a_strided_view_of_pinned_memory_uploads_as_pageable_memory_does():
-    """As CUDA's copy does (copy_kernel_cuda's temporaries): a strided host source goes up through a contiguous
-    temporary torch makes in pageable memory, so it stages; a contiguous piece of the same pinned buffer does not.
-    pin_memory() keeps a tensor's strides, so a transposed tensor pinned as it is stages too."""
+def test_a_view_of_pinned_memory_with_gaps_uploads_as_pageable_memory_does():
+    """As CUDA's copy does (copy_kernel_cuda's temporaries): a host source with gaps goes up through a contiguous
+    temporary torch makes in pageable memory, so it stages; whole rows of the same pinned buffer do not, nor does a
+    transposed tensor (no gaps: one copy). pin_memory() keeps a view's gaps, so pinning a slice of columns as it is
+    stages too (tests/test_copy_layouts.py holds the whole rule)."""
     dev = pick_device()
     with simulated_pinning(True):
         buffer = torch.zeros(4, 8, pin_memory=True)
         transposed = torch.arange(12.0).reshape(3, 4).t().pin_memory()
+        columns = torch.arange(32.0).reshape(4, 8)[:, :5].pin_memory()
         assert is_pinned_host(buffer[:, :5]) and not buffer[:, :5].is_contiguous() and not transposed.is_contiguous()
+        assert is_pinned_host(columns) and columns.stride() == (8, 1)
         with count_syncs() as report:
             buffer[:2].to(dev, non_blocking=True)  # whole rows: contiguous
-            buffer[:, :5].to(dev, non_blocking=True)  # strided: staged
-            transposed.to(dev, non_blocking=True)  # strided: staged
-            transposed.contiguous().pin_memory().to(dev, non_blocking=True)  # the remedy
+            buffer[:, :5].to(dev, non_blocking=True)  # gaps: staged
+            transposed.to(dev, non_blocking=True)  # no gaps: one copy
+            columns.to(dev, non_blocking=True)  # pinned with its gaps: staged
+            columns.contiguous().pin_memory().to(dev, non_blocking=True)  # the remedy
         assert report.count == 0 and [e.kind for e in report.staged] == [SyncKind.STAGED_COPY] * 2
 
 

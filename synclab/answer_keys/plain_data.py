@@ -74,6 +74,8 @@ def encode(value: Any, depth: int = 0) -> Any:
         return {"ints": list(value)}
     if exact in (list, tuple, set, frozenset):
         items = [encode(v, depth + 1) for v in value]
+        if exact in (set, frozenset):  # in one order in every process: a set's own follows the hash seed
+            items.sort(key=lambda item: json.dumps(item, sort_keys=True))
         return {exact.__name__: items}
     if exact is dict:
         return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}

@@ -35,8 +35,8 @@ from torch.overrides import TorchFunctionMode
 from synclab.device import (_SIMULATED_GPU, PIN_INTENT, TensorRef, device_process, is_async_host_side,
                             is_device_tensor, mark_device, unmark_device)
 from synclab.sim.stream_log import SimLog, StreamEdge
-from synclab.syncs import (IN_FLIGHT, SyncKind, _target_is_device, _user_frame, attribute_syncs_to_callers,
-                           in_flight_value, location, record_simulated_wait)
+from synclab.syncs import (IN_FLIGHT, SyncKind, _target_dtype, _target_is_device, _user_frame,
+                           attribute_syncs_to_callers, in_flight_value, location, record_simulated_wait)
 
 attribute_syncs_to_callers(__file__)
 
@@ -421,19 +421,20 @@ class _AsyncCopies(TorchFunctionMode):
             src, to_device = args[0], _target_is_device(args[1:], kwargs)
             if is_device_tensor(src) and to_device is False:
                 return copy_to_host_async(src)
-            if not is_device_tensor(src) and to_device and is_async_host_side(src):
+            dtype = _target_dtype(args[1:], kwargs)
+            if not is_device_tensor(src) and to_device and is_async_host_side(src, dtype=dtype):
                 out = mark_device(func(*args, **kwargs).clone())  # its own memory, as a device copy has
                 _watch_upload(src)
                 return out
         if name == "copy_" and len(args) >= 2 and _non_blocking(args[2:], kwargs):
             dst, src = args[0], args[1]
-            if is_device_tensor(src) and not is_device_tensor(dst) and is_async_host_side(dst):
+            if is_device_tensor(src) and not is_device_tensor(dst) and is_async_host_side(dst, src):
                 dst.fill_(in_flight_value(dst.dtype))
                 stream = _current_device().current
                 stream.pending.append(_PendingCopy(dst, unmark_device(src.detach().clone())))
                 stream.device.log.add("copy to host", stream.name, f"{list(src.shape)} non_blocking")
                 return dst
-            if is_device_tensor(dst) and not is_device_tensor(src) and is_async_host_side(src):
+            if is_device_tensor(dst) and not is_device_tensor(src) and is_async_host_side(src, dst):
                 _watch_upload(src)
         return func(*args, **kwargs)
 

@@ -64,6 +64,20 @@ def refuse_pinning_a_copy_of(func: Callable, args: tuple) -> None:
         raise RuntimeError("Can't pin tensor constructed from numpy")
 
 
+def span_of(tensor: torch.Tensor) -> int:
+    """Elements from a tensor's first to its last, gaps included (ATen's ``computeStorageNbytes``, in elements)."""
+    if tensor.numel() == 0:
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+
+
+def copy_keeping_layout(tensor: torch.Tensor, new_buffer: Callable[[int], torch.Tensor]) -> torch.Tensor:
+    """``tensor.pin_memory()`` as ATen's ``_pin_memory`` makes it: a new buffer of ``span_of(tensor)`` elements
+    (``new_buffer``'s), holding the copy in ``tensor``'s sizes and strides. A transposed tensor is pinned transposed,
+    a slice of a wider tensor's columns with its gaps, which its upload then goes through a temporary for."""
+    return new_buffer(span_of(tensor)).as_strided(tuple(tensor.shape), tensor.stride()).copy_(tensor)
+
+
 def _mark_pinned(out: Any) -> Any:
     if isinstance(out, torch.Tensor):
         setattr(out, PIN_INTENT, True)
@@ -90,8 +104,13 @@ class _PinningMode(TorchFunctionMode):
         if name == "pin_memory" and args and isinstance(args[0], torch.Tensor):
             if not self.available:
                 _refuse("tensor.pin_memory()")
-            if self.simulate:  # torch copies into a new page-locked buffer, unless the tensor is pinned already
-                return args[0] if is_pinned_host(args[0]) else _mark_pinned(args[0].detach().clone())
+            if self.simulate:  # torch copies into a new page-locked buffer, unless the tensor is pinned already;
+                # the copy keeps the tensor's sizes and strides (ATen's _pin_memory), gaps included
+                tensor = args[0]
+                if is_pinned_host(tensor):
+                    return tensor
+                new_buffer = lambda span: _mark_pinned(torch.empty(span, dtype=tensor.dtype))  # noqa: E731
+                return _mark_pinned(copy_keeping_layout(tensor.detach(), new_buffer))
         if name == "is_pinned" and self.simulate and args and isinstance(args[0], torch.Tensor):
             return is_pinned_host(args[0])
         if name in _WARNING_FACTORIES:  # torch.tensor(a_tensor) warns: said at the reader's line, not this one

@@ -39,9 +39,10 @@ HINTS: dict[str, tuple[Hint, Hint]] = {
              "- a pageable CPU tensor: a pinned copy made by this call (sent from pageable memory the upload would "
              "be a staging copy, and the caller may change theirs once the call returns); convert its dtype in the "
              "upload itself or before pinning, never after (that makes a new, pageable tensor);\n"
-             "- a tensor already pinned and contiguous: as it is (`pin_memory()` returns it unchanged);\n"
-             "- a strided tensor, pinned or not: a contiguous copy, pinned (a strided one goes up through a "
-             "pageable temporary)."),
+             "- a tensor already pinned, without gaps: as it is (`pin_memory()` returns it unchanged);\n"
+             "- a view with gaps (`t[:, :n]` of a wider `t`), pinned or not: a contiguous copy, pinned (pinning "
+             "keeps the gaps, and torch uploads such a view through a pageable temporary; a transposed tensor has "
+             "none)."),
     ),
     "3.2": (
         Hint("where to build the id matrix",

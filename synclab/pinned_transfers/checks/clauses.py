@@ -19,6 +19,8 @@ CLAUSES = [
            lab="A caller may reuse its list, array or pageable tensor as soon as the call returns"),
     Clause("3.1-transposed", "a transposed one", "values", "transposed CPU tensor",
            "3.1-flat-view-copy", "is not contiguous", also=("no-syncs", "wsl"), lab="a non-contiguous one too"),
+    Clause("3.1-gaps", "A view with gaps", "no-syncs", "pinned slice of a wider CPU tensor's columns",
+           "3.1-uploads-a-pinned-view-with-gaps-as-is", "a view with gaps"),
     Clause("3.1-wsl", "on WSL, with no pinned memory: the same values arrive", "wsl", "list of ints",
            "3.1-hard-coded-pin-true", "never a hard-coded True", lab="The helper must still work"),
     Clause("3.2-zero-syncs", "Zero syncs whatever the batch size", "no-syncs",

@@ -19,10 +19,10 @@ from synclab.syncs import (SyncKind, SyncReport, _target_is_device, _user_frame,
 attribute_syncs_to_callers(__file__)  # a copy seen by a watcher here belongs to the reader's line that made it
 
 PIN_HINT = ("build the host tensor in pinned memory (pin_memory=is_pin_memory_available(), self.pin_memory in a "
-            "method, or t.pin_memory()) and upload it with .to(device, non_blocking=True); upload it whole, "
-            "contiguous: a strided view of pinned memory (buf[:, :n]) goes up through a pageable temporary torch "
-            "makes for it, and a tensor computed from a pinned one (ids_cpu != 0, ids_cpu.int()) is a new tensor, in "
-            "pageable memory")
+            "method, or t.pin_memory()) and upload it with .to(device, non_blocking=True); upload it without gaps: "
+            "a view of pinned memory with gaps (buf[:, :n] of a wider buf) goes up through a pageable temporary "
+            "torch makes for it, and a tensor computed from a pinned one (ids_cpu != 0, ids_cpu.int()) is a new "
+            "tensor, in pageable memory")
 WSL_HINT = ("on WSL is_pin_memory_available() is False and pinning raises: pass the platform's flag "
             "(pin_memory=is_pin_memory_available(), or self.pin_memory in a method), never a hard-coded True, and "
             "call t.pin_memory() only where that flag is True")

@@ -58,10 +58,15 @@ def _h2d_cases(rng: random.Random) -> list[tuple[str, dict[str, Any], str | None
         ("CPU tensor, dtype=int32", {"kind": "tensor", "values": list(range(10)), "dtype": "int64"}, "int32"),
         # a dtype NumPy has not: a path through numpy cannot carry it
         ("bfloat16 CPU tensor", {"kind": "tensor", "values": [0.5, -1.25, 3.0], "dtype": "bfloat16"}, None),
+        # a transposed tensor has no gaps: pinned as it is, it goes up in one copy, transposed on the device too
         ("transposed CPU tensor", {"kind": "tensor", "values": grid, "dtype": "float32", "transposed": True}, None),
-        # pinned already, and strided still: pinned memory is not enough, a strided upload stages all the same
         ("pinned transposed CPU tensor",
          {"kind": "tensor", "values": grid, "dtype": "float32", "transposed": True, "pinned": True}, None),
+        # a slice of a wider tensor's columns has gaps, which pinning keeps: torch uploads it through a temporary
+        ("slice of a wider CPU tensor's columns",
+         {"kind": "tensor", "values": grid, "dtype": "float32", "columns": 4}, None),
+        ("pinned slice of a wider CPU tensor's columns",
+         {"kind": "tensor", "values": grid, "dtype": "float32", "columns": 4, "pinned": True}, None),
         # pinned and contiguous: it may go up as it is, in the dtype the caller asks for
         ("pinned CPU tensor, dtype=int64", {"kind": "tensor", "values": [3, 1, 4, 1, 5], "dtype": "int32",
                                             "pinned": True}, "int64"),
@@ -74,14 +79,16 @@ def _h2d_cases(rng: random.Random) -> list[tuple[str, dict[str, Any], str | None
 
 def host_input(spec: dict[str, Any]) -> HostData:
     """A case's host data from its description: ``kind`` list, numpy or tensor, its ``values`` (nested lists), its
-    ``dtype`` (numpy's and torch's names agree), ``transposed`` (a tensor's transpose: not contiguous), ``pinned`` (the
-    tensor in pinned memory, strides kept: built where pinned memory is available)."""
+    ``dtype`` (numpy's and torch's names agree), ``transposed`` (a tensor's transpose: not contiguous, no gaps),
+    ``columns`` (the first so many columns of each row: a view with gaps), ``pinned`` (the tensor in pinned memory,
+    strides kept, gaps too: built where pinned memory is available)."""
     if spec["kind"] == "list":
         return spec["values"]
     if spec["kind"] == "numpy":
         return np.array(spec["values"], dtype=spec["dtype"])
     tensor = torch.tensor(spec["values"], dtype=getattr(torch, spec["dtype"]))
     tensor = tensor.t() if spec.get("transposed") else tensor
+    tensor = tensor[:, :spec["columns"]] if spec.get("columns") else tensor  # [rows, columns] of [rows, wider]
     return tensor.pin_memory() if spec.get("pinned") else tensor
 
 
@@ -187,19 +194,19 @@ ASKED_BEFORE_HINT = ("for this input your upload did not ask is_pin_memory_avail
                      "short: " + PIN_HINT)
 
 
-STRIDED_HINT = ("this tensor is transposed, a strided view, and pinned memory can be strided too (pin_memory() and "
-                "empty_like() keep a tensor's strides): torch uploads a strided host tensor through a contiguous "
-                "temporary it makes in pageable memory, a staging copy after all. Pin a contiguous copy instead, "
-                "asking is_pin_memory_available() inside the call (if your path does not pin a CPU tensor at all, "
-                "that is the fault)")
+GAPS_HINT = ("this tensor is a slice of a wider tensor's columns, a view with gaps between its rows, and pinning keeps "
+             "them (pin_memory() keeps a tensor's strides): torch uploads a view with gaps through a contiguous "
+             "temporary it makes in pageable memory, a staging copy after all. Pin a contiguous copy instead "
+             "(.contiguous() first), asking is_pin_memory_available() inside the call (if your path does not pin a "
+             "CPU tensor at all, that is the fault)")
 
 
 def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
     for case, spec, dtype in _h2d_cases(rng):
         call = upload_outcome(impl, spec, "pick", dtype)
         staged = call["syncs"]["staged_count"]
-        if staged and spec.get("transposed"):  # pinned, but strided? said first
-            hint = STRIDED_HINT
+        if staged and spec.get("columns"):  # pinned, but with gaps? said first
+            hint = GAPS_HINT
         elif staged and not call["asked"]:
             hint = ASKED_BEFORE_HINT
         elif staged and dtype:  # it asked, and still staged: converted?
@@ -253,9 +260,9 @@ GATHER_CRASH_HINTS = (("is out of bounds", "an id outside the vocabulary reached
 
 
 # A flat .view of a transposed tensor: torch names the stride, not the input that has it
-NOT_CONTIGUOUS_HINT = (("view size is not compatible", "a transposed tensor is not contiguous, so .view cannot flatten "
-                        "it: copy it whole into a buffer of its shape (buffer.copy_(data)), or let .contiguous() "
-                        "then .pin_memory() make the pinned copy"),
+NOT_CONTIGUOUS_HINT = (("view size is not compatible", "a transposed tensor, or a slice of a wider one's columns, is "
+                        "not contiguous, so .view cannot flatten it: copy it whole into a buffer of its shape "
+                        "(buffer.copy_(data)), or let .contiguous() then .pin_memory() make the pinned copy"),
                        ("unsupported ScalarType", "NumPy has no such dtype (bfloat16, for one): keep a CPU tensor a "
                         "tensor, and pin a contiguous copy of it"),
                        ("Can't pin tensor constructed from", "torch.tensor pins the list it copies, but refuses a "
@@ -500,7 +507,7 @@ def _check_gather_uploads(sampler_cls: SamplerClass, rng: random.Random) -> None
            + ("falls" if fewer else "grows") + " with the batch", case="1 request, then 64, all with ids",
            expected="as many at 64 requests as at 1", got=f"{counts[0]} at 1 request, {counts[1]} at 64",
            hint="at 64 requests some uploads were not asynchronous ones from pinned memory: the 0-syncs check "
-                "says which (a strided view of a pinned buffer is one)" if fewer else
+                "says which (a view of a pinned buffer with gaps is one)" if fewer else
                 "build the whole padded id matrix and its mask on the host, then upload each once: an upload per "
                 "request is a copy, and a driver call, per request")
 

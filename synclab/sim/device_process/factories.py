@@ -15,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from synclab.sim.device_process.wire import DEVICE_TYPE
+from synclab.sim.pinning import copy_keeping_layout
 from synclab.syncs import attribute_syncs_to_callers
 
 attribute_syncs_to_callers(__file__)  # a transfer made here belongs to the reader's line that called
@@ -52,11 +53,8 @@ def _pinning(current_gpu: Callable[[], Any]) -> tuple[Callable[..., torch.Tensor
     """``t.pin_memory()`` and ``t.is_pinned()`` for host tensors: a pinned buffer of the GPU started last (host
     memory both processes map, chapter 3), and whether a tensor lies in one."""
     def pin_memory(tensor: torch.Tensor, device: Any = None) -> torch.Tensor:
-        # torch keeps the layout (ATen's _pin_memory): a transposed tensor is pinned transposed, still strided
-        span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride())) \
-            if tensor.numel() else 0
-        buffer = current_gpu().pinned((span,), tensor.dtype)
-        return buffer.as_strided(tuple(tensor.shape), tensor.stride()).copy_(tensor)
+        # torch keeps the layout (ATen's _pin_memory): a slice of wider rows is pinned with its gaps
+        return copy_keeping_layout(tensor, lambda span: current_gpu().pinned((span,), tensor.dtype))
 
     def is_pinned(tensor: torch.Tensor, device: Any = None) -> bool:
         try:

@@ -32,6 +32,7 @@ from synclab.sim.device_process.streams import Event, Stream, using
 from synclab.sim.device_process.wire import (DEVICE_TYPE, PinnedView, Ref, leaves, mapped, op_name, pack,
                                              reader_line, register_device_name, unpack)
 from synclab.device import TORCH_METHODS_OF_THE_DEVICE
+from synclab.device import copies_as_they_lie
 from synclab.syncs import ALIASED_WRITE, SyncKind, _overlaps, attribute_syncs_to_callers, in_flight_value
 
 attribute_syncs_to_callers(__file__)
@@ -197,7 +198,7 @@ class SimulatedGPU:
         """``target.copy_(host)``: the host's values go up. A synchronous copy, unless ``non_blocking``: then from
         pinned memory the device reads the buffer when it runs the copy (no wait), from pageable memory the host
         first stages it (a staging copy)."""
-        view = self.async_view(host) if non_blocking else None
+        view = self.async_view(host, target) if non_blocking else None
         if view is not None:
             upload = self.new_id()
             self._uploads_queued[upload] = _QueuedUpload(host, host._version, reader_line(),
@@ -249,11 +250,14 @@ class SimulatedGPU:
             return None
         return PinnedView(found[0], tuple(host.shape), tuple(host.stride()), host.storage_offset())
 
-    def async_view(self, host: torch.Tensor) -> PinnedView | None:
-        """``host``'s place in a pinned buffer where a ``non_blocking`` copy with it runs without the host: pinned and
-        contiguous. CUDA copies a strided view of a pinned buffer through a contiguous temporary of its own, in
-        pageable memory (chapter 3; :func:`synclab.device.is_async_host_side`)."""
-        return self.pinned_view(host) if host.is_contiguous() else None
+    def async_view(self, host: torch.Tensor, device_side: "DeviceTensor") -> PinnedView | None:
+        """``host``'s place in a pinned buffer where a ``non_blocking`` copy between it and ``device_side`` runs
+        without the host: pinned, and copied as it lies. CUDA copies a view with gaps (``pinned[:, :n]``), or one laid
+        out unlike the device side, through a contiguous temporary of its own, in pageable memory (chapter 3;
+        :func:`synclab.device.copies_as_they_lie`)."""
+        if not copies_as_they_lie(host, tuple(device_side.shape), tuple(device_side.stride()), device_side.dtype):
+            return None
+        return self.pinned_view(host)
 
     def synchronize(self) -> None:
         """``torch.cuda.synchronize()``: the host waits until the device has run everything queued, on every
@@ -804,7 +808,7 @@ def _copy_to_host(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
     if non_blocking:
         dtype = kwargs.get("dtype") or source.dtype  # the new buffer holds what such memory holds: not the data yet
         target = args[0] if copy else gpu.pinned(tuple(source.shape), dtype, in_flight_value(dtype))
-        view = gpu.async_view(target)
+        view = gpu.async_view(target, source)
         if view is not None:
             gpu.send(("to_pinned", view, Ref(source._id)))
             gpu.lands_later(view.pid)

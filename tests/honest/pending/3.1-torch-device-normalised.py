@@ -6,7 +6,7 @@ def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | No
     if isinstance(data, np.ndarray):
         data = torch.from_numpy(data)
     if isinstance(data, torch.Tensor):
-        host = data.pin_memory() if pin else data
+        host = data.contiguous().pin_memory() if pin else data
     else:
         host = torch.tensor(data, dtype=dtype, pin_memory=pin)
     return host.to(target, dtype=dtype, non_blocking=True)

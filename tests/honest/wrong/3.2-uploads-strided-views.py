@@ -1,5 +1,5 @@
-# Fills new pinned buffers a few columns wider than needed and uploads the needed columns: a strided view of pinned
-# memory uploads through a pageable temporary torch makes, a staging copy per upload.
+# Fills new pinned buffers a few columns wider than needed and uploads the needed columns: a view of pinned memory
+# with gaps uploads through a pageable temporary torch makes, a staging copy per upload.
 # fails: no-syncs
 class PinnedSampler(Sampler):
     def gather_specific_token_logprobs(self, logits: torch.Tensor, logprob_token_ids: dict[int, list[int]],

@@ -1,5 +1,5 @@
-# Uploads a tensor that is pinned already as it is, and pins a contiguous copy of any other: a pinned transposed
-# tensor is strided still, and torch uploads a strided host tensor through a pageable temporary, a staging copy.
+# Uploads a tensor that is pinned already as it is, and pins a contiguous copy of any other: a pinned slice of a wider
+# tensor's columns has gaps still, and torch uploads a view with gaps through a pageable temporary, a staging copy.
 # fails: no-syncs
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""

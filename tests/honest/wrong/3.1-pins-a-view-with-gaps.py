@@ -1,5 +1,5 @@
-# Pins a CPU tensor as it comes, as vLLM's helper does: a transposed one stays strided when pinned, and torch uploads
-# a strided host tensor through a pageable temporary of its own, a staging copy after all.
+# Pins a CPU tensor as it comes, as vLLM's helper does: a slice of a wider tensor's columns keeps its gaps when pinned,
+# and torch uploads a view with gaps through a pageable temporary of its own, a staging copy after all.
 # fails: no-syncs
 def async_tensor_h2d(data: HostData, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Upload ``data`` (a list, a NumPy array or a CPU tensor) without making the host wait."""
