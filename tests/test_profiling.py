@@ -389,6 +389,20 @@ def test_each_chapters_timeline_marks_what_the_counter_counts(chapter, monkeypat
     assert legend == [f"sync (count_syncs): {n} in {run}" for run, n in zip(traces, counted)]
 
 
+def test_chapter_3s_timeline_is_drawn_on_the_machine_with_pinned_memory():
+    """The page says the new row has no sync and two asynchronous copies. On a CPU without pinned memory the
+    sampler's pin flag, read when it is built, would be False, and both its uploads would be staging copies: the
+    profile plays the machine with pinned memory, as the checks do."""
+    from synclab import pinned_transfers as ch3
+    from synclab.engine.sampler import SamplerBaseline
+
+    (pinned_sampler,) = _solution("03_pinned_transfers", "PinnedSampler")
+    traces = ch3.profile_gather(SamplerBaseline, pinned_sampler)
+    before, after = traces.values()
+    assert before.count("sync") > 0
+    assert after.count("sync") == 0 and after.count("staged copy") == 0
+
+
 def test_counting_and_drawing_a_timeline_import_no_compiler_stack():
     """Every kernel counts and profiles: neither may pull in torch._dynamo / torch._inductor (2 s of CPU each)."""
     import subprocess
