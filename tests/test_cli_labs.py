@@ -83,7 +83,8 @@ def test_check_one_task_runs_only_what_it_needs():
 
 @pytest.mark.slow
 def test_check_json_reports_points_per_check_and_scores_a_broken_exercise_zero(tmp_path):
-    """0.1 does not even parse (its check cell then raises: 0 of its points), 0.2 is right (all of its points)."""
+    """0.1 does not even parse (its check cell then raises, and the parse error is named: 0 of its points), 0.2 is
+    right (all of its points)."""
     import json
 
     lab = nbformat.read(ROOT / "labs" / "00_primer.ipynb", as_version=4)
@@ -109,7 +110,8 @@ def test_check_json_reports_points_per_check_and_scores_a_broken_exercise_zero(t
         by_task.setdefault(check["task"], []).append(check)
     (missing,) = by_task["0.1"]
     assert (missing["status"], missing["points"], missing["earned"]) == ("not run", 14, 0)
-    assert "NameError" in missing["message"] and "decode_step" in missing["message"], missing
+    # the cause, the answer cell's SyntaxError, not the NameError it leaves the check cell with
+    assert missing["message"].startswith("its answer (cell ") and "SyntaxError" in missing["message"], missing
     assert any("SyntaxError" in e for e in report["cells_not_finished"]), report["cells_not_finished"]
     (prediction,) = by_task["0.2"]
     assert (prediction["status"], prediction["points"], prediction["earned"]) == ("passed", 6, 6)
@@ -159,6 +161,28 @@ def test_an_answer_cell_that_does_not_parse_is_named_as_its_exercises(tmp_path):
     raised = cells_raised(path, ["cell 1: SyntaxError: expected ':'",
                                  "cell 2: NameError: name 'ListCachedRange' is not defined"])
     assert [r["exercise"] for r in raised] == ["Exercise 5.1's answer", "after Exercise 5.1"], raised
+
+
+def test_an_exercise_whose_answer_raised_is_said_to_fail_by_that_error_not_its_checks(tmp_path):
+    """A learner's report: a SyntaxError in 3.1's answer cell was listed after the NameError it caused in the check
+    cell, which named no fault. The exercise's line names its answer's error; a later exercise's check cell that
+    raised by itself keeps its own (the answer cells between the two check cells are 3.2's alone)."""
+    from synclab.lab.cli import verdicts_of
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import torch"),
+        nbformat.v4.new_code_cell("def async_tensor_h2d(data, device, dtype=None)\n    return data"),
+        nbformat.v4.new_code_cell("ch3.check_async_tensor_h2d(async_tensor_h2d)"),
+        nbformat.v4.new_code_cell("class PinnedSampler(Sampler):\n    pass"),
+        nbformat.v4.new_code_cell("ch3.check_gather_specific_token_logprobs(PinnedSampler)")])
+    nb.metadata["synclab"] = {"generated_from": "solutions/03_pinned_transfers.ipynb"}
+    path = tmp_path / "03_pinned_transfers.ipynb"
+    nbformat.write(nb, path)
+    errors = ["cell 1: SyntaxError: expected ':' (line 1)", "cell 2: NameError: name 'async_tensor_h2d' is not defined",
+              "cell 4: NameError: name 'Sampler' is not defined"]
+    verdicts = verdicts_of(["3.1", "3.2"], {}, errors, {"3.1": 2, "3.2": 4}, path)
+    assert verdicts["3.1"].error == "its answer (cell 1) raised SyntaxError: expected ':' (line 1)"
+    assert verdicts["3.2"].error == "its check cell raised NameError: name 'Sampler' is not defined"
 
 
 def test_a_stretch_left_undone_reads_as_a_stretch_and_its_points_come_apart():

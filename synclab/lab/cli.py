@@ -133,7 +133,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                                   notebook_timeout_s=args.notebook_timeout)
             reports = read_reports(log)
         errors, seconds = kernel.errors, kernel.seconds
-    verdicts = verdicts_of(asked, reports, errors, check_cells(nb, chapter))
+    verdicts = verdicts_of(asked, reports, errors, check_cells(nb, chapter), notebook)
     summary = json_report(notebook, verdicts, errors, args.task, seconds)
     ok = summary["passed"] and not (kernel and (kernel.timed_out or kernel.not_run))
     if args.json:
@@ -162,17 +162,28 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def verdicts_of(tasks: list[str], reports: dict[str, Any], errors: list[str], check_at: dict[str, int]) -> dict:
-    """One verdict per task: its check cell's report, or why its check cell gave none (the cell's error)."""
+def verdicts_of(tasks: list[str], reports: dict[str, Any], errors: list[str], check_at: dict[str, int],
+                notebook: Path | None = None) -> dict:
+    """One verdict per task: its check cell's report, or why its check cell gave none: the exercise's own answer
+    cell's error where that cell raised (a SyntaxError there leaves the check a NameError, which names no fault),
+    else the check cell's."""
     from synclab.lab.verdicts import Verdict
 
     verdicts = {}
+    answers_raised = {r["cell"]: r for r in cells_raised(notebook, errors)} if notebook is not None else {}
+    exercise_of = _exercise_of_cells(notebook) if answers_raised else []
     for task in tasks:
         if task in reports:
             verdicts[task] = Verdict(task, reports[task])
             continue
         prefix = f"cell {check_at[task]}: " if task in check_at else None
         raised = next((e[len(prefix):] for e in errors if prefix and e.startswith(prefix)), "")
+        at = check_at.get(task, 0)
+        after = max((c for c in check_at.values() if c < at), default=-1)  # the check cell before this one
+        answer = next((r for cell, r in answers_raised.items() if after < cell < at and exercise_of[cell][1]), None)
+        if answer is not None:
+            verdicts[task] = Verdict(task, error=f"its answer (cell {answer['cell']}) raised {answer['error']}")
+            continue
         verdicts[task] = Verdict(task, error=f"its check cell raised {raised}" if raised
                                  else "its check cell did not run")
     return verdicts
