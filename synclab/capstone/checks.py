@@ -288,6 +288,13 @@ def _feature_hint(spec: Any, got: dict[str, Any], want: dict[str, Any]) -> str:
         anyone = (f" If your check reads only the first of the request's {len(listed)} stop tokens "
                   f"{shown}: token {right[-1]} is another, and any of them ends it."
                   if len(listed) > 1 and right[-1] != listed[0] else "")
+        if len(mine) == len(right) + 1 and len(right) - 1 == min_tokens:  # at the ban's edge: which side of it?
+            return (f"yours kept one token past the stop token {right[-1]} it sampled at output position "
+                    f"{len(right) - 1}, exactly min_tokens ({min_tokens}): there the ban has ended, and the stop "
+                    f"counts. Either your stop test refuses the boundary (with {min_tokens} token(s) already out a "
+                    "stop counts: tokens out >= min_tokens, not >), or the stop was reported a step late, by a later "
+                    "call of a hook (report it in the call that sees the token: _stopped_on_device gets this step's "
+                    f"sampled, stopped_on_host this step's output).{anyone}")
         if len(mine) == len(right) + 1:  # one token more: the stop was seen, a call too late
             return (f"yours kept one token past the stop token {right[-1]} it sampled at output position "
                     f"{len(right) - 1}, then stopped: the stop was reported a step late, by a later call of a hook "

@@ -88,8 +88,11 @@
     layout.autosize = true;
     var width = el.clientWidth || 700;
     fitTitle(layout, width);
-    // The mode bar stands at the right edge, not over the title.
+    // The mode bar stands at the right edge, not over the title, in a margin of its own: not over the data either
+    // (a learner could not read a bar's label under it).
     layout.modebar = Object.assign({ orientation: "v" }, layout.modebar || {});
+    layout.margin = Object.assign({}, layout.margin || {});
+    layout.margin.r = Math.max(layout.margin.r || 0, MODEBAR_PX);
     var frames = (fig.frames || []).map(function (frame) {
       var text = frame.layout && titleText(frame.layout);
       if (!text) return frame;
