@@ -989,9 +989,9 @@ def test_the_pages_model_sentence_holds_on_the_stored_model():
     page = " ".join((Path(__file__).parents[1] / "book" / "06_capstone_engine_step.md").read_text().split())
     said = ("at 2 ms of device work per step, a sync fix alone barely moves the busy share: a step with any stray sync "
             "left waits for the device's queue to drain, so 3 stray syncs cost about what 12 do. The reverse scan alone "
-            "moves it most of any one fix. Only all five keep the device busy all the time, and only just. Their host "
-            "step is {:.1f} ms without the network's compute ({:.1f} ms with it, in the CPU fold), a little under the 2 "
-            "ms")
+            "moves it most of any one fix. In the model only all five keep the device busy all the time, and only just: "
+            "their host step is {:.1f} ms without the network's compute ({:.1f} ms with it, in the CPU fold), a little "
+            "under the 2 ms")
     cells = json.loads((Path(__file__).parents[1] / SOLUTION).read_text())["cells"]
 
     def printed(containing: str) -> str:  # the stored printout of the solution's cell that printed ``containing``
