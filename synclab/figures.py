@@ -195,6 +195,10 @@ def _range_bars(timings: Sequence[Timing]) -> dict[str, Any]:
     return {"visible": True, **_spread_bars(mids, [t.low_us for t in timings], [t.high_us for t in timings])}
 
 
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross")
+
+
 def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = False,
                  yaxis_title: str = "median time per call (us)", labelled_ends: bool = False) -> go.Figure:
     """Median time per call against the swept parameter, the range of the per-round medians as error bars.
@@ -206,9 +210,13 @@ def sweep_figure(sweep: Sweep, title: str, log_x: bool = False, log_y: bool = Fa
     """
     fig = go.Figure()
     x = list(sweep.values) if log_x else [str(v) for v in sweep.values]
-    for color, (variant, timings) in zip(variant_colors(), sweep.timings.items()):
+    # a dash and a marker of its own per line: two versions that cost the same draw one line over the other, and
+    # the one below still shows through the dashes (a learner saw chapter 3's "before" vanish under "after")
+    for color, dash, symbol, (variant, timings) in zip(variant_colors(), cycle(_DASHES), cycle(_SYMBOLS),
+                                                   sweep.timings.items()):
         fig.add_trace(go.Scatter(x=x, y=[t.median_us for t in timings], name=variant, mode="lines+markers",
-                                 line_color=color, error_y=_range_bars(timings)))
+                                 line={"color": color, "dash": dash}, marker={"symbol": symbol, "size": 8},
+                                 error_y=_range_bars(timings)))
     # log axes labelled at the values themselves: plotly's own ticks on an axis of under two decades print only
     # minor digits ("2 5 ... 3 4"), so a point at 32 would sit over a "3"
     # short labels, set level: labels a narrow page would tilt push the axis's title down into the legend

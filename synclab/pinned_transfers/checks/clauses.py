@@ -18,7 +18,7 @@ CLAUSES = [
            "3.1-reused-staging-buffer", "stage each call's data in a new pinned tensor",
            lab="A caller may reuse its list, array or pageable tensor as soon as the call returns"),
     Clause("3.1-transposed", "a transposed one", "values", "transposed CPU tensor",
-           "3.1-flat-view-copy", "is not contiguous", also=("no-syncs", "wsl"), lab="a non-contiguous one too"),
+           "3.1-flat-view-copy", "is not contiguous", also=("no-syncs", "wsl"), lab="a transposed one too"),
     Clause("3.1-gaps", "A view with gaps", "no-syncs", "pinned slice of a wider CPU tensor's columns",
            "3.1-uploads-a-pinned-view-with-gaps-as-is", "a view with gaps"),
     Clause("3.1-wsl", "on WSL, with no pinned memory: the same values arrive", "wsl", "list of ints",

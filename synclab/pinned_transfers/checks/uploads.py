@@ -210,9 +210,9 @@ def _check_h2d_syncs(impl: H2DFunction, rng: random.Random) -> None:
         elif staged and not call["asked"]:
             hint = ASKED_BEFORE_HINT
         elif staged and dtype:  # it asked, and still staged: converted?
-            hint = (f"{PIN_HINT}. Here the caller asks for {dtype}: a conversion on the host after pinning (.to(dtype) "
-                    "before the upload) makes a new tensor, in pageable memory. Convert in the upload itself, or build "
-                    "the pinned tensor in that dtype")
+            hint = (f"here the caller asks for {dtype}: a conversion on the host after pinning (.to(dtype) before the "
+                    "upload) makes a new tensor, in pageable memory. Convert in the upload itself, or build the pinned "
+                    f"tensor in that dtype. In general: {PIN_HINT}")
         else:  # an upload's hint is the pinning one; a sync of another kind (a read back, a wait) gets its kind's
             events = call["syncs"]["events"]
             kind = SyncKind(events[0][0]) if events else SyncKind.H2D_COPY
