@@ -57,6 +57,32 @@ def test_a_cell_that_raises_is_named_and_the_next_one_runs():
     assert run.reports["4.2"].passed  # the function was defined before the raise, as in a kernel
 
 
+def test_what_the_readers_code_prints_is_kept_for_the_report_and_the_setup_cells_prints_are_not(capsys):
+    """A learner debugging with print() saw nothing in a terminal's check: the answer cell's own printout, and what
+    the answer printed while its check called it, are kept (the setup's banner is not), and the report shows their
+    first lines."""
+    from synclab.lab.cli import PRINTED_LINES, _say_printed
+
+    nb = nbformat.read(ROOT / "solutions" / "04_reverse_placeholder_scans.ipynb", as_version=4)
+    answer = next(c for c in nb.cells if c.cell_type == "code" and "def host_bottleneck_length" in c.source)
+    answer.source = answer.source.replace("def host_bottleneck_length(", "def _unused(", 1) + (
+        "\nprint('defined')\n"
+        "def host_bottleneck_length(*args, **kwargs):\n"
+        "    print('called')\n"
+        "    return _unused(*args, **kwargs)\n")
+    run = run_here(nb, ["4.2"])
+    assert run.reports["4.2"].passed
+    (in_cell, in_checks) = run.printed
+    assert in_cell == ("in your Exercise 4.2 cell", "defined\n")
+    assert in_checks[0] == "while Exercise 4.2's checks ran it" and set(in_checks[1].split()) == {"called"}
+    calls = len(in_checks[1].split())
+    _say_printed(run.printed)
+    out = capsys.readouterr().out
+    assert out.count("called") == min(calls, PRINTED_LINES)
+    if calls > PRINTED_LINES:
+        assert f"... and {calls - PRINTED_LINES} more line(s)" in out
+
+
 @pytest.mark.slow
 def test_the_terminal_and_the_notebook_give_the_same_verdicts_timed_checks_included(tmp_path):
     """A right 4.1, a right 5.1 and a 5.1 that keeps the tensor cache (right values, no speed-up: its timed clause

@@ -142,6 +142,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for verdict in verdicts.values():
         print(verdict)
     _say_cells(summary, errors)
+    if kernel is None:
+        _say_printed(learner.printed)
     if kernel is None:  # after the reports, in their stream: piped, the lines keep their order
         served = (f" (run by the warm check server: it ends after {check_server.IDLE_S / 60:.0f} idle minutes, or "
                   "now with `python -m synclab stop-checks`)") if check_server.SERVED else ""
@@ -201,6 +203,17 @@ def _say_cells(summary: dict[str, Any], errors: list[str]) -> None:
              and not any(e.startswith(f"cell {c['cell']}: ") for c in crashed)]
     if other:
         print("cells that did not finish: " + "; ".join(other[:5]))
+
+
+PRINTED_LINES = 12  # of each cell's printout: a check calls an answer many times
+
+
+def _say_printed(printed: list[tuple[str, str]]) -> None:
+    """What the reader's code printed, the first lines of each cell's: a print is how many debug an answer."""
+    for where, text in printed:
+        lines = text.rstrip("\n").splitlines()
+        more = f"\n  ... and {len(lines) - PRINTED_LINES} more line(s)" if len(lines) > PRINTED_LINES else ""
+        print(f"your code printed {where}:\n" + "\n".join(f"  {line}" for line in lines[:PRINTED_LINES]) + more)
 
 
 def cmd_grade(args: argparse.Namespace) -> int:

@@ -72,6 +72,8 @@ class LearnerRun:
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0  # the whole run, the setup's imports included
     checks_seconds: float = 0.0  # the check cells alone
+    # what the reader's code printed: (where, text) for each answer cell and each check cell (which runs the answers)
+    printed: list[tuple[str, str]] = field(default_factory=list)
 
 
 def read_reports(log: str) -> dict[str, CheckReport]:
@@ -115,7 +117,8 @@ def run_here(nb: NotebookNode, tasks: list[str] | None = None, cell_timeout_s: f
     """Run the cells :func:`plan` chooses in a fresh namespace of this process, as a kernel would; their reports.
 
     A cell that raises is named (``cell N: ...``) and the next one runs, as in a notebook run top to bottom. What the
-    cells print is kept out of the terminal's report (``quiet``): the check cells' reports are read back instead.
+    cells print is kept out of the terminal's report (``quiet``): the check cells' reports are read back instead, and
+    what the reader's own code printed (in an answer cell, or called by a check) is kept apart, for a report to show.
     """
     chosen = plan(nb, tasks)
     run = LearnerRun()
@@ -145,6 +148,10 @@ def run_here(nb: NotebookNode, tasks: list[str] | None = None, cell_timeout_s: f
                     run.errors.append(f"cell {index}: {type(exc).__name__}: {exc}{_where(exc, filename)}")
                 if index in chosen.checks:
                     run.checks_seconds += time.perf_counter() - began
+                    if out.getvalue():
+                        run.printed.append((f"while Exercise {chosen.checks[index]}'s checks ran it", out.getvalue()))
+                elif out.getvalue() and cells_of.answers_of(source, chosen.chapter):
+                    run.printed.append((f"in {filename.strip('<>')}", out.getvalue()))
         finally:
             if previous is None:
                 os.environ.pop(REPORT_LOG_ENV, None)
