@@ -359,11 +359,12 @@ def gpu_loop_figure(result: dict[str, Any], title: str, label: str) -> go.Figure
     marks = {k: v for k, v in pr.items() if k != "output tokens"}
     fig.add_trace(go.Scatter(x=[pr["output tokens"]] * len(marks), y=list(marks.values()), mode="markers+text",
                              name="the PR's TPOT (its model and GPU, not this loop's)", text=list(marks),
-                             textposition="middle right", marker={"color": "black", "symbol": "x", "size": 10}))
+                             # left of the mark: at the longest length, a label on its right ran off the chart
+                             textposition="middle left", marker={"color": "black", "symbol": "x", "size": 10}))
     return _layout(fig, title, f"measured on {label}<br>{result['num_reqs']} requests; each step's forward queued, "
                                "then the last step's placeholders repaired while it runs",
-                   xaxis_title="output tokens per request", xaxis_type="log", yaxis_title="ms per step",
-                   yaxis_type="log", height=460)
+                   xaxis_title="output tokens per request", xaxis_type="log", xaxis_tickformat=",",
+                   yaxis_title="ms per step", yaxis_type="log", height=460)
 
 
 def loop_model_figure(lengths: Sequence[int], tokens_per_s: dict[str, Sequence[float]],
@@ -455,7 +456,8 @@ def busy_model_figure(values: Sequence[Any], step_us: dict[str, Sequence[float]]
                    _subtitle(f"host: scheduler step measured on {label}; the device step is assumed (slider)",
                              BUSY_MODEL_NOTE if busy else ""),
                    xaxis_title=parameter, yaxis_title="device busy share", yaxis_range=[0, 1.05],
-                   yaxis_tickformat=".0%", height=430)  # in percent, as the page and the GPU's figure say it
+                   yaxis_tickformat=".0%", height=430 + (20 if busy else 0),  # in percent, as the page says it
+                   above_plot=15)  # the subtitle's lines above the plot: the busy note ran over the "100%" label
 
 
 # The parts of a step in chapter 6's host events: the part a fix works on in that fix's colour, the others in greys.
@@ -926,8 +928,8 @@ def encoder_window_figure(computed: int, new: int, items: Sequence[tuple[str, in
         color = "#2ca02c" if i in scheduled else "#bdbdbd"
         fig.add_shape(type="rect", x0=offset, x1=offset + length, y0=0.75, y1=1.25, fillcolor=color,
                       line={"color": "white"})
-        fig.add_annotation(x=offset + length / 2, y=1.45, showarrow=False, font={"size": 11},
-                           text=f"{name}, {embeds} embeds")
+        fig.add_annotation(x=offset + length / 2, y=1.55, showarrow=False, font={"size": 11},  # two short lines:
+                           text=f"{name}<br>{embeds} embeds")  # side by side, one line each ran into the next
     fig.add_annotation(x=computed + new, y=2, xanchor="left", showarrow=False,
                        text=f"  [{computed}, {computed + new}), encoder budget {budget}")
     fig.add_annotation(x=computed + new_after, y=0, xanchor="left", showarrow=False,

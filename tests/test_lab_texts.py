@@ -189,6 +189,14 @@ def test_chapter_4s_page_states_the_h200s_real_loop_as_stored():
             f"with the forward scan; with the reverse scan, {reverse[at[10_000]]:.2f} and {reverse[at[60_000]]:.1f} ms"
             in page)
     assert f"({loop['pr_tpot_ms']['before #42938']:.0f} → {loop['pr_tpot_ms']['after']:.0f} ms)" in page
+    # a learner's question: the loop's whole step under the sweep's repair alone; the page says both, and the spread
+    sweep = run["results"]["cost_sweep"]
+    alone_ms = sweep["timings"][sweep["variants"][0]][sweep["values"].index(60_000)]["median_us"] / 1000
+    low, high = loop["ms_per_step_range"]["forward (before #42938)"][at[60_000]]
+    assert forward[at[60_000]] < alone_ms < high  # under the sweep's median, within the loop's own spread
+    assert (f"(The loop's {forward[at[60_000]]:.0f} ms is under the {alone_ms:.0f} ms the sweep above gave the repair "
+            f"alone at 60,000: two runs, and the same scan's time on this host moved that much within one, from "
+            f"{low:.0f} to {high:.0f} ms over the loop's three rounds.)") in page
 
 
 def test_chapter_4s_page_states_the_scans_costs_that_were_stored():

@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator
 
-from synclab.answer_keys import answer_key
+from synclab.answer_keys import answer_key  # marks the package's versions: no answer may call them
 from synclab.capstone.chapter_fixes import BOOK_FIXES
 from synclab.device import has_cuda, runs_on_device_process
 from synclab.dispatch import CountingList, count_torch_calls

@@ -12,7 +12,7 @@ import torch
 
 from synclab.engine.pool_metadata import PoolingCursor, PoolingMetadata
 from synclab.engine.pooler import PoolerOutput, TokenPoolingMethod
-from synclab.answer_keys import answer_key
+from synclab.answer_keys import answer_key  # marks the package's versions: no answer may call them
 
 
 class AllPoolBaseline(TokenPoolingMethod):

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from synclab.engine.model_runner import ModelRunnerOutput, PoolingBatch, PoolingModelRunner, _copy_pooler_output_to_cpu
-from synclab.answer_keys import answer_key
+from synclab.answer_keys import answer_key  # marks the package's versions: no answer may call them
 
 
 @answer_key("2.1", role="spot-the-bug output (it holds Exercise 2.1's parts, each runner breaks one)")
