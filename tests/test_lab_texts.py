@@ -172,6 +172,25 @@ def test_chapter_2s_page_states_the_models_own_costs_and_numbers():
     assert "about as long in both" not in page  # the model says otherwise: 90 us against 30 us
 
 
+def test_chapter_2s_waits_fold_states_each_gpus_host_time_and_wait_as_stored():
+    """The GPUs' waits fold: the host's own time (step less wait) and the wait, before and after, on each GPU, as the
+    stored host_blocked runs hold them (a learner found the old sentence's explanation did not fit opposite signs)."""
+    import json
+
+    page = " ".join((ROOT / "book" / "02_lazy_streams.md").read_text().split())
+    own, wait = {}, {}
+    for slug, name in (("nvidia-h100-80gb-hbm3", "H100"), ("nvidia-h200", "H200")):
+        runs = json.loads((ROOT / "data" / "reference" / slug / "ch2.json").read_text())["results"]["host_blocked"]
+        before, after = runs["results"].values()
+        own[name] = [r["step_us"] - r["host_waiting_us"] for r in (before, after)]
+        wait[name] = [r["host_waiting_us"] for r in (before, after)]
+    assert own["H100"][1] < own["H100"][0] and own["H200"][1] > own["H200"][0]  # opposite ways, as the page says
+    assert (f"with the fix it fell from {own['H100'][0]:.0f} to {own['H100'][1]:.0f} µs on the H100 and rose from "
+            f"{own['H200'][0]:.0f} to {own['H200'][1]:.0f} µs on the H200, so the wait rose on the one "
+            f"({wait['H100'][0]:.0f} → {wait['H100'][1]:.0f} µs) and fell on the other ({wait['H200'][0]:.0f} → "
+            f"{wait['H200'][1]:.0f} µs)") in page
+
+
 def test_chapter_4s_page_states_the_h200s_real_loop_as_stored():
     """The real loop's step on the H200 (``gpu_loop``), each number of the page's sentence from the stored run."""
     import json
@@ -248,9 +267,7 @@ def test_chapter_2s_gpu_waits_and_steps_are_the_stored_runs():
              ["results"]}
     assert loops == {"nvidia-h100-80gb-hbm3"}  # "The figure, the loop sweep, is the H100's alone"
     (h100_before, h100_after), (h200_before, h200_after) = stored.values()
-    waits = (f"H100: {h100_before['host_waiting_us']:.0f} µs before, {h100_after['host_waiting_us']:.0f} after; "
-             f"H200: {h200_before['host_waiting_us']:.0f} and {h200_after['host_waiting_us']:.0f}")
-    assert waits in page, waits
+    # the waits: test_chapter_2s_waits_fold_states_each_gpus_host_time_and_wait_as_stored
     steps = (f"({h100_before['step_us']:,.0f} → {h100_after['step_us']:,.0f} µs; "
              f"{h200_before['step_us']:,.0f} → {h200_after['step_us']:,.0f})")
     assert steps in page, steps

@@ -542,8 +542,9 @@ def _check_syncs(runner_cls: RunnerClass, rng: random.Random) -> None:
         waits = got["waits"]
         expect(bool(waits) and waits[-1].endswith("(blocking)"), "the event waited on is not a blocking one",
                expected="torch.cuda.Event(blocking=True)", got="torch.cuda.Event()", case=case,
-               hint="a default event's synchronize() spins on the driver, holding a core while the host waits; "
-                    "create it with torch.cuda.Event(blocking=True), as vLLM does since #47081: the host sleeps")
+               hint="a default event's synchronize() never sleeps: it spins or yields, as the device's scheduling "
+                    "flag decides (spinning, holding a core, where the host has cores to spare); create it with "
+                    "torch.cuda.Event(blocking=True), as vLLM does since #47081: the host sleeps")
         # the step whose syncs count is a step whose outputs count: a shortcut taken only while counted fails here
         outputs = _outputs_back(got["outputs"]) if got["is_output"] else None
         right = outputs is not None and _same(outputs, want)
