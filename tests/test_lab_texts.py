@@ -291,7 +291,7 @@ def test_chapter_3s_measured_gpu_speed_ups_are_the_stored_runs():
     sweep = repeat["results"]["gather_sweep"]
     ratios = [b / a for n, b, a in zip(sweep["values"], *(
         [t["median_us"] for t in sweep["timings"][v]] for v in ("before #41429", "after (3.2)"))) if n >= 16]
-    said[1] += f" (its second run, in brackets: {min(ratios):.1f}× to {max(ratios):.1f}×)"
+    said[1] += f" (a second H200 run: {min(ratios):.1f}× to {max(ratios):.1f}×)"
     assert f"Measured from 16 requests up: {said[0]}, {said[1]}." in page, said
     # "a one-request call takes 156 to 264 µs (both versions, both GPUs)": the four stored medians at 1 request
     assert len(one_request) == 4
