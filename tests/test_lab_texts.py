@@ -596,6 +596,25 @@ def test_chapter_1_states_its_models_step_times_as_the_model_plays_them():
     assert f"{before} us per step before, {after} us after" in page, (before, after)
 
 
+def test_chapter_1s_flat_calls_sentence_states_the_gpus_times_as_stored():
+    """"Flat in calls is not flat in time": 1.1's and the baseline's medians at 8 and 48 requests on each GPU, as
+    stored (a learner saw the flat call count beside a time that grows)."""
+    import json
+
+    page = " ".join((ROOT / "book" / "01_slice_then_split.md").read_text().split())
+    said = {}
+    for slug, name in (("nvidia-h100-80gb-hbm3", "H100"), ("nvidia-h200", "H200")):
+        timing = json.loads((ROOT / "data" / "reference" / slug / "ch1.json").read_text())["results"]["timing"]
+        at = [timing["values"].index(n) for n in (8, 48)]
+        base, fix = (timing["timings"][v] for v in timing["variants"][:2])
+        said[name] = [[round(runs[i]["median_us"]) for i in at] for runs in (fix, base)]
+        assert said[name][0][1] > 2 * said[name][0][0]  # "still grows": more than twice, 8 to 48
+    (h100_fix, h100_base), (h200_fix, h200_base) = said["H100"], said["H200"]
+    assert (f"1.1's call still grows from {h100_fix[0]} us at 8 requests to {h100_fix[1]} us at 48 on the H100 (H200: "
+            f"{h200_fix[0]} to {h200_fix[1]} us), where the baseline's grows from {h100_base[0]} to {h100_base[1]} us "
+            f"(H200: {h200_base[0]} to {h200_base[1]} us)") in page
+
+
 def test_chapter_1s_pr_note_states_the_stored_gpu_baselines_at_32():
     """The PR's box under chapter 1's GPU figures sets its 59.89 us beside the lab's GPU runs: the baseline's medians
     at a sub-group of 32, as stored, about twice the PR's."""

@@ -203,7 +203,9 @@ def test_compare_with_pr_states_the_source_and_the_device():
     assert prov.label in text
     assert "2.00x" in text and "10.00x" in text
     fig = ch1.speedup_figure(sweep)
-    assert list(fig.data[0].y) == [2.0, 10.0] and list(fig.data[0].text) == ["2.00x", "10.00x"]
+    bar = fig.data[0]  # from 1x to its ratio: its base at 1, its length the ratio less 1, its label the ratio
+    assert list(bar.base) == [1.0, 1.0] and [1 + y for y in bar.y] == [2.0, 10.0]
+    assert list(bar.customdata) == [2.0, 10.0] and list(bar.text) == ["2.00x", "10.00x"]
     (pr,) = [trace for trace in fig.data if trace.name.startswith("PR #41163")]
     assert list(pr.x) == ["32"] and round(pr.y[0], 2) == 1.51  # at the size the PR measured, nowhere else
     assert list(fig.layout.yaxis.ticktext) == ["1x", "2x", "4x", "8x", "16x"]  # ratios, not a log axis's digits

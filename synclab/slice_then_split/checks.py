@@ -264,7 +264,8 @@ def _expect_outputs(outputs: Any, step: PoolingStep, case: str, when: str) -> No
                 hint = ("the output holds values the NEXT step wrote into the hidden-states buffer: a chunk kept "
                         "across steps (or, under async scheduling, a finished output) must be .clone()d: pass every chunk "
                         "through ch1.kept_chunk(chunk, finished=..., first_chunk=..., clone_finished=...), first_chunk "
-                        "telling whether the request's cache was empty before this chunk")
+                        "telling whether the request's cache was empty before this chunk (read it before the append: "
+                        "`not state.hidden_states_cache`; len(cache) == 1 is that question only after it)")
             elif _rows_elsewhere(got, step.hidden_states) is not None:
                 hint = (f"these are rows {_rows_elsewhere(got, step.hidden_states)} of the batch: another place than "
                         "this request's. The sub-group does not start at row 0: slice from its first token "
@@ -708,7 +709,9 @@ def _copies_per_step(all_pool: AllPoolClass, requests: dict, *, async_scheduling
         if async_scheduling and (after_cat or None in copied):
             hint = ("under async scheduling a finished request's output is cloned only when this step's chunk is its "
                     "ONLY chunk. After earlier chunks, torch.cat already puts the output in new storage: cloning the "
-                    "last chunk before the cat (or the concatenation after it) copies the data twice")
+                    "last chunk before the cat (or the concatenation after it) copies the data twice. Through "
+                    "ch1.kept_chunk, first_chunk must be False here, the cache holding earlier chunks: ask "
+                    "`not state.hidden_states_cache` before the append (len(cache) == 1 asks it only after)")
         elif after_cat:
             hint = ("without async scheduling a finished request's chunk is never cloned: after earlier chunks it "
                     "goes into torch.cat as a view (the cat makes new storage); alone, it is returned as it is")
