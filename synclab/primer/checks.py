@@ -112,10 +112,12 @@ def _expect_host_values(values: list, kind: type, what: str, case: str, fix: str
                                    f"is a sync of its own, later. {fix}")
         name, text = (value["not plain"], value["repr"]) if isinstance(value, dict) else (_type_name(value),
                                                                                            repr(value))
+        # the remedy for what was found: a NumPy scalar, or a Python value of another type (int flags for bools)
+        how = (".tolist() gives Python values from a NumPy array" if name.startswith("numpy") else
+               f"{kind.__name__}(x) turns a host value into one; a tensor's .tolist() gives its dtype's Python type "
+               f"(a bool tensor bools, an int64 one ints)")
         raise CheckFailed(f"{what} must hold Python {kind.__name__}s", expected=kind.__name__,
-                          got=f"{name} {text} at index {pos}", case=case,
-                          hint=f"{fix} ({kind.__name__}(x) turns a host value into one; .tolist() gives Python values "
-                               "from a NumPy array)")
+                          got=f"{name} {text} at index {pos}", case=case, hint=f"{fix} ({how})")
 
 
 def _type_name(value: object) -> str:
