@@ -596,6 +596,22 @@ def test_chapter_1_states_its_models_step_times_as_the_model_plays_them():
     assert f"{before} us per step before, {after} us after" in page, (before, after)
 
 
+def test_the_primers_cost_per_sync_is_the_stored_runs():
+    """"16 to 20 us per extra sync": the baseline's time less 0.1's at 256 requests, over the 512 syncs more it makes
+    (1 + 2 x 256 against 1), on each GPU's stored run (a learner found "tens of microseconds" too high)."""
+    import json
+
+    page = " ".join((ROOT / "book" / "00_primer.md").read_text().split())
+    per_sync = []
+    for slug in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
+        timing = json.loads((ROOT / "data" / "reference" / slug / "ch0.json").read_text())["results"]["timing"]
+        at = timing["values"].index(256)
+        base, fix = (timing["timings"][v][at]["median_us"] for v in timing["variants"])
+        per_sync.append((base - fix) / (2 * 256))
+    assert (f"on the GPUs this book measured, {min(per_sync):.0f} to {max(per_sync):.0f} us per extra sync, that "
+            "request's launches included") in page, per_sync
+
+
 def test_chapter_1s_flat_calls_sentence_states_the_gpus_times_as_stored():
     """"Flat in calls is not flat in time": 1.1's and the baseline's medians at 8 and 48 requests on each GPU, as
     stored (a learner saw the flat call count beside a time that grows)."""
