@@ -300,6 +300,8 @@ def validated(id: str, measure: Callable[[], Sweep], attempts: int = ATTEMPTS) -
         print("\n".join(lines))
     elif (note := spread_note(sweep)) and not deliberate_run():
         print(note)
+    elif not deliberate_run():  # a verdict either way: silence read as "nothing to compare" (a learner's report)
+        print(f"This run agrees with the page's sentence: \"{claim.text}\"")
     return sweep
 
 
