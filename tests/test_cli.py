@@ -268,6 +268,8 @@ def test_a_terminal_learner_gets_their_profile_as_one_offline_page(tmp_path):
     assert "<p>Expect: <strong>one</strong> call per step.</p>" in text  # the section's words, beside its figure
     assert "Exercise 9.1" not in text  # a section without a figure is left out
     assert "a <\\/script> title" in text and "http" not in text.split("<body>")[1]  # inlined, nothing fetched
+    # the mode bar in a margin of its own at the right edge, as the book draws it (it hid a title and labels)
+    assert '"modebar": {"orientation": "v"}' in text and '"margin": {"r": 50}' in text
     nb.cells = nb.cells[:2]
     assert write_profile_html(nb, page, "t") == 0 and "finish an exercise" in page.read_text()
 

@@ -55,7 +55,11 @@ def write_profile_html(nb: Any, path: Path, title: str) -> int:
                 parts.append(MarkdownIt("commonmark").render(value))
                 continue
             figures += 1
-            spec = json.dumps({"data": value.get("data", []), "layout": value.get("layout", {}),
+            # the mode bar at the right edge in a margin of its own, as the book draws it: over the title and the
+            # data it hid labels (a learner's report)
+            layout = {**value.get("layout", {}), "modebar": {"orientation": "v"}}
+            layout["margin"] = {**layout.get("margin", {}), "r": max(layout.get("margin", {}).get("r", 0), 50)}
+            spec = json.dumps({"data": value.get("data", []), "layout": layout, "config": {"displaylogo": False},
                                "frames": value.get("frames", [])}).replace("</", "<\\/")
             parts.append(f'<div class="figure" id="figure-{figures}"></div>'
                          f'<script>Plotly.newPlot("figure-{figures}", {spec});</script>')
