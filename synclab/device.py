@@ -1,6 +1,8 @@
 """Which device the lab runs on, and how a CPU-only machine stands in for a GPU.
 
-Taught in chapter 0 (the primer); every later chapter imports it.
+Taught in chapter 0 (the primer); every later chapter imports it. Chapter 3's rule of which copies between host and
+device go through a pageable temporary (:func:`copies_as_they_lie`) lives here too: both simulated devices and
+``count_syncs`` on CUDA read it.
 
 On a machine with CUDA, "device memory" is simply CUDA memory. On a CPU-only
 machine the lab still needs to know which tensors *stand for* device memory, so

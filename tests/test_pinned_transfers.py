@@ -924,8 +924,16 @@ def test_the_staging_copy_picture_and_its_sentence_are_one_model():
     sentence = (f"The same **model**, one `non_blocking` upload per step (a {pageable_kw['copy_us']:g} us copy): from "
                 f"pageable memory `.to()` returns once the host has staged the data in a pinned buffer "
                 f"({pageable_kw['staging_us']:g} us), from pinned memory at once. No sync either way, yet a step takes "
-                f"{pageable.step_time_us:.0f} us against {pinned.step_time_us:.0f}.")
+                f"{pageable.step_time_us:.0f} us against {pinned.step_time_us:.0f}")
     assert sentence in page, sentence
+    # "(not the 60 above: the copy runs on the stream, before the step's kernels)": the first picture's step
+    # without syncs, and the pinned step is that plus the copy
+    from synclab.timeline_model import simulate
+
+    no_sync = simulate(host_us=pageable_kw["host_us"], device_us=pageable_kw["device_us"], syncs=0, steps=4)
+    assert pinned.step_time_us == no_sync.step_time_us + pageable_kw["copy_us"]
+    assert f"{sentence} (not the {no_sync.step_time_us:.0f} above: the copy runs on the stream, before the step's " \
+           "kernels)." in page
     assert not any(i.state.startswith("waiting") for run in (pageable, pinned) for i in run.intervals)
 
 
