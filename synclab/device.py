@@ -219,18 +219,18 @@ def _alike(shape: tuple[int, ...] | torch.Size, a: tuple[int, ...], b: tuple[int
     return all(x == y for size, x, y in zip(shape, a, b) if size != 1)
 
 
-def copies_as_they_lie(host: torch.Tensor, device_shape: tuple[int, ...] | torch.Size | None = None,
-                       device_strides: tuple[int, ...] | None = None,
-                       device_dtype: torch.dtype | None = None) -> bool:
-    """Whether a copy between ``host`` and a device tensor moves ``host``'s own bytes, with no pageable temporary.
+def copies_as_they_lie(host: torch.Tensor, device_side: torch.Tensor | None = None,
+                       dtype: torch.dtype | None = None) -> bool:
+    """Whether a copy between ``host`` and ``device_side`` moves ``host``'s own bytes, with no pageable temporary.
 
-    The device side is ``device_shape``, ``device_strides`` and ``device_dtype``; left out, it is the tensor
-    ``host.to(device, dtype=device_dtype)`` makes (``host``'s strides where ``host`` is dense).
+    ``device_side`` left out: the tensor ``host.to(device, dtype=dtype)`` makes (``host``'s strides where ``host`` is
+    dense). Only its shape, strides and dtype are read, so a device process's handle serves as well as a tensor.
     """
-    shape = tuple(host.shape) if device_shape is None else tuple(device_shape)
-    dtype = host.dtype if device_dtype is None else device_dtype
-    if device_strides is None:
+    if device_side is None:
+        shape, dtype = tuple(host.shape), dtype or host.dtype
         device_strides = tuple(host.stride()) if is_dense(host.shape, host.stride()) else None
+    else:
+        shape, dtype, device_strides = tuple(device_side.shape), device_side.dtype, tuple(device_side.stride())
     if host.numel() == 0:  # nothing to copy: no memcpy, no temporary
         return True
     try:
@@ -249,11 +249,7 @@ def is_async_host_side(tensor: torch.Tensor, device_side: torch.Tensor | None = 
     Pinned, and copied as it lies (:func:`copies_as_they_lie`): a view of a pinned buffer with gaps
     (``pinned[:, :n]``) goes through a pageable temporary PyTorch makes, as pageable memory does. ``device_side``
     left out: the tensor ``tensor.to(device, dtype=dtype)`` makes."""
-    if not is_pinned_host(tensor):
-        return False
-    if device_side is None:
-        return copies_as_they_lie(tensor, device_dtype=dtype)
-    return copies_as_they_lie(tensor, tuple(device_side.shape), tuple(device_side.stride()), device_side.dtype)
+    return is_pinned_host(tensor) and copies_as_they_lie(tensor, device_side, dtype)
 
 
 # Called with (source, non_blocking) for each simulated upload. synclab.syncs adds its recorder here:

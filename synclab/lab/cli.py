@@ -142,9 +142,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for verdict in verdicts.values():
         print(verdict)
     _say_cells(summary, errors)
-    if kernel is None:
-        _say_printed(learner.printed)
     if kernel is None:  # after the reports, in their stream: piped, the lines keep their order
+        _say_printed(learner.printed)
         served = (f" (run by the warm check server: it ends after {check_server.IDLE_S / 60:.0f} idle minutes, or "
                   "now with `python -m synclab stop-checks`)") if check_server.SERVED else ""
         # a terminal's wall time also holds Python's start, which these seconds leave out

@@ -255,9 +255,7 @@ class SimulatedGPU:
         without the host: pinned, and copied as it lies. CUDA copies a view with gaps (``pinned[:, :n]``), or one laid
         out unlike the device side, through a contiguous temporary of its own, in pageable memory (chapter 3;
         :func:`synclab.device.copies_as_they_lie`)."""
-        if not copies_as_they_lie(host, tuple(device_side.shape), tuple(device_side.stride()), device_side.dtype):
-            return None
-        return self.pinned_view(host)
+        return self.pinned_view(host) if copies_as_they_lie(host, device_side) else None
 
     def synchronize(self) -> None:
         """``torch.cuda.synchronize()``: the host waits until the device has run everything queued, on every
